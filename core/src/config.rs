@@ -1,0 +1,337 @@
+//! The one configuration tree.
+//!
+//! Loaded by [`Config::load`] in this order: defaults, then a TOML file (if
+//! given), then `XTIMER_…` environment variables with `__` between a section
+//! and its field (`XTIMER_EXECUTOR__CONCURRENCY=500`). Every field has a
+//! default, so `xtimer serve` runs with no file at all. Durations are
+//! milliseconds and their field names end in `_ms`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub database: DatabaseConfig,
+    pub shard: ShardConfig,
+    pub migrator: MigratorConfig,
+    pub scheduler: SchedulerConfig,
+    pub trigger: TriggerConfig,
+    pub executor: ExecutorConfig,
+    pub reconciler: ReconcilerConfig,
+}
+
+/// The HTTP server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on. Defaults to `127.0.0.1:8080`.
+    pub listen: String,
+    /// Largest request body accepted, bytes. Defaults to 65536.
+    pub max_body_bytes: usize,
+    /// Grace period for in-flight work at shutdown, ms. Defaults to 10000.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self { listen: "127.0.0.1:8080".into(), max_body_bytes: 64 * 1024, shutdown_grace_ms: 10_000 }
+    }
+}
+
+/// The SQL database, the source of truth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `sqlite://PATH` (created if missing). Defaults to `sqlite://xtimer.db` in the working directory.
+    pub url: String,
+    /// Connection pool size. Defaults to 8.
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self { url: "sqlite://xtimer.db".into(), max_connections: 8 }
+    }
+}
+
+/// Sharding of fires, shared by the migrator (which indexes) and the
+/// scheduler (which locks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShardConfig {
+    /// Buckets per minute. Defaults to 16.
+    pub buckets: u32,
+    /// Prefix of every shard and lock key. Defaults to `xtimer`.
+    pub key_prefix: String,
+}
+
+impl Default for ShardConfig {
+    fn default() -> Self {
+        Self { buckets: 16, key_prefix: "xtimer".into() }
+    }
+}
+
+/// The migrator: expands enabled timers into fires one step ahead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MigratorConfig {
+    /// Length of a step, ms; each step expands up to two steps ahead. Defaults to 60000.
+    pub step_ms: u64,
+    /// Timers per page when expanding. Defaults to 500.
+    pub page_size: u32,
+    /// Most fires of one timer per expansion (guards against runaway crons). Defaults to 1000.
+    pub max_fires_per_timer: usize,
+}
+
+impl Default for MigratorConfig {
+    fn default() -> Self {
+        Self { step_ms: 60_000, page_size: 500, max_fires_per_timer: 1_000 }
+    }
+}
+
+/// The scheduler: per-tick shard locking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// Tick period, ms. Defaults to 1000.
+    pub tick_ms: u64,
+    /// Lease of a shard lock, renewed while the trigger works, ms. Defaults to 10000.
+    pub lease_ms: u64,
+    /// How long a finished shard's lock stays as its done marker, ms. Defaults to 130000.
+    pub done_ttl_ms: u64,
+    /// How long before a minute starts its shards are taken, ms. Defaults to 5000.
+    pub lookahead_ms: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self { tick_ms: 1_000, lease_ms: 10_000, done_ttl_ms: 130_000, lookahead_ms: 5_000 }
+    }
+}
+
+/// The trigger: the node's timer wheel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TriggerConfig {
+    /// How long before its time a fire is claimed, ms, so the callback
+    /// leaves on the millisecond. Defaults to 500.
+    pub claim_ahead_ms: u64,
+    /// Period of re-reading a held shard for late additions, ms. Defaults to 1000.
+    pub repoll_ms: u64,
+}
+
+impl Default for TriggerConfig {
+    fn default() -> Self {
+        Self { claim_ahead_ms: 500, repoll_ms: 1_000 }
+    }
+}
+
+/// The executor: claims, callbacks, results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// Callbacks in flight at once. Defaults to 2048.
+    pub concurrency: usize,
+    /// Timeout of one callback, ms. Defaults to 10000.
+    pub timeout_ms: u64,
+    /// Lease of a claimed fire past its run time, ms. Defaults to 60000.
+    pub lease_ms: u64,
+    /// Most fires per claim or result transaction. Defaults to 2000.
+    pub batch_size: usize,
+    /// Bytes of a response body kept in a fire's output. Defaults to 512.
+    pub max_output_bytes: usize,
+    /// Idle keep-alive connections kept per callback host. Defaults to 256.
+    pub pool_max_idle_per_host: usize,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 2048,
+            timeout_ms: 10_000,
+            lease_ms: 60_000,
+            batch_size: 2_000,
+            max_output_bytes: 512,
+            pool_max_idle_per_host: 256,
+        }
+    }
+}
+
+/// The reconciler: fires from SQL what the shard index missed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReconcilerConfig {
+    /// Period of the sweep, ms. Defaults to 5000.
+    pub period_ms: u64,
+    /// How long past due a pending fire must be before the sweep takes it, ms. Defaults to 3000.
+    pub grace_ms: u64,
+    /// How late a fire may be and still fire under `fire_once`, ms. Defaults to 60000.
+    pub misfire_window_ms: u64,
+    /// Fires per sweep page. Defaults to 1000.
+    pub page_size: u32,
+}
+
+impl Default for ReconcilerConfig {
+    fn default() -> Self {
+        Self { period_ms: 5_000, grace_ms: 3_000, misfire_window_ms: 60_000, page_size: 1_000 }
+    }
+}
+
+impl Config {
+    /// Loads defaults, then `file` (TOML text) if any, then the `XTIMER_`
+    /// variables of `env`. Reports every invalid field, not just the first.
+    pub fn load(file: Option<&str>, env: &BTreeMap<String, String>) -> Result<Self> {
+        let mut errors = Vec::new();
+        let mut tree = toml::Value::try_from(Config::default()).expect("defaults serialize");
+        if let Some(text) = file {
+            match text.parse::<toml::Table>() {
+                Ok(table) => merge(&mut tree, toml::Value::Table(table)),
+                Err(err) => errors.push(format!("config file: {err}")),
+            }
+        }
+        for (name, raw) in env {
+            let Some(path) = name.strip_prefix("XTIMER_") else { continue };
+            let Some((section, field)) = path.split_once("__") else { continue };
+            let (section, field) = (section.to_ascii_lowercase(), field.to_ascii_lowercase());
+            let Some(toml::Value::Table(sec)) = tree.get_mut(&section) else {
+                errors.push(format!("{name}: unknown section `{section}`"));
+                continue;
+            };
+            let value = match sec.get(&field) {
+                Some(toml::Value::Integer(_)) => match raw.parse::<i64>() {
+                    Ok(v) => toml::Value::Integer(v),
+                    Err(_) => {
+                        errors.push(format!("{name}: `{raw}` is not a whole number"));
+                        continue;
+                    }
+                },
+                Some(toml::Value::Boolean(_)) => match raw.parse::<bool>() {
+                    Ok(v) => toml::Value::Boolean(v),
+                    Err(_) => {
+                        errors.push(format!("{name}: `{raw}` is not true or false"));
+                        continue;
+                    }
+                },
+                Some(_) => toml::Value::String(raw.clone()),
+                None => {
+                    errors.push(format!("{name}: unknown field `{field}` in [{section}]"));
+                    continue;
+                }
+            };
+            sec.insert(field, value);
+        }
+        let config = match tree.try_into::<Config>() {
+            Ok(config) => Some(config),
+            Err(err) => {
+                errors.push(err.to_string().trim().to_string());
+                None
+            }
+        };
+        if let Some(config) = &config {
+            errors.extend(config.problems());
+        }
+        match config {
+            Some(config) if errors.is_empty() => Ok(config),
+            _ => Err(Error::Config(errors)),
+        }
+    }
+
+    /// Values that parse but make no sense.
+    fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let mut check = |ok: bool, msg: &str| {
+            if !ok {
+                p.push(msg.to_string());
+            }
+        };
+        check(self.shard.buckets >= 1 && self.shard.buckets <= 4096, "shard.buckets must be 1..=4096");
+        check(!self.shard.key_prefix.is_empty(), "shard.key_prefix must not be empty");
+        check(self.migrator.step_ms >= 1_000, "migrator.step_ms must be at least 1000");
+        check(self.migrator.page_size >= 1, "migrator.page_size must be at least 1");
+        check(self.scheduler.tick_ms >= 10, "scheduler.tick_ms must be at least 10");
+        check(self.scheduler.lease_ms >= 3 * self.scheduler.tick_ms, "scheduler.lease_ms must be at least 3 ticks");
+        check(
+            self.scheduler.done_ttl_ms > 2 * crate::shard::MINUTE_MS as u64,
+            "scheduler.done_ttl_ms must exceed two minutes (120000) so the previous-minute pass skips finished shards",
+        );
+        check(self.executor.concurrency >= 1, "executor.concurrency must be at least 1");
+        check(self.executor.batch_size >= 1 && self.executor.batch_size <= 5_000, "executor.batch_size must be 1..=5000");
+        check(self.executor.timeout_ms >= 1, "executor.timeout_ms must be at least 1");
+        check(
+            self.executor.lease_ms > self.executor.timeout_ms + self.trigger.claim_ahead_ms,
+            "executor.lease_ms must exceed executor.timeout_ms + trigger.claim_ahead_ms",
+        );
+        check(self.reconciler.period_ms >= 100, "reconciler.period_ms must be at least 100");
+        check(self.database.max_connections >= 2, "database.max_connections must be at least 2");
+        p
+    }
+}
+
+/// Deep-merges `overlay` into `base`: tables merge, anything else replaces.
+fn merge(base: &mut toml::Value, overlay: toml::Value) {
+    match (base, overlay) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_load_without_file_or_env() {
+        let c = Config::load(None, &BTreeMap::new()).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.server.listen, "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn file_then_env_override_in_order() {
+        let file = "[executor]\nconcurrency = 10\ntimeout_ms = 2000\n[server]\nlisten = \"0.0.0.0:9\"\n";
+        let c = Config::load(Some(file), &env(&[("XTIMER_EXECUTOR__CONCURRENCY", "20"), ("OTHER", "x")])).unwrap();
+        assert_eq!(c.executor.concurrency, 20);
+        assert_eq!(c.executor.timeout_ms, 2000);
+        assert_eq!(c.server.listen, "0.0.0.0:9");
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let err = Config::load(
+            Some("[shard]\nbuckets = 0\n"),
+            &env(&[("XTIMER_EXECUTOR__CONCURRENCY", "many"), ("XTIMER_NOPE__X", "1"), ("XTIMER_SERVER__NOPE", "1")]),
+        )
+        .unwrap_err();
+        let Error::Config(list) = err else { panic!() };
+        let text = list.join("\n");
+        assert!(text.contains("not a whole number"), "{text}");
+        assert!(text.contains("unknown section `nope`"), "{text}");
+        assert!(text.contains("unknown field `nope`"), "{text}");
+        assert!(text.contains("shard.buckets"), "{text}");
+    }
+
+    #[test]
+    fn unknown_file_field_is_refused() {
+        let err = Config::load(Some("[server]\nlisn = \"x\"\n"), &BTreeMap::new()).unwrap_err();
+        assert!(err.to_string().contains("lisn"), "{err}");
+    }
+}

@@ -1,0 +1,21 @@
+//! The domain error type.
+
+/// Errors in the domain: bad schedules, bad time zones, bad configuration.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A cron expression that cannot be parsed.
+    #[error("cron `{expr}` is invalid: {reason}")]
+    InvalidCron { expr: String, reason: String },
+    /// A cron expression that parses but has no fire time in the future.
+    #[error("cron `{0}` never fires")]
+    CronNeverFires(String),
+    /// A time zone name that is not in the IANA database.
+    #[error("unknown time zone `{0}`: use an IANA name such as `Europe/Berlin` or `UTC`")]
+    UnknownTimezone(String),
+    /// One or more invalid configuration values; every problem is listed.
+    #[error("invalid configuration: {}", .0.join("; "))]
+    Config(Vec<String>),
+}
+
+/// Result with the domain error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,114 @@
+//! One fire of a timer: a `t_timer_task` row and the key that makes it unique.
+
+use std::fmt;
+
+/// Status of a fire. Numbers are the wire and storage values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FireStatus {
+    /// Waiting for its time.
+    Pending = 0,
+    /// Claimed by a node, which holds a lease on it.
+    Running = 1,
+    /// The callback answered 2xx.
+    Succeeded = 2,
+    /// Every attempt failed.
+    Failed = 3,
+    /// Not fired because the timer was disabled or deleted.
+    Skipped = 4,
+    /// Not fired because its time passed and the misfire policy said so.
+    Missed = 5,
+}
+
+impl FireStatus {
+    /// The storage value.
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+    /// Parses a storage value.
+    pub fn from_code(code: i64) -> Option<Self> {
+        Some(match code {
+            0 => Self::Pending,
+            1 => Self::Running,
+            2 => Self::Succeeded,
+            3 => Self::Failed,
+            4 => Self::Skipped,
+            5 => Self::Missed,
+            _ => return None,
+        })
+    }
+    /// Whether the fire is over.
+    pub fn is_final(self) -> bool {
+        !matches!(self, Self::Pending | Self::Running)
+    }
+}
+
+/// The idempotency key of a fire: (timer, run time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FireKey {
+    pub timer_id: i64,
+    /// Scheduled time, Unix milliseconds.
+    pub run_ms: i64,
+}
+
+impl FireKey {
+    /// Parses a shard member `{timer_id}_{run_ms}`.
+    pub fn parse_member(member: &str) -> Option<Self> {
+        let (id, run) = member.split_once('_')?;
+        Some(Self { timer_id: id.parse().ok()?, run_ms: run.parse().ok()? })
+    }
+}
+
+/// `{timer_id}_{run_ms}`: the shard member and the `Idempotency-Key` header.
+impl fmt::Display for FireKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}_{}", self.timer_id, self.run_ms)
+    }
+}
+
+/// A stored fire (`t_timer_task` row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fire {
+    pub task_id: i64,
+    pub timer_id: i64,
+    pub app: String,
+    /// Scheduled time, Unix milliseconds.
+    pub run_ms: i64,
+    pub status: FireStatus,
+    /// HTTP attempts made so far.
+    pub attempt: u32,
+    /// Response status and the first bytes of the body, or the error.
+    pub output: String,
+    /// How late the first attempt was sent, milliseconds.
+    pub cost_time: i64,
+    pub create_time: i64,
+    pub modify_time: i64,
+}
+
+/// A fire this node has claimed: it holds the lease under `owner`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedFire {
+    pub task_id: i64,
+    pub key: FireKey,
+    /// Attempts made before this claim.
+    pub attempt: u32,
+    /// The claim's fencing token; results are written only under it.
+    pub owner: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_round_trips() {
+        let key = FireKey { timer_id: 42, run_ms: 1_700_000_000_123 };
+        assert_eq!(key.to_string(), "42_1700000000123");
+        assert_eq!(FireKey::parse_member(&key.to_string()), Some(key));
+        assert_eq!(FireKey::parse_member("42"), None);
+        assert_eq!(FireKey::parse_member("a_1"), None);
+    }
+}
+
+/// In-process feed of fires just indexed, so the node's trigger can pick up
+/// late additions to a shard it holds without waiting for its next re-poll.
+pub type FireFeed = tokio::sync::broadcast::Sender<std::sync::Arc<[FireKey]>>;

@@ -1,0 +1,22 @@
+//! Domain types shared by every xtimer crate.
+//!
+//! # Layout
+//!
+//! - [`timer`]: a timer as the user defined it (schedule, callback, policies).
+//! - [`fire`]: one fire of a timer (`t_timer_task` row), its status and key.
+//! - [`shard`]: the (minute, bucket) shard a fire belongs to, key formats.
+//! - [`cron`]: cron parsing and fire-time expansion in a time zone.
+//! - [`clock`]: the injected wall clock.
+//! - [`config`]: the one configuration tree, loaded from defaults, a file and the environment.
+//! - [`error`]: the domain error type.
+
+pub mod clock;
+pub mod config;
+pub mod cron;
+pub mod error;
+pub mod fire;
+pub mod shard;
+pub mod timer;
+
+pub use clock::{Clock, SharedClock, SystemClock};
+pub use error::{Error, Result};

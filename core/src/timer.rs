@@ -1,0 +1,176 @@
+//! A timer as the user defined it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Lifecycle of a timer. Numbers are the wire and storage values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimerStatus {
+    /// Created but not firing (xtimer calls it "unable").
+    Disabled = 1,
+    /// Firing at every fire time.
+    Enabled = 2,
+    /// Deleted; kept for its fire history, never fires again.
+    Deleted = 3,
+}
+
+impl TimerStatus {
+    /// The storage value.
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+    /// Parses a storage value.
+    pub fn from_code(code: i64) -> Option<Self> {
+        match code {
+            1 => Some(Self::Disabled),
+            2 => Some(Self::Enabled),
+            3 => Some(Self::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// When a timer fires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schedule {
+    /// A cron expression evaluated in an IANA time zone.
+    Cron { expr: String, timezone: String },
+    /// Exactly once, at a Unix millisecond.
+    Once { run_at_ms: i64 },
+}
+
+/// The HTTP callback of a timer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpNotify {
+    /// `http` or `https` URL.
+    pub url: String,
+    /// GET, POST, PUT, PATCH or DELETE.
+    pub method: String,
+    /// Extra request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Request body, sent byte for byte as stored.
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+/// What a fire does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Notify {
+    /// Call an HTTP endpoint.
+    Http(HttpNotify),
+}
+
+/// How failed callbacks are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1 = never retry).
+    pub max_attempts: u32,
+    /// Delay before the second attempt; it doubles for each later one, up to [`RetryPolicy::MAX_BACKOFF_MS`].
+    pub backoff_ms: u64,
+}
+
+impl RetryPolicy {
+    /// Upper bound of attempts a timer may ask for.
+    pub const MAX_ATTEMPTS: u32 = 20;
+    /// Upper bound of one backoff delay (10 minutes).
+    pub const MAX_BACKOFF_MS: u64 = 600_000;
+
+    /// Delay after failed attempt number `attempt` (1-based), or `None` when
+    /// the attempts are spent.
+    pub fn backoff_after(&self, attempt: u32) -> Option<u64> {
+        if attempt >= self.max_attempts {
+            return None;
+        }
+        let factor = 1u64 << (attempt.saturating_sub(1)).min(30);
+        Some(self.backoff_ms.saturating_mul(factor).min(Self::MAX_BACKOFF_MS))
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_attempts: 3, backoff_ms: 1_000 }
+    }
+}
+
+/// What to do with fires whose time passed while nobody could run them
+/// (every node down, the shard index lost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MisfirePolicy {
+    /// Mark them missed.
+    Skip,
+    /// Fire the latest one if it is at most the misfire window late; mark the rest missed.
+    #[default]
+    FireOnce,
+    /// Fire every one of them, however late.
+    FireAll,
+}
+
+impl MisfirePolicy {
+    /// The storage value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Skip => "skip",
+            Self::FireOnce => "fire_once",
+            Self::FireAll => "fire_all",
+        }
+    }
+    /// Parses a storage value.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "skip" => Some(Self::Skip),
+            "fire_once" => Some(Self::FireOnce),
+            "fire_all" => Some(Self::FireAll),
+            _ => None,
+        }
+    }
+}
+
+/// A timer to create: validated input, no id yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTimer {
+    pub app: String,
+    pub name: String,
+    pub status: TimerStatus,
+    pub schedule: Schedule,
+    pub notify: Notify,
+    pub retry: RetryPolicy,
+    pub misfire: MisfirePolicy,
+}
+
+/// A stored timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timer {
+    pub id: i64,
+    pub app: String,
+    pub name: String,
+    pub status: TimerStatus,
+    pub schedule: Schedule,
+    pub notify: Notify,
+    pub retry: RetryPolicy,
+    pub misfire: MisfirePolicy,
+    /// Unix milliseconds.
+    pub create_time: i64,
+    /// Unix milliseconds.
+    pub modify_time: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_until_attempts_are_spent() {
+        let p = RetryPolicy { max_attempts: 4, backoff_ms: 100 };
+        assert_eq!(p.backoff_after(1), Some(100));
+        assert_eq!(p.backoff_after(2), Some(200));
+        assert_eq!(p.backoff_after(3), Some(400));
+        assert_eq!(p.backoff_after(4), None);
+        let big = RetryPolicy { max_attempts: 20, backoff_ms: 60_000 };
+        assert_eq!(big.backoff_after(19), Some(RetryPolicy::MAX_BACKOFF_MS));
+    }
+}

@@ -1,0 +1,348 @@
+//! The executor: claims due fires, calls their callbacks on the
+//! millisecond, records results, retries failures with backoff.
+//!
+//! # Layout
+//!
+//! - [`Executor`]: the claim loop (`run`) fed by the trigger; batches of due
+//!   fires are claimed in one transaction (compare-and-set pending ->
+//!   running; a fire someone else holds is simply not returned).
+//! - [`ExecutorHandle`]: dispatches claimed fires (also used by the
+//!   reconciler and by tests) and tracks in-flight work for shutdown.
+//! - [`Recorder`]: group-commits results, fenced by each claim's owner token.
+//! - [`Reconciler`]: sweeps SQL for fires the shard index missed.
+//! - [`callback`]: the HTTP request of a fire.
+//! - [`error`]: this crate's error type.
+//!
+//! # Shutdown
+//!
+//! `stop_claiming` stops the claim loop and parks retries (they are given
+//! back: running -> pending). Fires already claimed and due within
+//! `claim_ahead` still go out; the caller waits for [`ExecutorHandle::idle`]
+//! with a deadline, then cancels `hard_stop` (a child-independent token)
+//! and finally lets the recorder flush on a path nothing cancels.
+
+pub mod callback;
+pub mod error;
+pub mod reconciler;
+pub mod recorder;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use xtimer_core::config::ExecutorConfig;
+use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
+use xtimer_core::timer::{Notify, Timer, TimerStatus};
+use xtimer_core::SharedClock;
+use xtimer_store::{FireRepo, FireResult, TimerRepo};
+
+pub use error::{Error, Result};
+pub use reconciler::Reconciler;
+pub use recorder::Recorder;
+
+/// How one attempt of a fire ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FireOutcome {
+    /// The callback answered 2xx.
+    Fired,
+    /// The timer is no longer enabled.
+    Skipped,
+    /// Failed; the next attempt is at this Unix millisecond.
+    RetryAt(i64),
+    /// Failed with no attempts left.
+    Failed,
+}
+
+/// Claims fires handed over by the trigger and dispatches them.
+pub struct Executor {
+    handle: ExecutorHandle,
+    due: mpsc::Receiver<Vec<FireKey>>,
+}
+
+/// Shared, cloneable access to the executor's dispatching.
+#[derive(Clone)]
+pub struct ExecutorHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ExecutorConfig,
+    node_id: String,
+    fires: Arc<dyn FireRepo>,
+    timers: Arc<dyn TimerRepo>,
+    clock: SharedClock,
+    http: reqwest::Client,
+    cache: DashMap<i64, Arc<Timer>>,
+    permits: Arc<Semaphore>,
+    results: mpsc::Sender<FireResult>,
+    claim_seq: AtomicU64,
+    tracker: TaskTracker,
+    stop_claiming: CancellationToken,
+    hard_stop: CancellationToken,
+}
+
+impl Executor {
+    /// An executor and the [`Recorder`] that writes its results (run both).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: ExecutorConfig,
+        node_id: &str,
+        fires: Arc<dyn FireRepo>,
+        timers: Arc<dyn TimerRepo>,
+        clock: SharedClock,
+        due: mpsc::Receiver<Vec<FireKey>>,
+        stop_claiming: CancellationToken,
+        hard_stop: CancellationToken,
+    ) -> Result<(Self, Recorder)> {
+        let http = callback::client(config.timeout_ms, config.pool_max_idle_per_host).map_err(Error::Client)?;
+        let (results, results_rx) = mpsc::channel(config.batch_size * 16);
+        let recorder = Recorder::new(fires.clone(), clock.clone(), results_rx, config.batch_size);
+        let inner = Inner {
+            permits: Arc::new(Semaphore::new(config.concurrency)),
+            config,
+            node_id: node_id.to_string(),
+            fires,
+            timers,
+            clock,
+            http,
+            cache: DashMap::new(),
+            results,
+            claim_seq: AtomicU64::new(0),
+            tracker: TaskTracker::new(),
+            stop_claiming,
+            hard_stop,
+        };
+        Ok((Self { handle: ExecutorHandle { inner: Arc::new(inner) }, due }, recorder))
+    }
+
+    /// A handle for dispatching and for waiting on in-flight work.
+    pub fn handle(&self) -> ExecutorHandle {
+        self.handle.clone()
+    }
+
+    /// Claims batches of due fires until `shutdown` (the stop-claiming token).
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
+        let max = self.handle.inner.config.batch_size;
+        loop {
+            let mut keys = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                batch = self.due.recv() => match batch {
+                    Some(batch) => batch,
+                    None => break,
+                },
+            };
+            // Group commit: take whatever else is already waiting.
+            while keys.len() < max {
+                match self.due.try_recv() {
+                    Ok(more) => keys.extend(more),
+                    Err(_) => break,
+                }
+            }
+            for chunk in keys.chunks(max) {
+                if let Err(err) = self.handle.claim_and_dispatch(chunk).await {
+                    // The fires stay pending in SQL; the reconciler fires them.
+                    tracing::warn!(fires = chunk.len(), error = %err, "Claim failed; the reconciler will retry.");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ExecutorHandle {
+    /// A fresh owner token for one claim.
+    pub fn owner_token(&self) -> String {
+        let seq = self.inner.claim_seq.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{seq}", self.inner.node_id)
+    }
+
+    /// Claims `keys` and dispatches what was won; returns how many were won.
+    pub async fn claim_and_dispatch(&self, keys: &[FireKey]) -> Result<usize> {
+        let inner = &self.inner;
+        let owner = self.owner_token();
+        let outcome = inner.fires.claim(keys, &owner, inner.config.lease_ms as i64, inner.clock.now_ms()).await?;
+        let won = outcome.claimed.len();
+        self.dispatch(outcome.claimed).await?;
+        Ok(won)
+    }
+
+    /// Fires claimed fires, each at its run time (at once when past).
+    pub async fn dispatch(&self, claimed: Vec<ClaimedFire>) -> Result<()> {
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        self.load_timers(&claimed).await?;
+        let mut groups: BTreeMap<i64, Vec<ClaimedFire>> = BTreeMap::new();
+        for fire in claimed {
+            groups.entry(fire.key.run_ms).or_default().push(fire);
+        }
+        for (run_ms, group) in groups {
+            let this = self.clone();
+            self.inner.tracker.spawn(async move { this.fire_group_at(run_ms, group).await });
+        }
+        Ok(())
+    }
+
+    /// Resolves when no dispatched fire is waiting, in flight or retrying.
+    pub async fn idle(&self) {
+        self.inner.tracker.close();
+        self.inner.tracker.wait().await;
+        self.inner.tracker.reopen();
+    }
+
+    /// Fires dispatched and not finished.
+    pub fn in_flight(&self) -> usize {
+        self.inner.tracker.len()
+    }
+
+    async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<()> {
+        let mut missing: Vec<i64> =
+            claimed.iter().map(|c| c.key.timer_id).filter(|id| !self.inner.cache.contains_key(id)).collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            for timer in self.inner.timers.get_timers(&missing).await? {
+                self.inner.cache.insert(timer.id, Arc::new(timer));
+            }
+        }
+        Ok(())
+    }
+
+    async fn fire_group_at(&self, run_ms: i64, group: Vec<ClaimedFire>) {
+        let wait = run_ms - self.inner.clock.now_ms();
+        if wait > 0 {
+            tokio::select! {
+                _ = self.inner.hard_stop.cancelled() => {
+                    self.release(&group).await;
+                    return;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
+            }
+        }
+        for fire in group {
+            let permit = tokio::select! {
+                _ = self.inner.hard_stop.cancelled() => {
+                    self.release(std::slice::from_ref(&fire)).await;
+                    continue;
+                }
+                permit = self.inner.permits.clone().acquire_owned() => permit.expect("semaphore never closes"),
+            };
+            let this = self.clone();
+            self.inner.tracker.spawn(async move {
+                let outcome = this.attempt(&fire, fire.attempt + 1).await;
+                drop(permit);
+                if let FireOutcome::RetryAt(at) = outcome {
+                    this.retry_at(fire, at).await;
+                }
+            });
+        }
+    }
+
+    /// Waits for a retry's time, then tries again (and again, per policy).
+    async fn retry_at(&self, fire: ClaimedFire, mut at: i64) {
+        let mut attempt = fire.attempt + 2;
+        loop {
+            let wait = (at - self.inner.clock.now_ms()).max(0) as u64;
+            tokio::select! {
+                _ = self.inner.stop_claiming.cancelled() => {
+                    self.release(std::slice::from_ref(&fire)).await;
+                    return;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            }
+            // A retry reads the timer's status afresh: disabling stops retries too.
+            let enabled = matches!(
+                self.inner.timers.get_timer(fire.key.timer_id).await,
+                Ok(Some(t)) if t.status == TimerStatus::Enabled
+            );
+            if !enabled {
+                self.send_result(&fire, FireStatus::Skipped, attempt - 1, "skipped: the timer is not enabled", 0, None)
+                    .await;
+                return;
+            }
+            let _permit = self.inner.permits.clone().acquire_owned().await.expect("semaphore never closes");
+            let claimed = ClaimedFire { attempt: attempt - 1, ..fire.clone() };
+            match self.attempt(&claimed, attempt).await {
+                FireOutcome::RetryAt(next) => {
+                    at = next;
+                    attempt += 1;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Makes attempt number `attempt` (1-based) of a claimed fire. Its
+    /// lateness is recorded; the store keeps the first attempt's.
+    async fn attempt(&self, fire: &ClaimedFire, attempt: u32) -> FireOutcome {
+        let inner = &self.inner;
+        let timer = match inner.cache.get(&fire.key.timer_id).map(|t| t.clone()) {
+            Some(timer) => timer,
+            None => match inner.timers.get_timer(fire.key.timer_id).await {
+                Ok(Some(timer)) => {
+                    let timer = Arc::new(timer);
+                    inner.cache.insert(timer.id, timer.clone());
+                    timer
+                }
+                _ => {
+                    self.send_result(fire, FireStatus::Skipped, attempt - 1, "skipped: the timer is gone", 0, None).await;
+                    return FireOutcome::Skipped;
+                }
+            },
+        };
+        let sent_at = inner.clock.now_ms();
+        let cost = sent_at - fire.key.run_ms;
+        let Notify::Http(notify) = &timer.notify;
+        let answer = callback::call(&inner.http, notify, fire.key, inner.config.max_output_bytes).await;
+        if answer.success {
+            self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
+            return FireOutcome::Fired;
+        }
+        match timer.retry.backoff_after(attempt) {
+            Some(backoff) => {
+                let at = inner.clock.now_ms() + backoff as i64;
+                let lease = at + inner.config.lease_ms as i64;
+                self.send_result(fire, FireStatus::Running, attempt, &answer.output, cost, Some(lease)).await;
+                FireOutcome::RetryAt(at)
+            }
+            None => {
+                self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
+                FireOutcome::Failed
+            }
+        }
+    }
+
+    async fn send_result(
+        &self,
+        fire: &ClaimedFire,
+        status: FireStatus,
+        attempt: u32,
+        output: &str,
+        cost_time: i64,
+        lease_until: Option<i64>,
+    ) {
+        let result = FireResult {
+            task_id: fire.task_id,
+            owner: fire.owner.clone(),
+            status,
+            attempt,
+            output: output.to_string(),
+            cost_time,
+            lease_until,
+        };
+        if self.inner.results.send(result).await.is_err() {
+            tracing::error!(task_id = fire.task_id, "Recorder is gone; the result is lost and the lease will expire.");
+        }
+    }
+
+    async fn release(&self, fires: &[ClaimedFire]) {
+        if let Err(err) = self.inner.fires.release(fires, self.inner.clock.now_ms()).await {
+            tracing::warn!(fires = fires.len(), error = %err, "Releasing claims failed; their leases will expire.");
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The reconciler: fires from SQL what the shard index missed.
+//!
+//! Every `period` (one node at a time, by lock) it reads overdue fires:
+//! pending ones past their time by more than `grace` (the index lost them,
+//! or every node was down) and running ones whose lease ran out (their
+//! owner died mid-fire). Running ones are reclaimed and fired again
+//! (at-least-once; the idempotency key lets the receiver drop a repeat).
+//! Pending ones follow their timer's misfire policy: `skip` marks them
+//! missed, `fire_all` fires them all, `fire_once` fires the latest if it is
+//! within `misfire_window` and marks the rest missed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use xtimer_core::config::ReconcilerConfig;
+use xtimer_core::fire::FireStatus;
+use xtimer_core::timer::MisfirePolicy;
+use xtimer_core::SharedClock;
+use xtimer_store::{FireRepo, LockStore, Overdue, TimerRepo};
+
+use crate::{ExecutorHandle, Result};
+
+/// Most pages one pass works through.
+const MAX_PAGES: usize = 100;
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcileReport {
+    /// Fires reclaimed and handed to the executor.
+    pub fired: u64,
+    /// Fires marked missed.
+    pub missed: u64,
+    /// Fires skipped because their timer is not enabled.
+    pub skipped: u64,
+}
+
+/// Periodic sweep for overdue fires.
+pub struct Reconciler {
+    config: ReconcilerConfig,
+    lease_ms: u64,
+    fires: Arc<dyn FireRepo>,
+    timers: Arc<dyn TimerRepo>,
+    locks: Arc<dyn LockStore>,
+    clock: SharedClock,
+    executor: ExecutorHandle,
+    lock_key: String,
+    node_id: String,
+}
+
+impl Reconciler {
+    /// A reconciler dispatching through `executor`; `lease_ms` is the executor's claim lease.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: ReconcilerConfig,
+        lease_ms: u64,
+        fires: Arc<dyn FireRepo>,
+        timers: Arc<dyn TimerRepo>,
+        locks: Arc<dyn LockStore>,
+        clock: SharedClock,
+        executor: ExecutorHandle,
+        key_prefix: &str,
+        node_id: &str,
+    ) -> Self {
+        Self {
+            config,
+            lease_ms,
+            fires,
+            timers,
+            locks,
+            clock,
+            executor,
+            lock_key: format!("{key_prefix}:lock:reconciler"),
+            node_id: node_id.to_string(),
+        }
+    }
+
+    /// Sweeps at once, then every period, until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let mut tick = tokio::time::interval(Duration::from_millis(self.config.period_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            match self.run_once().await {
+                Ok(r) if r != ReconcileReport::default() => tracing::info!(
+                    fired = r.fired, missed = r.missed, skipped = r.skipped, "Reconciler recovered overdue fires."
+                ),
+                Ok(_) => {}
+                Err(err) => tracing::warn!(error = %err, "Reconciler pass failed."),
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass, if this node holds the reconciler lock.
+    pub async fn run_once(&self) -> Result<ReconcileReport> {
+        let mut report = ReconcileReport::default();
+        let hold = self.config.period_ms * 9 / 10;
+        if !self.locks.acquire(&self.lock_key, &self.node_id, hold).await? {
+            return Ok(report);
+        }
+        for _ in 0..MAX_PAGES {
+            let now = self.clock.now_ms();
+            let overdue =
+                self.fires.overdue(now - self.config.grace_ms as i64, now, self.config.page_size).await?;
+            if overdue.is_empty() {
+                break;
+            }
+            let full = overdue.len() == self.config.page_size as usize;
+            let (fire, missed) = self.decide(&overdue, now).await?;
+            if !missed.is_empty() {
+                let output = "missed: its time passed while no node could fire it (misfire policy)";
+                report.missed += self.fires.mark_missed(&missed, output, now).await?;
+            }
+            let outcome = self.fires.reclaim(&fire, &self.executor.owner_token(), self.lease_ms as i64, now).await?;
+            report.skipped += outcome.skipped;
+            report.fired += outcome.claimed.len() as u64;
+            self.executor.dispatch(outcome.claimed).await?;
+            if !full {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Splits overdue fires into (to fire, to mark missed) by misfire policy.
+    async fn decide(&self, overdue: &[Overdue], now: i64) -> Result<(Vec<i64>, Vec<i64>)> {
+        let mut ids: Vec<i64> = overdue.iter().map(|o| o.key.timer_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let policies: HashMap<i64, MisfirePolicy> =
+            self.timers.get_timers(&ids).await?.into_iter().map(|t| (t.id, t.misfire)).collect();
+        // The latest overdue pending fire of each timer (fire_once keeps only it).
+        let mut latest: HashMap<i64, i64> = HashMap::new();
+        for o in overdue.iter().filter(|o| o.status == FireStatus::Pending) {
+            let slot = latest.entry(o.key.timer_id).or_insert(o.key.run_ms);
+            *slot = (*slot).max(o.key.run_ms);
+        }
+        let window = self.config.misfire_window_ms as i64;
+        let (mut fire, mut missed) = (Vec::new(), Vec::new());
+        for o in overdue {
+            let policy = policies.get(&o.key.timer_id).copied().unwrap_or_default();
+            let fires = o.status == FireStatus::Running
+                || match policy {
+                    MisfirePolicy::FireAll => true,
+                    MisfirePolicy::Skip => false,
+                    MisfirePolicy::FireOnce => latest[&o.key.timer_id] == o.key.run_ms && now - o.key.run_ms <= window,
+                };
+            if fires {
+                fire.push(o.task_id);
+            } else {
+                missed.push(o.task_id);
+            }
+        }
+        Ok((fire, missed))
+    }
+}

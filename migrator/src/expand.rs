@@ -1,0 +1,24 @@
+//! Pure expansion of one timer's fire times over a window.
+
+use chrono::DateTime;
+use xtimer_core::cron::CronSchedule;
+use xtimer_core::timer::{Schedule, Timer};
+
+/// Fire times of `timer` in `[from_ms, to_ms)`, at most `limit`.
+///
+/// A one-shot timer yields its time when it falls in the window, or, when
+/// `enabling` and its time has passed, yields it anyway (it fires late,
+/// once) rather than never.
+pub fn fire_times(timer: &Timer, from_ms: i64, to_ms: i64, limit: usize, enabling: bool) -> xtimer_core::Result<Vec<i64>> {
+    match &timer.schedule {
+        Schedule::Once { run_at_ms } => {
+            let due = *run_at_ms < to_ms && (*run_at_ms >= from_ms || enabling);
+            Ok(if due { vec![*run_at_ms] } else { Vec::new() })
+        }
+        Schedule::Cron { expr, timezone } => {
+            let now = DateTime::from_timestamp_millis(from_ms).unwrap_or_default();
+            let schedule = CronSchedule::parse(expr, timezone, now)?;
+            Ok(schedule.fires_between(from_ms, to_ms, limit))
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The migrator: expands enabled timers into fires one step ahead.
+//!
+//! # Layout
+//!
+//! - [`Migrator`]: the loop (`run`), one step (`run_once`), the start-up
+//!   catch-up (`catch_up`) and the per-timer expansion used when a timer is
+//!   enabled (`expand_timer`).
+//! - [`expand`]: pure fire-time expansion of one timer over a window.
+//! - [`error`]: this crate's error type.
+//!
+//! Every step, under a cluster-wide lock, it inserts the fires of every
+//! enabled timer in `[now, now + 2 * step)` (idempotent on the unique key),
+//! then indexes every pending fire of that window into the shard store.
+//! Re-indexing from SQL each step makes the shard index self-healing: an
+//! index that lost data (restart of the embedded store, a flushed Redis) is
+//! whole again within one step.
+
+pub mod error;
+pub mod expand;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use xtimer_core::config::MigratorConfig;
+use xtimer_core::fire::{FireFeed, FireKey};
+use xtimer_core::shard::{minute_of, MINUTE_MS};
+use xtimer_core::timer::Timer;
+use xtimer_core::SharedClock;
+use xtimer_store::{FireRepo, LockStore, NewFire, ShardStore, TimerRepo};
+
+pub use error::{Error, Result};
+
+/// Expands timers into fires and indexes them into shards.
+pub struct Migrator {
+    config: MigratorConfig,
+    timers: Arc<dyn TimerRepo>,
+    fires: Arc<dyn FireRepo>,
+    shards: Arc<dyn ShardStore>,
+    locks: Arc<dyn LockStore>,
+    clock: SharedClock,
+    lock_key: String,
+    token: String,
+    feed: Option<FireFeed>,
+}
+
+/// What one step did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StepReport {
+    /// Enabled timers looked at.
+    pub timers: u64,
+    /// Fires newly inserted.
+    pub inserted: u64,
+    /// Pending fires (re)indexed into shards.
+    pub indexed: u64,
+}
+
+impl Migrator {
+    /// A migrator; `key_prefix` names its cluster-wide lock.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: MigratorConfig,
+        timers: Arc<dyn TimerRepo>,
+        fires: Arc<dyn FireRepo>,
+        shards: Arc<dyn ShardStore>,
+        locks: Arc<dyn LockStore>,
+        clock: SharedClock,
+        key_prefix: &str,
+        node_id: &str,
+    ) -> Self {
+        Self {
+            config,
+            timers,
+            fires,
+            shards,
+            locks,
+            clock,
+            lock_key: format!("{key_prefix}:lock:migrator"),
+            token: node_id.to_string(),
+            feed: None,
+        }
+    }
+
+    /// Publishes every indexed fire to `feed` as well.
+    pub fn with_feed(mut self, feed: FireFeed) -> Self {
+        self.feed = Some(feed);
+        self
+    }
+
+    /// End of the window a step started at `now_ms` covers.
+    pub fn horizon(&self, now_ms: i64) -> i64 {
+        now_ms + 2 * self.config.step_ms as i64
+    }
+
+    /// Runs a catch-up step at once, then one step per `step_ms` until
+    /// `shutdown`.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) -> Result<()> {
+        if let Err(err) = self.catch_up().await {
+            tracing::warn!(error = %err, "Migrator catch-up failed; the next step retries.");
+        }
+        let mut tick = tokio::time::interval(Duration::from_millis(self.config.step_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            match self.run_once().await {
+                Ok(Some(report)) => tracing::debug!(?report, "Migrator step done."),
+                Ok(None) => tracing::debug!("Migrator step taken by another node."),
+                Err(err) => tracing::warn!(error = %err, "Migrator step failed; the next step retries."),
+            }
+        }
+        Ok(())
+    }
+
+    /// One step, if this node wins the step lock (held for most of a step,
+    /// so one node per step does the work). `None` when another node has it.
+    pub async fn run_once(&self) -> Result<Option<StepReport>> {
+        let hold = self.config.step_ms * 9 / 10;
+        if !self.locks.acquire(&self.lock_key, &self.token, hold).await? {
+            return Ok(None);
+        }
+        self.catch_up().await.map(Some)
+    }
+
+    /// One step without the lock: expands every enabled timer and indexes
+    /// the window. Run at start so a restarted node is whole at once.
+    pub async fn catch_up(&self) -> Result<StepReport> {
+        let now = self.clock.now_ms();
+        let to = self.horizon(now);
+        let mut report = StepReport::default();
+        let mut after_id = 0;
+        loop {
+            let page = self.timers.enabled_timers(after_id, self.config.page_size).await?;
+            let Some(last) = page.last() else { break };
+            after_id = last.id;
+            report.timers += page.len() as u64;
+            let mut batch = Vec::new();
+            for timer in &page {
+                batch.extend(self.fires_of(timer, now, to, false));
+            }
+            report.inserted += self.fires.insert_fires(&batch, now).await?;
+        }
+        report.indexed = self.index(None, now, to).await?;
+        Ok(report)
+    }
+
+    /// Expands one timer from now to the current horizon and indexes its
+    /// fires; called when a timer is enabled, so it fires on time.
+    pub async fn expand_timer(&self, timer: &Timer) -> Result<u64> {
+        let now = self.clock.now_ms();
+        let to = self.horizon(now);
+        let fires = self.fires_of(timer, now, to, true);
+        self.fires.insert_fires(&fires, now).await?;
+        // A one-shot timer enabled after its time still fires, once, now.
+        let from = fires.iter().map(|f| f.key.run_ms).min().unwrap_or(now).min(now);
+        self.index(Some(timer.id), from, to).await
+    }
+
+    fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<NewFire> {
+        match expand::fire_times(timer, from, to, self.config.max_fires_per_timer, enabling) {
+            Ok(times) => {
+                times.into_iter().map(|run_ms| NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() }).collect()
+            }
+            Err(err) => {
+                tracing::warn!(timer_id = timer.id, error = %err, "Timer schedule does not parse; not expanded.");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Indexes pending fires in `[from, to)` minute by minute.
+    async fn index(&self, timer_id: Option<i64>, from: i64, to: i64) -> Result<u64> {
+        let mut indexed = 0;
+        let mut minute = minute_of(from);
+        while minute < to {
+            let start = minute.max(from);
+            let end = (minute + MINUTE_MS).min(to);
+            let keys = self.fires.pending_between(timer_id, start, end, u32::MAX).await?;
+            if !keys.is_empty() {
+                self.shards.add(&keys).await?;
+                indexed += keys.len() as u64;
+                if let Some(feed) = &self.feed {
+                    // No receiver is fine: the trigger's re-poll finds them too.
+                    let _ = feed.send(keys.into());
+                }
+            }
+            minute += MINUTE_MS;
+        }
+        Ok(indexed)
+    }
+}

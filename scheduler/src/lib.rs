@@ -1,0 +1,143 @@
+//! The scheduler: every tick, tries the lock of each shard that is due or
+//! about to be, and hands won shards to the trigger.
+//!
+//! # Layout
+//!
+//! - [`Scheduler`]: the loop (`run`) and one tick (`run_once`).
+//! - [`due_minutes`]: which minutes a tick looks at (pure).
+//! - [`error`]: this crate's error type.
+//!
+//! A tick looks at the previous minute (a shard nobody finished: its owner
+//! died, or the node was down), the current one, and, `lookahead` before a
+//! boundary, the next one, so the first second of a minute fires on time.
+//! Locks are short leases (`lease_ms`) that the trigger renews while it
+//! works, so a dead node's shards are taken over within seconds; a finished
+//! shard's lock is kept past two minutes as its done marker, so the
+//! previous-minute pass skips it.
+
+pub mod error;
+
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use xtimer_core::config::SchedulerConfig;
+use xtimer_core::shard::{minute_of, ShardKey, ShardLease, MINUTE_MS};
+use xtimer_core::SharedClock;
+use xtimer_store::LockStore;
+
+pub use error::{Error, Result};
+
+/// Minutes a tick at `now_ms` looks at: previous, current and, within
+/// `lookahead_ms` of the boundary, next.
+pub fn due_minutes(now_ms: i64, lookahead_ms: u64) -> Vec<i64> {
+    let current = minute_of(now_ms);
+    let mut minutes = vec![current - MINUTE_MS, current];
+    if now_ms + lookahead_ms as i64 >= current + MINUTE_MS {
+        minutes.push(current + MINUTE_MS);
+    }
+    minutes
+}
+
+/// Tries shard locks every tick and sends won shards to the trigger.
+pub struct Scheduler {
+    config: SchedulerConfig,
+    buckets: u32,
+    key_prefix: String,
+    node_id: String,
+    locks: std::sync::Arc<dyn LockStore>,
+    clock: SharedClock,
+    won: mpsc::Sender<ShardLease>,
+}
+
+impl Scheduler {
+    /// A scheduler for `buckets` buckets that sends won shards on `won`.
+    pub fn new(
+        config: SchedulerConfig,
+        buckets: u32,
+        key_prefix: &str,
+        node_id: &str,
+        locks: std::sync::Arc<dyn LockStore>,
+        clock: SharedClock,
+        won: mpsc::Sender<ShardLease>,
+    ) -> Self {
+        Self { config, buckets, key_prefix: key_prefix.into(), node_id: node_id.into(), locks, clock, won }
+    }
+
+    /// Ticks until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let mut tick = tokio::time::interval(Duration::from_millis(self.config.tick_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            if let Err(err) = self.run_once().await {
+                tracing::warn!(error = %err, "Scheduler tick failed.");
+            }
+        }
+        Ok(())
+    }
+
+    /// One tick: returns the shards won.
+    pub async fn run_once(&self) -> Result<Vec<ShardKey>> {
+        let now = self.clock.now_ms();
+        let mut won = Vec::new();
+        for minute_ms in due_minutes(now, self.config.lookahead_ms) {
+            for bucket in 0..self.buckets {
+                let shard = ShardKey { minute_ms, bucket };
+                let token = format!("{}:{:016x}", self.node_id, rand::rng().random::<u64>());
+                if self.locks.acquire(&shard.lock_key(&self.key_prefix), &token, self.config.lease_ms).await? {
+                    tracing::debug!(%shard, "Shard claimed.");
+                    self.won.send(ShardLease { shard, token }).await.map_err(|_| Error::TriggerGone)?;
+                    won.push(shard);
+                }
+            }
+        }
+        Ok(won)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use xtimer_core::clock::ManualClock;
+    use xtimer_store::MemoryLocks;
+
+    use super::*;
+
+    const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+    #[test]
+    fn next_minute_only_within_lookahead() {
+        assert_eq!(due_minutes(T0 + 30_000, 5_000), vec![T0 - MINUTE_MS, T0]);
+        assert_eq!(due_minutes(T0 + 55_000, 5_000), vec![T0 - MINUTE_MS, T0, T0 + MINUTE_MS]);
+    }
+
+    #[tokio::test]
+    async fn a_held_or_done_shard_is_not_taken_twice_and_a_dead_lease_is() {
+        let clock = Arc::new(ManualClock::new(T0 + 10_000));
+        let locks: Arc<dyn LockStore> = Arc::new(MemoryLocks::new(clock.clone()));
+        let (tx, mut rx) = mpsc::channel(64);
+        let config = SchedulerConfig::default();
+        let a = Scheduler::new(config.clone(), 2, "t", "a", locks.clone(), clock.clone(), tx.clone());
+        let b = Scheduler::new(config.clone(), 2, "t", "b", locks.clone(), clock.clone(), tx);
+        assert_eq!(a.run_once().await.unwrap().len(), 4, "previous and current minute, two buckets");
+        assert!(b.run_once().await.unwrap().is_empty(), "held by a");
+        // a finishes the previous minute's shards: done markers.
+        let mut leases = Vec::new();
+        while let Ok(l) = rx.try_recv() {
+            leases.push(l);
+        }
+        for l in leases.iter().filter(|l| l.shard.minute_ms < T0) {
+            assert!(locks.extend(&l.shard.lock_key("t"), &l.token, config.done_ttl_ms).await.unwrap());
+        }
+        // a dies: its current-minute leases run out, the done markers do not.
+        clock.advance(config.lease_ms as i64 + 1);
+        let taken = b.run_once().await.unwrap();
+        assert_eq!(taken, vec![ShardKey { minute_ms: T0, bucket: 0 }, ShardKey { minute_ms: T0, bucket: 1 }]);
+    }
+}

@@ -1,0 +1,13 @@
+//! The xtimer binary's library: wiring every part into one node.
+//!
+//! # Layout
+//!
+//! - [`node`]: builds the stores and loops from a [`Config`](xtimer_core::config::Config),
+//!   serves HTTP, and shuts down in order.
+//! - [`bench`]: the load benchmark behind `xtimer bench`.
+//! - [`receiver`]: a callback receiver that records what it got and when
+//!   (used by the benchmark and the end-to-end tests).
+
+pub mod bench;
+pub mod node;
+pub mod receiver;

@@ -1,0 +1,90 @@
+//! `xtimer`: the distributed timer service.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+use xtimer::node::Node;
+use xtimer_core::config::Config;
+
+#[derive(Parser)]
+#[command(name = "xtimer", version, about = "A distributed cron/timer service.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node: HTTP API, migrator, scheduler, trigger, executor, reconciler.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "XTIMER_LISTEN")]
+        listen: Option<String>,
+        /// Database URL (`sqlite://PATH`). Defaults to `sqlite://xtimer.db`.
+        #[arg(long, env = "XTIMER_DATABASE_URL")]
+        database_url: Option<String>,
+        /// TOML configuration file.
+        #[arg(long, env = "XTIMER_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Measure fires per second and lateness against a local receiver.
+    Bench(xtimer::bench::BenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("XTIMER_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match cli.command {
+        Command::Serve { listen, database_url, config } => runtime.block_on(serve(listen, database_url, config)),
+        Command::Bench(args) => runtime.block_on(xtimer::bench::run(args)),
+    }
+}
+
+async fn serve(listen: Option<String>, database_url: Option<String>, file: Option<PathBuf>) -> anyhow::Result<()> {
+    let text = match &file {
+        Some(path) => Some(std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?),
+        None => None,
+    };
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let mut config = Config::load(text.as_deref(), &env)?;
+    if let Some(listen) = listen {
+        config.server.listen = listen;
+    }
+    if let Some(url) = database_url {
+        config.database.url = url;
+    }
+    let mut node = Node::start(config).await?;
+    tokio::select! {
+        _ = shutdown_signal() => tracing::info!("Shutting down: finishing in-flight callbacks."),
+        why = node.exited() => tracing::error!(reason = why, "A loop exited; shutting down."),
+    }
+    // A second signal quits at once.
+    tokio::spawn(async {
+        shutdown_signal().await;
+        tracing::warn!("Second signal: exiting now.");
+        std::process::exit(130);
+    });
+    node.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

@@ -1,0 +1,187 @@
+//! One xtimer node: every part wired together.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+use xtimer_core::config::Config;
+use xtimer_core::{SharedClock, SystemClock};
+use xtimer_executor::{Executor, ExecutorHandle, Reconciler};
+use xtimer_migrator::Migrator;
+use xtimer_scheduler::Scheduler;
+use xtimer_store::Stores;
+use xtimer_trigger::{Trigger, TriggerChannels};
+use xtimer_webserver::{router, AppState};
+
+/// A running node.
+pub struct Node {
+    /// Where the HTTP API listens.
+    pub addr: SocketAddr,
+    /// This node's id (host, pid and a random suffix).
+    pub node_id: String,
+    /// The stores, for tests and tools that look inside.
+    pub stores: Stores,
+    /// The migrator, for tests and tools that expand on demand.
+    pub migrator: Arc<Migrator>,
+    stop_claiming: CancellationToken,
+    hard_stop: CancellationToken,
+    loops: JoinSet<(&'static str, anyhow::Result<()>)>,
+    executor: ExecutorHandle,
+    recorder: JoinHandle<()>,
+    grace: Duration,
+}
+
+/// A fresh node id: `{host}-{pid}-{random}`.
+pub fn new_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    let host = if host.is_empty() { "node".to_string() } else { host };
+    format!("{host}-{}-{:04x}", std::process::id(), rand_suffix())
+}
+
+fn rand_suffix() -> u16 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
+    (nanos ^ (nanos >> 16)) as u16
+}
+
+impl Node {
+    /// Connects the stores, binds the listener and starts every loop.
+    pub async fn start(config: Config) -> anyhow::Result<Self> {
+        let clock: SharedClock = Arc::new(SystemClock);
+        let node_id = new_node_id();
+        let stores = Stores::connect(&config.database, &config.shard, clock.clone()).await?;
+        let prefix = config.shard.key_prefix.clone();
+
+        let hard_stop = CancellationToken::new();
+        // A hard stop implies a soft one.
+        let stop_claiming = hard_stop.child_token();
+        let (won_tx, won_rx) = mpsc::channel(1024);
+        let (due_tx, due_rx) = mpsc::channel(4096);
+        let (feed_tx, feed_rx) = broadcast::channel(1024);
+
+        let migrator = Arc::new(
+            Migrator::new(
+                config.migrator.clone(),
+                stores.timers.clone(),
+                stores.fires.clone(),
+                stores.shards.clone(),
+                stores.locks.clone(),
+                clock.clone(),
+                &prefix,
+                &node_id,
+            )
+            .with_feed(feed_tx),
+        );
+        let scheduler = Scheduler::new(
+            config.scheduler.clone(),
+            config.shard.buckets,
+            &prefix,
+            &node_id,
+            stores.locks.clone(),
+            clock.clone(),
+            won_tx,
+        );
+        let trigger = Trigger::new(
+            config.trigger.clone(),
+            config.scheduler.clone(),
+            &prefix,
+            stores.shards.clone(),
+            stores.locks.clone(),
+            clock.clone(),
+            TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx },
+        );
+        let (executor, recorder) = Executor::new(
+            config.executor.clone(),
+            &node_id,
+            stores.fires.clone(),
+            stores.timers.clone(),
+            clock.clone(),
+            due_rx,
+            stop_claiming.clone(),
+            hard_stop.clone(),
+        )?;
+        let handle = executor.handle();
+        let reconciler = Reconciler::new(
+            config.reconciler.clone(),
+            config.executor.lease_ms,
+            stores.fires.clone(),
+            stores.timers.clone(),
+            stores.locks.clone(),
+            clock.clone(),
+            handle.clone(),
+            &prefix,
+            &node_id,
+        );
+
+        let listener = tokio::net::TcpListener::bind(&config.server.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.server.listen))?;
+        let addr = listener.local_addr()?;
+        let state = AppState::new(
+            stores.timers.clone(),
+            stores.fires.clone(),
+            migrator.clone(),
+            clock.clone(),
+            config.server.clone(),
+        );
+        let app = router(state);
+
+        let recorder = tokio::spawn(recorder.run());
+        let mut loops = JoinSet::new();
+        let s = stop_claiming.clone();
+        loops.spawn(async move { ("http", axum::serve(listener, app).with_graceful_shutdown(s.cancelled_owned()).await.map_err(Into::into)) });
+        let s = stop_claiming.clone();
+        let m = migrator.clone();
+        loops.spawn(async move { ("migrator", m.run(s).await.map_err(Into::into)) });
+        let s = stop_claiming.clone();
+        loops.spawn(async move { ("scheduler", scheduler.run(s).await.map_err(Into::into)) });
+        let s = stop_claiming.clone();
+        loops.spawn(async move { ("trigger", trigger.run(s).await.map_err(Into::into)) });
+        let s = stop_claiming.clone();
+        loops.spawn(async move { ("executor", executor.run(s).await.map_err(Into::into)) });
+        let s = stop_claiming.clone();
+        loops.spawn(async move { ("reconciler", reconciler.run(s).await.map_err(Into::into)) });
+
+        tracing::info!(%addr, node_id, storage = %stores.description, "xtimer is listening.");
+        Ok(Self {
+            addr,
+            node_id,
+            stores,
+            migrator,
+            stop_claiming,
+            hard_stop,
+            loops,
+            executor: handle,
+            recorder,
+            grace: Duration::from_millis(config.server.shutdown_grace_ms),
+        })
+    }
+
+    /// Resolves when any loop exits on its own (a failure), naming it.
+    pub async fn exited(&mut self) -> String {
+        match self.loops.join_next().await {
+            Some(Ok((name, Ok(())))) => format!("{name} stopped"),
+            Some(Ok((name, Err(err)))) => format!("{name} failed: {err:#}"),
+            Some(Err(err)) => format!("a loop panicked: {err}"),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops in order: stop claiming (and serving), let in-flight callbacks
+    /// finish within the grace period, cancel what is left (its claims are
+    /// given back), then flush recorded results.
+    pub async fn shutdown(mut self) {
+        self.stop_claiming.cancel();
+        while self.loops.join_next().await.is_some() {}
+        if tokio::time::timeout(self.grace, self.executor.idle()).await.is_err() {
+            tracing::warn!(in_flight = self.executor.in_flight(), "Grace period over; cancelling in-flight fires.");
+        }
+        self.hard_stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.executor.idle()).await;
+        drop(self.executor);
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.recorder).await;
+        tracing::info!(node_id = self.node_id, "xtimer stopped.");
+    }
+}

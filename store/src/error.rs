@@ -1,0 +1,24 @@
+//! The store's error type.
+
+/// Errors from the database or the shard index.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The (app, name) pair is taken by a timer that is not deleted.
+    #[error("a timer named `{name}` already exists in app `{app}`")]
+    NameTaken { app: String, name: String },
+    /// A database URL this build cannot serve.
+    #[error("unsupported database url `{0}`: expected sqlite://PATH")]
+    UnsupportedUrl(String),
+    /// The database failed or is unreachable.
+    #[error("database error")]
+    Database(#[from] sqlx::Error),
+    /// The schema could not be applied.
+    #[error("applying the schema failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored row that does not decode (edited by hand, or a newer version).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+/// Result with the store error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

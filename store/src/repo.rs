@@ -1,0 +1,101 @@
+//! Repository traits: what the rest of xtimer may ask of SQL.
+//!
+//! Every method takes `now_ms` from the caller's clock, so tests drive time.
+
+use async_trait::async_trait;
+use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
+use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
+
+use crate::Result;
+
+/// Timers (`t_timer`).
+#[async_trait]
+pub trait TimerRepo: Send + Sync {
+    /// Stores a new timer and returns it with its id.
+    async fn create_timer(&self, timer: &NewTimer, now_ms: i64) -> Result<Timer>;
+    /// One timer by id, deleted ones included.
+    async fn get_timer(&self, id: i64) -> Result<Option<Timer>>;
+    /// Several timers by id; missing ids are left out.
+    async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
+    /// A page of an app's timers that are not deleted, by id, and their total.
+    async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
+    /// Sets a timer's status; false when the id does not exist or is deleted.
+    async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool>;
+    /// Enabled timers with id > `after_id`, by id, at most `limit`.
+    async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>>;
+}
+
+/// A fire to insert (idempotent on (timer_id, run_ms)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewFire {
+    pub key: FireKey,
+    pub app: String,
+}
+
+/// What a claim got.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ClaimOutcome {
+    /// Fires now leased to the caller.
+    pub claimed: Vec<ClaimedFire>,
+    /// Fires marked skipped because their timer is not enabled.
+    pub skipped: u64,
+}
+
+/// The result of one attempt, written only under the claim's owner token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FireResult {
+    pub task_id: i64,
+    pub owner: String,
+    /// Succeeded or Failed ends the fire; Running keeps the lease for a retry.
+    pub status: FireStatus,
+    /// Attempts made, this one included.
+    pub attempt: u32,
+    pub output: String,
+    /// Lateness of this attempt, ms; the store keeps the first attempt's.
+    pub cost_time: i64,
+    /// New lease end while a retry is pending.
+    pub lease_until: Option<i64>,
+}
+
+/// A fire the reconciler found overdue: pending past its time, or running
+/// with an expired lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overdue {
+    pub task_id: i64,
+    pub key: FireKey,
+    pub status: FireStatus,
+}
+
+/// Fires (`t_timer_task`).
+#[async_trait]
+pub trait FireRepo: Send + Sync {
+    /// Inserts fires, ignoring ones that exist; returns how many were new.
+    async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64>;
+    /// Pending fires with run time in `[from_ms, to_ms)`, by run time, at most `limit`,
+    /// optionally of one timer.
+    async fn pending_between(&self, timer_id: Option<i64>, from_ms: i64, to_ms: i64, limit: u32)
+        -> Result<Vec<FireKey>>;
+    /// Claims pending fires by key in one transaction: those whose timer is
+    /// enabled become running under `owner` with a lease to run time +
+    /// `lease_ms`; those whose timer is not enabled become skipped; the rest
+    /// (someone else's, or final) are left alone.
+    async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome>;
+    /// Claims overdue fires by task id: pending ones, and running ones whose
+    /// lease ended before `now_ms`. Same rules as [`FireRepo::claim`]; the
+    /// lease runs to `now_ms + lease_ms`.
+    async fn reclaim(&self, task_ids: &[i64], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome>;
+    /// Writes results in one transaction, each only if the fire is still
+    /// running under its owner (fencing). Returns how many were written.
+    async fn record(&self, results: &[FireResult], now_ms: i64) -> Result<u64>;
+    /// Gives claimed fires back (running -> pending) when their owner stops
+    /// before firing them.
+    async fn release(&self, claims: &[ClaimedFire], now_ms: i64) -> Result<u64>;
+    /// Marks pending fires missed.
+    async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64>;
+    /// Overdue fires: pending with run time before `pending_before_ms`, or
+    /// running with a lease that ended before `now_ms`; oldest first.
+    async fn overdue(&self, pending_before_ms: i64, now_ms: i64, limit: u32) -> Result<Vec<Overdue>>;
+    /// A page of a timer's fires, newest first, and their total.
+    async fn list_fires(&self, timer_id: i64, status: Option<FireStatus>, offset: u64, limit: u64)
+        -> Result<(Vec<Fire>, u64)>;
+}

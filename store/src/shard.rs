@@ -1,0 +1,83 @@
+//! The shard index: which fires are due in each (minute, bucket) shard.
+//!
+//! An index, not a source of truth: SQL holds every fire, and losing the
+//! index delays fires (the reconciler finds them) but loses none.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use xtimer_core::config::ShardConfig;
+use xtimer_core::fire::FireKey;
+use xtimer_core::shard::{ShardKey, MINUTE_MS};
+use xtimer_core::SharedClock;
+
+use crate::Result;
+
+/// How long a shard's entries outlive the end of its minute.
+pub const SHARD_TTL_MS: i64 = 10 * MINUTE_MS;
+
+/// A sorted set per shard: member `{timer_id}_{run_ms}`, score `run_ms`.
+#[async_trait]
+pub trait ShardStore: Send + Sync {
+    /// Adds fires to their shards (idempotent). Shards expire
+    /// [`SHARD_TTL_MS`] after their minute ends.
+    async fn add(&self, fires: &[FireKey]) -> Result<()>;
+    /// A shard's fires with run time in `[from_ms, to_ms)`, by run time.
+    async fn range(&self, shard: ShardKey, from_ms: i64, to_ms: i64) -> Result<Vec<FireKey>>;
+    /// The bucket count fires are spread over.
+    fn buckets(&self) -> u32;
+}
+
+/// The in-process shard index of the embedded default.
+#[derive(Debug)]
+pub struct MemoryShards {
+    config: ShardConfig,
+    clock: SharedClock,
+    sets: Mutex<BTreeMap<ShardKey, BTreeSet<(i64, i64)>>>,
+}
+
+impl MemoryShards {
+    /// An empty index.
+    pub fn new(config: ShardConfig, clock: SharedClock) -> Self {
+        Self { config, clock, sets: Mutex::new(BTreeMap::new()) }
+    }
+}
+
+#[async_trait]
+impl ShardStore for MemoryShards {
+    async fn add(&self, fires: &[FireKey]) -> Result<()> {
+        let expired_before = self.clock.now_ms() - SHARD_TTL_MS - MINUTE_MS;
+        let mut sets = self.sets.lock().expect("shard index lock");
+        for fire in fires {
+            let key = ShardKey::of(fire.timer_id, fire.run_ms, self.config.buckets);
+            if key.minute_ms >= expired_before {
+                sets.entry(key).or_default().insert((fire.run_ms, fire.timer_id));
+            }
+        }
+        // Expire whole shards the way Redis TTLs would.
+        while let Some(entry) = sets.first_entry() {
+            if entry.key().minute_ms >= expired_before {
+                break;
+            }
+            entry.remove();
+        }
+        Ok(())
+    }
+
+    async fn range(&self, shard: ShardKey, from_ms: i64, to_ms: i64) -> Result<Vec<FireKey>> {
+        let sets = self.sets.lock().expect("shard index lock");
+        Ok(sets
+            .get(&shard)
+            .map(|set| {
+                set.range((from_ms, i64::MIN)..(to_ms, i64::MIN))
+                    .map(|&(run_ms, timer_id)| FireKey { timer_id, run_ms })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn buckets(&self) -> u32 {
+        self.config.buckets
+    }
+}

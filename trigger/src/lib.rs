@@ -1,0 +1,191 @@
+//! The trigger: for each shard the scheduler won, loads its fires into the
+//! node's timer wheel, wakes each `claim_ahead` before its time and hands it
+//! to the executor, re-polls for late additions, renews the shard's lease
+//! while it works and marks the shard done when its minute is over.
+//!
+//! # Layout
+//!
+//! - [`Trigger`]: the loop taking won shards and fed fires (`run`).
+//! - [`wheel`]: the millisecond timer wheel and its driver.
+//! - [`error`]: this crate's error type.
+//!
+//! Fires wake `claim_ahead` early so the executor can claim them in a batch
+//! and still send each callback on its millisecond.
+
+pub mod error;
+pub mod wheel;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use xtimer_core::config::{SchedulerConfig, TriggerConfig};
+use xtimer_core::fire::FireKey;
+use xtimer_core::shard::{ShardKey, ShardLease};
+use xtimer_core::SharedClock;
+use xtimer_store::{LockStore, ShardStore};
+
+pub use error::{Error, Result};
+pub use wheel::{Wheel, WheelDriver};
+
+/// Channels the trigger reads and writes.
+pub struct TriggerChannels {
+    /// Shards won by the scheduler.
+    pub won: mpsc::Receiver<ShardLease>,
+    /// Fires just indexed on this node (late additions).
+    pub feed: broadcast::Receiver<Arc<[FireKey]>>,
+    /// Batches of fires due for claiming, to the executor.
+    pub due: mpsc::Sender<Vec<FireKey>>,
+}
+
+/// Loads held shards into the wheel and hands due fires to the executor.
+pub struct Trigger {
+    shared: Arc<Shared>,
+    channels: TriggerChannels,
+}
+
+struct Shared {
+    config: TriggerConfig,
+    scheduler: SchedulerConfig,
+    key_prefix: String,
+    shards: Arc<dyn ShardStore>,
+    locks: Arc<dyn LockStore>,
+    clock: SharedClock,
+    wheel: Arc<Wheel<FireKey>>,
+    /// Shards this node holds, with the fires already put in the wheel.
+    held: DashMap<ShardKey, HashSet<FireKey>>,
+}
+
+impl Trigger {
+    /// A trigger; `scheduler` gives the lease and done-marker timings.
+    pub fn new(
+        config: TriggerConfig,
+        scheduler: SchedulerConfig,
+        key_prefix: &str,
+        shards: Arc<dyn ShardStore>,
+        locks: Arc<dyn LockStore>,
+        clock: SharedClock,
+        channels: TriggerChannels,
+    ) -> Self {
+        let shared = Shared {
+            config,
+            scheduler,
+            key_prefix: key_prefix.into(),
+            shards,
+            locks,
+            clock,
+            wheel: Arc::new(Wheel::new()),
+            held: DashMap::new(),
+        };
+        Self { shared: Arc::new(shared), channels }
+    }
+
+    /// The wheel, for inspection.
+    pub fn wheel(&self) -> Arc<Wheel<FireKey>> {
+        self.shared.wheel.clone()
+    }
+
+    /// Works shards until `shutdown`; then releases the shards it holds so
+    /// another node (or this one restarted) takes them at once.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let Self { shared, mut channels } = self;
+        let mut tasks = JoinSet::new();
+        let driver = WheelDriver { wheel: shared.wheel.clone(), clock: shared.clock.clone(), out: channels.due };
+        tasks.spawn(driver.run(shutdown.clone()));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                lease = channels.won.recv() => match lease {
+                    Some(lease) => { tasks.spawn(shared.clone().work(lease, shutdown.clone())); }
+                    None => break,
+                },
+                fed = channels.feed.recv() => match fed {
+                    Ok(keys) => shared.offer(&keys),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::debug!(skipped = n, "Trigger feed lagged; the re-poll covers it.");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {}
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        shutdown.cancel();
+        while tasks.join_next().await.is_some() {}
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn deadline(&self, key: &FireKey) -> i64 {
+        key.run_ms - self.config.claim_ahead_ms as i64
+    }
+
+    /// Puts fires of held shards that are not yet in the wheel into it.
+    fn offer(&self, keys: &[FireKey]) {
+        let buckets = self.shards.buckets();
+        let mut new = Vec::new();
+        for key in keys {
+            if let Some(mut seen) = self.held.get_mut(&ShardKey::of(key.timer_id, key.run_ms, buckets)) {
+                if seen.insert(*key) {
+                    new.push((self.deadline(key), *key));
+                }
+            }
+        }
+        if !new.is_empty() {
+            self.wheel.insert_many(new);
+        }
+    }
+
+    /// Loads the shard now and every `repoll_ms` until its minute is over,
+    /// renewing the lease; then marks it done.
+    async fn work(self: Arc<Self>, lease: ShardLease, shutdown: CancellationToken) {
+        let ShardLease { shard, token } = lease;
+        let lock_key = shard.lock_key(&self.key_prefix);
+        let renew_every = (self.scheduler.lease_ms / 3) as i64;
+        let repoll = self.config.repoll_ms as i64;
+        self.held.insert(shard, HashSet::new());
+        let mut renewed_at = self.clock.now_ms();
+        let finished = loop {
+            match self.shards.range(shard, shard.minute_ms, shard.end_ms()).await {
+                Ok(keys) => self.offer(&keys),
+                Err(err) => tracing::warn!(%shard, error = %err, "Shard load failed; retrying."),
+            }
+            let now = self.clock.now_ms();
+            // One last poll after the minute catches additions of its last second.
+            if now >= shard.end_ms() + repoll {
+                break true;
+            }
+            if now - renewed_at >= renew_every {
+                match self.locks.extend(&lock_key, &token, self.scheduler.lease_ms).await {
+                    Ok(true) => renewed_at = now,
+                    Ok(false) => {
+                        tracing::warn!(%shard, "Shard lease lost; another node owns it now.");
+                        break false;
+                    }
+                    Err(err) => tracing::warn!(%shard, error = %err, "Shard lease renewal failed; retrying."),
+                }
+            }
+            let wait = repoll.min(shard.end_ms() + repoll - now).max(1) as u64;
+            tokio::select! {
+                _ = shutdown.cancelled() => {
+                    let _ = self.locks.release(&lock_key, &token).await;
+                    self.held.remove(&shard);
+                    return;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            }
+        };
+        self.held.remove(&shard);
+        if finished {
+            match self.locks.extend(&lock_key, &token, self.scheduler.done_ttl_ms).await {
+                Ok(true) => tracing::debug!(%shard, "Shard done."),
+                Ok(false) => tracing::warn!(%shard, "Shard lease lost before it was marked done."),
+                Err(err) => tracing::warn!(%shard, error = %err, "Marking the shard done failed."),
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The API's one error type, mapped to HTTP in one place.
+//!
+//! Modelled on axum's `examples/error-handling`: each variant picks its
+//! status; a 4xx carries its message to the caller; a 5xx answers a generic
+//! message and carries the real error, in a response extension, to
+//! [`log_server_errors`], which logs its whole cause chain.
+
+use std::any::Any;
+use std::fmt::Display;
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::envelope::error_response;
+
+/// What a 5xx reply says; the cause goes to the log, not to the caller.
+pub const INTERNAL_ERROR_MSG: &str = "internal error: the server failed to handle the request; it has been logged";
+
+/// Every way a request can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Input that fails validation or does not parse; the message names
+    /// the field at fault and says what is wrong. 400.
+    #[error("{0}")]
+    Invalid(String),
+    /// The request body exceeds `ServerConfig::max_body_bytes`. 413.
+    #[error("request body is larger than the limit of {limit} bytes")]
+    BodyTooLarge {
+        /// The limit, bytes.
+        limit: usize,
+    },
+    /// No timer with this id in this app: unknown, or another app's. 404.
+    #[error("no timer with id {id} in app `{app}`")]
+    TimerNotFound {
+        /// The id asked for.
+        id: i64,
+        /// The app asked for.
+        app: String,
+    },
+    /// The timer exists but is deleted, so it cannot change any more. 404.
+    #[error("timer {id} in app `{app}` is deleted")]
+    TimerDeleted {
+        /// The id asked for.
+        id: i64,
+        /// The app asked for.
+        app: String,
+    },
+    /// Another timer that is not deleted has this name in this app. 409.
+    #[error("a timer named `{name}` already exists in app `{app}`: pick another name or delete that timer first")]
+    NameTaken {
+        /// The app.
+        app: String,
+        /// The name.
+        name: String,
+    },
+    /// No route has this path. 404.
+    #[error("no route for {method} {path}")]
+    NoRoute {
+        /// The request method.
+        method: String,
+        /// The request path.
+        path: String,
+    },
+    /// The path exists but not with this method. 405.
+    #[error("method {method} is not allowed on {path}")]
+    MethodNotAllowed {
+        /// The request method.
+        method: String,
+        /// The request path.
+        path: String,
+    },
+    /// The timer or fire store failed. 500.
+    #[error("the timer store failed")]
+    Store(#[source] xtimer_store::Error),
+    /// Expanding an enabled timer into its fires failed. 500.
+    #[error("expanding the timer into fires failed")]
+    Expand(#[source] xtimer_migrator::Error),
+}
+
+impl ApiError {
+    /// A validation error: `"{field}: {problem}"`, so every message starts
+    /// with the field at fault (as serde's path-prefixed messages do).
+    pub fn invalid(field: &str, problem: impl Display) -> Self {
+        Self::Invalid(format!("{field}: {problem}"))
+    }
+
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Invalid(_) => StatusCode::BAD_REQUEST,
+            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::TimerNotFound { .. } | Self::TimerDeleted { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Self::NameTaken { .. } => StatusCode::CONFLICT,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Store(_) | Self::Expand(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<xtimer_store::Error> for ApiError {
+    fn from(err: xtimer_store::Error) -> Self {
+        match err {
+            xtimer_store::Error::NameTaken { app, name } => Self::NameTaken { app, name },
+            other => Self::Store(other),
+        }
+    }
+}
+
+impl From<xtimer_migrator::Error> for ApiError {
+    fn from(err: xtimer_migrator::Error) -> Self {
+        Self::Expand(err)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            let mut response = error_response(status, INTERNAL_ERROR_MSG);
+            response.extensions_mut().insert(Arc::new(self));
+            response
+        } else {
+            error_response(status, &self.to_string())
+        }
+    }
+}
+
+/// Middleware: logs the cause chain of every 5xx [`ApiError`] a handler
+/// answered with (the caller only got [`INTERNAL_ERROR_MSG`]).
+pub async fn log_server_errors(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    if let Some(err) = response.extensions().get::<Arc<ApiError>>() {
+        tracing::error!(%method, %path, error = %error_chain(err.as_ref()), "Request failed.");
+    }
+    response
+}
+
+/// An error and each of its causes, joined by `": "`.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
+/// For `CatchPanicLayer`: logs the panic and answers a 500 envelope.
+pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let detail = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("(a panic payload that is not a string)");
+    tracing::error!(panic = detail, "Request handler panicked.");
+    error_response(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MSG)
+}

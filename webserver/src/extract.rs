@@ -1,0 +1,147 @@
+//! Input extractors whose rejections are [`ApiError`]s, so malformed input
+//! (bad JSON, wrong types, missing or unknown fields, a bad query string, a
+//! wrong content type, a body over the limit) gets our envelope and a
+//! message naming the field, instead of axum's plain-text rejection.
+//!
+//! axum's `Json` and `Query` deserialize through `serde_path_to_error`, so
+//! their messages already start with the path of the field at fault
+//! (`notifyHTTPParam.url: invalid type: ...`); we keep that text.
+
+use std::error::Error as StdError;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, FailedToBufferBody, JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, Uri};
+use axum::Json;
+use serde::de::DeserializeOwned;
+
+use crate::{ApiError, AppState};
+
+/// What a body that is not declared JSON gets.
+const NOT_JSON_MSG: &str = "Content-Type: the request body must be JSON, sent as `application/json`";
+
+/// A JSON object body, sent as `application/json` (or `application/*+json`).
+///
+/// Anything but an object is refused up front: serde would otherwise read
+/// a JSON array into a struct field by field, in declaration order.
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+impl<T> FromRequest<AppState> for ApiJson<T>
+where
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let limit = state.config.max_body_bytes;
+        if !is_json(req.headers()) {
+            return Err(ApiError::Invalid(NOT_JSON_MSG.into()));
+        }
+        let body = Bytes::from_request(req, state).await.map_err(|rejection| bytes_rejection(rejection, limit))?;
+        match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => {}
+            Some(_) => return Err(ApiError::Invalid("request body must be a JSON object".into())),
+            None => return Err(ApiError::Invalid("request body is empty: expected a JSON object".into())),
+        }
+        Json::<T>::from_bytes(&body)
+            .map(|Json(value)| Self(value))
+            .map_err(|rejection| json_rejection(rejection, limit))
+    }
+}
+
+/// Whether the content type is `application/json` or `application/*+json`,
+/// parameters (`; charset=utf-8`) aside; as axum's `Json` decides.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence
+        .strip_prefix("application/")
+        .is_some_and(|subtype| subtype == "json" || (subtype.ends_with("+json") && subtype.len() > "+json".len()))
+}
+
+/// A query string.
+#[derive(Debug, Clone)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parse_query(&parts.uri).map(Self)
+    }
+}
+
+/// Input from the query string when there is one, else from a JSON body
+/// (any or no content type: DELETE clients often send none). With neither,
+/// it fails as an empty query string does, naming the first missing field.
+#[derive(Debug, Clone)]
+pub struct QueryOrJson<T>(pub T);
+
+impl<T> FromRequest<AppState> for QueryOrJson<T>
+where
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        if req.uri().query().is_some_and(|q| !q.is_empty()) {
+            return parse_query(req.uri()).map(Self);
+        }
+        let limit = state.config.max_body_bytes;
+        let uri = req.uri().clone();
+        let body = Bytes::from_request(req, state).await.map_err(|rejection| bytes_rejection(rejection, limit))?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return parse_query(&uri).map(Self);
+        }
+        Json::<T>::from_bytes(&body)
+            .map(|Json(value)| Self(value))
+            .map_err(|rejection| json_rejection(rejection, limit))
+    }
+}
+
+fn parse_query<T: DeserializeOwned>(uri: &Uri) -> Result<T, ApiError> {
+    Query::<T>::try_from_uri(uri).map(|Query(value)| value).map_err(query_rejection)
+}
+
+/// Maps a `Json` rejection to a 400 (413 when the body is over `limit`).
+pub fn json_rejection(rejection: JsonRejection, limit: usize) -> ApiError {
+    match rejection {
+        JsonRejection::JsonDataError(err) => ApiError::Invalid(inner_text(&err)),
+        JsonRejection::JsonSyntaxError(err) => {
+            ApiError::Invalid(format!("request body is not valid JSON: {}", inner_text(&err)))
+        }
+        JsonRejection::MissingJsonContentType(_) => ApiError::Invalid(NOT_JSON_MSG.into()),
+        JsonRejection::BytesRejection(err) => bytes_rejection(err, limit),
+        other => ApiError::Invalid(other.body_text()),
+    }
+}
+
+/// Maps a `Query` rejection to a 400.
+pub fn query_rejection(rejection: QueryRejection) -> ApiError {
+    match rejection {
+        QueryRejection::FailedToDeserializeQueryString(err) => {
+            ApiError::Invalid(format!("query string: {}", inner_text(&err)))
+        }
+        other => ApiError::Invalid(other.body_text()),
+    }
+}
+
+/// Maps a body-buffering rejection to a 413 over `limit`, else a 400.
+pub fn bytes_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
+    match rejection {
+        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => ApiError::BodyTooLarge { limit },
+        other => ApiError::Invalid(format!("request body could not be read: {}", inner_text(&other))),
+    }
+}
+
+/// The message of a rejection's cause, without axum's generic prefix.
+fn inner_text(err: &dyn StdError) -> String {
+    err.source().map_or_else(|| err.to_string(), ToString::to_string)
+}

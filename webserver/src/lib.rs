@@ -1,0 +1,89 @@
+//! xtimer's HTTP API (the timer API of `shared/API.md` section 1).
+//!
+//! # Layout
+//!
+//! - [`router`]: every route and layer, given an [`AppState`].
+//! - [`routes`]: handlers, one module per URL tree:
+//!   - [`routes::timers`]: `/api/xtimer/...` and `/xtimer/...` (create,
+//!     enable, disable, delete, get, list, list fires), with
+//!     [`routes::timers::input`] (request types and their validation) and
+//!     [`routes::timers::view`] (reply types);
+//!   - [`routes::health`]: `GET /healthz`.
+//! - [`extract`]: `Json` and `Query` wrappers whose rejections are [`ApiError`]s.
+//! - [`envelope`]: the `{"code", "msg", "result"}` envelope of every reply.
+//! - [`error`]: [`ApiError`], its HTTP mapping, and the logging of 5xx causes.
+//!
+//! Every reply, errors included, is the envelope: a success is
+//! `{"code": 0, "msg": "ok", "result": ...}`; an error has the HTTP status as
+//! `code`, a message naming the field or limit at fault, and `result: null`.
+
+pub mod envelope;
+pub mod error;
+pub mod extract;
+pub mod routes;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use axum::{middleware, Router};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+use xtimer_core::config::ServerConfig;
+use xtimer_core::SharedClock;
+use xtimer_migrator::Migrator;
+use xtimer_store::{FireRepo, TimerRepo};
+
+pub use envelope::Envelope;
+pub use error::ApiError;
+
+/// What every handler shares: the repositories, the migrator (to expand a
+/// timer into fires the moment it is enabled), the clock and the server
+/// configuration. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    timers: Arc<dyn TimerRepo>,
+    fires: Arc<dyn FireRepo>,
+    migrator: Arc<Migrator>,
+    clock: SharedClock,
+    config: Arc<ServerConfig>,
+}
+
+impl AppState {
+    /// Bundles the handlers' dependencies. `config.max_body_bytes` limits
+    /// request bodies.
+    pub fn new(
+        timers: Arc<dyn TimerRepo>,
+        fires: Arc<dyn FireRepo>,
+        migrator: Arc<Migrator>,
+        clock: SharedClock,
+        config: ServerConfig,
+    ) -> Self {
+        Self { timers, fires, migrator, clock, config: Arc::new(config) }
+    }
+
+    /// The server configuration this state was built with.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+}
+
+/// The whole HTTP API.
+///
+/// The timer routes answer both under `/api/xtimer/` and `/xtimer/`. Layers,
+/// outermost first: panics become a 500 envelope; requests are traced;
+/// 5xx causes are logged; bodies are limited to `max_body_bytes` (a 413
+/// envelope when exceeded).
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(routes::health::health_check))
+        .merge(routes::timers::routes("/api/xtimer"))
+        .merge(routes::timers::routes("/xtimer"))
+        .fallback(routes::no_route)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(middleware::from_fn(error::log_server_errors))
+        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(error::panic_response))
+        .with_state(state)
+}

@@ -1,0 +1,520 @@
+//! Request types of the timer routes, and their validation.
+//!
+//! Types decide shape (serde: unknown fields refused, camelCase names);
+//! [`CreateTimer::validate`] decides meaning and reports *every* problem,
+//! each as `"{field}: {what is wrong}"`, in one 400.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Display;
+
+use axum::http::{HeaderName, HeaderValue, Uri};
+use chrono::DateTime;
+use serde::Deserialize;
+use serde_json::Value;
+use xtimer_core::clock::rfc3339;
+use xtimer_core::cron::{parse_timezone, CronSchedule};
+use xtimer_core::fire::FireStatus;
+use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
+
+use crate::ApiError;
+
+/// Longest `app`, characters.
+pub const MAX_APP_CHARS: usize = 128;
+/// Longest `name`, characters.
+pub const MAX_NAME_CHARS: usize = 256;
+/// Longest `cron`, characters.
+pub const MAX_CRON_CHARS: usize = 256;
+/// Longest callback URL, characters.
+pub const MAX_URL_CHARS: usize = 2048;
+/// Most callback headers.
+pub const MAX_HEADERS: usize = 32;
+/// Longest callback header name, bytes.
+pub const MAX_HEADER_NAME_BYTES: usize = 128;
+/// Longest callback header value, bytes.
+pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
+/// Largest callback body, bytes.
+pub const MAX_CALLBACK_BODY_BYTES: usize = 64 * 1024;
+/// Callback methods accepted.
+pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+/// How far in the past a `runAt` may be and still be accepted, ms: room for
+/// clock skew between caller and server and for the request's own latency.
+pub const RUN_AT_PAST_TOLERANCE_MS: i64 = 1_000;
+/// Last representable `runAt`: 9999-12-31T23:59:59.999Z.
+pub const MAX_RUN_AT_MS: i64 = 253_402_300_799_999;
+/// Page size when none is given.
+pub const DEFAULT_PAGE_SIZE: i64 = 20;
+/// Largest page size.
+pub const MAX_PAGE_SIZE: i64 = 500;
+
+/// Callback headers xtimer sets itself from the request it sends; a timer
+/// setting them would corrupt the callback's framing.
+const FRAMING_HEADERS: [&str; 8] =
+    ["connection", "content-length", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
+
+/// Body of `createTimer` (see `shared/API.md`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateTimer {
+    /// Owning application, 1..=128 characters.
+    pub app: String,
+    /// Name, unique per app among timers that are not deleted, 1..=256 characters.
+    pub name: String,
+    /// Cron expression; exactly one of `cron` and `runAt`.
+    #[serde(default)]
+    pub cron: Option<String>,
+    /// One-shot time: RFC 3339 with offset, or Unix milliseconds.
+    #[serde(default)]
+    pub run_at: Option<Value>,
+    /// IANA time zone of `cron`; defaults to UTC. Checked but unused for `runAt`,
+    /// whose offset says it all.
+    #[serde(default)]
+    pub timezone: Option<String>,
+    /// 1 (disabled, the default) or 2 (enabled).
+    #[serde(default)]
+    pub status: Option<i64>,
+    /// The callback.
+    #[serde(rename = "notifyHTTPParam")]
+    pub notify_http_param: NotifyHttpParam,
+    /// Retry policy; defaults to [`RetryPolicy::default`].
+    #[serde(default)]
+    pub retry: Option<RetryParam>,
+    /// `skip`, `fire_once` (the default) or `fire_all`.
+    #[serde(default)]
+    pub misfire: Option<String>,
+}
+
+/// `notifyHTTPParam` of [`CreateTimer`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyHttpParam {
+    /// `http` or `https` URL with a host.
+    pub url: String,
+    /// GET, POST, PUT, PATCH or DELETE, any case; defaults to POST.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Extra request headers.
+    #[serde(default)]
+    pub header: Option<BTreeMap<String, String>>,
+    /// Request body, sent as stored.
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+/// `retry` of [`CreateTimer`]; a missing field takes its default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RetryParam {
+    /// Attempts in all, 1..=20.
+    #[serde(default)]
+    pub max_attempts: Option<i64>,
+    /// First backoff, 0..=600000 ms.
+    #[serde(default)]
+    pub backoff_ms: Option<i64>,
+}
+
+/// Problems found so far, each `"{field}: {problem}"`.
+#[derive(Debug, Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn push(&mut self, field: &str, problem: impl Display) {
+        self.0.push(format!("{field}: {problem}"));
+    }
+
+    fn into_error(self) -> ApiError {
+        ApiError::Invalid(self.0.join("; "))
+    }
+}
+
+impl CreateTimer {
+    /// Checks every field against `now_ms` and builds the timer to store,
+    /// or a 400 listing every problem.
+    pub fn validate(self, now_ms: i64) -> Result<NewTimer, ApiError> {
+        let mut p = Problems::default();
+        check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
+        check_chars(&mut p, "name", &self.name, MAX_NAME_CHARS);
+        let schedule = self.schedule(now_ms, &mut p);
+        let status = match self.status {
+            None | Some(1) => TimerStatus::Disabled,
+            Some(2) => TimerStatus::Enabled,
+            Some(other) => {
+                p.push("status", format!("must be 1 (disabled) or 2 (enabled), got {other}"));
+                TimerStatus::Disabled
+            }
+        };
+        let notify = self.notify_http_param.validate(&mut p);
+        let retry = self.retry.map_or(Some(RetryPolicy::default()), |r| r.validate(&mut p));
+        let misfire = match self.misfire.as_deref() {
+            None => Some(MisfirePolicy::default()),
+            Some(s) => MisfirePolicy::parse(s).or_else(|| {
+                p.push("misfire", format!("must be one of skip, fire_once, fire_all, got `{s}`"));
+                None
+            }),
+        };
+        match (schedule, notify, retry, misfire) {
+            (Some(schedule), Some(notify), Some(retry), Some(misfire)) if p.0.is_empty() => Ok(NewTimer {
+                app: self.app,
+                name: self.name,
+                status,
+                schedule,
+                notify: Notify::Http(notify),
+                retry,
+                misfire,
+            }),
+            _ => Err(p.into_error()),
+        }
+    }
+
+    fn schedule(&self, now_ms: i64, p: &mut Problems) -> Option<Schedule> {
+        let timezone = self.timezone.as_deref().unwrap_or("UTC");
+        let timezone_ok = match parse_timezone(timezone) {
+            Ok(_) => true,
+            Err(err) => {
+                p.push("timezone", err);
+                false
+            }
+        };
+        match (&self.cron, &self.run_at) {
+            (Some(_), Some(_)) => {
+                p.push("cron, runAt", "give one of them, not both: cron for a repeating timer, runAt for a one-shot");
+                None
+            }
+            (None, None) => {
+                p.push("cron, runAt", "one of them is required: cron for a repeating timer, runAt for a one-shot");
+                None
+            }
+            (Some(expr), None) => {
+                if expr.trim().is_empty() {
+                    p.push("cron", "must not be empty");
+                    return None;
+                }
+                let chars = expr.chars().count();
+                if chars > MAX_CRON_CHARS {
+                    p.push("cron", format!("must be at most {MAX_CRON_CHARS} characters, got {chars}"));
+                    return None;
+                }
+                if !timezone_ok {
+                    return None;
+                }
+                let now = DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
+                match CronSchedule::parse(expr, timezone, now) {
+                    Ok(_) => Some(Schedule::Cron { expr: expr.clone(), timezone: timezone.to_owned() }),
+                    Err(err @ xtimer_core::Error::UnknownTimezone(_)) => {
+                        p.push("timezone", err);
+                        None
+                    }
+                    // Already names the field: "cron `...` is invalid: ...".
+                    Err(err) => {
+                        p.0.push(err.to_string());
+                        None
+                    }
+                }
+            }
+            (None, Some(run_at)) => run_at_ms(run_at, now_ms, p).map(|run_at_ms| Schedule::Once { run_at_ms }),
+        }
+    }
+}
+
+/// `runAt` as Unix milliseconds, if it is a time that is not past.
+fn run_at_ms(value: &Value, now_ms: i64, p: &mut Problems) -> Option<i64> {
+    const FIELD: &str = "runAt";
+    let ms = match value {
+        Value::String(s) => match DateTime::parse_from_rfc3339(s) {
+            Ok(t) => t.timestamp_millis(),
+            Err(_) => {
+                p.push(
+                    FIELD,
+                    format!(
+                        "`{s}` is not an RFC 3339 time with an offset, such as `2026-12-01T09:00:00Z` or \
+                         `2026-12-01T17:00:00+08:00`"
+                    ),
+                );
+                return None;
+            }
+        },
+        Value::Number(n) => match n.as_i64() {
+            Some(ms) => ms,
+            None => {
+                p.push(FIELD, format!("{n} is not a whole number of Unix milliseconds"));
+                return None;
+            }
+        },
+        other => {
+            p.push(FIELD, format!("must be an RFC 3339 time string or Unix milliseconds, got {}", json_kind(other)));
+            return None;
+        }
+    };
+    if ms > MAX_RUN_AT_MS {
+        p.push(FIELD, "must be before the year 10000");
+        return None;
+    }
+    if ms < now_ms - RUN_AT_PAST_TOLERANCE_MS {
+        let hint = if value.is_number() && ms.abs() < 100_000_000_000 {
+            " (a number is read as Unix milliseconds, not seconds)"
+        } else {
+            ""
+        };
+        p.push(FIELD, format!("{} is in the past: the server's time is {}{hint}", rfc3339(ms), rfc3339(now_ms)));
+        return None;
+    }
+    Some(ms)
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn check_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
+    let chars = value.chars().count();
+    if chars == 0 {
+        p.push(field, "must not be empty");
+    } else if chars > max {
+        p.push(field, format!("must be at most {max} characters, got {chars}"));
+    }
+}
+
+impl NotifyHttpParam {
+    fn validate(self, p: &mut Problems) -> Option<HttpNotify> {
+        let before = p.0.len();
+        check_url(p, &self.url);
+        let method = self.method.as_deref().unwrap_or("POST").to_ascii_uppercase();
+        if !METHODS.contains(&method.as_str()) {
+            p.push(
+                "notifyHTTPParam.method",
+                format!("must be one of {}, got `{}`", METHODS.join(", "), self.method.unwrap_or_default()),
+            );
+        }
+        let headers = self.header.unwrap_or_default();
+        check_headers(p, &headers);
+        if let Some(body) = &self.body {
+            if body.len() > MAX_CALLBACK_BODY_BYTES {
+                p.push(
+                    "notifyHTTPParam.body",
+                    format!("must be at most {MAX_CALLBACK_BODY_BYTES} bytes, got {}", body.len()),
+                );
+            }
+        }
+        (p.0.len() == before).then_some(HttpNotify { url: self.url, method, headers, body: self.body })
+    }
+}
+
+fn check_url(p: &mut Problems, url: &str) {
+    const FIELD: &str = "notifyHTTPParam.url";
+    let chars = url.chars().count();
+    if chars == 0 {
+        return p.push(FIELD, "must not be empty");
+    }
+    if chars > MAX_URL_CHARS {
+        return p.push(FIELD, format!("must be at most {MAX_URL_CHARS} characters, got {chars}"));
+    }
+    let uri = match url.parse::<Uri>() {
+        Ok(uri) => uri,
+        Err(err) => return p.push(FIELD, format!("`{url}` is not a valid URL: {err}")),
+    };
+    match uri.scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https") => {}
+        Some(s) => return p.push(FIELD, format!("must use http or https, got `{s}`")),
+        None => {
+            return p.push(FIELD, format!("`{url}` is not an absolute http or https URL such as `http://host/path`"))
+        }
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        p.push(FIELD, format!("`{url}` names no host"));
+    }
+}
+
+fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>) {
+    const FIELD: &str = "notifyHTTPParam.header";
+    if headers.len() > MAX_HEADERS {
+        p.push(FIELD, format!("at most {MAX_HEADERS} headers, got {}", headers.len()));
+    }
+    let mut seen = HashSet::new();
+    for (name, value) in headers {
+        if name.len() > MAX_HEADER_NAME_BYTES {
+            let start: String = name.chars().take(32).collect();
+            p.push(FIELD, format!("header name `{start}...` is longer than {MAX_HEADER_NAME_BYTES} bytes"));
+            continue;
+        }
+        let field = format!("{FIELD}.{name}");
+        match HeaderName::from_bytes(name.as_bytes()) {
+            Err(_) => p.push(&field, format!("`{name}` is not a valid HTTP header name")),
+            Ok(parsed) => {
+                if FRAMING_HEADERS.contains(&parsed.as_str()) {
+                    p.push(&field, "cannot be set: xtimer frames the callback request itself");
+                } else if !seen.insert(parsed) {
+                    p.push(&field, "is given twice (header names are case-insensitive)");
+                }
+            }
+        }
+        if value.len() > MAX_HEADER_VALUE_BYTES {
+            p.push(&field, format!("value must be at most {MAX_HEADER_VALUE_BYTES} bytes, got {}", value.len()));
+        } else if HeaderValue::from_str(value).is_err() {
+            p.push(&field, "value is not a valid HTTP header value (no line breaks or control characters)");
+        }
+    }
+}
+
+impl RetryParam {
+    fn validate(self, p: &mut Problems) -> Option<RetryPolicy> {
+        let default = RetryPolicy::default();
+        let max = RetryPolicy::MAX_ATTEMPTS;
+        let max_attempts = match self.max_attempts {
+            None => Some(default.max_attempts),
+            Some(n) if (1..=i64::from(max)).contains(&n) => Some(n as u32),
+            Some(n) => {
+                p.push("retry.maxAttempts", format!("must be 1..={max}, got {n}"));
+                None
+            }
+        };
+        let max = RetryPolicy::MAX_BACKOFF_MS;
+        let backoff_ms = match self.backoff_ms {
+            None => Some(default.backoff_ms),
+            Some(n) if (0..=max as i64).contains(&n) => Some(n as u64),
+            Some(n) => {
+                p.push("retry.backoffMs", format!("must be 0..={max}, got {n}"));
+                None
+            }
+        };
+        Some(RetryPolicy { max_attempts: max_attempts?, backoff_ms: backoff_ms? })
+    }
+}
+
+/// Query `id`, `app` of the routes acting on one timer (also the JSON body
+/// of `delTimer`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerRef {
+    /// Timer id.
+    pub id: i64,
+    /// The app the timer must belong to.
+    pub app: String,
+}
+
+impl TimerRef {
+    /// Checks `app`.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        let mut p = Problems::default();
+        check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
+        if p.0.is_empty() {
+            Ok(())
+        } else {
+            Err(p.into_error())
+        }
+    }
+}
+
+/// Query of `getAppTimers`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AppTimersQuery {
+    /// The app whose timers to list.
+    pub app: String,
+    /// 1-based page number; defaults to 1.
+    #[serde(default)]
+    pub page_index: Option<i64>,
+    /// Timers per page, 1..=500; defaults to 20.
+    #[serde(default)]
+    pub page_size: Option<i64>,
+}
+
+/// Query of `getTimerTasks`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TimerTasksQuery {
+    /// Timer id.
+    pub id: i64,
+    /// The app the timer must belong to.
+    pub app: String,
+    /// Only fires with this status (0..=5).
+    #[serde(default)]
+    pub status: Option<i64>,
+    /// 1-based page number; defaults to 1.
+    #[serde(default)]
+    pub page_index: Option<i64>,
+    /// Fires per page, 1..=500; defaults to 20.
+    #[serde(default)]
+    pub page_size: Option<i64>,
+}
+
+/// A validated page: rows to skip and to return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// Rows skipped.
+    pub offset: u64,
+    /// Rows returned at most.
+    pub limit: u64,
+}
+
+impl AppTimersQuery {
+    /// Checks `app` and the paging.
+    pub fn validate(&self) -> Result<Page, ApiError> {
+        let mut p = Problems::default();
+        check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
+        let page = page(&mut p, self.page_index, self.page_size);
+        match page {
+            Some(page) if p.0.is_empty() => Ok(page),
+            _ => Err(p.into_error()),
+        }
+    }
+}
+
+impl TimerTasksQuery {
+    /// Checks `app`, `status` and the paging.
+    pub fn validate(&self) -> Result<(Option<FireStatus>, Page), ApiError> {
+        let mut p = Problems::default();
+        check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
+        let status = match self.status {
+            None => None,
+            Some(code) => {
+                let status = FireStatus::from_code(code);
+                if status.is_none() {
+                    p.push(
+                        "status",
+                        format!(
+                            "must be 0 (pending), 1 (running), 2 (succeeded), 3 (failed), 4 (skipped) or \
+                             5 (missed), got {code}"
+                        ),
+                    );
+                }
+                status
+            }
+        };
+        let page = page(&mut p, self.page_index, self.page_size);
+        match page {
+            Some(page) if p.0.is_empty() => Ok((status, page)),
+            _ => Err(p.into_error()),
+        }
+    }
+}
+
+fn page(p: &mut Problems, index: Option<i64>, size: Option<i64>) -> Option<Page> {
+    let index = index.unwrap_or(1);
+    let size = size.unwrap_or(DEFAULT_PAGE_SIZE);
+    let mut ok = true;
+    if index < 1 {
+        p.push("pageIndex", format!("must be at least 1, got {index}"));
+        ok = false;
+    }
+    if !(1..=MAX_PAGE_SIZE).contains(&size) {
+        p.push("pageSize", format!("must be 1..={MAX_PAGE_SIZE}, got {size}"));
+        ok = false;
+    }
+    if !ok {
+        return None;
+    }
+    // SQLite takes the offset as an i64.
+    match (index - 1).checked_mul(size) {
+        Some(offset) => Some(Page { offset: offset as u64, limit: size as u64 }),
+        None => {
+            p.push("pageIndex", format!("{index} is too large"));
+            None
+        }
+    }
+}

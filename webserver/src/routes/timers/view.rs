@@ -1,0 +1,144 @@
+//! Reply types of the timer routes: what a timer and a fire look like on
+//! the wire. Times are RFC 3339 in UTC; run times also Unix milliseconds.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use xtimer_core::clock::rfc3339;
+use xtimer_core::fire::Fire;
+use xtimer_core::timer::{Notify, RetryPolicy, Schedule, Timer};
+
+/// `{"id": N}`: the reply of create, enable, disable and delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TimerId {
+    /// The timer's id.
+    pub id: i64,
+}
+
+/// `{"list": [...], "total": N}`: one page and the count of all rows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct List<T> {
+    /// This page.
+    pub list: Vec<T>,
+    /// Rows on every page.
+    pub total: u64,
+}
+
+/// A timer as `getTimer` and `getAppTimers` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimerView {
+    /// Id.
+    pub id: i64,
+    /// Owning app.
+    pub app: String,
+    /// Name, unique in the app among timers that are not deleted.
+    pub name: String,
+    /// 1 disabled, 2 enabled, 3 deleted.
+    pub status: i64,
+    /// Cron expression of a repeating timer, else null.
+    pub cron: Option<String>,
+    /// Time of a one-shot timer, RFC 3339 UTC, else null.
+    pub run_at: Option<String>,
+    /// Time of a one-shot timer, Unix ms, else null.
+    pub run_at_ms: Option<i64>,
+    /// IANA time zone of the cron (`UTC` for one-shot timers).
+    pub timezone: String,
+    /// The callback.
+    #[serde(rename = "notifyHTTPParam")]
+    pub notify_http_param: NotifyView,
+    /// Retry policy (`maxAttempts`, `backoffMs`).
+    pub retry: RetryPolicy,
+    /// `skip`, `fire_once` or `fire_all`.
+    pub misfire: &'static str,
+    /// Creation time, RFC 3339.
+    pub create_time: String,
+    /// Last change, RFC 3339.
+    pub modify_time: String,
+}
+
+/// `notifyHTTPParam` of a [`TimerView`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotifyView {
+    /// Callback URL.
+    pub url: String,
+    /// Upper-case method.
+    pub method: String,
+    /// Extra headers.
+    pub header: BTreeMap<String, String>,
+    /// Body, or null.
+    pub body: Option<String>,
+}
+
+impl From<&Timer> for TimerView {
+    fn from(t: &Timer) -> Self {
+        let (cron, run_at_ms, timezone) = match &t.schedule {
+            Schedule::Cron { expr, timezone } => (Some(expr.clone()), None, timezone.clone()),
+            Schedule::Once { run_at_ms } => (None, Some(*run_at_ms), "UTC".to_owned()),
+        };
+        let Notify::Http(http) = &t.notify;
+        Self {
+            id: t.id,
+            app: t.app.clone(),
+            name: t.name.clone(),
+            status: t.status.code(),
+            cron,
+            run_at: run_at_ms.map(rfc3339),
+            run_at_ms,
+            timezone,
+            notify_http_param: NotifyView {
+                url: http.url.clone(),
+                method: http.method.clone(),
+                header: http.headers.clone(),
+                body: http.body.clone(),
+            },
+            retry: t.retry,
+            misfire: t.misfire.as_str(),
+            create_time: rfc3339(t.create_time),
+            modify_time: rfc3339(t.modify_time),
+        }
+    }
+}
+
+/// A fire as `getTimerTasks` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FireView {
+    /// Fire id.
+    pub task_id: i64,
+    /// Its timer.
+    pub timer_id: i64,
+    /// Scheduled time, Unix ms.
+    pub run_timer: i64,
+    /// Scheduled time, RFC 3339.
+    pub run_time: String,
+    /// 0 pending, 1 running, 2 succeeded, 3 failed, 4 skipped, 5 missed.
+    pub status: i64,
+    /// HTTP attempts made.
+    pub attempt: u32,
+    /// Response status and the first bytes of the body, or the error.
+    pub output: String,
+    /// How late the first attempt was sent, ms.
+    pub cost_time: i64,
+    /// Creation time, RFC 3339.
+    pub create_time: String,
+    /// Last change, RFC 3339.
+    pub modify_time: String,
+}
+
+impl From<&Fire> for FireView {
+    fn from(f: &Fire) -> Self {
+        Self {
+            task_id: f.task_id,
+            timer_id: f.timer_id,
+            run_timer: f.run_ms,
+            run_time: rfc3339(f.run_ms),
+            status: f.status.code(),
+            attempt: f.attempt,
+            output: f.output.clone(),
+            cost_time: f.cost_time,
+            create_time: rfc3339(f.create_time),
+            modify_time: rfc3339(f.modify_time),
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! enableTimer, unableTimer, delTimer, and who may call them.
+
+use axum::http::{Method, StatusCode};
+use serde_json::json;
+
+use crate::helpers::{once_timer, spawn_app, NOW_MS};
+
+#[tokio::test]
+async fn enable_disable_delete_lifecycle() {
+    let app = spawn_app().await;
+    let id = app.create_ok(&once_timer("a", "t", NOW_MS + 30_000)).await;
+    assert_eq!(app.tasks(id, "a", "").await["total"], 0);
+
+    assert_eq!(app.by_id("enableTimer", id, "a").await.ok(), &json!({"id": id}));
+    assert_eq!(app.timer(id, "a").await["status"], 2);
+    // Enabling expanded the timer into its fire before answering.
+    let tasks = app.tasks(id, "a", "&status=0").await;
+    assert_eq!(tasks["total"], 1, "{tasks}");
+    assert_eq!(tasks["list"][0]["runTimer"], NOW_MS + 30_000);
+    // Enabling again is harmless and adds no second fire.
+    app.by_id("enableTimer", id, "a").await.ok();
+    assert_eq!(app.tasks(id, "a", "").await["total"], 1);
+
+    app.clock.advance(1_000);
+    assert_eq!(app.by_id("unableTimer", id, "a").await.ok(), &json!({"id": id}));
+    let timer = app.timer(id, "a").await;
+    assert_eq!(timer["status"], 1);
+    assert_eq!(timer["modifyTime"], "2030-01-01T00:00:01.000Z");
+    assert_eq!(timer["createTime"], "2030-01-01T00:00:00.000Z");
+
+    assert_eq!(app.delete(id, "a").await.ok(), &json!({"id": id}));
+    assert_eq!(app.timer(id, "a").await["status"], 3);
+    // The fire history of a deleted timer stays readable.
+    assert_eq!(app.tasks(id, "a", "").await["total"], 1);
+
+    // A deleted timer cannot change any more.
+    for route in ["enableTimer", "unableTimer"] {
+        let msg = app.by_id(route, id, "a").await.err(StatusCode::NOT_FOUND).to_owned();
+        assert!(msg.contains(&id.to_string()) && msg.contains("deleted"), "{route}: {msg}");
+    }
+    app.delete(id, "a").await.err(StatusCode::NOT_FOUND);
+    assert_eq!(app.timer(id, "a").await["status"], 3);
+}
+
+#[tokio::test]
+async fn enabling_a_past_one_shot_still_gives_it_one_fire() {
+    let app = spawn_app().await;
+    let id = app.create_ok(&once_timer("a", "t", NOW_MS + 5_000)).await;
+    app.clock.advance(60_000);
+    app.by_id("enableTimer", id, "a").await.ok();
+    let tasks = app.tasks(id, "a", "").await;
+    assert_eq!(tasks["total"], 1, "{tasks}");
+    assert_eq!(tasks["list"][0]["runTimer"], NOW_MS + 5_000);
+}
+
+#[tokio::test]
+async fn another_apps_timer_is_a_404_and_stays_untouched() {
+    let app = spawn_app().await;
+    let id = app.create_ok(&once_timer("a", "t", NOW_MS + 30_000)).await;
+    for route in ["getTimer", "enableTimer", "unableTimer", "getTimerTasks"] {
+        let reply = app.by_id(route, id, "b").await;
+        let msg = reply.err(StatusCode::NOT_FOUND);
+        assert!(msg.contains(&format!("no timer with id {id} in app `b`")), "{route}: {msg}");
+    }
+    app.delete(id, "b").await.err(StatusCode::NOT_FOUND);
+    let timer = app.timer(id, "a").await;
+    assert_eq!(timer["status"], 1);
+    assert_eq!(app.tasks(id, "a", "").await["total"], 0);
+}
+
+#[tokio::test]
+async fn unknown_id_is_a_404() {
+    let app = spawn_app().await;
+    for route in ["getTimer", "enableTimer", "unableTimer", "getTimerTasks"] {
+        app.by_id(route, 424_242, "a").await.err(StatusCode::NOT_FOUND);
+    }
+    app.delete(424_242, "a").await.err(StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn del_timer_accepts_a_json_body() {
+    let app = spawn_app().await;
+    let id = app.create_ok(&once_timer("a", "t", NOW_MS + 30_000)).await;
+    let body = json!({"id": id, "app": "a"}).to_string();
+    let reply = app.raw(Method::DELETE, "/xtimer/delTimer", Some("application/json"), body.clone()).await;
+    assert_eq!(reply.ok(), &json!({"id": id}));
+    assert_eq!(app.timer(id, "a").await["status"], 3);
+    // Also without a content type; now it is gone.
+    app.raw(Method::DELETE, "/xtimer/delTimer", None, body).await.err(StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn del_timer_body_of_another_app_is_a_404() {
+    let app = spawn_app().await;
+    let id = app.create_ok(&once_timer("a", "t", NOW_MS + 30_000)).await;
+    let body = json!({"id": id, "app": "b"}).to_string();
+    app.raw(Method::DELETE, "/xtimer/delTimer", Some("application/json"), body).await.err(StatusCode::NOT_FOUND);
+    assert_eq!(app.timer(id, "a").await["status"], 1);
+}

@@ -1,0 +1,9 @@
+//! The webserver's one integration-test binary: the router over a real
+//! SQLite store and migrator, driven in-process with `oneshot`.
+
+mod create;
+mod helpers;
+mod lifecycle;
+mod listing;
+mod server;
+mod validation;

@@ -1,0 +1,110 @@
+//! Health, both URL prefixes, fallbacks, and 5xx replies.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::http::{Method, StatusCode};
+use serde_json::json;
+use xtimer_core::config::ServerConfig;
+use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
+use xtimer_store::TimerRepo;
+use xtimer_webserver::error::INTERNAL_ERROR_MSG;
+
+use crate::helpers::{cron_timer, once_timer, spawn_app, spawn_app_with, NOW_MS};
+
+#[tokio::test]
+async fn healthz_answers_ok_in_the_envelope() {
+    let app = spawn_app().await;
+    assert_eq!(app.get("/healthz").await.ok(), &json!({"status": "ok"}));
+}
+
+#[tokio::test]
+async fn every_route_answers_with_and_without_api() {
+    let app = spawn_app().await;
+    for base in ["/api/xtimer", "/xtimer"] {
+        let app_name = format!("app{}", base.len());
+        let mut body = once_timer(&app_name, "t", NOW_MS + 60_000);
+        body["status"] = json!(2);
+        let id = app.post_json(&format!("{base}/createTimer"), &body).await.ok()["id"].as_i64().unwrap();
+        let q = format!("id={id}&app={app_name}");
+        assert_eq!(app.get(&format!("{base}/getTimer?{q}")).await.ok()["status"], 2, "{base}");
+        assert_eq!(app.get(&format!("{base}/getTimerTasks?{q}")).await.ok()["total"], 1, "{base}");
+        assert_eq!(app.get(&format!("{base}/getAppTimers?app={app_name}")).await.ok()["total"], 1, "{base}");
+        assert_eq!(app.get(&format!("{base}/unableTimer?{q}")).await.ok()["id"], id, "{base}");
+        assert_eq!(app.get(&format!("{base}/getTimer?{q}")).await.ok()["status"], 1, "{base}");
+        assert_eq!(app.get(&format!("{base}/enableTimer?{q}")).await.ok()["id"], id, "{base}");
+        assert_eq!(app.get(&format!("{base}/getTimer?{q}")).await.ok()["status"], 2, "{base}");
+        let reply = app.raw(Method::DELETE, &format!("{base}/delTimer?{q}"), None, "").await;
+        assert_eq!(reply.ok()["id"], id, "{base}");
+        assert_eq!(app.get(&format!("{base}/getTimer?{q}")).await.ok()["status"], 3, "{base}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_route_and_wrong_method_answer_in_the_envelope() {
+    let app = spawn_app().await;
+    let msg = app.get("/xtimer/nope").await.err(StatusCode::NOT_FOUND).to_owned();
+    assert!(msg.contains("GET /xtimer/nope"), "{msg}");
+    let msg = app.get("/api/xtimer/createTimer").await.err(StatusCode::METHOD_NOT_ALLOWED).to_owned();
+    assert!(msg.contains("GET") && msg.contains("/api/xtimer/createTimer"), "{msg}");
+    let reply = app.raw(Method::POST, "/xtimer/delTimer?id=1&app=a", None, "").await;
+    reply.err(StatusCode::METHOD_NOT_ALLOWED);
+}
+
+/// A timer repo that fails (or panics) on every call.
+struct BrokenTimers {
+    panic: bool,
+}
+
+impl BrokenTimers {
+    fn fail<T>(&self) -> xtimer_store::Result<T> {
+        if self.panic {
+            panic!("the timer repo exploded");
+        }
+        Err(xtimer_store::Error::Corrupt("secret detail of t_timer 7".into()))
+    }
+}
+
+#[async_trait]
+impl TimerRepo for BrokenTimers {
+    async fn create_timer(&self, _: &NewTimer, _: i64) -> xtimer_store::Result<Timer> {
+        self.fail()
+    }
+    async fn get_timer(&self, _: i64) -> xtimer_store::Result<Option<Timer>> {
+        self.fail()
+    }
+    async fn get_timers(&self, _: &[i64]) -> xtimer_store::Result<Vec<Timer>> {
+        self.fail()
+    }
+    async fn list_app_timers(&self, _: &str, _: u64, _: u64) -> xtimer_store::Result<(Vec<Timer>, u64)> {
+        self.fail()
+    }
+    async fn set_timer_status(&self, _: i64, _: TimerStatus, _: i64) -> xtimer_store::Result<bool> {
+        self.fail()
+    }
+    async fn enabled_timers(&self, _: i64, _: u32) -> xtimer_store::Result<Vec<Timer>> {
+        self.fail()
+    }
+}
+
+#[tokio::test]
+async fn store_failure_is_a_generic_500() {
+    let app = spawn_app_with(ServerConfig::default(), Some(Arc::new(BrokenTimers { panic: false }))).await;
+    let reply = app.create(&cron_timer("a", "t")).await;
+    assert_eq!(reply.err(StatusCode::INTERNAL_SERVER_ERROR), INTERNAL_ERROR_MSG);
+    assert!(!reply.body.to_string().contains("secret"), "{}", reply.body);
+    for uri in ["/xtimer/getTimer?id=1&app=a", "/xtimer/getAppTimers?app=a", "/xtimer/enableTimer?id=1&app=a"] {
+        assert_eq!(app.get(uri).await.err(StatusCode::INTERNAL_SERVER_ERROR), INTERNAL_ERROR_MSG, "{uri}");
+    }
+    // Validation still comes first.
+    app.create(&json!({})).await.err(StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn panicking_handler_is_a_500_in_the_envelope() {
+    let app = spawn_app_with(ServerConfig::default(), Some(Arc::new(BrokenTimers { panic: true }))).await;
+    let reply = app.get("/xtimer/getTimer?id=1&app=a").await;
+    assert_eq!(reply.err(StatusCode::INTERNAL_SERVER_ERROR), INTERNAL_ERROR_MSG);
+    // The server keeps answering.
+    assert_eq!(app.get("/healthz").await.ok()["status"], "ok");
+}
