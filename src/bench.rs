@@ -1,1 +1,5 @@
-#[derive(clap::Args)] pub struct BenchArgs {} pub async fn run(_a: BenchArgs) -> anyhow::Result<()> { Ok(()) }
+#[derive(clap::Args)]
+pub struct BenchArgs {}
+pub async fn run(_a: BenchArgs) -> anyhow::Result<()> {
+    Ok(())
+}

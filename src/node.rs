@@ -131,7 +131,9 @@ impl Node {
         let recorder = tokio::spawn(recorder.run());
         let mut loops = JoinSet::new();
         let s = stop_claiming.clone();
-        loops.spawn(async move { ("http", axum::serve(listener, app).with_graceful_shutdown(s.cancelled_owned()).await.map_err(Into::into)) });
+        loops.spawn(async move {
+            ("http", axum::serve(listener, app).with_graceful_shutdown(s.cancelled_owned()).await.map_err(Into::into))
+        });
         let s = stop_claiming.clone();
         let m = migrator.clone();
         loops.spawn(async move { ("migrator", m.run(s).await.map_err(Into::into)) });

@@ -261,7 +261,10 @@ impl Config {
             "scheduler.done_ttl_ms must exceed two minutes (120000) so the previous-minute pass skips finished shards",
         );
         check(self.executor.concurrency >= 1, "executor.concurrency must be at least 1");
-        check(self.executor.batch_size >= 1 && self.executor.batch_size <= 5_000, "executor.batch_size must be 1..=5000");
+        check(
+            self.executor.batch_size >= 1 && self.executor.batch_size <= 5_000,
+            "executor.batch_size must be 1..=5000",
+        );
         check(self.executor.timeout_ms >= 1, "executor.timeout_ms must be at least 1");
         check(
             self.executor.lease_ms > self.executor.timeout_ms + self.trigger.claim_ahead_ms,

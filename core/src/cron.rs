@@ -436,13 +436,13 @@ impl Field {
                 }
             }
             Kind::DayOfWeek => {
+                if up == "L" && self.quartz {
+                    return Ok("7".to_string());
+                }
                 if up == "L" {
-                    return match self.quartz {
-                        true => Ok("7".to_string()),
-                        false => Err("a bare `L` needs a weekday in 5-field crons, e.g. `5L` \
-                                      for the last Friday of the month"
-                            .to_string()),
-                    };
+                    return Err(
+                        "a bare `L` needs a weekday in 5-field crons, e.g. `5L` for the last Friday".to_string()
+                    );
                 }
                 if let Some(day) = up.strip_suffix('L') {
                     return Ok(format!("{}L", self.value(day)?));

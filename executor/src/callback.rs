@@ -67,7 +67,8 @@ async fn send(client: &reqwest::Client, n: &HttpNotify, key: FireKey, max_output
         }
     }
     let text = String::from_utf8_lossy(&body[..body.len().min(max_output)]).into_owned();
-    let output = if text.is_empty() { format!("HTTP {}", status.as_u16()) } else { format!("HTTP {}: {text}", status.as_u16()) };
+    let output =
+        if text.is_empty() { format!("HTTP {}", status.as_u16()) } else { format!("HTTP {}: {text}", status.as_u16()) };
     Ok(Answer { success: status.is_success(), output: truncate(output, max_output) })
 }
 

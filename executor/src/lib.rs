@@ -290,7 +290,8 @@ impl ExecutorHandle {
                     timer
                 }
                 _ => {
-                    self.send_result(fire, FireStatus::Skipped, attempt - 1, "skipped: the timer is gone", 0, None).await;
+                    self.send_result(fire, FireStatus::Skipped, attempt - 1, "skipped: the timer is gone", 0, None)
+                        .await;
                     return FireOutcome::Skipped;
                 }
             },

@@ -87,7 +87,10 @@ impl Reconciler {
             }
             match self.run_once().await {
                 Ok(r) if r != ReconcileReport::default() => tracing::info!(
-                    fired = r.fired, missed = r.missed, skipped = r.skipped, "Reconciler recovered overdue fires."
+                    fired = r.fired,
+                    missed = r.missed,
+                    skipped = r.skipped,
+                    "Reconciler recovered overdue fires."
                 ),
                 Ok(_) => {}
                 Err(err) => tracing::warn!(error = %err, "Reconciler pass failed."),
@@ -105,8 +108,7 @@ impl Reconciler {
         }
         for _ in 0..MAX_PAGES {
             let now = self.clock.now_ms();
-            let overdue =
-                self.fires.overdue(now - self.config.grace_ms as i64, now, self.config.page_size).await?;
+            let overdue = self.fires.overdue(now - self.config.grace_ms as i64, now, self.config.page_size).await?;
             if overdue.is_empty() {
                 break;
             }

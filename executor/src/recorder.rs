@@ -21,7 +21,12 @@ pub struct Recorder {
 
 impl Recorder {
     /// A recorder reading `rx`.
-    pub fn new(fires: Arc<dyn FireRepo>, clock: SharedClock, rx: mpsc::Receiver<FireResult>, batch_size: usize) -> Self {
+    pub fn new(
+        fires: Arc<dyn FireRepo>,
+        clock: SharedClock,
+        rx: mpsc::Receiver<FireResult>,
+        batch_size: usize,
+    ) -> Self {
         Self { fires, clock, rx, batch_size }
     }
 

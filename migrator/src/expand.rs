@@ -9,7 +9,13 @@ use xtimer_core::timer::{Schedule, Timer};
 /// A one-shot timer yields its time when it falls in the window, or, when
 /// `enabling` and its time has passed, yields it anyway (it fires late,
 /// once) rather than never.
-pub fn fire_times(timer: &Timer, from_ms: i64, to_ms: i64, limit: usize, enabling: bool) -> xtimer_core::Result<Vec<i64>> {
+pub fn fire_times(
+    timer: &Timer,
+    from_ms: i64,
+    to_ms: i64,
+    limit: usize,
+    enabling: bool,
+) -> xtimer_core::Result<Vec<i64>> {
     match &timer.schedule {
         Schedule::Once { run_at_ms } => {
             let due = *run_at_ms < to_ms && (*run_at_ms >= from_ms || enabling);

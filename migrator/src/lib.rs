@@ -161,9 +161,10 @@ impl Migrator {
 
     fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<NewFire> {
         match expand::fire_times(timer, from, to, self.config.max_fires_per_timer, enabling) {
-            Ok(times) => {
-                times.into_iter().map(|run_ms| NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() }).collect()
-            }
+            Ok(times) => times
+                .into_iter()
+                .map(|run_ms| NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() })
+                .collect(),
             Err(err) => {
                 tracing::warn!(timer_id = timer.id, error = %err, "Timer schedule does not parse; not expanded.");
                 Vec::new()

@@ -73,8 +73,13 @@ pub trait FireRepo: Send + Sync {
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64>;
     /// Pending fires with run time in `[from_ms, to_ms)`, by run time, at most `limit`,
     /// optionally of one timer.
-    async fn pending_between(&self, timer_id: Option<i64>, from_ms: i64, to_ms: i64, limit: u32)
-        -> Result<Vec<FireKey>>;
+    async fn pending_between(
+        &self,
+        timer_id: Option<i64>,
+        from_ms: i64,
+        to_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<FireKey>>;
     /// Claims pending fires by key in one transaction: those whose timer is
     /// enabled become running under `owner` with a lease to run time +
     /// `lease_ms`; those whose timer is not enabled become skipped; the rest
@@ -96,6 +101,11 @@ pub trait FireRepo: Send + Sync {
     /// running with a lease that ended before `now_ms`; oldest first.
     async fn overdue(&self, pending_before_ms: i64, now_ms: i64, limit: u32) -> Result<Vec<Overdue>>;
     /// A page of a timer's fires, newest first, and their total.
-    async fn list_fires(&self, timer_id: i64, status: Option<FireStatus>, offset: u64, limit: u64)
-        -> Result<(Vec<Fire>, u64)>;
+    async fn list_fires(
+        &self,
+        timer_id: i64,
+        status: Option<FireStatus>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Fire>, u64)>;
 }

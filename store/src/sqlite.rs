@@ -65,7 +65,9 @@ fn timer_from_row(row: &SqliteRow) -> Result<Timer> {
             expr: row.try_get::<Option<String>, _>("cron")?.ok_or_else(|| corrupt("cron"))?,
             timezone: row.try_get("timezone")?,
         },
-        "once" => Schedule::Once { run_at_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))? },
+        "once" => {
+            Schedule::Once { run_at_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))? }
+        }
         _ => return Err(corrupt("kind")),
     };
     let notify: Notify =
@@ -247,7 +249,11 @@ impl FireRepo for SqliteRepo {
                 "INSERT INTO t_timer_task (timer_id, app, run_timer, create_time, modify_time) ",
             );
             qb.push_values(chunk, |mut b, f| {
-                b.push_bind(f.key.timer_id).push_bind(&f.app).push_bind(f.key.run_ms).push_bind(now_ms).push_bind(now_ms);
+                b.push_bind(f.key.timer_id)
+                    .push_bind(&f.app)
+                    .push_bind(f.key.run_ms)
+                    .push_bind(now_ms)
+                    .push_bind(now_ms);
             });
             qb.push(" ON CONFLICT (timer_id, run_timer) DO NOTHING");
             inserted += qb.build().execute(&mut *tx).await?.rows_affected();
@@ -275,9 +281,7 @@ impl FireRepo for SqliteRepo {
         .bind(limit as i64)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| Ok(FireKey { timer_id: r.try_get("timer_id")?, run_ms: r.try_get("run_timer")? }))
-            .collect()
+        rows.iter().map(|r| Ok(FireKey { timer_id: r.try_get("timer_id")?, run_ms: r.try_get("run_timer")? })).collect()
     }
 
     async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {

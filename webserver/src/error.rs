@@ -162,3 +162,32 @@ pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
     tracing::error!(panic = detail, "Request handler panicked.");
     error_response(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MSG)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_names_every_cause() {
+        let err = ApiError::Expand(xtimer_migrator::Error::Store(xtimer_store::Error::Corrupt("t_timer 7".into())));
+        assert_eq!(error_chain(&err), "expanding the timer into fires failed: corrupt row: t_timer 7");
+    }
+
+    #[test]
+    fn server_errors_hide_their_cause_and_carry_it_for_the_log() {
+        let response = ApiError::Store(xtimer_store::Error::Corrupt("secret".into())).into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let carried = response.extensions().get::<Arc<ApiError>>().expect("cause carried");
+        assert!(error_chain(carried.as_ref()).contains("secret"));
+
+        let response = ApiError::invalid("app", "must not be empty").into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert!(response.extensions().get::<Arc<ApiError>>().is_none());
+    }
+
+    #[test]
+    fn name_taken_from_the_store_is_a_conflict() {
+        let err = ApiError::from(xtimer_store::Error::NameTaken { app: "a".into(), name: "n".into() });
+        assert_eq!(err.status(), StatusCode::CONFLICT);
+    }
+}

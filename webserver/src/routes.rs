@@ -1,7 +1,9 @@
 //! Handlers, one module per URL tree.
 //!
-//! - [`timers`]: `/api/xtimer/...` and `/xtimer/...`.
-//! - [`health`]: `/healthz`.
+//! - [`timers`]: the timer API, under `/api/xtimer/` and `/xtimer/`.
+//! - [`health`]: the `/healthz` probe.
+//!
+//! Plus the fallbacks that keep unknown paths and methods in the envelope.
 
 pub mod health;
 pub mod timers;

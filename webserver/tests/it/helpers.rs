@@ -32,24 +32,33 @@ pub struct TestApp {
     _dir: TempDir,
 }
 
-/// An app with the default server config.
-pub async fn spawn_app() -> TestApp {
-    spawn_app_with(ServerConfig::default(), None).await
+/// Replacements for the real stores, to make them fail.
+#[derive(Default)]
+pub struct Fakes {
+    /// The timer repo of the handlers and the migrator.
+    pub timers: Option<Arc<dyn TimerRepo>>,
+    /// The fire repo of the migrator only (the handlers keep SQLite's).
+    pub migrator_fires: Option<Arc<dyn FireRepo>>,
 }
 
-/// An app with `config`, and `timers` instead of SQLite's timer repo when given.
-pub async fn spawn_app_with(config: ServerConfig, timers: Option<Arc<dyn TimerRepo>>) -> TestApp {
+/// An app with the default server config.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(ServerConfig::default(), Fakes::default()).await
+}
+
+/// An app with `config` and the given fakes.
+pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     let repo = Arc::new(SqliteRepo::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("sqlite"));
     let clock = Arc::new(ManualClock::new(NOW_MS));
     let shared: SharedClock = clock.clone();
-    let timers = timers.unwrap_or_else(|| repo.clone());
+    let timers = fakes.timers.unwrap_or_else(|| repo.clone());
     let fires: Arc<dyn FireRepo> = repo.clone();
     let migrator = Migrator::new(
         MigratorConfig::default(),
         timers.clone(),
-        fires.clone(),
+        fakes.migrator_fires.unwrap_or_else(|| fires.clone()),
         Arc::new(MemoryShards::new(ShardConfig::default(), shared.clone())),
         Arc::new(MemoryLocks::new(shared.clone())),
         shared.clone(),

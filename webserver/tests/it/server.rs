@@ -6,11 +6,12 @@ use async_trait::async_trait;
 use axum::http::{Method, StatusCode};
 use serde_json::json;
 use xtimer_core::config::ServerConfig;
+use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
-use xtimer_store::TimerRepo;
+use xtimer_store::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, TimerRepo};
 use xtimer_webserver::error::INTERNAL_ERROR_MSG;
 
-use crate::helpers::{cron_timer, once_timer, spawn_app, spawn_app_with, NOW_MS};
+use crate::helpers::{cron_timer, once_timer, spawn_app, spawn_app_with, Fakes, NOW_MS};
 
 #[tokio::test]
 async fn healthz_answers_ok_in_the_envelope() {
@@ -89,7 +90,11 @@ impl TimerRepo for BrokenTimers {
 
 #[tokio::test]
 async fn store_failure_is_a_generic_500() {
-    let app = spawn_app_with(ServerConfig::default(), Some(Arc::new(BrokenTimers { panic: false }))).await;
+    let app = spawn_app_with(
+        ServerConfig::default(),
+        Fakes { timers: Some(Arc::new(BrokenTimers { panic: false })), ..Fakes::default() },
+    )
+    .await;
     let reply = app.create(&cron_timer("a", "t")).await;
     assert_eq!(reply.err(StatusCode::INTERNAL_SERVER_ERROR), INTERNAL_ERROR_MSG);
     assert!(!reply.body.to_string().contains("secret"), "{}", reply.body);
@@ -102,9 +107,72 @@ async fn store_failure_is_a_generic_500() {
 
 #[tokio::test]
 async fn panicking_handler_is_a_500_in_the_envelope() {
-    let app = spawn_app_with(ServerConfig::default(), Some(Arc::new(BrokenTimers { panic: true }))).await;
+    let app = spawn_app_with(
+        ServerConfig::default(),
+        Fakes { timers: Some(Arc::new(BrokenTimers { panic: true })), ..Fakes::default() },
+    )
+    .await;
     let reply = app.get("/xtimer/getTimer?id=1&app=a").await;
     assert_eq!(reply.err(StatusCode::INTERNAL_SERVER_ERROR), INTERNAL_ERROR_MSG);
     // The server keeps answering.
     assert_eq!(app.get("/healthz").await.ok()["status"], "ok");
+}
+
+/// A fire repo whose every call fails.
+struct BrokenFires;
+
+fn store_down<T>() -> xtimer_store::Result<T> {
+    Err(xtimer_store::Error::Corrupt("fire store down".into()))
+}
+
+#[async_trait]
+impl FireRepo for BrokenFires {
+    async fn insert_fires(&self, _: &[NewFire], _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn pending_between(&self, _: Option<i64>, _: i64, _: i64, _: u32) -> xtimer_store::Result<Vec<FireKey>> {
+        store_down()
+    }
+    async fn claim(&self, _: &[FireKey], _: &str, _: i64, _: i64) -> xtimer_store::Result<ClaimOutcome> {
+        store_down()
+    }
+    async fn reclaim(&self, _: &[i64], _: &str, _: i64, _: i64) -> xtimer_store::Result<ClaimOutcome> {
+        store_down()
+    }
+    async fn record(&self, _: &[FireResult], _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn release(&self, _: &[ClaimedFire], _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn mark_missed(&self, _: &[i64], _: &str, _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn overdue(&self, _: i64, _: i64, _: u32) -> xtimer_store::Result<Vec<Overdue>> {
+        store_down()
+    }
+    async fn list_fires(
+        &self,
+        _: i64,
+        _: Option<FireStatus>,
+        _: u64,
+        _: u64,
+    ) -> xtimer_store::Result<(Vec<Fire>, u64)> {
+        store_down()
+    }
+}
+
+#[tokio::test]
+async fn failed_expansion_on_create_is_a_500_that_leaves_the_name_free() {
+    let fakes = Fakes { migrator_fires: Some(Arc::new(BrokenFires)), ..Fakes::default() };
+    let app = spawn_app_with(ServerConfig::default(), fakes).await;
+    let mut body = once_timer("a", "t", NOW_MS + 2_000);
+    body["status"] = json!(2);
+    assert_eq!(app.create(&body).await.err(StatusCode::INTERNAL_SERVER_ERROR), INTERNAL_ERROR_MSG);
+    // The half-made timer was deleted, so a retry can use the name.
+    let listed = app.get("/xtimer/getAppTimers?app=a").await;
+    assert_eq!(listed.ok()["total"], 0, "{}", listed.body);
+    let id = app.create_ok(&once_timer("a", "t", NOW_MS + 2_000)).await;
+    // Enabling needs the expansion too: a 500, retried once the store is back.
+    assert_eq!(app.by_id("enableTimer", id, "a").await.err(StatusCode::INTERNAL_SERVER_ERROR), INTERNAL_ERROR_MSG);
 }

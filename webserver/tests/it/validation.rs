@@ -5,7 +5,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{json, Value};
 use xtimer_core::config::ServerConfig;
 
-use crate::helpers::{cron_timer, patched, spawn_app, spawn_app_with, NOW_MS};
+use crate::helpers::{cron_timer, patched, spawn_app, spawn_app_with, Fakes, NOW_MS};
 
 /// A valid body using every field.
 fn full() -> Value {
@@ -28,7 +28,8 @@ fn headers(n: usize) -> Value {
 #[tokio::test]
 async fn every_invalid_create_field_is_a_400_naming_it() {
     // A limit above the largest case, so the field check answers, not the body limit.
-    let app = spawn_app_with(ServerConfig { max_body_bytes: 1 << 20, ..ServerConfig::default() }, None).await;
+    let app =
+        spawn_app_with(ServerConfig { max_body_bytes: 1 << 20, ..ServerConfig::default() }, Fakes::default()).await;
     app.create_ok(&patched(&full(), "/name", Some(json!("valid")))).await;
     let past = "2029-12-31T23:59:58Z";
     let cases: Vec<(&str, Option<Value>, &[&str])> = vec![
@@ -233,7 +234,7 @@ async fn malformed_json_and_wrong_content_types_are_400s() {
 
 #[tokio::test]
 async fn body_over_the_limit_is_a_413_naming_the_limit() {
-    let app = spawn_app_with(ServerConfig { max_body_bytes: 1024, ..ServerConfig::default() }, None).await;
+    let app = spawn_app_with(ServerConfig { max_body_bytes: 1024, ..ServerConfig::default() }, Fakes::default()).await;
     let mut body = cron_timer("a", "big");
     body["notifyHTTPParam"]["body"] = json!("x".repeat(2_000));
     let reply = app.create(&body).await;
