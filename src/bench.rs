@@ -1,5 +1,258 @@
-#[derive(clap::Args)]
-pub struct BenchArgs {}
-pub async fn run(_a: BenchArgs) -> anyhow::Result<()> {
+//! `xtimer bench`: fires per second and lateness against a local receiver.
+//!
+//! Each run starts a fresh node on the embedded default (a SQLite file in a
+//! temporary folder), starts a receiver on 127.0.0.1, registers timers
+//! through the repository, lets the migrator expand them the way it always
+//! does, and waits for every fire. It reports what the receiver saw:
+//! fires/s, lateness (arrival minus scheduled time) percentiles,
+//! duplicates, misses and the process's peak RSS (node and receiver share
+//! the process and the machine's cores). With `--runs N` it prints each run
+//! and the median of each figure.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use xtimer_core::config::Config;
+use xtimer_core::fire::FireKey;
+use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
+
+use crate::node::Node;
+use crate::receiver::Receiver;
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Scenario {
+    /// `--rate` one-shot fires per second, spread evenly over `--seconds`.
+    Steady,
+    /// `--count` one-shot fires all due within the same second.
+    Burst,
+    /// `--timers` per-second cron timers, measured over `--seconds`.
+    Cron,
+}
+
+/// Arguments of `xtimer bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Which load to run.
+    #[arg(long, value_enum, default_value = "steady")]
+    pub scenario: Scenario,
+    /// Fires per second (steady).
+    #[arg(long, default_value_t = 2_000)]
+    pub rate: u64,
+    /// Length of the measured window, seconds (steady, cron).
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Fires due in one second (burst).
+    #[arg(long, default_value_t = 50_000)]
+    pub count: u64,
+    /// Per-second cron timers (cron).
+    #[arg(long, default_value_t = 1_000)]
+    pub timers: u64,
+    /// Runs; figures are reported per run and as medians.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Seconds between the end of set-up and the first fire.
+    #[arg(long, default_value_t = 5)]
+    pub lead: u64,
+}
+
+/// Figures of one run.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    pub expected: u64,
+    pub received: u64,
+    pub fires_per_sec: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub duplicates: u64,
+    pub misses: u64,
+    pub peak_rss_mb: f64,
+}
+
+/// Runs the benchmark and prints its figures.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let mut all = Vec::new();
+    println!("scenario {:?}: {}", args.scenario, describe(&args));
+    println!("{:>4} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>5} {:>6} {:>8}",
+        "run", "expected", "received", "fires/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "dups", "misses", "rss MB");
+    for run in 1..=args.runs {
+        let f = run_once(&args).await?;
+        print_row(&run.to_string(), &f);
+        all.push(f);
+    }
+    if all.len() > 1 {
+        let med = |get: fn(&Figures) -> f64| median(all.iter().map(get).collect());
+        let m = Figures {
+            expected: med(|f| f.expected as f64) as u64,
+            received: med(|f| f.received as f64) as u64,
+            fires_per_sec: med(|f| f.fires_per_sec),
+            p50_ms: med(|f| f.p50_ms),
+            p90_ms: med(|f| f.p90_ms),
+            p99_ms: med(|f| f.p99_ms),
+            max_ms: med(|f| f.max_ms),
+            duplicates: med(|f| f.duplicates as f64) as u64,
+            misses: med(|f| f.misses as f64) as u64,
+            peak_rss_mb: med(|f| f.peak_rss_mb),
+        };
+        print_row("med", &m);
+    }
     Ok(())
+}
+
+fn describe(a: &BenchArgs) -> String {
+    match a.scenario {
+        Scenario::Steady => format!("{} fires/s for {} s ({} fires)", a.rate, a.seconds, a.rate * a.seconds),
+        Scenario::Burst => format!("{} fires due in one second", a.count),
+        Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
+    }
+}
+
+fn print_row(label: &str, f: &Figures) {
+    println!(
+        "{label:>4} {:>9} {:>9} {:>10.0} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>5} {:>6} {:>8.1}",
+        f.expected, f.received, f.fires_per_sec, f.p50_ms, f.p90_ms, f.p99_ms, f.max_ms, f.duplicates, f.misses, f.peak_rss_mb
+    );
+}
+
+async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
+    let dir = tempfile::tempdir()?;
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".into();
+    config.database.url = format!("sqlite://{}", dir.path().join("bench.db").display());
+    // The window must fit in the migrator's horizon (two steps).
+    config.migrator.step_ms = config.migrator.step_ms.max((args.lead + args.seconds + 10) * 1000);
+    let node = Node::start(config).await?;
+    let receiver = Receiver::start(false).await?;
+    let notify = Notify::Http(HttpNotify {
+        url: receiver.url("/bench"),
+        method: "POST".into(),
+        headers: BTreeMap::new(),
+        body: Some("{}".into()),
+    });
+
+    // Set-up: register timers, then let the migrator expand them.
+    let setup = Instant::now();
+    let now = chrono::Utc::now().timestamp_millis();
+    let plan = plan(args, now);
+    let start_ms = plan.start_ms;
+    let mut expected: HashSet<(i64, i64)> = HashSet::new();
+    let timers = node.stores.timers.clone();
+    for (n, schedule) in plan.schedules.iter().enumerate() {
+        let timer = NewTimer {
+            app: "bench".into(),
+            name: format!("t{n}"),
+            status: TimerStatus::Enabled,
+            schedule: schedule.clone(),
+            notify: notify.clone(),
+            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+            misfire: MisfirePolicy::FireAll,
+        };
+        let t = timers.create_timer(&timer, now).await?;
+        match schedule {
+            Schedule::Once { run_at_ms } => {
+                expected.insert((t.id, *run_at_ms));
+            }
+            Schedule::Cron { .. } => {
+                for s in 0..args.seconds as i64 {
+                    expected.insert((t.id, start_ms + s * 1000));
+                }
+            }
+        }
+    }
+    node.migrator.catch_up().await?;
+    let ready = chrono::Utc::now().timestamp_millis();
+    eprintln!("set-up took {:.1} s; first fire in {} ms", setup.elapsed().as_secs_f64(), start_ms - ready);
+    if ready > start_ms {
+        eprintln!("warning: set-up overran the lead time; raise --lead");
+    }
+
+    // Wait for every fire, or give up 30 s after the window.
+    let end_ms = plan.end_ms;
+    let in_window = |h: &crate::receiver::Hit| h.run_ms >= start_ms && h.run_ms < end_ms;
+    let total = expected.len();
+    let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
+    receiver.wait_until(wait, |hits| hits.iter().filter(|h| in_window(h)).count() >= total).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let hits: Vec<_> = receiver.hits().into_iter().filter(in_window).collect();
+    let mut seen: HashMap<&str, u64> = HashMap::new();
+    for h in &hits {
+        *seen.entry(h.key.as_str()).or_default() += 1;
+    }
+    let duplicates = seen.values().map(|n| n - 1).sum();
+    let got: HashSet<(i64, i64)> = seen.keys().filter_map(|k| FireKey::parse_member(k)).map(|k| (k.timer_id, k.run_ms)).collect();
+    let misses = expected.difference(&got).count() as u64;
+    let mut late: Vec<f64> = hits.iter().map(|h| h.lateness_ms()).collect();
+    late.sort_by(|a, b| a.total_cmp(b));
+    let last_arrival_ms = hits.iter().map(|h| h.arrival_us / 1000).max().unwrap_or(start_ms);
+    let span_ms = (last_arrival_ms.max(end_ms) - start_ms).max(1) as f64;
+    let figures = Figures {
+        expected: total as u64,
+        received: hits.len() as u64,
+        fires_per_sec: hits.len() as f64 / (span_ms / 1000.0),
+        p50_ms: percentile(&late, 0.50),
+        p90_ms: percentile(&late, 0.90),
+        p99_ms: percentile(&late, 0.99),
+        max_ms: late.last().copied().unwrap_or_default(),
+        duplicates,
+        misses,
+        peak_rss_mb: peak_rss_mb(),
+    };
+    node.shutdown().await;
+    Ok(figures)
+}
+
+struct Plan {
+    schedules: Vec<Schedule>,
+    start_ms: i64,
+    end_ms: i64,
+}
+
+fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
+    // Set-up time grows with the timer count; start on a whole second after it.
+    let start_ms = (now_ms / 1000 + args.lead as i64 + 1) * 1000;
+    match args.scenario {
+        Scenario::Steady => {
+            let n = args.rate * args.seconds;
+            let schedules =
+                (0..n).map(|i| Schedule::Once { run_at_ms: start_ms + (i * 1000 / args.rate) as i64 }).collect();
+            Plan { schedules, start_ms, end_ms: start_ms + args.seconds as i64 * 1000 }
+        }
+        Scenario::Burst => {
+            let schedules =
+                (0..args.count).map(|i| Schedule::Once { run_at_ms: start_ms + (i * 1000 / args.count) as i64 }).collect();
+            Plan { schedules, start_ms, end_ms: start_ms + 1000 }
+        }
+        Scenario::Cron => {
+            let schedules = (0..args.timers)
+                .map(|_| Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() })
+                .collect();
+            Plan { schedules, start_ms, end_ms: start_ms + args.seconds as i64 * 1000 }
+        }
+    }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[idx]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Peak resident set size of this process (VmHWM), MB.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+        .map(|kb| kb / 1024.0)
+        .unwrap_or_default()
 }

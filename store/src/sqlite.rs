@@ -106,16 +106,20 @@ fn fire_from_row(row: &SqliteRow) -> Result<Fire> {
     })
 }
 
-/// Appends `(timer_id, run_timer) IN (VALUES (?, ?), ...)`.
-fn push_key_list(qb: &mut QueryBuilder<'_, Sqlite>, keys: &[FireKey]) {
-    qb.push("(timer_id, run_timer) IN (VALUES ");
+/// Appends `(VALUES (?, ?), ...) AS k`: fire keys to join on the unique
+/// index (an `IN (VALUES ...)` would scan the status index instead).
+fn push_key_values(qb: &mut QueryBuilder<'_, Sqlite>, keys: &[FireKey]) {
+    qb.push("(VALUES ");
     let mut sep = qb.separated(", ");
     for key in keys {
         sep.push("(").push_bind_unseparated(key.timer_id).push_unseparated(", ");
         sep.push_bind_unseparated(key.run_ms).push_unseparated(")");
     }
-    qb.push(")");
+    qb.push(") AS k");
 }
+
+/// Joins `t_timer_task` to the keys of [`push_key_values`].
+const ON_KEYS: &str = "t_timer_task.timer_id = k.column1 AND t_timer_task.run_timer = k.column2";
 
 /// Appends `task_id IN (?, ...)`.
 fn push_id_list(qb: &mut QueryBuilder<'_, Sqlite>, ids: &[i64]) {
@@ -127,7 +131,9 @@ fn push_id_list(qb: &mut QueryBuilder<'_, Sqlite>, ids: &[i64]) {
     qb.push(")");
 }
 
-const ENABLED_TIMERS: &str = "SELECT timer_id FROM t_timer WHERE status = 2";
+/// The fire's timer is enabled (a primary-key probe per row).
+const TIMER_ENABLED: &str =
+    "EXISTS (SELECT 1 FROM t_timer t WHERE t.timer_id = t_timer_task.timer_id AND t.status = 2)";
 
 #[async_trait]
 impl TimerRepo for SqliteRepo {
@@ -290,18 +296,17 @@ impl FireRepo for SqliteRepo {
         for chunk in keys.chunks(MAX_PARAMS / 2) {
             let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task SET status = 1, owner = ");
             qb.push_bind(owner).push(", lease_until = run_timer + ").push_bind(lease_ms);
-            qb.push(", modify_time = ").push_bind(now_ms);
-            qb.push(" WHERE status = 0 AND ");
-            push_key_list(&mut qb, chunk);
-            qb.push(format!(" AND timer_id IN ({ENABLED_TIMERS}) RETURNING task_id, timer_id, run_timer, attempt"));
+            qb.push(", modify_time = ").push_bind(now_ms).push(" FROM ");
+            push_key_values(&mut qb, chunk);
+            qb.push(format!(" WHERE {ON_KEYS} AND t_timer_task.status = 0 AND {TIMER_ENABLED}"));
+            qb.push(" RETURNING task_id, timer_id, run_timer, attempt");
             for row in qb.build().fetch_all(&mut *tx).await? {
                 out.claimed.push(claimed_from_row(&row, owner)?);
             }
             let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task SET status = 4, output = ");
-            qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms);
-            qb.push(" WHERE status = 0 AND ");
-            push_key_list(&mut qb, chunk);
-            qb.push(format!(" AND timer_id NOT IN ({ENABLED_TIMERS})"));
+            qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" FROM ");
+            push_key_values(&mut qb, chunk);
+            qb.push(format!(" WHERE {ON_KEYS} AND t_timer_task.status = 0 AND NOT {TIMER_ENABLED}"));
             out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
         }
         tx.commit().await?;
@@ -318,7 +323,7 @@ impl FireRepo for SqliteRepo {
             qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
             push_id_list(&mut qb, chunk);
             qb.push(" AND ").push(claimable).push_bind(now_ms).push("))");
-            qb.push(format!(" AND timer_id IN ({ENABLED_TIMERS}) RETURNING task_id, timer_id, run_timer, attempt"));
+            qb.push(format!(" AND {TIMER_ENABLED} RETURNING task_id, timer_id, run_timer, attempt"));
             for row in qb.build().fetch_all(&mut *tx).await? {
                 out.claimed.push(claimed_from_row(&row, owner)?);
             }
@@ -326,7 +331,7 @@ impl FireRepo for SqliteRepo {
             qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
             push_id_list(&mut qb, chunk);
             qb.push(" AND ").push(claimable).push_bind(now_ms).push("))");
-            qb.push(format!(" AND timer_id NOT IN ({ENABLED_TIMERS})"));
+            qb.push(format!(" AND NOT {TIMER_ENABLED}"));
             out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
         }
         tx.commit().await?;

@@ -1,0 +1,120 @@
+//! `TimerRepo` conformance.
+
+use xtimer_core::timer::{MisfirePolicy, RetryPolicy, Schedule, TimerStatus};
+use xtimer_store::Error;
+
+use crate::helpers::{new_timer, timer, Backend, APP};
+
+pub async fn created_timer_reads_back_field_for_field(b: Backend) {
+    let mut input = new_timer(APP, "cron", TimerStatus::Enabled);
+    input.retry = RetryPolicy { max_attempts: 5, backoff_ms: 1_500 };
+    input.misfire = MisfirePolicy::Skip;
+    let cron = b.timers.create_timer(&input, b.now()).await.unwrap();
+    assert_eq!((cron.app.as_str(), cron.name.as_str(), cron.status), (APP, "cron", TimerStatus::Enabled));
+    assert_eq!((cron.schedule.clone(), cron.notify.clone()), (input.schedule.clone(), input.notify.clone()));
+    assert_eq!((cron.retry, cron.misfire), (input.retry, MisfirePolicy::Skip));
+    assert_eq!((cron.create_time, cron.modify_time), (b.now(), b.now()));
+    assert_eq!(b.timers.get_timer(cron.id).await.unwrap(), Some(cron.clone()));
+
+    let mut once = new_timer(APP, "once", TimerStatus::Disabled);
+    once.schedule = Schedule::Once { run_at_ms: b.now() + 90_000 };
+    b.clock.advance(1_000);
+    let once = b.timers.create_timer(&once, b.now()).await.unwrap();
+    assert_ne!(once.id, cron.id, "every timer gets its own id");
+    assert_eq!(once.create_time, b.now());
+    assert_eq!(b.timers.get_timer(once.id).await.unwrap(), Some(once.clone()));
+    assert_eq!(b.timers.get_timer(once.id.max(cron.id) + 1_000).await.unwrap(), None);
+}
+
+pub async fn get_timers_leaves_out_missing_ids(b: Backend) {
+    let one = timer(&b, "one", TimerStatus::Enabled).await;
+    let two = timer(&b, "two", TimerStatus::Disabled).await;
+    assert!(b.timers.set_timer_status(two.id, TimerStatus::Deleted, b.now()).await.unwrap());
+    let missing = one.id.max(two.id) + 1_000;
+    let mut got = b.timers.get_timers(&[missing, two.id, one.id]).await.unwrap();
+    got.sort_by_key(|t| t.id);
+    let ids: Vec<(i64, TimerStatus)> = got.iter().map(|t| (t.id, t.status)).collect();
+    assert_eq!(ids, vec![(one.id, TimerStatus::Enabled), (two.id, TimerStatus::Deleted)], "deleted ones included");
+    assert!(b.timers.get_timers(&[]).await.unwrap().is_empty());
+}
+
+pub async fn app_timers_page_by_id_and_count_only_live_timers(b: Backend) {
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(timer(&b, &format!("t{i}"), TimerStatus::Enabled).await.id);
+    }
+    for i in 0..2 {
+        b.timers.create_timer(&new_timer("other-app", &format!("t{i}"), TimerStatus::Enabled), b.now()).await.unwrap();
+    }
+    assert!(b.timers.set_timer_status(ids[2], TimerStatus::Deleted, b.now()).await.unwrap());
+    let live: Vec<i64> = ids.iter().copied().filter(|&id| id != ids[2]).collect();
+
+    let mut seen = Vec::new();
+    for offset in [0, 2, 4] {
+        let (page, total) = b.timers.list_app_timers(APP, offset, 2).await.unwrap();
+        assert_eq!(total, 4, "deleted timers and other apps are not counted");
+        assert!(page.iter().all(|t| t.app == APP && t.status != TimerStatus::Deleted), "{page:?}");
+        seen.extend(page.iter().map(|t| t.id));
+    }
+    assert_eq!(seen, live, "pages are in id order, without gaps or repeats");
+    let (beyond, total) = b.timers.list_app_timers(APP, 10, 2).await.unwrap();
+    assert_eq!((beyond.len(), total), (0, 4));
+    let (none, total) = b.timers.list_app_timers("no-such-app", 0, 10).await.unwrap();
+    assert_eq!((none.len(), total), (0, 0));
+}
+
+pub async fn status_changes_until_the_timer_is_deleted(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Disabled).await;
+    b.clock.advance(5_000);
+    assert!(b.timers.set_timer_status(t.id, TimerStatus::Enabled, b.now()).await.unwrap());
+    let got = b.timers.get_timer(t.id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.create_time, got.modify_time), (TimerStatus::Enabled, t.create_time, b.now()));
+    assert!(b.timers.set_timer_status(t.id, TimerStatus::Disabled, b.now()).await.unwrap());
+    assert_eq!(b.timers.get_timer(t.id).await.unwrap().unwrap().status, TimerStatus::Disabled);
+
+    b.clock.advance(5_000);
+    let deleted_at = b.now();
+    assert!(b.timers.set_timer_status(t.id, TimerStatus::Deleted, deleted_at).await.unwrap());
+    b.clock.advance(5_000);
+    for status in [TimerStatus::Enabled, TimerStatus::Disabled, TimerStatus::Deleted] {
+        assert!(!b.timers.set_timer_status(t.id, status, b.now()).await.unwrap(), "a deleted timer stays deleted");
+    }
+    let got = b.timers.get_timer(t.id).await.unwrap().expect("deleted timers are kept");
+    assert_eq!((got.status, got.modify_time), (TimerStatus::Deleted, deleted_at));
+    assert!(!b.timers.set_timer_status(t.id + 1_000, TimerStatus::Enabled, b.now()).await.unwrap(), "unknown id");
+}
+
+pub async fn names_are_unique_per_app_among_live_timers(b: Backend) {
+    let first = timer(&b, "nightly", TimerStatus::Disabled).await;
+    match b.timers.create_timer(&new_timer(APP, "nightly", TimerStatus::Enabled), b.now()).await {
+        Err(Error::NameTaken { app, name }) => assert_eq!((app.as_str(), name.as_str()), (APP, "nightly")),
+        other => panic!("a disabled timer still holds its name, got {other:?}"),
+    }
+    let elsewhere = b.timers.create_timer(&new_timer("other-app", "nightly", TimerStatus::Enabled), b.now()).await;
+    assert!(elsewhere.is_ok(), "names are per app: {elsewhere:?}");
+
+    assert!(b.timers.set_timer_status(first.id, TimerStatus::Deleted, b.now()).await.unwrap());
+    let second = timer(&b, "nightly", TimerStatus::Enabled).await;
+    assert_ne!(second.id, first.id);
+    assert!(matches!(
+        b.timers.create_timer(&new_timer(APP, "nightly", TimerStatus::Enabled), b.now()).await,
+        Err(Error::NameTaken { .. })
+    ));
+    let (page, total) = b.timers.list_app_timers(APP, 0, 10).await.unwrap();
+    assert_eq!((total, page[0].id), (1, second.id));
+}
+
+pub async fn enabled_timers_page_by_id(b: Backend) {
+    let a = timer(&b, "a", TimerStatus::Enabled).await;
+    let _disabled = timer(&b, "b", TimerStatus::Disabled).await;
+    let c = timer(&b, "c", TimerStatus::Enabled).await;
+    let d = timer(&b, "d", TimerStatus::Enabled).await;
+    let e = timer(&b, "e", TimerStatus::Enabled).await;
+    assert!(b.timers.set_timer_status(d.id, TimerStatus::Deleted, b.now()).await.unwrap());
+
+    let ids = |list: Vec<xtimer_core::timer::Timer>| list.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(b.timers.enabled_timers(0, 100).await.unwrap()), vec![a.id, c.id, e.id]);
+    assert_eq!(ids(b.timers.enabled_timers(0, 2).await.unwrap()), vec![a.id, c.id]);
+    assert_eq!(ids(b.timers.enabled_timers(c.id, 2).await.unwrap()), vec![e.id]);
+    assert!(b.timers.enabled_timers(e.id, 2).await.unwrap().is_empty());
+}
