@@ -75,8 +75,10 @@ pub struct Figures {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut all = Vec::new();
     println!("scenario {:?}: {}", args.scenario, describe(&args));
-    println!("{:>4} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>5} {:>6} {:>8}",
-        "run", "expected", "received", "fires/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "dups", "misses", "rss MB");
+    println!(
+        "{:>4} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>5} {:>6} {:>8}",
+        "run", "expected", "received", "fires/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "dups", "misses", "rss MB"
+    );
     for run in 1..=args.runs {
         let f = run_once(&args).await?;
         print_row(&run.to_string(), &f);
@@ -112,7 +114,16 @@ fn describe(a: &BenchArgs) -> String {
 fn print_row(label: &str, f: &Figures) {
     println!(
         "{label:>4} {:>9} {:>9} {:>10.0} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>5} {:>6} {:>8.1}",
-        f.expected, f.received, f.fires_per_sec, f.p50_ms, f.p90_ms, f.p99_ms, f.max_ms, f.duplicates, f.misses, f.peak_rss_mb
+        f.expected,
+        f.received,
+        f.fires_per_sec,
+        f.p50_ms,
+        f.p90_ms,
+        f.p99_ms,
+        f.max_ms,
+        f.duplicates,
+        f.misses,
+        f.peak_rss_mb
     );
 }
 
@@ -138,9 +149,11 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let plan = plan(args, now);
     let start_ms = plan.start_ms;
     let mut expected: HashSet<(i64, i64)> = HashSet::new();
-    let timers = node.stores.timers.clone();
-    for (n, schedule) in plan.schedules.iter().enumerate() {
-        let timer = NewTimer {
+    let new_timers: Vec<NewTimer> = plan
+        .schedules
+        .iter()
+        .enumerate()
+        .map(|(n, schedule)| NewTimer {
             app: "bench".into(),
             name: format!("t{n}"),
             status: TimerStatus::Enabled,
@@ -148,15 +161,17 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             notify: notify.clone(),
             retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
             misfire: MisfirePolicy::FireAll,
-        };
-        let t = timers.create_timer(&timer, now).await?;
+        })
+        .collect();
+    let ids = node.stores.timers.create_timers(&new_timers, now).await?;
+    for (id, schedule) in ids.into_iter().zip(&plan.schedules) {
         match schedule {
             Schedule::Once { run_at_ms } => {
-                expected.insert((t.id, *run_at_ms));
+                expected.insert((id, *run_at_ms));
             }
             Schedule::Cron { .. } => {
                 for s in 0..args.seconds as i64 {
-                    expected.insert((t.id, start_ms + s * 1000));
+                    expected.insert((id, start_ms + s * 1000));
                 }
             }
         }
@@ -182,7 +197,8 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         *seen.entry(h.key.as_str()).or_default() += 1;
     }
     let duplicates = seen.values().map(|n| n - 1).sum();
-    let got: HashSet<(i64, i64)> = seen.keys().filter_map(|k| FireKey::parse_member(k)).map(|k| (k.timer_id, k.run_ms)).collect();
+    let got: HashSet<(i64, i64)> =
+        seen.keys().filter_map(|k| FireKey::parse_member(k)).map(|k| (k.timer_id, k.run_ms)).collect();
     let misses = expected.difference(&got).count() as u64;
     let mut late: Vec<f64> = hits.iter().map(|h| h.lateness_ms()).collect();
     late.sort_by(|a, b| a.total_cmp(b));
@@ -221,8 +237,9 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
             Plan { schedules, start_ms, end_ms: start_ms + args.seconds as i64 * 1000 }
         }
         Scenario::Burst => {
-            let schedules =
-                (0..args.count).map(|i| Schedule::Once { run_at_ms: start_ms + (i * 1000 / args.count) as i64 }).collect();
+            let schedules = (0..args.count)
+                .map(|i| Schedule::Once { run_at_ms: start_ms + (i * 1000 / args.count) as i64 })
+                .collect();
             Plan { schedules, start_ms, end_ms: start_ms + 1000 }
         }
         Scenario::Cron => {

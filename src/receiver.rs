@@ -89,6 +89,8 @@ impl Receiver {
     }
 
     /// Waits until `done(hits)` holds, or `timeout` passes; returns whether it held.
+    /// Checks on arrivals, at most every 20 ms (checking per request would
+    /// make a wait on N hits cost O(N²) under load).
     pub async fn wait_until(&self, timeout: Duration, done: impl Fn(&[Hit]) -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -99,6 +101,7 @@ impl Receiver {
             if tokio::time::timeout_at(deadline, arrived).await.is_err() {
                 return done(&self.shared.hits.lock().expect("hits"));
             }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }

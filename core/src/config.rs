@@ -136,7 +136,8 @@ impl Default for TriggerConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExecutorConfig {
-    /// Callbacks in flight at once. Defaults to 2048.
+    /// Callbacks in flight at once; as many keep-alive connections per host
+    /// are kept, so a busy receiver is not reconnected per call. Defaults to 1024.
     pub concurrency: usize,
     /// Timeout of one callback, ms. Defaults to 10000.
     pub timeout_ms: u64,
@@ -146,20 +147,11 @@ pub struct ExecutorConfig {
     pub batch_size: usize,
     /// Bytes of a response body kept in a fire's output. Defaults to 512.
     pub max_output_bytes: usize,
-    /// Idle keep-alive connections kept per callback host. Defaults to 256.
-    pub pool_max_idle_per_host: usize,
 }
 
 impl Default for ExecutorConfig {
     fn default() -> Self {
-        Self {
-            concurrency: 2048,
-            timeout_ms: 10_000,
-            lease_ms: 60_000,
-            batch_size: 2_000,
-            max_output_bytes: 512,
-            pool_max_idle_per_host: 256,
-        }
+        Self { concurrency: 1024, timeout_ms: 10_000, lease_ms: 60_000, batch_size: 2_000, max_output_bytes: 512 }
     }
 }
 

@@ -99,7 +99,7 @@ impl Executor {
         stop_claiming: CancellationToken,
         hard_stop: CancellationToken,
     ) -> Result<(Self, Recorder)> {
-        let http = callback::client(config.timeout_ms, config.pool_max_idle_per_host).map_err(Error::Client)?;
+        let http = callback::client(config.timeout_ms, config.concurrency).map_err(Error::Client)?;
         let (results, results_rx) = mpsc::channel(config.batch_size * 16);
         let recorder = Recorder::new(fires.clone(), clock.clone(), results_rx, config.batch_size);
         let inner = Inner {

@@ -9,14 +9,14 @@
 //! missed, `fire_all` fires them all, `fire_once` fires the latest if it is
 //! within `misfire_window` and marks the rest missed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::ReconcilerConfig;
 use xtimer_core::fire::FireStatus;
-use xtimer_core::timer::MisfirePolicy;
+use xtimer_core::timer::{MisfirePolicy, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_store::{FireRepo, LockStore, Overdue, TimerRepo};
 
@@ -106,6 +106,8 @@ impl Reconciler {
         if !self.locks.acquire(&self.lock_key, &self.node_id, hold).await? {
             return Ok(report);
         }
+        // Timers whose latest overdue fire this pass has already seen.
+        let mut seen_latest = HashSet::new();
         for _ in 0..MAX_PAGES {
             let now = self.clock.now_ms();
             let overdue = self.fires.overdue(now - self.config.grace_ms as i64, now, self.config.page_size).await?;
@@ -113,7 +115,7 @@ impl Reconciler {
                 break;
             }
             let full = overdue.len() == self.config.page_size as usize;
-            let (fire, missed) = self.decide(&overdue, now).await?;
+            let (fire, missed) = self.decide(&overdue, now, &mut seen_latest).await?;
             if !missed.is_empty() {
                 let output = "missed: its time passed while no node could fire it (misfire policy)";
                 report.missed += self.fires.mark_missed(&missed, output, now).await?;
@@ -129,28 +131,32 @@ impl Reconciler {
         Ok(report)
     }
 
-    /// Splits overdue fires into (to fire, to mark missed) by misfire policy.
-    async fn decide(&self, overdue: &[Overdue], now: i64) -> Result<(Vec<i64>, Vec<i64>)> {
+    /// Splits overdue fires (newest first) into (to fire, to mark missed) by
+    /// misfire policy. Fires of timers that are not enabled go to the fire
+    /// list too: the reclaim marks them skipped, not missed.
+    async fn decide(
+        &self,
+        overdue: &[Overdue],
+        now: i64,
+        seen_latest: &mut HashSet<i64>,
+    ) -> Result<(Vec<i64>, Vec<i64>)> {
         let mut ids: Vec<i64> = overdue.iter().map(|o| o.key.timer_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let policies: HashMap<i64, MisfirePolicy> =
-            self.timers.get_timers(&ids).await?.into_iter().map(|t| (t.id, t.misfire)).collect();
-        // The latest overdue pending fire of each timer (fire_once keeps only it).
-        let mut latest: HashMap<i64, i64> = HashMap::new();
-        for o in overdue.iter().filter(|o| o.status == FireStatus::Pending) {
-            let slot = latest.entry(o.key.timer_id).or_insert(o.key.run_ms);
-            *slot = (*slot).max(o.key.run_ms);
-        }
+        let timers: HashMap<i64, (TimerStatus, MisfirePolicy)> =
+            self.timers.get_timers(&ids).await?.into_iter().map(|t| (t.id, (t.status, t.misfire))).collect();
         let window = self.config.misfire_window_ms as i64;
         let (mut fire, mut missed) = (Vec::new(), Vec::new());
         for o in overdue {
-            let policy = policies.get(&o.key.timer_id).copied().unwrap_or_default();
+            let (status, policy) =
+                timers.get(&o.key.timer_id).copied().unwrap_or((TimerStatus::Deleted, MisfirePolicy::Skip));
             let fires = o.status == FireStatus::Running
+                || status != TimerStatus::Enabled
                 || match policy {
                     MisfirePolicy::FireAll => true,
                     MisfirePolicy::Skip => false,
-                    MisfirePolicy::FireOnce => latest[&o.key.timer_id] == o.key.run_ms && now - o.key.run_ms <= window,
+                    // Newest first: the first fire met of a timer is its latest.
+                    MisfirePolicy::FireOnce => seen_latest.insert(o.key.timer_id) && now - o.key.run_ms <= window,
                 };
             if fires {
                 fire.push(o.task_id);

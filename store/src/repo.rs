@@ -13,6 +13,8 @@ use crate::Result;
 pub trait TimerRepo: Send + Sync {
     /// Stores a new timer and returns it with its id.
     async fn create_timer(&self, timer: &NewTimer, now_ms: i64) -> Result<Timer>;
+    /// Stores many timers in one transaction (bulk import); returns their ids in order.
+    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>>;
     /// One timer by id, deleted ones included.
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>>;
     /// Several timers by id; missing ids are left out.
@@ -98,7 +100,8 @@ pub trait FireRepo: Send + Sync {
     /// Marks pending fires missed.
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64>;
     /// Overdue fires: pending with run time before `pending_before_ms`, or
-    /// running with a lease that ended before `now_ms`; oldest first.
+    /// running with a lease that ended before `now_ms`; newest first (so a
+    /// sweep meets each timer's latest overdue fire before its older ones).
     async fn overdue(&self, pending_before_ms: i64, now_ms: i64, limit: u32) -> Result<Vec<Overdue>>;
     /// A page of a timer's fires, newest first, and their total.
     async fn list_fires(

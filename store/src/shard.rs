@@ -47,7 +47,8 @@ impl MemoryShards {
 #[async_trait]
 impl ShardStore for MemoryShards {
     async fn add(&self, fires: &[FireKey]) -> Result<()> {
-        let expired_before = self.clock.now_ms() - SHARD_TTL_MS - MINUTE_MS;
+        // A shard expires SHARD_TTL_MS after its minute ends.
+        let expired_before = self.clock.now_ms() - SHARD_TTL_MS - MINUTE_MS + 1;
         let mut sets = self.sets.lock().expect("shard index lock");
         for fire in fires {
             let key = ShardKey::of(fire.timer_id, fire.run_ms, self.config.buckets);
@@ -66,6 +67,9 @@ impl ShardStore for MemoryShards {
     }
 
     async fn range(&self, shard: ShardKey, from_ms: i64, to_ms: i64) -> Result<Vec<FireKey>> {
+        if shard.end_ms() + SHARD_TTL_MS <= self.clock.now_ms() {
+            return Ok(Vec::new());
+        }
         let sets = self.sets.lock().expect("shard index lock");
         Ok(sets
             .get(&shard)

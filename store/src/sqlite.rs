@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
-use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqlitePool};
 use xtimer_core::config::DatabaseConfig;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
@@ -26,9 +26,15 @@ const MAX_PARAMS: usize = 30_000;
 pub const SKIPPED_OUTPUT: &str = "skipped: the timer is not enabled";
 
 /// Timers and fires in a SQLite file.
+///
+/// Writes go through a pool of one connection, so writers queue in order
+/// instead of colliding on SQLite's file lock and backing off in its busy
+/// handler (which costs whole milliseconds per collision); reads use the
+/// other pool and never block writers (WAL).
 #[derive(Debug, Clone)]
 pub struct SqliteRepo {
     pool: SqlitePool,
+    write: SqlitePool,
 }
 
 impl SqliteRepo {
@@ -40,10 +46,12 @@ impl SqliteRepo {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .pragma("cache_size", "-65536")
-            .pragma("temp_store", "memory");
+            .pragma("temp_store", "memory")
+            .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
+        let write = SqlitePoolOptions::new().max_connections(1).connect_with(options.clone()).await?;
+        sqlx::migrate!("../migrations/sqlite").run(&write).await?;
         let pool = SqlitePoolOptions::new().max_connections(config.max_connections).connect_with(options).await?;
-        sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self { pool, write })
     }
 
     /// The pool, for tests and tools that inspect the database.
@@ -137,11 +145,47 @@ const TIMER_ENABLED: &str =
 
 #[async_trait]
 impl TimerRepo for SqliteRepo {
+    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
+        let mut ids = Vec::with_capacity(timers.len());
+        let mut tx = self.write.begin().await?;
+        for chunk in timers.chunks(MAX_PARAMS / 12) {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO t_timer (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time) ",
+            );
+            qb.push_values(chunk, |mut b, t| {
+                let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+                b.push_bind(t.app.clone())
+                    .push_bind(t.name.clone())
+                    .push_bind(t.status.code())
+                    .push_bind(kind)
+                    .push_bind(cron.map(str::to_string))
+                    .push_bind(timezone.to_string())
+                    .push_bind(run_at)
+                    .push_bind(serde_json::to_string(&t.notify).expect("notify serializes"))
+                    .push_bind(serde_json::to_string(&t.retry).expect("retry serializes"))
+                    .push_bind(t.misfire.as_str())
+                    .push_bind(now_ms)
+                    .push_bind(now_ms);
+            });
+            qb.push(" RETURNING timer_id");
+            match qb.build().fetch_all(&mut *tx).await {
+                Ok(rows) => {
+                    for row in rows {
+                        ids.push(row.try_get("timer_id")?);
+                    }
+                }
+                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                    return Err(Error::NameTaken { app: chunk[0].app.clone(), name: "(one of the batch)".into() });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
     async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
-        let (kind, cron, timezone, run_at) = match &t.schedule {
-            Schedule::Cron { expr, timezone } => ("cron", Some(expr.as_str()), timezone.as_str(), None),
-            Schedule::Once { run_at_ms } => ("once", None, "UTC", Some(*run_at_ms)),
-        };
+        let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
         let notify = serde_json::to_string(&t.notify).expect("notify serializes");
         let retry = serde_json::to_string(&t.retry).expect("retry serializes");
         let res = sqlx::query(
@@ -160,7 +204,7 @@ impl TimerRepo for SqliteRepo {
         .bind(t.misfire.as_str())
         .bind(now_ms)
         .bind(now_ms)
-        .execute(&self.pool)
+        .execute(&self.write)
         .await;
         match res {
             Ok(done) => Ok(Timer {
@@ -228,7 +272,7 @@ impl TimerRepo for SqliteRepo {
             .bind(status.code())
             .bind(now_ms)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.write)
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -249,7 +293,7 @@ impl TimerRepo for SqliteRepo {
 impl FireRepo for SqliteRepo {
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64> {
         let mut inserted = 0;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write.begin().await?;
         for chunk in fires.chunks(MAX_PARAMS / 5) {
             let mut qb = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO t_timer_task (timer_id, app, run_timer, create_time, modify_time) ",
@@ -292,10 +336,15 @@ impl FireRepo for SqliteRepo {
 
     async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {
         let mut out = ClaimOutcome::default();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write.begin().await?;
         for chunk in keys.chunks(MAX_PARAMS / 2) {
             let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task SET status = 1, owner = ");
-            qb.push_bind(owner).push(", lease_until = run_timer + ").push_bind(lease_ms);
+            // A fire claimed after its time still gets a whole lease.
+            qb.push_bind(owner)
+                .push(", lease_until = MAX(run_timer, ")
+                .push_bind(now_ms)
+                .push(") + ")
+                .push_bind(lease_ms);
             qb.push(", modify_time = ").push_bind(now_ms).push(" FROM ");
             push_key_values(&mut qb, chunk);
             qb.push(format!(" WHERE {ON_KEYS} AND t_timer_task.status = 0 AND {TIMER_ENABLED}"));
@@ -316,7 +365,7 @@ impl FireRepo for SqliteRepo {
     async fn reclaim(&self, task_ids: &[i64], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {
         let mut out = ClaimOutcome::default();
         let claimable = "(status = 0 OR (status = 1 AND lease_until < ";
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write.begin().await?;
         for chunk in task_ids.chunks(MAX_PARAMS / 2) {
             let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task SET status = 1, owner = ");
             qb.push_bind(owner).push(", lease_until = ").push_bind(now_ms + lease_ms);
@@ -340,32 +389,36 @@ impl FireRepo for SqliteRepo {
 
     async fn record(&self, results: &[FireResult], now_ms: i64) -> Result<u64> {
         let mut written = 0;
-        let mut tx = self.pool.begin().await?;
-        for chunk in results.chunks(MAX_PARAMS / 8) {
-            // VALUES columns: 1 task_id, 2 owner, 3 status, 4 attempt, 5 output, 6 cost_time, 7 lease_until
-            let mut qb = QueryBuilder::<Sqlite>::new(
-                "UPDATE t_timer_task SET status = v.column3, attempt = v.column4, output = v.column5,
-                 cost_time = CASE WHEN t_timer_task.attempt = 0 THEN v.column6 ELSE t_timer_task.cost_time END,
-                 lease_until = v.column7,
-                 owner = CASE WHEN v.column3 = 1 THEN owner ELSE NULL END, modify_time = ",
-            );
-            qb.push_bind(now_ms).push(" FROM (VALUES ");
-            let mut sep = qb.separated(", ");
-            for r in chunk {
-                sep.push("(").push_bind_unseparated(r.task_id);
-                sep.push_unseparated(", ").push_bind_unseparated(&r.owner);
-                sep.push_unseparated(", ").push_bind_unseparated(r.status.code());
-                sep.push_unseparated(", ").push_bind_unseparated(i64::from(r.attempt));
-                sep.push_unseparated(", ").push_bind_unseparated(&r.output);
-                sep.push_unseparated(", ").push_bind_unseparated(r.cost_time);
-                sep.push_unseparated(", ").push_bind_unseparated(r.lease_until);
-                sep.push_unseparated(")");
+        let mut tx = self.write.begin().await?;
+        // One statement joins each fire once: results of the same fire go in
+        // later rounds, in the order they were given.
+        for round in rounds_by_task(results) {
+            for chunk in round.chunks(MAX_PARAMS / 8) {
+                // VALUES columns: 1 task_id, 2 owner, 3 status, 4 attempt, 5 output, 6 cost_time, 7 lease_until
+                let mut qb = QueryBuilder::<Sqlite>::new(
+                    "UPDATE t_timer_task SET status = v.column3, attempt = v.column4, output = v.column5,
+                     cost_time = CASE WHEN t_timer_task.attempt = 0 THEN v.column6 ELSE t_timer_task.cost_time END,
+                     lease_until = v.column7,
+                     owner = CASE WHEN v.column3 = 1 THEN owner ELSE NULL END, modify_time = ",
+                );
+                qb.push_bind(now_ms).push(" FROM (VALUES ");
+                let mut sep = qb.separated(", ");
+                for r in chunk {
+                    sep.push("(").push_bind_unseparated(r.task_id);
+                    sep.push_unseparated(", ").push_bind_unseparated(&r.owner);
+                    sep.push_unseparated(", ").push_bind_unseparated(r.status.code());
+                    sep.push_unseparated(", ").push_bind_unseparated(i64::from(r.attempt));
+                    sep.push_unseparated(", ").push_bind_unseparated(&r.output);
+                    sep.push_unseparated(", ").push_bind_unseparated(r.cost_time);
+                    sep.push_unseparated(", ").push_bind_unseparated(r.lease_until);
+                    sep.push_unseparated(")");
+                }
+                qb.push(
+                    ") AS v WHERE t_timer_task.task_id = v.column1 AND t_timer_task.owner = v.column2
+                     AND t_timer_task.status = 1",
+                );
+                written += qb.build().execute(&mut *tx).await?.rows_affected();
             }
-            qb.push(
-                ") AS v WHERE t_timer_task.task_id = v.column1 AND t_timer_task.owner = v.column2
-                 AND t_timer_task.status = 1",
-            );
-            written += qb.build().execute(&mut *tx).await?.rows_affected();
         }
         tx.commit().await?;
         Ok(written)
@@ -373,7 +426,7 @@ impl FireRepo for SqliteRepo {
 
     async fn release(&self, claims: &[ClaimedFire], now_ms: i64) -> Result<u64> {
         let mut released = 0;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write.begin().await?;
         for c in claims {
             released += sqlx::query(
                 "UPDATE t_timer_task SET status = 0, owner = NULL, lease_until = NULL, modify_time = ?
@@ -392,7 +445,7 @@ impl FireRepo for SqliteRepo {
 
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64> {
         let mut marked = 0;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write.begin().await?;
         for chunk in task_ids.chunks(MAX_PARAMS / 2) {
             let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task SET status = 5, output = ");
             qb.push_bind(output).push(", modify_time = ").push_bind(now_ms).push(" WHERE status = 0 AND ");
@@ -411,7 +464,7 @@ impl FireRepo for SqliteRepo {
                  UNION ALL
                  SELECT task_id, timer_id, run_timer, status FROM t_timer_task
                  WHERE status = 1 AND run_timer < ? AND lease_until < ?
-             ) ORDER BY run_timer LIMIT ?",
+             ) ORDER BY run_timer DESC LIMIT ?",
         )
         .bind(pending_before_ms)
         .bind(now_ms)
@@ -459,6 +512,30 @@ impl FireRepo for SqliteRepo {
                 .await?;
         let fires = rows.iter().map(fire_from_row).collect::<Result<_>>()?;
         Ok((fires, total as u64))
+    }
+}
+
+/// Splits results into rounds in which each fire appears at most once,
+/// keeping each fire's results in order across rounds.
+fn rounds_by_task(results: &[FireResult]) -> Vec<Vec<&FireResult>> {
+    let mut rounds: Vec<Vec<&FireResult>> = Vec::new();
+    let mut next_round: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    for r in results {
+        let round = next_round.entry(r.task_id).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(r);
+        *round += 1;
+    }
+    rounds
+}
+
+/// (kind, cron, timezone, run_at) columns of a schedule.
+fn schedule_columns(schedule: &Schedule) -> (&'static str, Option<&str>, &str, Option<i64>) {
+    match schedule {
+        Schedule::Cron { expr, timezone } => ("cron", Some(expr.as_str()), timezone.as_str(), None),
+        Schedule::Once { run_at_ms } => ("once", None, "UTC", Some(*run_at_ms)),
     }
 }
 

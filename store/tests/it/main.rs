@@ -28,6 +28,7 @@ macro_rules! conformance_suite {
             conformance_suite!(@tests $connect;
                 timers {
                     created_timer_reads_back_field_for_field,
+                    create_timers_is_one_all_or_nothing_batch,
                     get_timers_leaves_out_missing_ids,
                     app_timers_page_by_id_and_count_only_live_timers,
                     status_changes_until_the_timer_is_deleted,
@@ -38,13 +39,11 @@ macro_rules! conformance_suite {
                     insert_fires_is_idempotent,
                     pending_between_is_a_half_open_window_with_a_timer_filter,
                     claim_is_a_compare_and_set,
+                    claim_of_a_repeated_key_claims_it_once,
                     claim_skips_fires_of_disabled_and_deleted_timers,
                     claim_lease_runs_from_the_run_time,
                     record_is_fenced_by_the_claim_owner,
                     retry_record_keeps_running_and_the_first_cost_time,
-                    #[ignore = "bug: SqliteRepo::record (store/src/sqlite.rs ~L349) is one UPDATE .. FROM (VALUES ..); \
-                                two results for the same task in one batch join one target row twice and SQLite \
-                                applies an arbitrary one, so a retry's Running result can overwrite the final one"]
                     record_applies_results_of_one_fire_in_order,
                     release_gives_back_only_to_the_owner,
                     overdue_finds_late_pending_and_expired_leases_only,
@@ -58,8 +57,6 @@ macro_rules! conformance_suite {
                     range_is_half_open_and_ordered_by_run_time,
                     shards_separate_buckets_and_minutes,
                     old_shards_expire,
-                    #[ignore = "bug: MemoryShards::range (store/src/shard.rs ~L67) never checks expiry; an expired \
-                                shard stays readable until some later add() purges it (Redis TTLs would not)"]
                     expired_shard_reads_empty_without_further_writes,
                 }
                 locks {

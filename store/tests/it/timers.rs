@@ -118,3 +118,25 @@ pub async fn enabled_timers_page_by_id(b: Backend) {
     assert_eq!(ids(b.timers.enabled_timers(c.id, 2).await.unwrap()), vec![e.id]);
     assert!(b.timers.enabled_timers(e.id, 2).await.unwrap().is_empty());
 }
+
+pub async fn create_timers_is_one_all_or_nothing_batch(b: Backend) {
+    let batch: Vec<_> = (0..3).map(|i| new_timer(APP, &format!("bulk{i}"), TimerStatus::Enabled)).collect();
+    let ids = b.timers.create_timers(&batch, b.now()).await.unwrap();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids in input order: {ids:?}");
+    for (id, input) in ids.iter().zip(&batch) {
+        let got = b.timers.get_timer(*id).await.unwrap().expect("stored");
+        assert_eq!(
+            (got.name.as_str(), got.schedule.clone(), got.create_time),
+            (input.name.as_str(), input.schedule.clone(), b.now())
+        );
+    }
+
+    let clash = vec![new_timer(APP, "fresh", TimerStatus::Enabled), new_timer(APP, "bulk1", TimerStatus::Enabled)];
+    assert!(matches!(b.timers.create_timers(&clash, b.now()).await, Err(Error::NameTaken { .. })));
+    let twice = vec![new_timer(APP, "dup", TimerStatus::Enabled), new_timer(APP, "dup", TimerStatus::Disabled)];
+    assert!(matches!(b.timers.create_timers(&twice, b.now()).await, Err(Error::NameTaken { .. })));
+    let (_, total) = b.timers.list_app_timers(APP, 0, 100).await.unwrap();
+    assert_eq!(total, 3, "a failed batch stores none of its timers");
+    assert!(b.timers.create_timers(&[], b.now()).await.unwrap().is_empty());
+}

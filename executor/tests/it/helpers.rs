@@ -1,0 +1,230 @@
+//! A reconciler and executor on a real SQLite file with a `ManualClock`,
+//! and a real HTTP receiver on loopback.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::Router;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use xtimer_core::clock::ManualClock;
+use xtimer_core::config::{DatabaseConfig, ExecutorConfig, ReconcilerConfig};
+use xtimer_core::fire::{Fire, FireKey, FireStatus};
+use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::Clock;
+use xtimer_executor::{Executor, ExecutorHandle, Reconciler};
+use xtimer_store::sqlite::SqliteRepo;
+use xtimer_store::{FireRepo, MemoryLocks, NewFire, TimerRepo};
+
+/// 2026-03-01 12:34:00 UTC: where every test's clock starts.
+pub const T0: i64 = 1_772_368_440_000;
+
+/// How long to wait for an HTTP request or a recorded result.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The executor's claim lease in these tests.
+pub const LEASE_MS: u64 = 60_000;
+
+/// Polls `check` until it holds or [`PATIENCE`] runs out; returns whether it held.
+pub async fn eventually<F, Fut>(mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+type Hits = Arc<Mutex<HashMap<String, u32>>>;
+
+/// A callback receiver on 127.0.0.1 that counts requests per `Idempotency-Key`.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    hits: Hits,
+}
+
+async fn count(State(hits): State<Hits>, headers: HeaderMap) -> &'static str {
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or("<none>").to_string();
+    *hits.lock().unwrap().entry(key).or_default() += 1;
+    "ok"
+}
+
+impl Receiver {
+    /// Starts on a free port.
+    pub async fn start() -> Self {
+        let hits = Hits::default();
+        let app = Router::new().fallback(count).with_state(hits.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { addr, hits }
+    }
+
+    /// Requests seen with the idempotency key of `key`.
+    pub fn hits(&self, key: FireKey) -> u32 {
+        self.hits.lock().unwrap().get(&key.to_string()).copied().unwrap_or(0)
+    }
+
+    /// Requests seen in all.
+    pub fn total(&self) -> u32 {
+        self.hits.lock().unwrap().values().sum()
+    }
+
+    /// Waits until every one of `keys` has arrived at least once.
+    pub async fn wait_for(&self, keys: &[FireKey]) {
+        let arrived = eventually(|| async { keys.iter().all(|&k| self.hits(k) > 0) }).await;
+        assert!(arrived, "callbacks {keys:?} did not arrive in {PATIENCE:?}; got {:?}", self.hits.lock().unwrap());
+    }
+}
+
+/// An executor (and its running recorder), a reconciler over it, the
+/// stores they share and a receiver.
+pub struct Harness {
+    pub repo: Arc<SqliteRepo>,
+    pub clock: Arc<ManualClock>,
+    pub locks: Arc<MemoryLocks>,
+    pub executor: ExecutorHandle,
+    pub reconciler: Reconciler,
+    pub config: ReconcilerConfig,
+    pub receiver: Receiver,
+    _dir: tempfile::TempDir,
+}
+
+/// The reconciler settings of these tests (the defaults, spelled out).
+pub fn reconciler_config() -> ReconcilerConfig {
+    ReconcilerConfig { period_ms: 5_000, grace_ms: 3_000, misfire_window_ms: 60_000, page_size: 1_000 }
+}
+
+impl Harness {
+    /// Everything on a fresh database, the clock at [`T0`].
+    pub async fn start(config: ReconcilerConfig) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("xtimer.db").display());
+        let repo = Arc::new(SqliteRepo::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("db"));
+        let clock = Arc::new(ManualClock::new(T0));
+        let locks = Arc::new(MemoryLocks::new(clock.clone()));
+        let executor_config = ExecutorConfig { timeout_ms: 5_000, lease_ms: LEASE_MS, ..ExecutorConfig::default() };
+        let (_due_tx, due_rx) = mpsc::channel(16);
+        let (executor, recorder) = Executor::new(
+            executor_config,
+            "node-a",
+            repo.clone(),
+            repo.clone(),
+            clock.clone(),
+            due_rx,
+            CancellationToken::new(),
+            CancellationToken::new(),
+        )
+        .expect("executor");
+        tokio::spawn(recorder.run());
+        let handle = executor.handle();
+        let reconciler = Self::reconciler_on(&config, &repo, &locks, &clock, &handle, "node-a");
+        Self { repo, clock, locks, executor: handle, reconciler, config, receiver: Receiver::start().await, _dir: dir }
+    }
+
+    /// A reconciler of node `node_id` sharing this harness's stores and executor.
+    pub fn reconciler(&self, node_id: &str) -> Reconciler {
+        Self::reconciler_on(&self.config, &self.repo, &self.locks, &self.clock, &self.executor, node_id)
+    }
+
+    fn reconciler_on(
+        config: &ReconcilerConfig,
+        repo: &Arc<SqliteRepo>,
+        locks: &Arc<MemoryLocks>,
+        clock: &Arc<ManualClock>,
+        executor: &ExecutorHandle,
+        node_id: &str,
+    ) -> Reconciler {
+        Reconciler::new(
+            config.clone(),
+            LEASE_MS,
+            repo.clone(),
+            repo.clone(),
+            locks.clone(),
+            clock.clone(),
+            executor.clone(),
+            "xtimer-test",
+            node_id,
+        )
+    }
+
+    /// The clock's reading.
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// A cron timer calling the receiver, one attempt per fire.
+    pub async fn timer(&self, name: &str, status: TimerStatus, misfire: MisfirePolicy) -> Timer {
+        let timer = NewTimer {
+            app: "it".into(),
+            name: name.into(),
+            status,
+            schedule: Schedule::Cron { expr: "*/10 * * * * *".into(), timezone: "UTC".into() },
+            notify: Notify::Http(HttpNotify {
+                url: format!("http://{}/hook", self.receiver.addr),
+                method: "POST".into(),
+                headers: Default::default(),
+                body: Some("{}".into()),
+            }),
+            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+            misfire,
+        };
+        self.repo.create_timer(&timer, self.now()).await.expect("create timer")
+    }
+
+    /// Inserts `timer`'s fires at `T0 + offset` for each offset; returns their keys.
+    pub async fn fires(&self, timer: &Timer, offsets: &[i64]) -> Vec<FireKey> {
+        let keys: Vec<FireKey> = offsets.iter().map(|o| FireKey { timer_id: timer.id, run_ms: T0 + o }).collect();
+        let new: Vec<NewFire> = keys.iter().map(|&key| NewFire { key, app: timer.app.clone() }).collect();
+        let inserted = self.repo.insert_fires(&new, self.now()).await.expect("insert fires");
+        assert_eq!(inserted as usize, keys.len());
+        keys
+    }
+
+    /// The stored fire with `key`.
+    pub async fn fire(&self, key: FireKey) -> Fire {
+        let (list, _) = self.repo.list_fires(key.timer_id, None, 0, 1_000).await.expect("list fires");
+        list.into_iter().find(|f| f.run_ms == key.run_ms).unwrap_or_else(|| panic!("fire {key} is stored"))
+    }
+
+    /// The stored status of `key`.
+    pub async fn status(&self, key: FireKey) -> FireStatus {
+        self.fire(key).await.status
+    }
+
+    /// Waits until the recorder has written `status` for every one of `keys`.
+    pub async fn wait_for_status(&self, keys: &[FireKey], status: FireStatus) {
+        let reached = eventually(|| async {
+            for &k in keys {
+                if self.status(k).await != status {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+        let mut now = Vec::new();
+        for &k in keys {
+            now.push((k, self.status(k).await));
+        }
+        assert!(reached, "fires did not all reach {status:?} in {PATIENCE:?}: {now:?}");
+    }
+
+    /// Waits until every fire dispatched so far has finished its attempts.
+    pub async fn wait_idle(&self) {
+        tokio::time::timeout(PATIENCE, self.executor.idle()).await.expect("executor went idle");
+    }
+}

@@ -1,0 +1,223 @@
+//! Reconciler tests: a real SQLite file, a `ManualClock` that puts every
+//! fire's run time in the past, and a real HTTP receiver on loopback. Each
+//! test sets up fires directly in the repository, runs one pass with
+//! `Reconciler::run_once`, then waits (with a deadline) for the callbacks and
+//! the recorded results.
+
+mod helpers;
+
+use xtimer_core::config::ReconcilerConfig;
+use xtimer_core::fire::{FireKey, FireStatus};
+use xtimer_core::timer::{MisfirePolicy, TimerStatus};
+use xtimer_executor::reconciler::ReconcileReport;
+use xtimer_store::{FireRepo, FireResult, TimerRepo};
+
+use helpers::{reconciler_config, Harness, LEASE_MS, T0};
+
+fn report(fired: u64, missed: u64, skipped: u64) -> ReconcileReport {
+    ReconcileReport { fired, missed, skipped }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_policy_marks_every_overdue_pending_fire_missed() {
+    let h = Harness::start(reconciler_config()).await;
+    let t = h.timer("skip", TimerStatus::Enabled, MisfirePolicy::Skip).await;
+    let keys = h.fires(&t, &[-50_000, -30_000, -10_000]).await;
+
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(0, 3, 0));
+    assert_eq!(h.executor.in_flight(), 0, "nothing was dispatched");
+    for &k in &keys {
+        let f = h.fire(k).await;
+        assert_eq!((f.status, f.attempt, f.modify_time), (FireStatus::Missed, 0, T0), "{k}");
+        assert!(f.output.starts_with("missed"), "{}", f.output);
+    }
+    assert_eq!(h.receiver.total(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_all_fires_every_overdue_fire_exactly_once() {
+    let h = Harness::start(reconciler_config()).await;
+    let t = h.timer("all", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
+    let keys = h.fires(&t, &[-3_600_000, -50_000, -30_000, -10_000]).await;
+
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(4, 0, 0));
+    h.receiver.wait_for(&keys).await;
+    h.wait_for_status(&keys, FireStatus::Succeeded).await;
+    for &k in &keys {
+        let f = h.fire(k).await;
+        assert_eq!((f.attempt, f.output.as_str()), (1, "HTTP 200: ok"), "{k}");
+        assert_eq!(f.cost_time, T0 - k.run_ms, "lateness by the injected clock");
+    }
+
+    // The next pass (the reconciler lock has lapsed) finds nothing left to do.
+    h.clock.advance(h.config.period_ms as i64);
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(0, 0, 0));
+    h.wait_idle().await;
+    for &k in &keys {
+        assert_eq!(h.receiver.hits(k), 1, "{k} was sent once");
+    }
+    assert_eq!(h.receiver.total(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_once_fires_only_the_latest_fire_within_the_window() {
+    let h = Harness::start(reconciler_config()).await;
+    let recent = h.timer("recent", TimerStatus::Enabled, MisfirePolicy::FireOnce).await;
+    // -1 s is within the grace period: it is the trigger's, not the reconciler's.
+    let r = h.fires(&recent, &[-50_000, -30_000, -10_000, -1_000]).await;
+    let stale = h.timer("stale", TimerStatus::Enabled, MisfirePolicy::FireOnce).await;
+    let s = h.fires(&stale, &[-150_000, -90_000, -60_001]).await;
+
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(1, 5, 0));
+    h.receiver.wait_for(&[r[2]]).await;
+    h.wait_for_status(&[r[2]], FireStatus::Succeeded).await;
+    h.wait_idle().await;
+    assert_eq!(h.receiver.hits(r[2]), 1);
+    assert_eq!(h.receiver.total(), 1, "only the latest recent fire was sent");
+    for &k in [&r[..2], &s[..]].concat().iter() {
+        assert_eq!(h.status(k).await, FireStatus::Missed, "{k}");
+    }
+    assert_eq!(h.status(r[3]).await, FireStatus::Pending, "a fire within the grace period is left alone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_once_fires_one_fire_per_timer_across_pages() {
+    let config = ReconcilerConfig { page_size: 2, ..reconciler_config() };
+    let h = Harness::start(config).await;
+    let t = h.timer("paged", TimerStatus::Enabled, MisfirePolicy::FireOnce).await;
+    let keys = h.fires(&t, &[-50_000, -30_000, -10_000]).await;
+
+    let pass = h.reconciler.run_once().await.unwrap();
+    h.wait_idle().await;
+    h.receiver.wait_for(&keys[2..]).await;
+    assert_eq!(h.receiver.total(), 1, "fire_once sends one callback: {pass:?}");
+    assert_eq!(pass, report(1, 2, 0));
+    assert_eq!((h.status(keys[0]).await, h.status(keys[1]).await), (FireStatus::Missed, FireStatus::Missed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_lease_is_reclaimed_and_fired_again() {
+    let h = Harness::start(reconciler_config()).await;
+    // Even under `skip`: a running fire was due and taken, so it is finished, not missed.
+    let t = h.timer("crashed", TimerStatus::Enabled, MisfirePolicy::Skip).await;
+    let k = h.fires(&t, &[-120_000]).await[0];
+    let dead = h.repo.claim(&[k], "node-dead:0", LEASE_MS as i64, T0 - 120_500).await.unwrap();
+    assert_eq!(dead.claimed.len(), 1); // lease ended at T0 - 60 s
+    let dead = dead.claimed[0].clone();
+
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(1, 0, 0));
+    h.receiver.wait_for(&[k]).await;
+    h.wait_for_status(&[k], FireStatus::Succeeded).await;
+    let f = h.fire(k).await;
+    assert_eq!((f.attempt, f.cost_time), (1, 120_000));
+
+    // The dead node comes back with a stale result: it is fenced out.
+    let stale = FireResult {
+        task_id: dead.task_id,
+        owner: dead.owner.clone(),
+        status: FireStatus::Failed,
+        attempt: 1,
+        output: "HTTP 500: stale".into(),
+        cost_time: 1,
+        lease_until: None,
+    };
+    assert_eq!(h.repo.record(&[stale], h.now()).await.unwrap(), 0);
+    assert_eq!(h.status(k).await, FireStatus::Succeeded);
+    h.wait_idle().await;
+    assert_eq!(h.receiver.hits(k), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_fire_with_a_live_lease_is_left_alone() {
+    let h = Harness::start(reconciler_config()).await;
+    let busy = h.timer("busy", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
+    let held = h.fires(&busy, &[-10_000]).await[0];
+    let other = h.timer("other", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
+    let control = h.fires(&other, &[-20_000]).await[0];
+    let owner = h.repo.claim(&[held], "node-b:7", LEASE_MS as i64, T0 - 10_000).await.unwrap().claimed.remove(0);
+
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(1, 0, 0), "only the pending fire");
+    h.receiver.wait_for(&[control]).await;
+    h.wait_for_status(&[control], FireStatus::Succeeded).await;
+    h.wait_idle().await;
+    assert_eq!(h.receiver.hits(held), 0, "the held fire was not sent by the reconciler");
+    assert_eq!(h.status(held).await, FireStatus::Running);
+
+    // Its owner still holds it: the owner's result is the one written.
+    let result = FireResult {
+        task_id: owner.task_id,
+        owner: owner.owner.clone(),
+        status: FireStatus::Succeeded,
+        attempt: 1,
+        output: "HTTP 200: by node-b".into(),
+        cost_time: 3,
+        lease_until: None,
+    };
+    assert_eq!(h.repo.record(&[result], h.now()).await.unwrap(), 1);
+    let f = h.fire(held).await;
+    assert_eq!((f.status, f.output.as_str()), (FireStatus::Succeeded, "HTTP 200: by node-b"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overdue_fires_of_disabled_and_deleted_timers_are_skipped() {
+    let h = Harness::start(reconciler_config()).await;
+    let off = h.timer("off", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
+    let gone = h.timer("gone", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
+    let mut keys = h.fires(&off, &[-40_000, -20_000]).await;
+    keys.extend(h.fires(&gone, &[-30_000]).await);
+    // A running fire whose owner died after its timer was disabled.
+    let crashed = h.fires(&off, &[-180_000]).await[0];
+    assert_eq!(h.repo.claim(&[crashed], "node-dead:0", 1_000, T0 - 180_000).await.unwrap().claimed.len(), 1);
+    assert!(h.repo.set_timer_status(gone.id, TimerStatus::Deleted, T0).await.unwrap());
+    assert!(h.repo.set_timer_status(off.id, TimerStatus::Disabled, T0).await.unwrap());
+    keys.push(crashed);
+
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(0, 0, 4));
+    assert_eq!(h.executor.in_flight(), 0);
+    for &k in &keys {
+        let f = h.fire(k).await;
+        assert_eq!(f.status, FireStatus::Skipped, "{k}");
+        assert!(f.output.starts_with("skipped"), "{}", f.output);
+    }
+    assert_eq!(h.receiver.total(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabled_timer_overdue_fires_are_skipped_whatever_the_policy() {
+    let h = Harness::start(reconciler_config()).await;
+    let mut keys = Vec::new();
+    for (name, policy) in [("skip", MisfirePolicy::Skip), ("once", MisfirePolicy::FireOnce)] {
+        let t = h.timer(name, TimerStatus::Disabled, policy).await;
+        keys.extend(h.fires(&t, &[-40_000, -20_000]).await);
+    }
+
+    let pass = h.reconciler.run_once().await.unwrap();
+    let mut got = Vec::new();
+    for &k in &keys {
+        got.push((k, h.status(k).await));
+    }
+    assert!(got.iter().all(|(_, s)| *s == FireStatus::Skipped), "{got:?} after {pass:?}");
+    assert_eq!(pass, report(0, 0, 4));
+    assert_eq!(h.receiver.total(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_sweeps_per_period() {
+    let h = Harness::start(reconciler_config()).await;
+    let t = h.timer("t", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
+    let first = h.fires(&t, &[-30_000]).await;
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(1, 0, 0));
+    h.receiver.wait_for(&first).await;
+
+    let late: Vec<FireKey> = h.fires(&t, &[-20_000]).await;
+    let node_b = h.reconciler("node-b");
+    assert_eq!(node_b.run_once().await.unwrap(), report(0, 0, 0), "node-a holds the sweep for this period");
+    assert_eq!(h.status(late[0]).await, FireStatus::Pending);
+
+    h.clock.advance(h.config.period_ms as i64);
+    assert_eq!(node_b.run_once().await.unwrap(), report(1, 0, 0), "the next period is anyone's");
+    h.receiver.wait_for(&late).await;
+    h.wait_for_status(&[first[0], late[0]], FireStatus::Succeeded).await;
+    h.wait_idle().await;
+    assert_eq!(h.receiver.total(), 2);
+}
