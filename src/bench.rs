@@ -28,6 +28,9 @@ pub enum Scenario {
     Burst,
     /// `--timers` per-second cron timers, measured over `--seconds`.
     Cron,
+    /// No timers: `--count` callbacks straight from the executor's HTTP
+    /// client to the receiver, 256 at a time; the ceiling of this machine.
+    Http,
 }
 
 /// Arguments of `xtimer bench`.
@@ -80,7 +83,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         "run", "expected", "received", "fires/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "dups", "misses", "rss MB"
     );
     for run in 1..=args.runs {
-        let f = run_once(&args).await?;
+        let f = match args.scenario {
+            Scenario::Http => http_ceiling(&args).await?,
+            _ => run_once(&args).await?,
+        };
         print_row(&run.to_string(), &f);
         all.push(f);
     }
@@ -108,6 +114,7 @@ fn describe(a: &BenchArgs) -> String {
         Scenario::Steady => format!("{} fires/s for {} s ({} fires)", a.rate, a.seconds, a.rate * a.seconds),
         Scenario::Burst => format!("{} fires due in one second", a.count),
         Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
+        Scenario::Http => format!("{} callbacks, no timers, 256 in flight", a.count),
     }
 }
 
@@ -129,7 +136,8 @@ fn print_row(label: &str, f: &Figures) {
 
 async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
-    let mut config = Config::default();
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let mut config = Config::load(None, &env)?;
     config.server.listen = "127.0.0.1:0".into();
     config.database.url = format!("sqlite://{}", dir.path().join("bench.db").display());
     // The window must fit in the migrator's horizon (two steps).
@@ -220,6 +228,49 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     Ok(figures)
 }
 
+async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
+    let receiver = Receiver::start(false).await?;
+    let client = xtimer_executor::callback::client(10_000, 256)?;
+    let notify = HttpNotify {
+        url: receiver.url("/ceiling"),
+        method: "POST".into(),
+        headers: BTreeMap::new(),
+        body: Some("{}".into()),
+    };
+    let started = Instant::now();
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..256 {
+        let (client, notify, next, count) = (client.clone(), notify.clone(), next.clone(), args.count);
+        tasks.spawn(async move {
+            loop {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if n >= count {
+                    break;
+                }
+                let key = FireKey { timer_id: n as i64, run_ms: chrono::Utc::now().timestamp_millis() };
+                xtimer_executor::callback::call(&client, &notify, key, 512).await;
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    let secs = started.elapsed().as_secs_f64();
+    let mut late: Vec<f64> = receiver.hits().iter().map(|h| h.lateness_ms()).collect();
+    late.sort_by(|a, b| a.total_cmp(b));
+    Ok(Figures {
+        expected: args.count,
+        received: receiver.count() as u64,
+        fires_per_sec: receiver.count() as f64 / secs,
+        p50_ms: percentile(&late, 0.5),
+        p90_ms: percentile(&late, 0.9),
+        p99_ms: percentile(&late, 0.99),
+        max_ms: late.last().copied().unwrap_or_default(),
+        duplicates: 0,
+        misses: args.count - receiver.count() as u64,
+        peak_rss_mb: peak_rss_mb(),
+    })
+}
+
 struct Plan {
     schedules: Vec<Schedule>,
     start_ms: i64,
@@ -242,6 +293,7 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
                 .collect();
             Plan { schedules, start_ms, end_ms: start_ms + 1000 }
         }
+        Scenario::Http => Plan { schedules: Vec::new(), start_ms, end_ms: start_ms },
         Scenario::Cron => {
             let schedules = (0..args.timers)
                 .map(|_| Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() })

@@ -9,6 +9,11 @@ use tracing_subscriber::EnvFilter;
 use xtimer::node::Node;
 use xtimer_core::config::Config;
 
+/// mimalloc: the glibc allocator spent a fifth of the CPU at 10,000 fires/s
+/// (per-fire request and response buffers); see BENCHMARKS.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "xtimer", version, about = "A distributed cron/timer service.")]
 struct Cli {

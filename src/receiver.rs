@@ -89,7 +89,7 @@ impl Receiver {
     }
 
     /// Waits until `done(hits)` holds, or `timeout` passes; returns whether it held.
-    /// Checks on arrivals, at most every 20 ms (checking per request would
+    /// Checks on arrivals, at most every 100 ms (checking per request would
     /// make a wait on N hits cost O(N²) under load).
     pub async fn wait_until(&self, timeout: Duration, done: impl Fn(&[Hit]) -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -101,7 +101,7 @@ impl Receiver {
             if tokio::time::timeout_at(deadline, arrived).await.is_err() {
                 return done(&self.shared.hits.lock().expect("hits"));
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
@@ -131,6 +131,8 @@ async fn record(State(shared): State<Arc<Shared>>, method: Method, headers: Head
         }
     };
     let headers = shared.detailed.then_some(headers);
+    // A copy: the received Bytes may pin hyper's whole read buffer.
+    let body = Bytes::copy_from_slice(&body);
     shared.hits.lock().expect("hits").push(Hit { key, run_ms, arrival_us, method, headers, body });
     shared.arrived.notify_waiters();
     status

@@ -137,7 +137,8 @@ impl Default for TriggerConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ExecutorConfig {
     /// Callbacks in flight at once; as many keep-alive connections per host
-    /// are kept, so a busy receiver is not reconnected per call. Defaults to 1024.
+    /// are kept, so a busy receiver is not reconnected per call. Size it to
+    /// receiver latency × fire rate: more than that only queues work. Defaults to 256.
     pub concurrency: usize,
     /// Timeout of one callback, ms. Defaults to 10000.
     pub timeout_ms: u64,
@@ -151,7 +152,7 @@ pub struct ExecutorConfig {
 
 impl Default for ExecutorConfig {
     fn default() -> Self {
-        Self { concurrency: 1024, timeout_ms: 10_000, lease_ms: 60_000, batch_size: 2_000, max_output_bytes: 512 }
+        Self { concurrency: 256, timeout_ms: 10_000, lease_ms: 60_000, batch_size: 2_000, max_output_bytes: 512 }
     }
 }
 

@@ -25,6 +25,8 @@ pub trait ShardStore: Send + Sync {
     async fn add(&self, fires: &[FireKey]) -> Result<()>;
     /// A shard's fires with run time in `[from_ms, to_ms)`, by run time.
     async fn range(&self, shard: ShardKey, from_ms: i64, to_ms: i64) -> Result<Vec<FireKey>>;
+    /// How many fires a shard holds (`ZCARD`): a cheap check for additions.
+    async fn count(&self, shard: ShardKey) -> Result<u64>;
     /// The bucket count fires are spread over.
     fn buckets(&self) -> u32;
 }
@@ -79,6 +81,14 @@ impl ShardStore for MemoryShards {
                     .collect()
             })
             .unwrap_or_default())
+    }
+
+    async fn count(&self, shard: ShardKey) -> Result<u64> {
+        if shard.end_ms() + SHARD_TTL_MS <= self.clock.now_ms() {
+            return Ok(0);
+        }
+        let sets = self.sets.lock().expect("shard index lock");
+        Ok(sets.get(&shard).map_or(0, |set| set.len() as u64))
     }
 
     fn buckets(&self) -> u32 {

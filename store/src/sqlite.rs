@@ -45,7 +45,7 @@ impl SqliteRepo {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
-            .pragma("cache_size", "-65536")
+            .pragma("cache_size", "-16384")
             .pragma("temp_store", "memory")
             .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
         let write = SqlitePoolOptions::new().max_connections(1).connect_with(options.clone()).await?;

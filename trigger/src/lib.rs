@@ -140,6 +140,19 @@ impl Shared {
         }
     }
 
+    /// Puts the shard's fires that are not yet in the wheel into it. Shards
+    /// only grow within their minute, so an unchanged count means nothing new
+    /// and the (large) range read is skipped.
+    async fn load(&self, shard: ShardKey) -> xtimer_store::Result<()> {
+        let known = self.held.get(&shard).map_or(0, |seen| seen.len() as u64);
+        if known > 0 && self.shards.count(shard).await? <= known {
+            return Ok(());
+        }
+        let keys = self.shards.range(shard, shard.minute_ms, shard.end_ms()).await?;
+        self.offer(&keys);
+        Ok(())
+    }
+
     /// Loads the shard now and every `repoll_ms` until its minute is over,
     /// renewing the lease; then marks it done.
     async fn work(self: Arc<Self>, lease: ShardLease, shutdown: CancellationToken) {
@@ -150,9 +163,8 @@ impl Shared {
         self.held.insert(shard, HashSet::new());
         let mut renewed_at = self.clock.now_ms();
         let finished = loop {
-            match self.shards.range(shard, shard.minute_ms, shard.end_ms()).await {
-                Ok(keys) => self.offer(&keys),
-                Err(err) => tracing::warn!(%shard, error = %err, "Shard load failed; retrying."),
+            if let Err(err) = self.load(shard).await {
+                tracing::warn!(%shard, error = %err, "Shard load failed; retrying.");
             }
             let now = self.clock.now_ms();
             // One last poll after the minute catches additions of its last second.
