@@ -95,6 +95,10 @@ pub struct ClaimedFire {
     pub owner: String,
 }
 
+/// In-process feed of fires just indexed, so the node's trigger can pick up
+/// late additions to a shard it holds without waiting for its next re-poll.
+pub type FireFeed = tokio::sync::broadcast::Sender<std::sync::Arc<[FireKey]>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,7 +112,3 @@ mod tests {
         assert_eq!(FireKey::parse_member("a_1"), None);
     }
 }
-
-/// In-process feed of fires just indexed, so the node's trigger can pick up
-/// late additions to a shard it holds without waiting for its next re-poll.
-pub type FireFeed = tokio::sync::broadcast::Sender<std::sync::Arc<[FireKey]>>;

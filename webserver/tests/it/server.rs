@@ -71,6 +71,9 @@ impl TimerRepo for BrokenTimers {
     async fn create_timer(&self, _: &NewTimer, _: i64) -> xtimer_store::Result<Timer> {
         self.fail()
     }
+    async fn create_timers(&self, _: &[NewTimer], _: i64) -> xtimer_store::Result<Vec<i64>> {
+        self.fail()
+    }
     async fn get_timer(&self, _: i64) -> xtimer_store::Result<Option<Timer>> {
         self.fail()
     }
