@@ -51,7 +51,7 @@ impl Node {
     pub async fn start(config: Config) -> anyhow::Result<Self> {
         let clock: SharedClock = Arc::new(SystemClock);
         let node_id = new_node_id();
-        let stores = Stores::connect(&config.database, &config.shard, clock.clone()).await?;
+        let stores = Stores::connect(&config.database, &config.redis, &config.shard, clock.clone()).await?;
         let prefix = config.shard.key_prefix.clone();
 
         let hard_stop = CancellationToken::new();

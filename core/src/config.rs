@@ -18,6 +18,7 @@ use crate::{Error, Result};
 pub struct Config {
     pub server: ServerConfig,
     pub database: DatabaseConfig,
+    pub redis: RedisConfig,
     pub shard: ShardConfig,
     pub migrator: MigratorConfig,
     pub scheduler: SchedulerConfig,
@@ -58,6 +59,15 @@ impl Default for DatabaseConfig {
     fn default() -> Self {
         Self { url: "sqlite://xtimer.db".into(), max_connections: 8 }
     }
+}
+
+/// Redis, the shard index and locks of a cluster.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    /// `redis://HOST:PORT[/DB]`; empty runs the embedded in-process index
+    /// and locks (one node only). Defaults to empty.
+    pub url: String,
 }
 
 /// Sharding of fires, shared by the migrator (which indexes) and the

@@ -7,11 +7,14 @@ pub enum Error {
     #[error("a timer named `{name}` already exists in app `{app}`")]
     NameTaken { app: String, name: String },
     /// A database URL this build cannot serve.
-    #[error("unsupported database url `{0}`: expected sqlite://PATH")]
+    #[error("unsupported database url `{0}`: expected sqlite://PATH or postgres://USER@HOST:PORT/DB")]
     UnsupportedUrl(String),
     /// The database failed or is unreachable.
     #[error("database error")]
     Database(#[from] sqlx::Error),
+    /// Redis failed or is unreachable.
+    #[error("redis error")]
+    Redis(#[from] redis::RedisError),
     /// The schema could not be applied.
     #[error("applying the schema failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),

@@ -5,12 +5,16 @@
 //! - [`repo`]: the repository traits the other crates program against
 //!   ([`TimerRepo`], [`FireRepo`]) and their input and output types.
 //! - [`sqlite`]: those traits over SQLite (WAL), the embedded default.
+//! - [`postgres`]: those traits over PostgreSQL, for clusters.
+//! - [`redis`]: the shard index and locks over Redis, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
 //! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
 //! - [`error`]: this crate's error type.
 
 pub mod error;
 pub mod lock;
+pub mod postgres;
+pub mod redis;
 pub mod repo;
 pub mod shard;
 pub mod sqlite;
@@ -22,7 +26,7 @@ pub use lock::{LockStore, MemoryLocks};
 pub use repo::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, TimerRepo};
 pub use shard::{MemoryShards, ShardStore};
 
-use xtimer_core::config::{DatabaseConfig, ShardConfig};
+use xtimer_core::config::{DatabaseConfig, RedisConfig, ShardConfig};
 use xtimer_core::SharedClock;
 
 /// Every store a node needs, chosen by configuration.
@@ -37,19 +41,49 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Connects the database named by `db.url` (applying the schema) and
-    /// the embedded shard index and locks.
-    pub async fn connect(db: &DatabaseConfig, shard: &ShardConfig, clock: SharedClock) -> Result<Self> {
-        if !db.url.starts_with("sqlite:") {
-            return Err(Error::UnsupportedUrl(db.url.clone()));
+    /// Connects the database named by `db.url` (SQLite or PostgreSQL,
+    /// applying the schema) and, when `redis.url` is set, the Redis shard
+    /// index and locks; otherwise the embedded ones (one node only).
+    pub async fn connect(
+        db: &DatabaseConfig,
+        redis: &RedisConfig,
+        shard: &ShardConfig,
+        clock: SharedClock,
+    ) -> Result<Self> {
+        let (timers, fires, sql): (Arc<dyn TimerRepo>, Arc<dyn FireRepo>, String) =
+            if db.url.starts_with("sqlite:") {
+                let repo = Arc::new(sqlite::SqliteRepo::connect(db).await?);
+                (repo.clone(), repo, format!("SQLite at {}", db.url))
+            } else if db.url.starts_with("postgres:") || db.url.starts_with("postgresql:") {
+                let repo = Arc::new(postgres::PgRepo::connect(db, None).await?);
+                (repo.clone(), repo, format!("PostgreSQL at {}", redact(&db.url)))
+            } else {
+                return Err(Error::UnsupportedUrl(redact(&db.url)));
+            };
+        let (shards, locks, index): (Arc<dyn ShardStore>, Arc<dyn LockStore>, String) = if redis.url.is_empty() {
+            (
+                Arc::new(MemoryShards::new(shard.clone(), clock.clone())),
+                Arc::new(MemoryLocks::new(clock)),
+                "the embedded shard index and locks".into(),
+            )
+        } else {
+            let store = Arc::new(redis::RedisStore::connect(&redis.url, shard.clone()).await?);
+            (store.clone(), store, format!("Redis at {}", redact(&redis.url)))
+        };
+        Ok(Self { timers, fires, shards, locks, description: format!("{sql} with {index}") })
+    }
+}
+
+/// A URL with its password replaced by `***`, for logs and errors.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
         }
-        let sql = Arc::new(sqlite::SqliteRepo::connect(db).await?);
-        Ok(Self {
-            timers: sql.clone(),
-            fires: sql,
-            shards: Arc::new(MemoryShards::new(shard.clone(), clock.clone())),
-            locks: Arc::new(MemoryLocks::new(clock)),
-            description: format!("SQLite at {} with the embedded shard index and locks", db.url),
-        })
+        _ => url.to_string(),
     }
 }
