@@ -4,10 +4,12 @@
 //!
 //! - [`node`]: builds the stores and loops from a [`Config`](xtimer_core::config::Config),
 //!   serves HTTP, and shuts down in order.
+//! - [`heartbeat`]: the node's report of itself, for the nodes endpoint.
 //! - [`bench`]: the load benchmark behind `xtimer bench`.
 //! - [`receiver`]: a callback receiver that records what it got and when
 //!   (used by the benchmark and the end-to-end tests).
 
 pub mod bench;
+pub mod heartbeat;
 pub mod node;
 pub mod receiver;

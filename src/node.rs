@@ -8,6 +8,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::Config;
+use xtimer_core::node::NodeInfo;
 use xtimer_core::{SharedClock, SystemClock};
 use xtimer_executor::{Executor, ExecutorHandle, Reconciler};
 use xtimer_migrator::Migrator;
@@ -15,6 +16,8 @@ use xtimer_scheduler::Scheduler;
 use xtimer_store::Stores;
 use xtimer_trigger::{Trigger, TriggerChannels};
 use xtimer_webserver::{router, AppState};
+
+use crate::heartbeat::Heartbeat;
 
 /// A running node.
 pub struct Node {
@@ -36,9 +39,16 @@ pub struct Node {
 
 /// A fresh node id: `{host}-{pid}-{random}`.
 pub fn new_node_id() -> String {
+    format!("{}-{}-{:04x}", hostname(), std::process::id(), rand_suffix())
+}
+
+fn hostname() -> String {
     let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
-    let host = if host.is_empty() { "node".to_string() } else { host };
-    format!("{host}-{}-{:04x}", std::process::id(), rand_suffix())
+    if host.is_empty() {
+        "node".to_string()
+    } else {
+        host
+    }
 }
 
 fn rand_suffix() -> u16 {
@@ -126,7 +136,20 @@ impl Node {
             clock.clone(),
             config.server.clone(),
         );
-        let app = router(state);
+        let app = router(state.with_nodes(stores.nodes.clone()));
+        let heartbeat = Heartbeat {
+            nodes: stores.nodes.clone(),
+            info: NodeInfo {
+                id: node_id.clone(),
+                host: hostname(),
+                listen: addr.to_string(),
+                started_at: clock.now_ms(),
+                heartbeat_at: clock.now_ms(),
+                shards: Vec::new(),
+            },
+            trigger: trigger.handle(),
+            clock: clock.clone(),
+        };
 
         let recorder = tokio::spawn(recorder.run());
         let mut loops = JoinSet::new();
@@ -137,6 +160,8 @@ impl Node {
         let s = stop_claiming.clone();
         let m = migrator.clone();
         loops.spawn(async move { ("migrator", m.run(s).await.map_err(Into::into)) });
+        let s = stop_claiming.clone();
+        loops.spawn(async move { ("heartbeat", heartbeat.run(s).await) });
         let s = stop_claiming.clone();
         loops.spawn(async move { ("scheduler", scheduler.run(s).await.map_err(Into::into)) });
         let s = stop_claiming.clone();

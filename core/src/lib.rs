@@ -4,6 +4,7 @@
 //!
 //! - [`timer`]: a timer as the user defined it (schedule, callback, policies).
 //! - [`fire`]: one fire of a timer (`t_timer_task` row), its status and key.
+//! - [`node`]: a node's identity and liveness as it reports itself.
 //! - [`shard`]: the (minute, bucket) shard a fire belongs to, key formats.
 //! - [`cron`]: cron parsing and fire-time expansion in a time zone.
 //! - [`clock`]: the injected wall clock.
@@ -15,6 +16,7 @@ pub mod config;
 pub mod cron;
 pub mod error;
 pub mod fire;
+pub mod node;
 pub mod shard;
 pub mod timer;
 

@@ -14,6 +14,7 @@
 pub mod error;
 pub mod lock;
 pub mod postgres;
+mod postgres_nodes;
 pub mod redis;
 pub mod repo;
 pub mod shard;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 
 pub use error::{Error, Result};
 pub use lock::{LockStore, MemoryLocks};
-pub use repo::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, TimerRepo};
+pub use repo::{ClaimOutcome, FireRepo, FireResult, NewFire, NodeRepo, Overdue, TimerRepo};
 pub use shard::{MemoryShards, ShardStore};
 
 use xtimer_core::config::{DatabaseConfig, RedisConfig, ShardConfig};
@@ -36,6 +37,7 @@ pub struct Stores {
     pub fires: Arc<dyn FireRepo>,
     pub shards: Arc<dyn ShardStore>,
     pub locks: Arc<dyn LockStore>,
+    pub nodes: Arc<dyn NodeRepo>,
     /// Human-readable description of the backends, for the start-up log.
     pub description: String,
 }
@@ -50,13 +52,14 @@ impl Stores {
         shard: &ShardConfig,
         clock: SharedClock,
     ) -> Result<Self> {
-        let (timers, fires, sql): (Arc<dyn TimerRepo>, Arc<dyn FireRepo>, String) =
+        type Sql = (Arc<dyn TimerRepo>, Arc<dyn FireRepo>, Arc<dyn NodeRepo>, String);
+        let (timers, fires, nodes, sql): Sql =
             if db.url.starts_with("sqlite:") {
                 let repo = Arc::new(sqlite::SqliteRepo::connect(db).await?);
-                (repo.clone(), repo, format!("SQLite at {}", db.url))
+                (repo.clone(), repo.clone(), repo, format!("SQLite at {}", db.url))
             } else if db.url.starts_with("postgres:") || db.url.starts_with("postgresql:") {
                 let repo = Arc::new(postgres::PgRepo::connect(db, None).await?);
-                (repo.clone(), repo, format!("PostgreSQL at {}", redact(&db.url)))
+                (repo.clone(), repo.clone(), repo, format!("PostgreSQL at {}", redact(&db.url)))
             } else {
                 return Err(Error::UnsupportedUrl(redact(&db.url)));
             };
@@ -70,7 +73,7 @@ impl Stores {
             let store = Arc::new(redis::RedisStore::connect(&redis.url, shard.clone()).await?);
             (store.clone(), store, format!("Redis at {}", redact(&redis.url)))
         };
-        Ok(Self { timers, fires, shards, locks, description: format!("{sql} with {index}") })
+        Ok(Self { timers, fires, shards, locks, nodes, description: format!("{sql} with {index}") })
     }
 }
 

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
+use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::Result;
@@ -92,7 +93,8 @@ pub trait FireRepo: Send + Sync {
     /// lease runs to `now_ms + lease_ms`.
     async fn reclaim(&self, task_ids: &[i64], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome>;
     /// Writes results in one transaction, each only if the fire is still
-    /// running under its owner (fencing). Returns how many were written.
+    /// running under its owner (fencing). A final fire keeps its last owner
+    /// token, which names the node that fired it. Returns how many were written.
     async fn record(&self, results: &[FireResult], now_ms: i64) -> Result<u64>;
     /// Gives claimed fires back (running -> pending) when their owner stops
     /// before firing them.
@@ -111,4 +113,15 @@ pub trait FireRepo: Send + Sync {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<Fire>, u64)>;
+}
+
+/// Nodes (`t_node`): who is in the cluster and what each holds.
+#[async_trait]
+pub trait NodeRepo: Send + Sync {
+    /// Creates or refreshes a node's row.
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<()>;
+    /// Every node that reported since `since_ms`, by id.
+    async fn list_nodes(&self, since_ms: i64) -> Result<Vec<NodeInfo>>;
+    /// Removes a node's row (it stopped cleanly).
+    async fn remove_node(&self, id: &str) -> Result<()>;
 }

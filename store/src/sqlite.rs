@@ -14,9 +14,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqlitePool};
 use xtimer_core::config::DatabaseConfig;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
+use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 
-use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, TimerRepo};
+use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, NodeRepo, Overdue, TimerRepo};
 use crate::{Error, Result};
 
 /// Bound parameters per statement stay well under SQLite's limit (32766).
@@ -398,8 +399,7 @@ impl FireRepo for SqliteRepo {
                 let mut qb = QueryBuilder::<Sqlite>::new(
                     "UPDATE t_timer_task SET status = v.column3, attempt = v.column4, output = v.column5,
                      cost_time = CASE WHEN t_timer_task.attempt = 0 THEN v.column6 ELSE t_timer_task.cost_time END,
-                     lease_until = v.column7,
-                     owner = CASE WHEN v.column3 = 1 THEN owner ELSE NULL END, modify_time = ",
+                     lease_until = v.column7, modify_time = ",
                 );
                 qb.push_bind(now_ms).push(" FROM (VALUES ");
                 let mut sep = qb.separated(", ");
@@ -545,5 +545,54 @@ fn claimed_from_row(row: &SqliteRow, owner: &str) -> Result<ClaimedFire> {
         key: FireKey { timer_id: row.try_get("timer_id")?, run_ms: row.try_get("run_timer")? },
         attempt: row.try_get::<i64, _>("attempt")? as u32,
         owner: owner.to_string(),
+    })
+}
+
+#[async_trait]
+impl NodeRepo for SqliteRepo {
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO t_node (node_id, host, listen, started_at, heartbeat_at, shards) VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, shards = excluded.shards,
+             listen = excluded.listen",
+        )
+        .bind(&node.id)
+        .bind(&node.host)
+        .bind(&node.listen)
+        .bind(node.started_at)
+        .bind(node.heartbeat_at)
+        .bind(serde_json::to_string(&node.shards).expect("strings serialize"))
+        .execute(&self.write)
+        .await?;
+        Ok(())
+    }
+
+    async fn list_nodes(&self, since_ms: i64) -> Result<Vec<NodeInfo>> {
+        let rows = sqlx::query(
+            "SELECT node_id, host, listen, started_at, heartbeat_at, shards FROM t_node WHERE heartbeat_at >= ? ORDER BY node_id",
+        )
+        .bind(since_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(node_from_row).collect()
+    }
+
+    async fn remove_node(&self, id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM t_node WHERE node_id = ?").bind(id).execute(&self.write).await?;
+        Ok(())
+    }
+}
+
+fn node_from_row(row: &SqliteRow) -> Result<NodeInfo> {
+    let id: String = row.try_get("node_id")?;
+    let shards = serde_json::from_str(&row.try_get::<String, _>("shards")?)
+        .map_err(|e| Error::Corrupt(format!("t_node {id}: shards: {e}")))?;
+    Ok(NodeInfo {
+        id,
+        host: row.try_get("host")?,
+        listen: row.try_get("listen")?,
+        started_at: row.try_get("started_at")?,
+        heartbeat_at: row.try_get("heartbeat_at")?,
+        shards,
     })
 }

@@ -3,5 +3,6 @@
 
 mod fires;
 mod helpers;
+mod nodes;
 mod race;
 mod restart;

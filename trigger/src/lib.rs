@@ -89,6 +89,11 @@ impl Trigger {
         self.shared.wheel.clone()
     }
 
+    /// A handle that reports which shards this node holds.
+    pub fn handle(&self) -> TriggerHandle {
+        TriggerHandle { shared: self.shared.clone() }
+    }
+
     /// Works shards until `shutdown`; then releases the shards it holds so
     /// another node (or this one restarted) takes them at once.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
@@ -116,6 +121,21 @@ impl Trigger {
         shutdown.cancel();
         while tasks.join_next().await.is_some() {}
         Ok(())
+    }
+}
+
+/// What the trigger holds, for the node's heartbeat.
+#[derive(Clone)]
+pub struct TriggerHandle {
+    shared: Arc<Shared>,
+}
+
+impl TriggerHandle {
+    /// The shards held now, in order.
+    pub fn held(&self) -> Vec<ShardKey> {
+        let mut held: Vec<ShardKey> = self.shared.held.iter().map(|e| *e.key()).collect();
+        held.sort();
+        held
     }
 }
 

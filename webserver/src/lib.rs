@@ -8,7 +8,8 @@
 //!     enable, disable, delete, get, list, list fires), with
 //!     [`routes::timers::input`] (request types and their validation) and
 //!     [`routes::timers::view`] (reply types);
-//!   - [`routes::health`]: `GET /healthz`.
+//!   - [`routes::health`]: `GET /healthz`;
+//!   - [`routes::nodes`]: `GET /api/xtimer/nodes`, the cluster's nodes.
 //! - [`extract`]: `Json` and `Query` wrappers whose rejections are [`ApiError`]s.
 //! - [`envelope`]: the `{"code", "msg", "result"}` envelope of every reply.
 //! - [`error`]: [`ApiError`], its HTTP mapping, and the logging of 5xx causes.
@@ -32,7 +33,7 @@ use tower_http::trace::TraceLayer;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
-use xtimer_store::{FireRepo, TimerRepo};
+use xtimer_store::{FireRepo, NodeRepo, TimerRepo};
 
 pub use envelope::Envelope;
 pub use error::ApiError;
@@ -47,6 +48,7 @@ pub struct AppState {
     migrator: Arc<Migrator>,
     clock: SharedClock,
     config: Arc<ServerConfig>,
+    nodes: Option<Arc<dyn NodeRepo>>,
 }
 
 impl AppState {
@@ -59,7 +61,13 @@ impl AppState {
         clock: SharedClock,
         config: ServerConfig,
     ) -> Self {
-        Self { timers, fires, migrator, clock, config: Arc::new(config) }
+        Self { timers, fires, migrator, clock, config: Arc::new(config), nodes: None }
+    }
+
+    /// Serves `GET /api/xtimer/nodes` from `nodes`.
+    pub fn with_nodes(mut self, nodes: Arc<dyn NodeRepo>) -> Self {
+        self.nodes = Some(nodes);
+        self
     }
 
     /// The server configuration this state was built with.
@@ -79,6 +87,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(routes::health::health_check))
         .merge(routes::timers::routes("/api/xtimer"))
         .merge(routes::timers::routes("/xtimer"))
+        .route("/api/xtimer/nodes", get(routes::nodes::nodes_list))
+        .route("/xtimer/nodes", get(routes::nodes::nodes_list))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))

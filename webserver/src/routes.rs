@@ -2,10 +2,12 @@
 //!
 //! - [`timers`]: the timer API, under `/api/xtimer/` and `/xtimer/`.
 //! - [`health`]: the `/healthz` probe.
+//! - [`nodes`]: the cluster's nodes.
 //!
 //! Plus the fallbacks that keep unknown paths and methods in the envelope.
 
 pub mod health;
+pub mod nodes;
 pub mod timers;
 
 use axum::http::{Method, Uri};

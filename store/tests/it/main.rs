@@ -14,6 +14,7 @@
 //!
 //! Test names read `embedded::fires::claim_is_a_compare_and_set`.
 
+mod backend_pg;
 mod fires;
 mod helpers;
 mod locks;
@@ -86,3 +87,4 @@ macro_rules! conformance_suite {
 }
 
 conformance_suite!(embedded, crate::helpers::embedded);
+conformance_suite!(postgres, crate::backend_pg::postgres);

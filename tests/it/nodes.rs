@@ -1,0 +1,29 @@
+//! The nodes endpoint.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::helpers::TestNode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_reports_itself_and_the_shards_it_holds() {
+    let app = TestNode::spawn().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let node = loop {
+        let reply: Value =
+            app.http.get(format!("{}/api/xtimer/nodes", app.base)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(reply["code"], 0, "{reply}");
+        let list = reply["result"]["list"].as_array().unwrap().clone();
+        if let Some(node) = list.first().filter(|n| n["shardsHeld"].as_u64().unwrap_or(0) > 0) {
+            assert_eq!(list.len(), 1);
+            break node.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no node with shards: {reply}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(node["id"], app.node.node_id.as_str());
+    assert_eq!(node["listen"], app.node.addr.to_string());
+    assert!(node["heartbeatAgeMs"].as_i64().unwrap() < 5_000, "{node}");
+    app.stop().await;
+}
