@@ -19,6 +19,7 @@ pub mod error;
 
 use std::time::Duration;
 
+use rand::seq::SliceRandom;
 use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -81,18 +82,33 @@ impl Scheduler {
         Ok(())
     }
 
-    /// One tick: returns the shards won.
+    /// Most shards of one minute taken in one tick: enough for one node to
+    /// take a whole minute within the lookahead, few enough that the nodes
+    /// of a cluster, ticking at different moments, share a minute's shards.
+    pub fn per_tick(&self) -> usize {
+        let ticks = (self.config.lookahead_ms / self.config.tick_ms.max(1)).max(1);
+        (u64::from(self.buckets).div_ceil(ticks) + 1) as usize
+    }
+
+    /// One tick: returns the shards won. Buckets are tried in random order.
     pub async fn run_once(&self) -> Result<Vec<ShardKey>> {
         let now = self.clock.now_ms();
         let mut won = Vec::new();
+        let mut buckets: Vec<u32> = (0..self.buckets).collect();
         for minute_ms in due_minutes(now, self.config.lookahead_ms) {
-            for bucket in 0..self.buckets {
+            buckets.shuffle(&mut rand::rng());
+            let mut taken = 0;
+            for &bucket in &buckets {
+                if taken == self.per_tick() {
+                    break;
+                }
                 let shard = ShardKey { minute_ms, bucket };
                 let token = format!("{}:{:016x}", self.node_id, rand::rng().random::<u64>());
                 if self.locks.acquire(&shard.lock_key(&self.key_prefix), &token, self.config.lease_ms).await? {
                     tracing::debug!(%shard, "Shard claimed.");
                     self.won.send(ShardLease { shard, token }).await.map_err(|_| Error::TriggerGone)?;
                     won.push(shard);
+                    taken += 1;
                 }
             }
         }
@@ -125,6 +141,7 @@ mod tests {
         let config = SchedulerConfig::default();
         let a = Scheduler::new(config.clone(), 2, "t", "a", locks.clone(), clock.clone(), tx.clone());
         let b = Scheduler::new(config.clone(), 2, "t", "b", locks.clone(), clock.clone(), tx);
+        assert_eq!(a.per_tick(), 2, "two buckets over five ticks of lookahead: one per tick, plus one");
         assert_eq!(a.run_once().await.unwrap().len(), 4, "previous and current minute, two buckets");
         assert!(b.run_once().await.unwrap().is_empty(), "held by a");
         // a finishes the previous minute's shards: done markers.
@@ -137,7 +154,50 @@ mod tests {
         }
         // a dies: its current-minute leases run out, the done markers do not.
         clock.advance(config.lease_ms as i64 + 1);
-        let taken = b.run_once().await.unwrap();
+        let mut taken = b.run_once().await.unwrap();
+        taken.sort();
         assert_eq!(taken, vec![ShardKey { minute_ms: T0, bucket: 0 }, ShardKey { minute_ms: T0, bucket: 1 }]);
+    }
+}
+
+#[cfg(test)]
+mod spread {
+    use std::sync::Arc;
+
+    use xtimer_core::clock::ManualClock;
+    use xtimer_store::MemoryLocks;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn nodes_ticking_in_turn_share_a_minute_and_one_node_alone_takes_it_all() {
+        let t0 = 1_767_225_600_000 + 55_000; // 5 s before a minute
+        let clock = Arc::new(ManualClock::new(t0));
+        let locks: Arc<dyn LockStore> = Arc::new(MemoryLocks::new(clock.clone()));
+        let (tx, _rx) = mpsc::channel(1024);
+        let config = SchedulerConfig::default();
+        let nodes: Vec<Scheduler> = ["a", "b", "c"]
+            .iter()
+            .map(|n| Scheduler::new(config.clone(), 16, "t", n, locks.clone(), clock.clone(), tx.clone()))
+            .collect();
+        let next = t0 + 5_000;
+        let mut per_node = [0; 3];
+        for _ in 0..5 {
+            for (i, node) in nodes.iter().enumerate() {
+                per_node[i] += node.run_once().await.unwrap().iter().filter(|s| s.minute_ms == next).count();
+            }
+            clock.advance(1_000);
+        }
+        assert_eq!(per_node.iter().sum::<usize>(), 16, "{per_node:?}");
+        assert!(per_node.iter().all(|&n| n >= 4), "shared: {per_node:?}");
+
+        let alone = Scheduler::new(config, 16, "u", "d", locks, clock.clone(), tx);
+        clock.set(t0);
+        let mut taken = 0;
+        for _ in 0..5 {
+            taken += alone.run_once().await.unwrap().iter().filter(|s| s.minute_ms == next).count();
+            clock.advance(1_000);
+        }
+        assert_eq!(taken, 16, "one node takes a whole minute within the lookahead");
     }
 }

@@ -1,7 +1,8 @@
 //! The repositories over PostgreSQL, for clusters.
 //!
-//! Same semantics as [`crate::sqlite`], statement for statement; what
-//! differs is how PostgreSQL is used:
+//! The semantics are those of [`crate::sqlite`], rule for rule (the
+//! conformance suite runs against both); what differs is how PostgreSQL is
+//! used:
 //!
 //! - Batches bind one array per column and expand them with `UNNEST`, so a
 //!   batch is one statement of a fixed text whatever its size (no parameter
@@ -61,7 +62,9 @@ impl PgRepo {
         if let Some(schema) = schema {
             create_schema(&mut conn, schema).await?;
         }
-        sqlx::migrate!("../migrations/postgres").run(&mut conn).await?;
+        // `run_direct`: `run(&mut conn)` makes this future not `Send` for
+        // spawning ("implementation of `Acquire` is not general enough").
+        sqlx::migrate!("../migrations/postgres").run_direct(&mut conn).await?;
         // Closing politely is a courtesy; the migration is committed either way.
         let _ = conn.close().await;
 
@@ -232,7 +235,7 @@ fn claim_outcome(rows: &[PgRow], owner: &str) -> Result<ClaimOutcome> {
     Ok(out)
 }
 
-/// The fire's timer is enabled (a primary-key probe per row).
+/// The fire's timer is enabled (a fire of a missing timer counts as not enabled).
 const TIMER_ENABLED: &str = "EXISTS (SELECT 1 FROM t_timer t WHERE t.timer_id = f.timer_id AND t.status = 2)";
 
 /// The UPDATE after a claim's CTE `c` (the locked fires: `task_id`,
@@ -527,9 +530,7 @@ impl FireRepo for PgRepo {
     async fn record(&self, results: &[FireResult], now_ms: i64) -> Result<u64> {
         const RECORD: &str = "UPDATE t_timer_task f SET status = v.status, attempt = v.attempt, output = v.output,
                  cost_time = CASE WHEN f.attempt = 0 THEN v.cost_time ELSE f.cost_time END,
-                 lease_until = v.lease_until,
-                 owner = CASE WHEN v.status = 1 THEN f.owner ELSE NULL END,
-                 modify_time = $8
+                 lease_until = v.lease_until, modify_time = $8
              FROM UNNEST($1::bigint[], $2::text[], $3::smallint[], $4::integer[], $5::text[], $6::bigint[], $7::bigint[])
                   AS v(task_id, owner, status, attempt, output, cost_time, lease_until)
              WHERE f.task_id = v.task_id AND f.owner = v.owner AND f.status = 1";
@@ -550,6 +551,7 @@ impl FireRepo for PgRepo {
 
         // One statement joins each fire once: results of the same fire go in
         // later rounds, in the order they were given, all in one transaction.
+        // A final fire keeps its owner token: it names the node that fired it.
         let rounds = rounds_by_task(results);
         match rounds.as_slice() {
             [] => Ok(0),

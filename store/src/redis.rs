@@ -141,7 +141,7 @@ impl ShardStore for RedisStore {
         let mut shards: BTreeMap<ShardKey, Vec<(i64, String)>> = BTreeMap::new();
         for fire in fires {
             let shard = ShardKey::of(fire.timer_id, fire.run_ms, self.config.buckets);
-            if !self.expired(shard) {
+            if shard.end_ms() + SHARD_TTL_MS > now {
                 shards.entry(shard).or_default().push((fire.run_ms, fire.to_string()));
             }
         }

@@ -71,7 +71,6 @@ async fn concurrent_claims_split_the_fires_without_overlap() {
             b.fires.claim(&reversed, "node-b:1", 60_000, b.now()),
         );
         let (a, c) = (a.unwrap(), c.unwrap());
-        eprintln!("SPLIT {} {}", a.claimed.len(), c.claimed.len());
         assert_eq!((a.skipped, c.skipped), (0, 0));
         assert!(a.claimed.iter().all(|f| f.owner == "node-a:1") && c.claimed.iter().all(|f| f.owner == "node-b:1"));
         let won_a: HashSet<FireKey> = a.claimed.iter().map(|f| f.key).collect();
@@ -96,4 +95,26 @@ async fn an_unreachable_server_fails_fast_and_says_which() {
     assert!(message.contains(&format!("postgres://xtimer:***@127.0.0.1:{port}/xtimer")), "{message}");
     assert!(!message.contains("secret"), "{message}");
     assert!(message.to_lowercase().contains("refused"), "{message}");
+}
+
+#[tokio::test]
+async fn nodes_starting_at_once_create_and_migrate_one_schema() {
+    let schema = format!("t_{:016x}", rand::random::<u64>());
+    let config = DatabaseConfig { url: database_url(), max_connections: 2 };
+    let mut nodes = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (config, schema) = (config.clone(), schema.clone());
+        nodes.spawn(async move { PgRepo::connect(&config, Some(&schema)).await });
+    }
+    let mut repos = Vec::new();
+    while let Some(started) = nodes.join_next().await {
+        repos.push(started.unwrap().unwrap_or_else(|e| panic!("every node starts: {}", chain(&e))));
+    }
+    let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+        .fetch_one(repos[0].pool())
+        .await
+        .unwrap();
+    assert_eq!(applied as usize, sqlx::migrate!("../migrations/postgres").iter().count(), "each migration once");
+    let schema_of: String = sqlx::query_scalar("SELECT current_schema()").fetch_one(repos[3].pool()).await.unwrap();
+    assert_eq!(schema_of, schema);
 }

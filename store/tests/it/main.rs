@@ -15,6 +15,7 @@
 //! Test names read `embedded::fires::claim_is_a_compare_and_set`.
 
 mod backend_pg;
+mod backend_redis;
 mod fires;
 mod helpers;
 mod locks;
@@ -23,10 +24,21 @@ mod timers;
 
 /// Generates one `#[tokio::test]` per conformance body for the backend that
 /// `$connect()` (an `async fn() -> Backend`) opens, under `mod $backend`.
+///
+/// A backend that cannot run a body as written lists it after `ignore`,
+/// with the reason; the test is generated `#[ignore = reason]`, so it still
+/// shows up (and `--ignored` runs it):
+///
+/// ```text
+/// conformance_suite!(redis, crate::backend_redis::redis, ignore {
+///     locks::acquire_is_exclusive_until_the_lease_expires: "why",
+/// });
+/// ```
 macro_rules! conformance_suite {
-    ($backend:ident, $connect:path) => {
+    ($backend:ident, $connect:path $(, ignore { $($imodule:ident::$itest:ident: $reason:literal),* $(,)? })? $(,)?) => {
         mod $backend {
-            conformance_suite!(@tests $connect;
+            conformance_suite!(@ignore [$] $connect; $($($imodule::$itest: $reason,)*)?);
+            conformance_suite!(@tests
                 timers {
                     created_timer_reads_back_field_for_field,
                     create_timers_is_one_all_or_nothing_batch,
@@ -70,17 +82,38 @@ macro_rules! conformance_suite {
             );
         }
     };
-    (@tests $connect:path; $($module:ident { $($(#[$attr:meta])* $test:ident),* $(,)? })*) => {
-        $(
-            mod $module {
-                $(
+    // Defines `conformance_test!(module, test, #[attr]...)` for one backend:
+    // an arm per ignored body, then the general one. `$d` is a literal `$`
+    // for the inner macro's own metavariables.
+    (@ignore [$d:tt] $connect:path; $($module:ident::$test:ident: $reason:literal,)*) => {
+        // Every ignored body must exist.
+        $(const _: () = { let _ = crate::$module::$test; };)*
+        macro_rules! conformance_test {
+            $(
+                ($module, $test $d(, #[$d attr:meta])*) => {
                     #[tokio::test]
-                    $(#[$attr])*
+                    #[ignore = $reason]
+                    $d(#[$d attr])*
                     async fn $test() {
                         let backend = $connect().await;
                         crate::$module::$test(backend).await;
                     }
-                )*
+                };
+            )*
+            ($d module:ident, $d test:ident $d(, #[$d attr:meta])*) => {
+                #[tokio::test]
+                $d(#[$d attr])*
+                async fn $d test() {
+                    let backend = $connect().await;
+                    crate::$d module::$d test(backend).await;
+                }
+            };
+        }
+    };
+    (@tests $($module:ident { $($(#[$attr:meta])* $test:ident),* $(,)? })*) => {
+        $(
+            mod $module {
+                $(conformance_test!($module, $test $(, #[$attr])*);)*
             }
         )*
     };
@@ -88,3 +121,9 @@ macro_rules! conformance_suite {
 
 conformance_suite!(embedded, crate::helpers::embedded);
 conformance_suite!(postgres, crate::backend_pg::postgres);
+conformance_suite!(redis, crate::backend_redis::redis, ignore {
+    locks::acquire_is_exclusive_until_the_lease_expires: "Redis expires leases on its own clock, not the ManualClock; backend_redis::leases_and_the_done_marker_expire_on_the_server_clock",
+    locks::expired_lock_cannot_be_extended_or_released: "Redis expires leases on its own clock, not the ManualClock; backend_redis::expired_lock_cannot_be_extended_or_released",
+    locks::extend_with_a_long_ttl_is_the_done_marker: "Redis expires leases on its own clock, not the ManualClock; backend_redis::extend_with_a_long_ttl_is_the_done_marker and leases_and_the_done_marker_expire_on_the_server_clock",
+    locks::locks_on_different_keys_are_independent: "Redis expires leases on its own clock, not the ManualClock; backend_redis::locks_on_different_keys_expire_independently",
+});

@@ -1,0 +1,87 @@
+//! `xtimer serve` processes of a test cluster.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::servers::free_port;
+
+/// One `xtimer serve` process.
+pub struct ProcNode {
+    pub base: String,
+    child: Child,
+}
+
+impl ProcNode {
+    /// Starts a node on PostgreSQL `db` and Redis `redis` with quick
+    /// timings (shard lease 3 s, reconciler every second), plus `extra`
+    /// `XTIMER_…` variables; waits until it answers.
+    pub async fn start(db: &str, redis: &str, extra: &[(&str, &str)]) -> Self {
+        let port = free_port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtimer"));
+        cmd.arg("serve")
+            .env("XTIMER_LISTEN", format!("127.0.0.1:{port}"))
+            .env("XTIMER_DATABASE_URL", db)
+            .env("XTIMER_REDIS__URL", redis)
+            .env("XTIMER_SCHEDULER__LEASE_MS", "3000")
+            .env("XTIMER_EXECUTOR__TIMEOUT_MS", "2000")
+            .env("XTIMER_EXECUTOR__LEASE_MS", "5000")
+            .env("XTIMER_RECONCILER__PERIOD_MS", "1000")
+            .env("XTIMER_RECONCILER__GRACE_MS", "2000")
+            .env("XTIMER_LOG", std::env::var("XTIMER_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdout(Stdio::null());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("xtimer binary");
+        let node = Self { base: format!("http://127.0.0.1:{port}"), child };
+        let http = reqwest::Client::new();
+        for _ in 0..200 {
+            if http.get(format!("{}/healthz", node.base)).send().await.is_ok() {
+                return node;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("node on port {port} did not start");
+    }
+
+    /// SIGKILL: no shutdown, no release, no flush.
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Creates a per-second cron timer calling `url`; returns its id.
+    pub async fn create_every_second(&self, name: &str, url: &str) -> i64 {
+        let body = json!({
+            "app": "cluster", "name": name, "cron": "* * * * * *", "status": 2, "misfire": "fire_all",
+            "notifyHTTPParam": {"url": url}, "retry": {"maxAttempts": 1, "backoffMs": 0}
+        });
+        let reply: Value = reqwest::Client::new()
+            .post(format!("{}/api/xtimer/createTimer", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(reply["code"], 0, "{reply}");
+        reply["result"]["id"].as_i64().unwrap()
+    }
+
+    /// Disables a timer.
+    pub async fn disable(&self, id: i64) {
+        let url = format!("{}/api/xtimer/unableTimer?id={id}&app=cluster", self.base);
+        let reply: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+        assert_eq!(reply["code"], 0, "{reply}");
+    }
+}
+
+impl Drop for ProcNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

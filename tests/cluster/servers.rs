@@ -1,0 +1,141 @@
+//! Throwaway PostgreSQL and Redis servers on 127.0.0.1, one set per test, so
+//! a test may stop, flush or kill them without touching anyone else.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
+}
+
+/// Runs a PostgreSQL binary, as the `postgres` user when we are root
+/// (initdb refuses root).
+fn pg_command(bin: &Path, args: &[&str]) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin).args(args);
+        c
+    } else {
+        let mut c = Command::new(bin);
+        c.args(args);
+        c
+    }
+}
+
+/// A PostgreSQL cluster in a temporary folder.
+pub struct Postgres {
+    pub url: String,
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Postgres {
+    /// initdb + start on a free port, trust auth.
+    pub fn start() -> Self {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL binaries under /usr/lib/postgresql")
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .filter(|p| p.join("initdb").exists())
+            .max()
+            .expect("an initdb");
+        let dir = tempfile::Builder::new().prefix("xtimer-pg").tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        if is_root() {
+            Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
+            Command::new("chown").arg("postgres").arg(&data).status().unwrap();
+        }
+        let out = pg_command(&bin.join("initdb"), &["-D", data.to_str().unwrap(), "-U", "postgres", "--auth=trust"])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        let port = free_port();
+        let pg = Self { url: format!("postgres://postgres@127.0.0.1:{port}/postgres"), bin, data, port, _dir: dir };
+        pg.up();
+        pg
+    }
+
+    /// Starts the server (again).
+    pub fn up(&self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200",
+            self.port,
+            self.data.display()
+        );
+        let log = self.data.join("server.log");
+        let out = pg_command(
+            &self.bin.join("pg_ctl"),
+            &["-D", self.data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-w", "-o", &opts, "start"],
+        )
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Stops the server (fast shutdown: connections are cut).
+    pub fn down(&self) {
+        let out = pg_command(&self.bin.join("pg_ctl"), &["-D", self.data.to_str().unwrap(), "-m", "fast", "-w", "stop"])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = pg_command(&self.bin.join("pg_ctl"), &["-D", self.data.to_str().unwrap(), "-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A Redis server without persistence.
+pub struct Redis {
+    pub url: String,
+    child: std::process::Child,
+}
+
+impl Redis {
+    /// Starts `redis-server` on a free port.
+    pub async fn start() -> Self {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (apt-get install redis-server)");
+        let url = format!("redis://127.0.0.1:{port}");
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self { url, child }
+    }
+
+    /// `FLUSHALL`: the shard index and every lock are gone.
+    pub fn flushall(&self) {
+        let out = Command::new("redis-cli").args(["-u", &self.url, "FLUSHALL"]).output().unwrap();
+        assert!(out.status.success());
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
