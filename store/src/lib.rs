@@ -70,7 +70,7 @@ impl Stores {
                 "the embedded shard index and locks".into(),
             )
         } else {
-            let store = Arc::new(redis::RedisStore::connect(&redis.url, shard.clone()).await?);
+            let store = Arc::new(redis::RedisStore::connect(&redis.url, shard.clone()).await?.with_clock(clock));
             (store.clone(), store, format!("Redis at {}", redact(&redis.url)))
         };
         Ok(Self { timers, fires, shards, locks, nodes, description: format!("{sql} with {index}") })

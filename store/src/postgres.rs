@@ -48,8 +48,10 @@ impl PgRepo {
     /// advisory lock (keyed on the database name) while it applies
     /// migrations, so each applies once.
     ///
-    /// An unreachable server fails at once with the cause and the (redacted)
-    /// URL, rather than a pool's "timed out" after retrying for half a minute.
+    /// An unreachable server is an [`Error::Database`] naming the (redacted)
+    /// URL and the cause: at once when refused, after 10 s
+    /// when nothing answers; not a pool's bare "timed out" after retrying a
+    /// refused connection for half a minute.
     pub async fn connect(config: &DatabaseConfig, schema: Option<&str>) -> Result<Self> {
         let mut options = PgConnectOptions::from_str(&config.url)?
             .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
