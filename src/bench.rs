@@ -57,6 +57,16 @@ pub struct BenchArgs {
     /// Seconds between the end of set-up and the first fire.
     #[arg(long, default_value_t = 5)]
     pub lead: u64,
+    /// PostgreSQL server (`postgres://USER@HOST:PORT/DB`); each run gets a
+    /// fresh database on it. Default: a SQLite file in a temporary folder.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Redis server; each run gets a fresh key prefix. Default: embedded.
+    #[arg(long)]
+    pub redis_url: Option<String>,
+    /// Nodes sharing the stores, all in this process (needs PostgreSQL and Redis when > 1).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
 }
 
 /// Figures of one run.
@@ -139,10 +149,26 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let mut config = Config::load(None, &env)?;
     config.server.listen = "127.0.0.1:0".into();
-    config.database.url = format!("sqlite://{}", dir.path().join("bench.db").display());
+    let suffix = format!("{:08x}", rand::random::<u32>());
+    config.database.url = match &args.database_url {
+        Some(url) => fresh_pg_database(url, &format!("xtbench_{suffix}")).await?,
+        None => format!("sqlite://{}", dir.path().join("bench.db").display()),
+    };
+    if let Some(url) = &args.redis_url {
+        config.redis.url = url.clone();
+        config.shard.key_prefix = format!("xtbench{suffix}");
+    }
+    anyhow::ensure!(
+        args.nodes == 1 || (args.database_url.is_some() && args.redis_url.is_some()),
+        "--nodes > 1 needs --database-url (PostgreSQL) and --redis-url"
+    );
     // The window must fit in the migrator's horizon (two steps).
     config.migrator.step_ms = config.migrator.step_ms.max((args.lead + args.seconds + 10) * 1000);
-    let node = Node::start(config).await?;
+    let node = Node::start(config.clone()).await?;
+    let mut others = Vec::new();
+    for _ in 1..args.nodes {
+        others.push(Node::start(config.clone()).await?);
+    }
     let receiver = Receiver::start(false).await?;
     let notify = Notify::Http(HttpNotify {
         url: receiver.url("/bench"),
@@ -225,7 +251,19 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         peak_rss_mb: peak_rss_mb(),
     };
     node.shutdown().await;
+    for other in others {
+        other.shutdown().await;
+    }
     Ok(figures)
+}
+
+/// Creates database `name` on the server of `admin_url`; returns its URL.
+async fn fresh_pg_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(admin_url).await?;
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await?;
+    let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin_url);
+    Ok(format!("{base}/{name}"))
 }
 
 async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {

@@ -35,6 +35,16 @@ enum Command {
         #[arg(long, env = "XTIMER_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Apply the schema to the database (and check Redis) and exit; `serve`
+    /// does this too at start.
+    Migrate {
+        /// Database URL (`sqlite://PATH` or `postgres://...`).
+        #[arg(long, env = "XTIMER_DATABASE_URL")]
+        database_url: Option<String>,
+        /// TOML configuration file.
+        #[arg(long, env = "XTIMER_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Measure fires per second and lateness against a local receiver.
     Bench(xtimer::bench::BenchArgs),
 }
@@ -47,11 +57,13 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         Command::Serve { listen, database_url, config } => runtime.block_on(serve(listen, database_url, config)),
+        Command::Migrate { database_url, config } => runtime.block_on(migrate(database_url, config)),
         Command::Bench(args) => runtime.block_on(xtimer::bench::run(args)),
     }
 }
 
-async fn serve(listen: Option<String>, database_url: Option<String>, file: Option<PathBuf>) -> anyhow::Result<()> {
+/// Defaults, then the file, then `XTIMER_…` variables, then the flags.
+fn load_config(file: Option<PathBuf>, listen: Option<String>, database_url: Option<String>) -> anyhow::Result<Config> {
     let text = match &file {
         Some(path) => Some(std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?),
         None => None,
@@ -64,6 +76,19 @@ async fn serve(listen: Option<String>, database_url: Option<String>, file: Optio
     if let Some(url) = database_url {
         config.database.url = url;
     }
+    Ok(config)
+}
+
+async fn migrate(database_url: Option<String>, file: Option<PathBuf>) -> anyhow::Result<()> {
+    let config = load_config(file, None, database_url)?;
+    let clock: xtimer_core::SharedClock = std::sync::Arc::new(xtimer_core::SystemClock);
+    let stores = xtimer_store::Stores::connect(&config.database, &config.redis, &config.shard, clock).await?;
+    tracing::info!(storage = %stores.description, "Schema is up to date.");
+    Ok(())
+}
+
+async fn serve(listen: Option<String>, database_url: Option<String>, file: Option<PathBuf>) -> anyhow::Result<()> {
+    let config = load_config(file, listen, database_url)?;
     let mut node = Node::start(config).await?;
     tokio::select! {
         _ = shutdown_signal() => tracing::info!("Shutting down: finishing in-flight callbacks."),

@@ -90,16 +90,21 @@ impl Scheduler {
         (u64::from(self.buckets).div_ceil(ticks) + 1) as usize
     }
 
-    /// One tick: returns the shards won. Buckets are tried in random order.
+    /// One tick: returns the shards won. Buckets are tried in random order;
+    /// at most [`Scheduler::per_tick`] of the next minute's.
     pub async fn run_once(&self) -> Result<Vec<ShardKey>> {
         let now = self.clock.now_ms();
         let mut won = Vec::new();
         let mut buckets: Vec<u32> = (0..self.buckets).collect();
+        let current = minute_of(now);
         for minute_ms in due_minutes(now, self.config.lookahead_ms) {
             buckets.shuffle(&mut rand::rng());
+            // Shards due now (or overdue) are all taken at once; only the
+            // next minute's, taken ahead, are shared out tick by tick.
+            let cap = if minute_ms > current { self.per_tick() } else { buckets.len() };
             let mut taken = 0;
             for &bucket in &buckets {
-                if taken == self.per_tick() {
+                if taken == cap {
                     break;
                 }
                 let shard = ShardKey { minute_ms, bucket };

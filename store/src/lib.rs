@@ -53,16 +53,15 @@ impl Stores {
         clock: SharedClock,
     ) -> Result<Self> {
         type Sql = (Arc<dyn TimerRepo>, Arc<dyn FireRepo>, Arc<dyn NodeRepo>, String);
-        let (timers, fires, nodes, sql): Sql =
-            if db.url.starts_with("sqlite:") {
-                let repo = Arc::new(sqlite::SqliteRepo::connect(db).await?);
-                (repo.clone(), repo.clone(), repo, format!("SQLite at {}", db.url))
-            } else if db.url.starts_with("postgres:") || db.url.starts_with("postgresql:") {
-                let repo = Arc::new(postgres::PgRepo::connect(db, None).await?);
-                (repo.clone(), repo.clone(), repo, format!("PostgreSQL at {}", redact(&db.url)))
-            } else {
-                return Err(Error::UnsupportedUrl(redact(&db.url)));
-            };
+        let (timers, fires, nodes, sql): Sql = if db.url.starts_with("sqlite:") {
+            let repo = Arc::new(sqlite::SqliteRepo::connect(db).await?);
+            (repo.clone(), repo.clone(), repo, format!("SQLite at {}", db.url))
+        } else if db.url.starts_with("postgres:") || db.url.starts_with("postgresql:") {
+            let repo = Arc::new(postgres::PgRepo::connect(db, None).await?);
+            (repo.clone(), repo.clone(), repo, format!("PostgreSQL at {}", redact(&db.url)))
+        } else {
+            return Err(Error::UnsupportedUrl(redact(&db.url)));
+        };
         let (shards, locks, index): (Arc<dyn ShardStore>, Arc<dyn LockStore>, String) = if redis.url.is_empty() {
             (
                 Arc::new(MemoryShards::new(shard.clone(), clock.clone())),

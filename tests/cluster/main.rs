@@ -81,12 +81,14 @@ async fn run_window(
     let duplicates = seen.iter().filter(|(_, (n, _))| *n > 1).map(|(k, (_, run))| (k.clone(), *run)).collect();
 
     let pool = sqlx::PgPool::connect(db).await.unwrap();
-    let rows = sqlx::query("SELECT status::BIGINT AS status, owner FROM t_timer_task WHERE run_timer >= $1 AND run_timer < $2")
-        .bind(start)
-        .bind(end)
-        .fetch_all(&pool)
-        .await
-        .unwrap();
+    let rows = sqlx::query(
+        "SELECT status::BIGINT AS status, owner FROM t_timer_task WHERE run_timer >= $1 AND run_timer < $2",
+    )
+    .bind(start)
+    .bind(end)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
     let mut split = BTreeMap::new();
     let mut not_succeeded = 0;
     for row in &rows {
@@ -164,8 +166,10 @@ async fn postgres_down_for_ten_seconds_delays_fires_but_loses_and_repeats_none()
     // Leases longer than the outage: a fire sent just before it keeps its
     // claim until its result can be written.
     let slow_lease = [("XTIMER_EXECUTOR__LEASE_MS", "30000")];
-    let nodes =
-        [ProcNode::start(&pg.url, &redis.url, &slow_lease).await, ProcNode::start(&pg.url, &redis.url, &slow_lease).await];
+    let nodes = [
+        ProcNode::start(&pg.url, &redis.url, &slow_lease).await,
+        ProcNode::start(&pg.url, &redis.url, &slow_lease).await,
+    ];
     let out = run_window(&nodes[0], &pg.url, &rx, 20, 30, 5, async {
         pg.down();
         tokio::time::sleep(Duration::from_secs(10)).await;

@@ -84,10 +84,11 @@ impl Postgres {
 
     /// Stops the server (fast shutdown: connections are cut).
     pub fn down(&self) {
-        let out = pg_command(&self.bin.join("pg_ctl"), &["-D", self.data.to_str().unwrap(), "-m", "fast", "-w", "stop"])
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
+        let out =
+            pg_command(&self.bin.join("pg_ctl"), &["-D", self.data.to_str().unwrap(), "-m", "fast", "-w", "stop"])
+                .stdout(Stdio::null())
+                .output()
+                .unwrap();
         assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
     }
 }

@@ -6,11 +6,10 @@ use std::time::Duration;
 use serde_json::json;
 use xtimer::receiver::Receiver;
 
-use crate::helpers::{every_second, now_ms, TestNode, PATIENCE};
+use crate::helpers::{every_second, now_ms, Stack, TestNode, PATIENCE};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn per_second_cron_fires_on_consecutive_seconds_without_gaps_or_duplicates() {
-    let app = TestNode::spawn().await;
+pub async fn per_second_cron_fires_on_consecutive_seconds_without_gaps_or_duplicates(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
     let rx = Receiver::start(true).await.unwrap();
     let id = app.create_ok(every_second("tick", &rx, json!({}))).await;
 
@@ -45,9 +44,8 @@ async fn per_second_cron_fires_on_consecutive_seconds_without_gaps_or_duplicates
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_shot_timer_fires_once_on_time() {
-    let app = TestNode::spawn().await;
+pub async fn one_shot_timer_fires_once_on_time(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
     let rx = Receiver::start(false).await.unwrap();
     let run_at = (now_ms() / 1000 + 3) * 1000 + 250;
     let run_at_text = chrono::DateTime::from_timestamp_millis(run_at).unwrap().to_rfc3339();
@@ -70,9 +68,8 @@ async fn one_shot_timer_fires_once_on_time() {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn disable_stops_fires_and_enable_resumes_them() {
-    let app = TestNode::spawn().await;
+pub async fn disable_stops_fires_and_enable_resumes_them(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
     let rx = Receiver::start(false).await.unwrap();
     let id = app.create_ok(every_second("toggle", &rx, json!({}))).await;
     assert!(rx.wait_until(PATIENCE, |h| h.len() >= 2).await);
@@ -91,9 +88,8 @@ async fn disable_stops_fires_and_enable_resumes_them() {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_stops_fires() {
-    let app = TestNode::spawn().await;
+pub async fn delete_stops_fires(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
     let rx = Receiver::start(false).await.unwrap();
     let id = app.create_ok(every_second("doomed", &rx, json!({}))).await;
     assert!(rx.wait_until(PATIENCE, |h| !h.is_empty()).await);
@@ -107,9 +103,8 @@ async fn delete_stops_fires() {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_receiver_failing_twice_sees_three_attempts_and_the_fire_ends_succeeded() {
-    let app = TestNode::spawn().await;
+pub async fn a_receiver_failing_twice_sees_three_attempts_and_the_fire_ends_succeeded(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
     let rx = Receiver::start(false).await.unwrap();
     rx.fail_first(2);
     let run_at = now_ms() + 1_500;
@@ -133,3 +128,11 @@ async fn a_receiver_failing_twice_sees_three_attempts_and_the_fire_ends_succeede
     assert_eq!(fires[0]["attempt"], 3);
     app.stop().await;
 }
+
+crate::on_both_stacks!(
+    per_second_cron_fires_on_consecutive_seconds_without_gaps_or_duplicates,
+    one_shot_timer_fires_once_on_time,
+    disable_stops_fires_and_enable_resumes_them,
+    delete_stops_fires,
+    a_receiver_failing_twice_sees_three_attempts_and_the_fire_ends_succeeded,
+);

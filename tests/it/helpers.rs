@@ -1,7 +1,7 @@
 //! Spawning nodes and talking to them over real HTTP.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -9,7 +9,54 @@ use xtimer::node::Node;
 use xtimer::receiver::Receiver;
 use xtimer_core::config::Config;
 
-/// Configuration for a test node on `db`: a free port and quick loops.
+/// Which storage a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stack {
+    /// A fresh SQLite file and the in-process shard index and locks.
+    Embedded,
+    /// A fresh database on `XTIMER_TEST_DATABASE_URL`'s PostgreSQL and a
+    /// fresh key prefix on `XTIMER_TEST_REDIS_URL`'s Redis.
+    PostgresRedis,
+}
+
+/// Storage for one test: the configuration that points at it, and what
+/// keeps it alive.
+pub struct Storage {
+    pub config: Config,
+    _dir: tempfile::TempDir,
+}
+
+impl Storage {
+    /// Fresh storage on `stack`, with [`test_config`]'s quick loops.
+    pub async fn new(stack: Stack) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = test_config(&dir.path().join("xtimer.db"));
+        if stack == Stack::PostgresRedis {
+            let suffix = format!("{:016x}", rand_u64());
+            let admin = std::env::var("XTIMER_TEST_DATABASE_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/postgres".into());
+            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+                .await
+                .expect("PostgreSQL at XTIMER_TEST_DATABASE_URL (scripts/test starts one)");
+            sqlx::query(&format!("CREATE DATABASE it_{suffix}")).execute(&mut conn).await.unwrap();
+            let base = admin.rsplit_once('/').unwrap().0;
+            config.database.url = format!("{base}/it_{suffix}");
+            config.redis.url =
+                std::env::var("XTIMER_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:16379".into());
+            config.shard.key_prefix = format!("it{suffix}");
+        }
+        Self { config, _dir: dir }
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    h.finish()
+}
+
+/// Configuration for a test node on SQLite file `db`: a free port and quick loops.
 pub fn test_config(db: &Path) -> Config {
     let mut config = Config::load(None, &BTreeMap::new()).expect("defaults");
     config.server.listen = "127.0.0.1:0".into();
@@ -22,31 +69,28 @@ pub fn test_config(db: &Path) -> Config {
     config
 }
 
-/// A node, its database folder and an HTTP client.
+/// A node and an HTTP client.
 pub struct TestNode {
     pub node: Node,
     pub base: String,
     pub http: reqwest::Client,
-    #[allow(dead_code)]
-    pub db: PathBuf,
-    _dir: Option<tempfile::TempDir>,
+    _storage: Option<Storage>,
 }
 
 impl TestNode {
-    /// A node on a fresh SQLite file.
-    pub async fn spawn() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("xtimer.db");
-        let mut node = Self::spawn_on(&db, test_config(&db)).await;
-        node._dir = Some(dir);
+    /// A node on fresh storage of `stack`.
+    pub async fn spawn(stack: Stack) -> Self {
+        let storage = Storage::new(stack).await;
+        let mut node = Self::spawn_with(storage.config.clone()).await;
+        node._storage = Some(storage);
         node
     }
 
-    /// A node on an existing database file.
-    pub async fn spawn_on(db: &Path, config: Config) -> Self {
+    /// A node with `config` (storage kept alive by the caller).
+    pub async fn spawn_with(config: Config) -> Self {
         let node = Node::start(config).await.expect("node starts");
         let base = format!("http://{}", node.addr);
-        Self { node, base, http: reqwest::Client::new(), db: db.to_path_buf(), _dir: None }
+        Self { node, base, http: reqwest::Client::new(), _storage: None }
     }
 
     /// POST createTimer; returns the envelope.
@@ -114,3 +158,21 @@ pub fn now_ms() -> i64 {
 
 /// Generous wait for real-clock tests.
 pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Runs each listed `async fn(Stack)` body as two tests, `embedded` and
+/// `postgres_redis`, under a module named after the body.
+#[macro_export]
+macro_rules! on_both_stacks {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn embedded() {
+                super::$name($crate::helpers::Stack::Embedded).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres_redis() {
+                super::$name($crate::helpers::Stack::PostgresRedis).await
+            }
+        }
+    )*};
+}

@@ -4,11 +4,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::TestNode;
+use crate::helpers::{Stack, TestNode};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_reports_itself_and_the_shards_it_holds() {
-    let app = TestNode::spawn().await;
+pub async fn a_node_reports_itself_and_the_shards_it_holds(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let node = loop {
         let reply: Value =
@@ -27,3 +26,5 @@ async fn a_node_reports_itself_and_the_shards_it_holds() {
     assert!(node["heartbeatAgeMs"].as_i64().unwrap() < 5_000, "{node}");
     app.stop().await;
 }
+
+crate::on_both_stacks!(a_node_reports_itself_and_the_shards_it_holds);

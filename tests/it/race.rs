@@ -6,23 +6,21 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use xtimer::receiver::Receiver;
-use xtimer_core::config::{DatabaseConfig, ExecutorConfig};
+use xtimer_core::config::ExecutorConfig;
 use xtimer_core::fire::FireKey;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
 use xtimer_core::{SharedClock, SystemClock};
 use xtimer_executor::Executor;
-use xtimer_store::sqlite::SqliteRepo;
-use xtimer_store::{FireRepo, NewFire, TimerRepo};
+use xtimer_store::{NewFire, Stores};
 
-use crate::helpers::now_ms;
+use crate::helpers::{now_ms, Stack, Storage};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_executors_racing_the_same_fire_call_the_receiver_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let config =
-        DatabaseConfig { url: format!("sqlite://{}", dir.path().join("race.db").display()), max_connections: 4 };
-    let repo = Arc::new(SqliteRepo::connect(&config).await.unwrap());
+pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: Stack) {
+    let storage = Storage::new(stack).await;
     let clock: SharedClock = Arc::new(SystemClock);
+    let c = &storage.config;
+    let stores = Stores::connect(&c.database, &c.redis, &c.shard, clock.clone()).await.unwrap();
+    let (timers, fires) = (stores.timers.clone(), stores.fires.clone());
     let rx = Receiver::start(false).await.unwrap();
 
     let mut keys = Vec::new();
@@ -41,11 +39,11 @@ async fn two_executors_racing_the_same_fire_call_the_receiver_once() {
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::FireOnce,
         };
-        let timer = repo.create_timer(&timer, now_ms()).await.unwrap();
+        let timer = timers.create_timer(&timer, now_ms()).await.unwrap();
         keys.push(FireKey { timer_id: timer.id, run_ms: now_ms() + 200 });
     }
-    let fires: Vec<NewFire> = keys.iter().map(|k| NewFire { key: *k, app: "race".into() }).collect();
-    repo.insert_fires(&fires, now_ms()).await.unwrap();
+    let new_fires: Vec<NewFire> = keys.iter().map(|k| NewFire { key: *k, app: "race".into() }).collect();
+    stores.fires.insert_fires(&new_fires, now_ms()).await.unwrap();
 
     let mut handles = Vec::new();
     let mut recorders = Vec::new();
@@ -55,8 +53,8 @@ async fn two_executors_racing_the_same_fire_call_the_receiver_once() {
         let (executor, recorder) = Executor::new(
             ExecutorConfig::default(),
             node,
-            repo.clone(),
-            repo.clone(),
+            fires.clone(),
+            timers.clone(),
             clock.clone(),
             due,
             stop.child_token(),
@@ -80,6 +78,8 @@ async fn two_executors_racing_the_same_fire_call_the_receiver_once() {
     for r in recorders {
         r.await.unwrap();
     }
-    let (list, _) = repo.list_fires(keys[0].timer_id, None, 0, 10).await.unwrap();
+    let (list, _) = fires.list_fires(keys[0].timer_id, None, 0, 10).await.unwrap();
     assert_eq!(list[0].status, xtimer_core::fire::FireStatus::Succeeded);
 }
+
+crate::on_both_stacks!(two_executors_racing_the_same_fire_call_the_receiver_once);

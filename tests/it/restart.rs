@@ -6,22 +6,20 @@ use std::time::Duration;
 use serde_json::json;
 use xtimer::receiver::Receiver;
 
-use crate::helpers::{every_second, now_ms, test_config, TestNode, PATIENCE};
+use crate::helpers::{every_second, now_ms, Stack, Storage, TestNode, PATIENCE};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_on_the_same_sqlite_file_neither_loses_nor_repeats_a_fire() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("restart.db");
+pub async fn a_restart_on_the_same_database_neither_loses_nor_repeats_a_fire(stack: Stack) {
+    let storage = Storage::new(stack).await;
     let rx = Receiver::start(false).await.unwrap();
 
-    let first = TestNode::spawn_on(&db, test_config(&db)).await;
+    let first = TestNode::spawn_with(storage.config.clone()).await;
     let id = first.create_ok(every_second("steady", &rx, json!({"misfire": "fire_all"}))).await;
     assert!(rx.wait_until(PATIENCE, |h| h.len() >= 3).await);
     first.stop().await;
     let stopped_at = now_ms();
     tokio::time::sleep(Duration::from_millis(2_500)).await;
 
-    let second = TestNode::spawn_on(&db, test_config(&db)).await;
+    let second = TestNode::spawn_with(storage.config.clone()).await;
     let restarted_at = now_ms();
     assert!(rx.wait_until(PATIENCE, |h| h.iter().any(|h| h.run_ms >= restarted_at + 3_000)).await, "fires resume");
     second.stop().await;
@@ -40,7 +38,7 @@ async fn a_restart_on_the_same_sqlite_file_neither_loses_nor_repeats_a_fire() {
     assert!(last_run - first_run >= 6_000, "the run spans the downtime");
 
     // Every fire up to the last one is recorded as succeeded, once.
-    let check = TestNode::spawn_on(&db, test_config(&db)).await;
+    let check = TestNode::spawn_with(storage.config.clone()).await;
     check.act("unableTimer", id, "it").await;
     let fires = check.fires(id, "it").await;
     for f in fires.iter().filter(|f| f["runTimer"].as_i64().unwrap() <= last_run) {
@@ -49,3 +47,5 @@ async fn a_restart_on_the_same_sqlite_file_neither_loses_nor_repeats_a_fire() {
     }
     check.stop().await;
 }
+
+crate::on_both_stacks!(a_restart_on_the_same_database_neither_loses_nor_repeats_a_fire);

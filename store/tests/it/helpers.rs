@@ -42,7 +42,9 @@ pub async fn embedded() -> Backend {
     let dir = tempfile::tempdir().expect("temp dir");
     let clock = Arc::new(ManualClock::new(T0));
     let db = DatabaseConfig { url: format!("sqlite://{}", dir.path().join("xtimer.db").display()), max_connections: 4 };
-    let stores = Stores::connect(&db, &Default::default(), &ShardConfig::default(), clock.clone()).await.expect("embedded stores open");
+    let stores = Stores::connect(&db, &Default::default(), &ShardConfig::default(), clock.clone())
+        .await
+        .expect("embedded stores open");
     Backend {
         timers: stores.timers,
         fires: stores.fires,
