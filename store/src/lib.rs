@@ -17,6 +17,7 @@ pub mod postgres;
 mod postgres_nodes;
 pub mod redis;
 pub mod repo;
+mod rows;
 pub mod shard;
 pub mod sqlite;
 

@@ -22,9 +22,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Row};
 use xtimer_core::config::DatabaseConfig;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
-use xtimer_core::timer::{MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{NewTimer, Schedule, Timer, TimerStatus};
 
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, TimerRepo};
+use crate::rows::{timer_from_row, TIMER_COLUMNS};
 use crate::sqlite::SKIPPED_OUTPUT;
 use crate::{redact, Error, Result};
 
@@ -152,46 +153,8 @@ fn page_bound(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-const TIMER_COLUMNS: &str =
-    "timer_id, app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time";
-
 const FIRE_COLUMNS: &str =
     "task_id, timer_id, app, run_timer, status, attempt, output, cost_time, create_time, modify_time";
-
-fn timer_from_row(row: &PgRow) -> Result<Timer> {
-    let id: i64 = row.try_get("timer_id")?;
-    let corrupt = |what: &str| Error::Corrupt(format!("t_timer {id}: {what}"));
-    let status =
-        TimerStatus::from_code(i64::from(row.try_get::<i16, _>("status")?)).ok_or_else(|| corrupt("status"))?;
-    let kind: String = row.try_get("kind")?;
-    let schedule = match kind.as_str() {
-        "cron" => Schedule::Cron {
-            expr: row.try_get::<Option<String>, _>("cron")?.ok_or_else(|| corrupt("cron"))?,
-            timezone: row.try_get("timezone")?,
-        },
-        "once" => {
-            Schedule::Once { run_at_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))? }
-        }
-        _ => return Err(corrupt("kind")),
-    };
-    let notify: Notify =
-        serde_json::from_str(&row.try_get::<String, _>("notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
-    let retry: RetryPolicy =
-        serde_json::from_str(&row.try_get::<String, _>("retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
-    let misfire = MisfirePolicy::parse(&row.try_get::<String, _>("misfire")?).ok_or_else(|| corrupt("misfire"))?;
-    Ok(Timer {
-        id,
-        app: row.try_get("app")?,
-        name: row.try_get("name")?,
-        status,
-        schedule,
-        notify,
-        retry,
-        misfire,
-        create_time: row.try_get("create_time")?,
-        modify_time: row.try_get("modify_time")?,
-    })
-}
 
 fn fire_status(row: &PgRow, task_id: i64) -> Result<FireStatus> {
     FireStatus::from_code(i64::from(row.try_get::<i16, _>("status")?))

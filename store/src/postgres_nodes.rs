@@ -1,13 +1,12 @@
 //! [`NodeRepo`] over PostgreSQL.
 
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
-use sqlx::Row;
 use xtimer_core::node::NodeInfo;
 
 use crate::postgres::PgRepo;
 use crate::repo::NodeRepo;
-use crate::{Error, Result};
+use crate::rows::node_from_row;
+use crate::Result;
 
 #[async_trait]
 impl NodeRepo for PgRepo {
@@ -43,18 +42,4 @@ impl NodeRepo for PgRepo {
         sqlx::query("DELETE FROM t_node WHERE node_id = $1").bind(id).execute(self.pool()).await?;
         Ok(())
     }
-}
-
-fn node_from_row(row: &PgRow) -> Result<NodeInfo> {
-    let id: String = row.try_get("node_id")?;
-    let shards = serde_json::from_str(&row.try_get::<String, _>("shards")?)
-        .map_err(|e| Error::Corrupt(format!("t_node {id}: shards: {e}")))?;
-    Ok(NodeInfo {
-        id,
-        host: row.try_get("host")?,
-        listen: row.try_get("listen")?,
-        started_at: row.try_get("started_at")?,
-        heartbeat_at: row.try_get("heartbeat_at")?,
-        shards,
-    })
 }

@@ -15,9 +15,10 @@ use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqlitePool};
 use xtimer_core::config::DatabaseConfig;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
-use xtimer_core::timer::{MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{NewTimer, Schedule, Timer, TimerStatus};
 
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, NodeRepo, Overdue, TimerRepo};
+use crate::rows::{node_from_row, timer_from_row, TIMER_COLUMNS};
 use crate::{Error, Result};
 
 /// Bound parameters per statement stay well under SQLite's limit (32766).
@@ -59,43 +60,6 @@ impl SqliteRepo {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
-}
-
-const TIMER_COLUMNS: &str =
-    "timer_id, app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time";
-
-fn timer_from_row(row: &SqliteRow) -> Result<Timer> {
-    let id: i64 = row.try_get("timer_id")?;
-    let corrupt = |what: &str| Error::Corrupt(format!("t_timer {id}: {what}"));
-    let status = TimerStatus::from_code(row.try_get("status")?).ok_or_else(|| corrupt("status"))?;
-    let kind: String = row.try_get("kind")?;
-    let schedule = match kind.as_str() {
-        "cron" => Schedule::Cron {
-            expr: row.try_get::<Option<String>, _>("cron")?.ok_or_else(|| corrupt("cron"))?,
-            timezone: row.try_get("timezone")?,
-        },
-        "once" => {
-            Schedule::Once { run_at_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))? }
-        }
-        _ => return Err(corrupt("kind")),
-    };
-    let notify: Notify =
-        serde_json::from_str(&row.try_get::<String, _>("notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
-    let retry: RetryPolicy =
-        serde_json::from_str(&row.try_get::<String, _>("retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
-    let misfire = MisfirePolicy::parse(&row.try_get::<String, _>("misfire")?).ok_or_else(|| corrupt("misfire"))?;
-    Ok(Timer {
-        id,
-        app: row.try_get("app")?,
-        name: row.try_get("name")?,
-        status,
-        schedule,
-        notify,
-        retry,
-        misfire,
-        create_time: row.try_get("create_time")?,
-        modify_time: row.try_get("modify_time")?,
-    })
 }
 
 fn fire_from_row(row: &SqliteRow) -> Result<Fire> {
@@ -581,18 +545,4 @@ impl NodeRepo for SqliteRepo {
         sqlx::query("DELETE FROM t_node WHERE node_id = ?").bind(id).execute(&self.write).await?;
         Ok(())
     }
-}
-
-fn node_from_row(row: &SqliteRow) -> Result<NodeInfo> {
-    let id: String = row.try_get("node_id")?;
-    let shards = serde_json::from_str(&row.try_get::<String, _>("shards")?)
-        .map_err(|e| Error::Corrupt(format!("t_node {id}: shards: {e}")))?;
-    Ok(NodeInfo {
-        id,
-        host: row.try_get("host")?,
-        listen: row.try_get("listen")?,
-        started_at: row.try_get("started_at")?,
-        heartbeat_at: row.try_get("heartbeat_at")?,
-        shards,
-    })
 }
