@@ -71,6 +71,18 @@ impl ProcNode {
         reply["result"]["id"].as_i64().unwrap()
     }
 
+    /// How many shards this node reports holding.
+    pub async fn shards_held(&self) -> u64 {
+        let Ok(resp) = reqwest::get(format!("{}/api/xtimer/nodes", self.base)).await else { return 0 };
+        let reply: Value = resp.json().await.unwrap_or_default();
+        let me = self.base.trim_start_matches("http://");
+        reply["result"]["list"]
+            .as_array()
+            .and_then(|list| list.iter().find(|n| n["listen"] == me))
+            .and_then(|n| n["shardsHeld"].as_u64())
+            .unwrap_or(0)
+    }
+
     /// Disables a timer.
     pub async fn disable(&self, id: i64) {
         let url = format!("{}/api/xtimer/unableTimer?id={id}&app=cluster", self.base);
