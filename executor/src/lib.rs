@@ -101,7 +101,13 @@ impl Executor {
     ) -> Result<(Self, Recorder)> {
         let http = callback::client(config.timeout_ms, config.concurrency).map_err(Error::Client)?;
         let (results, results_rx) = mpsc::channel(config.batch_size * 16);
-        let recorder = Recorder::new(fires.clone(), clock.clone(), results_rx, config.batch_size);
+        let recorder = Recorder::new(
+            fires.clone(),
+            clock.clone(),
+            results_rx,
+            config.batch_size,
+            Duration::from_millis(config.record_linger_ms),
+        );
         let inner = Inner {
             permits: Arc::new(Semaphore::new(config.concurrency)),
             config,
@@ -136,11 +142,12 @@ impl Executor {
                     None => break,
                 },
             };
-            // Group commit: take whatever else is already waiting.
+            // Group commit: take what arrives within the linger, up to a batch.
+            let linger = tokio::time::Instant::now() + Duration::from_millis(self.handle.inner.config.claim_linger_ms);
             while keys.len() < max {
-                match self.due.try_recv() {
-                    Ok(more) => keys.extend(more),
-                    Err(_) => break,
+                match tokio::time::timeout_at(linger, self.due.recv()).await {
+                    Ok(Some(more)) => keys.extend(more),
+                    Ok(None) | Err(_) => break,
                 }
             }
             for chunk in keys.chunks(max) {

@@ -17,17 +17,19 @@ pub struct Recorder {
     clock: SharedClock,
     rx: mpsc::Receiver<FireResult>,
     batch_size: usize,
+    linger: Duration,
 }
 
 impl Recorder {
-    /// A recorder reading `rx`.
+    /// A recorder reading `rx`; a batch waits up to `linger` for more results.
     pub fn new(
         fires: Arc<dyn FireRepo>,
         clock: SharedClock,
         rx: mpsc::Receiver<FireResult>,
         batch_size: usize,
+        linger: Duration,
     ) -> Self {
-        Self { fires, clock, rx, batch_size }
+        Self { fires, clock, rx, batch_size, linger }
     }
 
     /// Writes until every sender is gone (the executor dropped), so nothing
@@ -35,6 +37,14 @@ impl Recorder {
     pub async fn run(mut self) {
         let mut batch = Vec::with_capacity(self.batch_size);
         while self.rx.recv_many(&mut batch, self.batch_size).await > 0 {
+            let linger = tokio::time::Instant::now() + self.linger;
+            while batch.len() < self.batch_size {
+                let room = self.batch_size - batch.len();
+                match tokio::time::timeout_at(linger, self.rx.recv_many(&mut batch, room)).await {
+                    Ok(n) if n > 0 => {}
+                    _ => break,
+                }
+            }
             self.write(&batch).await;
             batch.clear();
         }
