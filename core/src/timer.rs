@@ -142,6 +142,24 @@ pub struct NewTimer {
     pub misfire: MisfirePolicy,
 }
 
+impl NewTimer {
+    /// The timer as stored under `id` at `now_ms`.
+    pub fn stored(&self, id: i64, now_ms: i64) -> Timer {
+        Timer {
+            id,
+            app: self.app.clone(),
+            name: self.name.clone(),
+            status: self.status,
+            schedule: self.schedule.clone(),
+            notify: self.notify.clone(),
+            retry: self.retry,
+            misfire: self.misfire,
+            create_time: now_ms,
+            modify_time: now_ms,
+        }
+    }
+}
+
 /// A stored timer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timer {

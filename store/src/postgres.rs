@@ -25,7 +25,7 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{NewTimer, Schedule, Timer, TimerStatus};
 
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, TimerRepo};
-use crate::rows::{timer_from_row, TIMER_COLUMNS};
+use crate::rows::{name_taken_or, timer_from_row, TIMER_COLUMNS};
 use crate::sqlite::SKIPPED_OUTPUT;
 use crate::{redact, Error, Result};
 
@@ -288,22 +288,8 @@ impl TimerRepo for PgRepo {
         .fetch_one(&self.pool)
         .await;
         match res {
-            Ok(id) => Ok(Timer {
-                id,
-                app: t.app.clone(),
-                name: t.name.clone(),
-                status: t.status,
-                schedule: t.schedule.clone(),
-                notify: t.notify.clone(),
-                retry: t.retry,
-                misfire: t.misfire,
-                create_time: now_ms,
-                modify_time: now_ms,
-            }),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                Err(Error::NameTaken { app: t.app.clone(), name: t.name.clone() })
-            }
-            Err(e) => Err(e.into()),
+            Ok(id) => Ok(t.stored(id, now_ms)),
+            Err(e) => Err(name_taken_or(e, &t.app, &t.name)),
         }
     }
 

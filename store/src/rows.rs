@@ -73,3 +73,11 @@ where
         shards,
     })
 }
+
+/// Maps a unique-index violation on insert to [`Error::NameTaken`] for `app`/`name`.
+pub(crate) fn name_taken_or(err: sqlx::Error, app: &str, name: &str) -> Error {
+    match err {
+        sqlx::Error::Database(e) if e.is_unique_violation() => Error::NameTaken { app: app.into(), name: name.into() },
+        e => e.into(),
+    }
+}

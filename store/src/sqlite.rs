@@ -18,7 +18,7 @@ use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Schedule, Timer, TimerStatus};
 
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, NodeRepo, Overdue, TimerRepo};
-use crate::rows::{node_from_row, timer_from_row, TIMER_COLUMNS};
+use crate::rows::{name_taken_or, node_from_row, timer_from_row, TIMER_COLUMNS};
 use crate::{Error, Result};
 
 /// Bound parameters per statement stay well under SQLite's limit (32766).
@@ -172,22 +172,8 @@ impl TimerRepo for SqliteRepo {
         .execute(&self.write)
         .await;
         match res {
-            Ok(done) => Ok(Timer {
-                id: done.last_insert_rowid(),
-                app: t.app.clone(),
-                name: t.name.clone(),
-                status: t.status,
-                schedule: t.schedule.clone(),
-                notify: t.notify.clone(),
-                retry: t.retry,
-                misfire: t.misfire,
-                create_time: now_ms,
-                modify_time: now_ms,
-            }),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                Err(Error::NameTaken { app: t.app.clone(), name: t.name.clone() })
-            }
-            Err(e) => Err(e.into()),
+            Ok(done) => Ok(t.stored(done.last_insert_rowid(), now_ms)),
+            Err(e) => Err(name_taken_or(e, &t.app, &t.name)),
         }
     }
 
