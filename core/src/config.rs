@@ -25,6 +25,7 @@ pub struct Config {
     pub trigger: TriggerConfig,
     pub executor: ExecutorConfig,
     pub reconciler: ReconcilerConfig,
+    pub asyncflow: AsyncflowConfig,
 }
 
 /// The HTTP server.
@@ -201,6 +202,24 @@ impl Default for ReconcilerConfig {
     }
 }
 
+/// The asyncflow task queue (`/v1`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AsyncflowConfig {
+    /// Rows a task table holds before new tasks go to the next one. Defaults to 5000000.
+    pub table_row_limit: u64,
+    /// Period of the governance pass (timeouts, rolling, begin_pos), ms. Defaults to 1000.
+    pub governor_period_ms: u64,
+    /// Most tasks one create batch writes in one transaction. Defaults to 1000.
+    pub create_batch_size: usize,
+}
+
+impl Default for AsyncflowConfig {
+    fn default() -> Self {
+        Self { table_row_limit: 5_000_000, governor_period_ms: 1_000, create_batch_size: 1_000 }
+    }
+}
+
 impl Config {
     /// Loads defaults, then `file` (TOML text) if any, then the `XTIMER_`
     /// variables of `env`. Reports every invalid field, not just the first.
@@ -293,6 +312,12 @@ impl Config {
             "executor.lease_ms must exceed executor.timeout_ms + trigger.claim_ahead_ms",
         );
         check(self.reconciler.period_ms >= 100, "reconciler.period_ms must be at least 100");
+        check(self.asyncflow.table_row_limit >= 1, "asyncflow.table_row_limit must be at least 1");
+        check(self.asyncflow.governor_period_ms >= 10, "asyncflow.governor_period_ms must be at least 10");
+        check(
+            self.asyncflow.create_batch_size >= 1 && self.asyncflow.create_batch_size <= 5_000,
+            "asyncflow.create_batch_size must be 1..=5000",
+        );
         check(self.database.max_connections >= 2, "database.max_connections must be at least 2");
         p
     }

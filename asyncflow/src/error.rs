@@ -1,0 +1,58 @@
+//! The engine's error type. Each case knows its wire code; storage failures
+//! take the code of the call that hit them.
+
+use crate::task_id::TaskIdError;
+use crate::wire::code;
+
+/// What can go wrong in the task engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Input a caller can fix: a missing field, a value out of range.
+    #[error("{0}")]
+    Invalid(String),
+    /// A task id or task type that cannot name a table.
+    #[error(transparent)]
+    BadId(#[from] TaskIdError),
+    /// The task type has no configuration (register it first).
+    #[error("task type {0:?} is not registered")]
+    UnknownType(String),
+    /// No task has this id.
+    #[error("task {0} not found")]
+    TaskNotFound(String),
+    /// A new type differs from a registered one only in letter case (table
+    /// names are case-insensitive on SQLite).
+    #[error("task type {0:?} clashes with registered type {1:?}: types may not differ only in case")]
+    TypeClash(String, String),
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored row that does not decode.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// The engine is shutting down.
+    #[error("the task engine is shutting down")]
+    ShuttingDown,
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The wire code of this error when raised by a call whose own failure code is `call_code`.
+    pub fn code(&self, call_code: i32) -> i32 {
+        match self {
+            Self::Invalid(_) | Self::BadId(_) => code::INPUT_INVALID,
+            Self::UnknownType(_) => code::GET_TASK_SET_POS,
+            _ => call_code,
+        }
+    }
+
+    /// Whether the caller is at fault (the reply names the cause) rather
+    /// than the server (the reply is generic and the cause is logged).
+    pub fn is_caller_fault(&self) -> bool {
+        matches!(
+            self,
+            Self::Invalid(_) | Self::BadId(_) | Self::UnknownType(_) | Self::TaskNotFound(_) | Self::TypeClash(..)
+        )
+    }
+}

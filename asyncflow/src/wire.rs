@@ -1,0 +1,205 @@
+//! The `/v1` wire contract (API.md section 2), shared by the server and the
+//! worker SDK: what Go workers send and decode, key for key.
+
+use serde::{Deserialize, Serialize};
+
+/// Reply codes Go workers know. Any non-zero code is an error to them.
+pub mod code {
+    /// Success (`msg` is "ok").
+    pub const OK: i32 = 0;
+    /// A field is missing or out of range.
+    pub const INPUT_INVALID: i32 = 8020;
+    /// The request could not be decoded (bad JSON, wrong types).
+    pub const SHOULD_BIND: i32 = 8021;
+    /// get_task: the task cannot be read.
+    pub const GET_TASK_INFO: i32 = 8035;
+    /// create_task failed.
+    pub const CREATE_TASK: i32 = 8037;
+    /// A task list could not be read (hold_tasks, get_task_list).
+    pub const GET_TASK_LIST: i32 = 8038;
+    /// The type has no position (not registered).
+    pub const GET_TASK_SET_POS: i32 = 8039;
+    /// set_task failed.
+    pub const SET_TASK: i32 = 8041;
+    /// The position of a type could not be read.
+    pub const GET_TASK_POS: i32 = 8042;
+    /// The type's configuration could not be read.
+    pub const GET_TASK_CFG: i32 = 8045;
+    /// get_task_counts_by_type failed.
+    pub const GET_TASK_COUNT: i32 = 8046;
+    /// register_task: the task table could not be created.
+    pub const REGISTER_CREATE_TABLE: i32 = 8047;
+    /// register_task: the configuration row could not be written.
+    pub const REGISTER_INSERT: i32 = 8048;
+}
+
+/// Task status on the wire and in storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskStatus {
+    /// Waiting for its order_time and a worker.
+    Pending = 1,
+    /// Held by a worker.
+    Processing = 2,
+    /// Final: every stage done.
+    Success = 3,
+    /// Final: retries spent or a fatal error.
+    Failed = 4,
+}
+
+impl TaskStatus {
+    /// The wire value.
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+    /// Parses a wire value.
+    pub fn from_code(code: i32) -> Option<Self> {
+        match code {
+            1 => Some(Self::Pending),
+            2 => Some(Self::Processing),
+            3 => Some(Self::Success),
+            4 => Some(Self::Failed),
+            _ => None,
+        }
+    }
+    /// Success or failed: nothing changes it any more.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Success | Self::Failed)
+    }
+}
+
+/// One task as Go workers send and decode it. Every key is always present
+/// in a reply; on input a missing key is its zero value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TaskData {
+    pub user_id: String,
+    pub task_id: String,
+    pub task_type: String,
+    pub task_stage: String,
+    /// 1 pending, 2 processing, 3 success, 4 failed.
+    pub status: i32,
+    /// Seconds of head start; `null` on set_task means unchanged.
+    pub priority: Option<i64>,
+    pub crt_retry_num: i64,
+    pub max_retry_num: i64,
+    /// Seconds; negative means a fixed interval.
+    pub max_retry_interval: i64,
+    /// JSON text written by the worker.
+    pub schedule_log: String,
+    /// The task's context (the key is `context`).
+    pub context: String,
+    /// Unix seconds; tasks are held oldest first once it has passed.
+    pub order_time: i64,
+    /// RFC 3339 in replies; ignored on input (Go sends its zero time).
+    pub create_time: Option<String>,
+    /// RFC 3339 in replies; ignored on input.
+    pub modify_time: Option<String>,
+}
+
+/// The scheduling configuration of one task type (`t_schedule_cfg`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TaskScheduleCfg {
+    pub task_type: String,
+    /// Tasks one hold returns when it asks for 0.
+    pub schedule_limit: i64,
+    /// Seconds between a worker's polls.
+    pub schedule_interval: i64,
+    /// Seconds a task may stay processing before it is taken back.
+    pub max_processing_time: i64,
+    pub max_retry_num: i64,
+    /// Seconds; a new task's max_retry_interval.
+    pub retry_interval: i64,
+    /// Seconds; the cap of a doubling retry interval.
+    pub max_retry_interval: i64,
+    pub create_time: Option<String>,
+    pub modify_time: Option<String>,
+}
+
+impl TaskScheduleCfg {
+    /// The configuration a type gets for every field left at zero on register.
+    pub fn with_defaults(mut self) -> Self {
+        let or = |v: i64, d: i64| if v == 0 { d } else { v };
+        self.schedule_limit = or(self.schedule_limit, 100);
+        self.schedule_interval = or(self.schedule_interval, 10);
+        self.max_processing_time = or(self.max_processing_time, 300);
+        self.max_retry_num = or(self.max_retry_num, 3);
+        self.retry_interval = or(self.retry_interval, 10);
+        self.max_retry_interval = or(self.max_retry_interval, 300);
+        self
+    }
+}
+
+/// `{"task_data": ...}`: the body of create_task and set_task. set_task
+/// also takes a top-level `task_id` (older workers send it there).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TaskDataRequest {
+    pub task_data: TaskData,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
+/// A reply: `code` and `msg` flattened beside the call's own fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply<T> {
+    pub code: i32,
+    pub msg: String,
+    #[serde(flatten)]
+    pub body: T,
+}
+
+impl<T> Reply<T> {
+    /// A success.
+    pub fn ok(body: T) -> Self {
+        Self { code: code::OK, msg: "ok".into(), body }
+    }
+}
+
+/// create_task's fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateTaskBody {
+    pub task_id: String,
+}
+
+/// hold_tasks' and get_task_list's fields: `null` when empty, as Go encodes a nil slice.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskListBody {
+    pub task_list: Option<Vec<TaskData>>,
+}
+
+impl TaskListBody {
+    /// `null` for no tasks.
+    pub fn from_tasks(tasks: Vec<TaskData>) -> Self {
+        Self { task_list: if tasks.is_empty() { None } else { Some(tasks) } }
+    }
+}
+
+/// get_task's fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDataBody {
+    pub task_data: Option<TaskData>,
+}
+
+/// get_task_schedule_cfg_list's fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CfgListBody {
+    pub task_schedule_cfg_list: Option<Vec<TaskScheduleCfg>>,
+}
+
+/// get_task_counts_by_type's fields: every task of the type, in every table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountsBody {
+    pub counts: i64,
+}
+
+/// A reply with no fields of its own (set_task, register_task, errors).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Empty {}
+
+/// RFC 3339 text of a Unix millisecond, as Go's `time.Time` encodes it (UTC).
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}

@@ -1,0 +1,1 @@
+//! Rust SDK for asyncflow workers (in progress).
