@@ -39,6 +39,9 @@ pub struct Stores {
     pub shards: Arc<dyn ShardStore>,
     pub locks: Arc<dyn LockStore>,
     pub nodes: Arc<dyn NodeRepo>,
+    /// The SQL database itself, for the parts that keep their own tables
+    /// there (the asyncflow engine).
+    pub database: Database,
     /// Human-readable description of the backends, for the start-up log.
     pub description: String,
 }
@@ -53,13 +56,15 @@ impl Stores {
         shard: &ShardConfig,
         clock: SharedClock,
     ) -> Result<Self> {
-        type Sql = (Arc<dyn TimerRepo>, Arc<dyn FireRepo>, Arc<dyn NodeRepo>, String);
-        let (timers, fires, nodes, sql): Sql = if db.url.starts_with("sqlite:") {
+        type Sql = (Arc<dyn TimerRepo>, Arc<dyn FireRepo>, Arc<dyn NodeRepo>, Database, String);
+        let (timers, fires, nodes, database, sql): Sql = if db.url.starts_with("sqlite:") {
             let repo = Arc::new(sqlite::SqliteRepo::connect(db).await?);
-            (repo.clone(), repo.clone(), repo, format!("SQLite at {}", db.url))
+            let database = repo.database();
+            (repo.clone(), repo.clone(), repo, database, format!("SQLite at {}", db.url))
         } else if db.url.starts_with("postgres:") || db.url.starts_with("postgresql:") {
             let repo = Arc::new(postgres::PgRepo::connect(db, None).await?);
-            (repo.clone(), repo.clone(), repo, format!("PostgreSQL at {}", redact(&db.url)))
+            let database = Database::Postgres(repo.pool().clone());
+            (repo.clone(), repo.clone(), repo, database, format!("PostgreSQL at {}", redact(&db.url)))
         } else {
             return Err(Error::UnsupportedUrl(redact(&db.url)));
         };
@@ -73,8 +78,17 @@ impl Stores {
             let store = Arc::new(redis::RedisStore::connect(&redis.url, shard.clone()).await?.with_clock(clock));
             (store.clone(), store, format!("Redis at {}", redact(&redis.url)))
         };
-        Ok(Self { timers, fires, shards, locks, nodes, description: format!("{sql} with {index}") })
+        Ok(Self { timers, fires, shards, locks, nodes, database, description: format!("{sql} with {index}") })
     }
+}
+
+/// The SQL database a node runs on, as pools.
+#[derive(Debug, Clone)]
+pub enum Database {
+    /// SQLite: every write goes through `write` (one connection), reads use `read`.
+    Sqlite { write: sqlx::SqlitePool, read: sqlx::SqlitePool },
+    /// PostgreSQL: one pool for all.
+    Postgres(sqlx::PgPool),
 }
 
 /// A URL with its password replaced by `***`, for logs and errors.

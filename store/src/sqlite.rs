@@ -60,6 +60,11 @@ impl SqliteRepo {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+
+    /// Both pools, for the parts that keep their own tables here.
+    pub fn database(&self) -> crate::Database {
+        crate::Database::Sqlite { write: self.write.clone(), read: self.pool.clone() }
+    }
 }
 
 fn fire_from_row(row: &SqliteRow) -> Result<Fire> {
