@@ -26,6 +26,9 @@ pub enum Error {
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
+    /// A batched write failed (the cause is logged once for the batch).
+    #[error("writing the task failed: {0}")]
+    WriteFailed(String),
     /// A stored row that does not decode.
     #[error("corrupt row: {0}")]
     Corrupt(String),

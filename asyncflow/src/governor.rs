@@ -1,0 +1,129 @@
+//! The governance loop (API.md): takes timed-out tasks back, rolls full
+//! tables, advances begin positions. It runs on one node at a time: each
+//! pass first takes a cluster-wide lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use xtimer_core::config::AsyncflowConfig;
+use xtimer_core::SharedClock;
+use xtimer_store::LockStore;
+
+use crate::retry::apply_failure;
+use crate::store::TaskStore;
+use crate::wire::TaskScheduleCfg;
+use crate::Result;
+
+/// Timed-out tasks taken back per table per pass.
+const TIMEOUT_PAGE: u32 = 1_000;
+
+/// What one pass changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Timed-out tasks sent back to pending (or failed, retries spent).
+    pub requeued: u64,
+    /// Tables rolled.
+    pub rolled: u32,
+    /// Begin positions advanced.
+    pub advanced: u32,
+}
+
+/// The governance loop.
+pub struct Governor {
+    store: TaskStore,
+    locks: Arc<dyn LockStore>,
+    clock: SharedClock,
+    config: AsyncflowConfig,
+    lock_key: String,
+    token: String,
+}
+
+impl Governor {
+    /// A governor; `key_prefix` names its cluster-wide lease, `node_id` its owner token.
+    pub fn new(
+        store: TaskStore,
+        locks: Arc<dyn LockStore>,
+        clock: SharedClock,
+        config: AsyncflowConfig,
+        key_prefix: &str,
+        node_id: &str,
+    ) -> Self {
+        Self {
+            store,
+            locks,
+            clock,
+            config,
+            lock_key: format!("{key_prefix}:lock:asyncflow-governor"),
+            token: format!("{node_id}:governor"),
+        }
+    }
+
+    /// Runs a pass every `governor_period_ms` until `shutdown`. A failed
+    /// pass is logged and the next one tries again.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let period = Duration::from_millis(self.config.governor_period_ms);
+        loop {
+            match self.pass().await {
+                Ok(Some(r)) if r != PassReport::default() => tracing::info!(?r, "asyncflow governance pass."),
+                Ok(_) => {}
+                Err(err) => tracing::warn!(error = %err, "asyncflow governance pass failed; retrying next period."),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(period) => {}
+            }
+        }
+    }
+
+    /// One pass over every type, if this node holds the lease (`None` if another does).
+    pub async fn pass(&self) -> Result<Option<PassReport>> {
+        let lease = (self.config.governor_period_ms * 10).max(10_000);
+        match self.locks.acquire(&self.lock_key, &self.token, lease).await {
+            Ok(true) => {}
+            Ok(false) => match self.locks.extend(&self.lock_key, &self.token, lease).await {
+                Ok(true) => {}
+                _ => return Ok(None),
+            },
+            Err(err) => {
+                tracing::warn!(error = %err, "asyncflow governor cannot reach the lock store.");
+                return Ok(None);
+            }
+        }
+        let mut report = PassReport::default();
+        for cfg in self.store.cfgs().await? {
+            self.govern(&cfg, &mut report).await?;
+        }
+        Ok(Some(report))
+    }
+
+    async fn govern(&self, cfg: &TaskScheduleCfg, report: &mut PassReport) -> Result<()> {
+        let t = &cfg.task_type;
+        let Some(pos) = self.store.positions(t).await? else { return Ok(()) };
+        let now = self.clock.now_ms();
+        let cutoff = now - cfg.max_processing_time.saturating_mul(1_000);
+        for p in pos.begin..=pos.end {
+            for stale in self.store.timed_out(t, p, cutoff, TIMEOUT_PAGE).await? {
+                let mut task = stale.data;
+                apply_failure(&mut task, cfg.max_retry_interval, now.div_euclid(1_000));
+                task.schedule_log = serde_json::json!({
+                    "last_error": format!("processing for over {} s (max_processing_time); taken back", cfg.max_processing_time),
+                    "taken_back_at": crate::wire::rfc3339(now),
+                })
+                .to_string();
+                if self.store.requeue(p, &task, stale.modify_ms, now).await? {
+                    report.requeued += 1;
+                }
+            }
+        }
+        if self.store.rows(t, pos.end).await? >= self.config.table_row_limit as i64 && self.store.roll(t, pos.end, now).await? {
+            report.rolled += 1;
+        }
+        let mut begin = pos.begin;
+        while begin < pos.end && self.store.all_final(t, begin).await? && self.store.advance_begin(t, begin, now).await? {
+            report.advanced += 1;
+            begin += 1;
+        }
+        Ok(())
+    }
+}

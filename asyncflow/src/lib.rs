@@ -9,9 +9,10 @@
 //! - [`retry`]: order_time and the retry rule.
 //!
 //! With the `server` feature (default), the engine itself:
-//! - [`repo`]: the [`TaskRepo`] trait: register, create, hold, set, get,
-//!   list, count, and the governance steps.
-//! - [`sqlite`], [`postgres`]: that trait over each database.
+//! - [`engine`]: [`Tasks`], the `/v1` operations with their rules, and the
+//!   [`engine::CreateBatcher`] that writes concurrent creates together.
+//! - [`store`]: [`store::TaskStore`], the cfg, pos and task tables in SQL
+//!   (one implementation for SQLite and PostgreSQL).
 //! - [`governor`]: the loop that takes timed-out tasks back, rolls full
 //!   tables and advances begin_pos, on one node at a time.
 //! - [`error`]: this crate's error type, with the wire code of each case.
@@ -21,21 +22,19 @@ pub mod task_id;
 pub mod wire;
 
 #[cfg(feature = "server")]
+pub mod engine;
+#[cfg(feature = "server")]
 pub mod error;
 #[cfg(feature = "server")]
 pub mod governor;
 #[cfg(feature = "server")]
-pub mod postgres;
-#[cfg(feature = "server")]
-pub mod repo;
-#[cfg(feature = "server")]
-pub mod sqlite;
+pub mod store;
 
 #[cfg(feature = "server")]
 pub use error::{Error, Result};
 #[cfg(feature = "server")]
-// pub use governor::Governor;
+pub use governor::Governor;
 #[cfg(feature = "server")]
-// pub use repo::TaskRepo;
+pub use engine::Tasks;
 pub use task_id::TaskId;
 pub use wire::{TaskData, TaskScheduleCfg, TaskStatus};

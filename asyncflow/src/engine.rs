@@ -1,0 +1,350 @@
+//! [`Tasks`]: the `/v1` operations with their semantics (API.md): input
+//! checks, the type's cfg and positions, order_time on create, the hold
+//! limit, set_task's "zero means unchanged". Creates are written in batches
+//! by a [`CreateBatcher`], so many concurrent creates share a transaction.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use xtimer_core::config::AsyncflowConfig;
+use xtimer_core::SharedClock;
+
+use crate::retry::{order_time_ready, MAX_PRIORITY};
+use crate::store::{Positions, SetOutcome, TaskStore};
+use crate::task_id::{check_task_type, TaskId};
+use crate::wire::{TaskData, TaskScheduleCfg, TaskStatus};
+use crate::{Error, Result};
+
+/// Most tasks one hold returns, whatever it asks for.
+pub const MAX_HOLD: u32 = 2_000;
+/// Tasks get_task_list returns when asked for 0.
+pub const DEFAULT_LIST: u32 = 100;
+/// How long a type's cfg and positions are reused before being read again.
+/// Another node's register or roll is seen within this.
+const CACHE_TTL: Duration = Duration::from_secs(1);
+/// Longest user_id, task_stage; longest context and schedule_log.
+const MAX_SHORT_TEXT: usize = 256;
+const MAX_LONG_TEXT: usize = 1 << 20;
+
+struct Cached<T> {
+    value: T,
+    at: Instant,
+}
+
+/// A create waiting for its batch.
+struct PendingCreate {
+    task: TaskData,
+    pos: u32,
+    done: oneshot::Sender<Result<()>>,
+}
+
+/// The task engine's operations, shared by every handler. Cheap to clone.
+#[derive(Clone)]
+pub struct Tasks {
+    store: TaskStore,
+    clock: SharedClock,
+    creates: mpsc::Sender<PendingCreate>,
+    cfgs: Arc<Mutex<HashMap<String, Cached<Option<TaskScheduleCfg>>>>>,
+    positions: Arc<Mutex<HashMap<String, Cached<Option<Positions>>>>>,
+}
+
+impl Tasks {
+    /// The engine over `store`, and the batcher that writes its creates
+    /// (run it with [`CreateBatcher::run`]).
+    pub fn new(store: TaskStore, clock: SharedClock, config: &AsyncflowConfig) -> (Self, CreateBatcher) {
+        let (tx, rx) = mpsc::channel(config.create_batch_size * 4);
+        let batcher = CreateBatcher { store: store.clone(), clock: clock.clone(), rx, batch_size: config.create_batch_size };
+        let tasks = Self {
+            store,
+            clock,
+            creates: tx,
+            cfgs: Arc::default(),
+            positions: Arc::default(),
+        };
+        (tasks, batcher)
+    }
+
+    /// The store underneath, for governance and tools.
+    pub fn store(&self) -> &TaskStore {
+        &self.store
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    async fn cached_cfg(&self, task_type: &str) -> Result<Option<TaskScheduleCfg>> {
+        if let Some(c) = self.cfgs.lock().expect("cfg cache").get(task_type) {
+            if c.at.elapsed() < CACHE_TTL {
+                return Ok(c.value.clone());
+            }
+        }
+        let value = self.store.cfg(task_type).await?;
+        self.cfgs.lock().expect("cfg cache").insert(task_type.into(), Cached { value: value.clone(), at: Instant::now() });
+        Ok(value)
+    }
+
+    async fn cached_positions(&self, task_type: &str) -> Result<Option<Positions>> {
+        if let Some(c) = self.positions.lock().expect("pos cache").get(task_type) {
+            if c.at.elapsed() < CACHE_TTL {
+                return Ok(c.value);
+            }
+        }
+        let value = self.store.positions(task_type).await?;
+        self.positions.lock().expect("pos cache").insert(task_type.into(), Cached { value, at: Instant::now() });
+        Ok(value)
+    }
+
+    /// The cfg of a registered type.
+    async fn cfg_of(&self, task_type: &str) -> Result<TaskScheduleCfg> {
+        check_task_type(task_type)?;
+        self.cached_cfg(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))
+    }
+
+    /// The positions of a registered type.
+    async fn positions_of(&self, task_type: &str) -> Result<Positions> {
+        check_task_type(task_type)?;
+        self.cached_positions(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))
+    }
+
+    /// Forgets what is cached of a type (after this node changed it).
+    pub fn forget(&self, task_type: &str) {
+        self.cfgs.lock().expect("cfg cache").remove(task_type);
+        self.positions.lock().expect("pos cache").remove(task_type);
+    }
+
+    /// register_task: creates or re-configures a type; fields left at zero get defaults.
+    pub async fn register(&self, cfg: TaskScheduleCfg) -> Result<()> {
+        check_task_type(&cfg.task_type)?;
+        let cfg = cfg.with_defaults();
+        check_cfg(&cfg)?;
+        self.store.register(&cfg, self.now_ms()).await?;
+        self.forget(&cfg.task_type);
+        Ok(())
+    }
+
+    /// get_task_schedule_cfg_list.
+    pub async fn cfgs(&self) -> Result<Vec<TaskScheduleCfg>> {
+        self.store.cfgs().await
+    }
+
+    /// create_task: a pending task of a registered type, in the type's
+    /// newest table; returns its id.
+    pub async fn create(&self, task: TaskData) -> Result<String> {
+        self.create_with_uuid(task, None).await
+    }
+
+    /// create_task with a caller-chosen uuid part: creating the same uuid
+    /// twice (in the same table) stores one task. Timers use it so that
+    /// each fire creates one task however often it is retried.
+    pub async fn create_with_uuid(&self, mut task: TaskData, uuid: Option<String>) -> Result<String> {
+        let cfg = self.cfg_of(&task.task_type).await?;
+        let pos = self.positions_of(&task.task_type).await?.end;
+        check_texts(&task)?;
+        check_priority(task.priority)?;
+        let mut id = TaskId::generate(&task.task_type, pos);
+        if let Some(uuid) = uuid {
+            id.uuid = uuid;
+        }
+        task.task_id = id.to_string();
+        task.status = TaskStatus::Pending.code();
+        task.crt_retry_num = 0;
+        task.max_retry_num = cfg.max_retry_num;
+        task.max_retry_interval = cfg.retry_interval;
+        task.order_time = order_time_ready(self.now_ms().div_euclid(1_000), task.priority);
+        let (done, wait) = oneshot::channel();
+        let task_id = task.task_id.clone();
+        self.creates.send(PendingCreate { task, pos, done }).await.map_err(|_| Error::ShuttingDown)?;
+        wait.await.map_err(|_| Error::ShuttingDown)??;
+        Ok(task_id)
+    }
+
+    /// hold_tasks: claims up to `limit` due tasks (0: the type's
+    /// schedule_limit; at most [`MAX_HOLD`]).
+    pub async fn hold(&self, task_type: &str, limit: i64) -> Result<Vec<TaskData>> {
+        let cfg = self.cfg_of(task_type).await?;
+        if limit < 0 {
+            return Err(Error::Invalid(format!("limit must be 0 (the type's schedule_limit) or more, not {limit}")));
+        }
+        let limit = if limit == 0 { cfg.schedule_limit } else { limit };
+        let limit = limit.clamp(1, i64::from(MAX_HOLD)) as u32;
+        let pos = self.positions_of(task_type).await?;
+        self.store.hold(task_type, pos, limit, self.now_ms()).await
+    }
+
+    /// set_task: takes the worker's non-zero fields; a final task is left alone.
+    pub async fn set(&self, update: TaskData) -> Result<()> {
+        if update.task_id.is_empty() {
+            return Err(Error::Invalid("task_data.task_id is required".into()));
+        }
+        let id = TaskId::parse(&update.task_id)?;
+        if update.status != 0 && TaskStatus::from_code(update.status).is_none() {
+            return Err(Error::Invalid(format!("status must be 1, 2, 3 or 4, not {}", update.status)));
+        }
+        check_texts(&update)?;
+        check_priority(update.priority)?;
+        for (name, v) in [
+            ("crt_retry_num", update.crt_retry_num),
+            ("max_retry_num", update.max_retry_num),
+            ("max_retry_interval", update.max_retry_interval),
+        ] {
+            if v.abs() > MAX_PRIORITY {
+                return Err(Error::Invalid(format!("{name} is out of range: {v}")));
+            }
+        }
+        self.locate(&id).await?;
+        match self.store.set(&id.task_type, id.pos, &update, self.now_ms()).await? {
+            SetOutcome::Updated | SetOutcome::AlreadyFinal => Ok(()),
+            SetOutcome::Missing => Err(Error::TaskNotFound(update.task_id)),
+        }
+    }
+
+    /// get_task: one task, found from its id alone.
+    pub async fn get(&self, task_id: &str) -> Result<TaskData> {
+        if task_id.is_empty() {
+            return Err(Error::Invalid("task_id is required".into()));
+        }
+        let id = TaskId::parse(task_id)?;
+        self.locate(&id).await?;
+        match self.store.get(&id.task_type, id.pos, task_id).await? {
+            Some(t) => Ok(t.data),
+            None => Err(Error::TaskNotFound(task_id.into())),
+        }
+    }
+
+    /// Checks that `id` names a table that exists: a registered type and a
+    /// position not past its end. An id that does not is "not found".
+    async fn locate(&self, id: &TaskId) -> Result<()> {
+        let known = match self.cached_positions(&id.task_type).await? {
+            Some(pos) if id.pos <= pos.end => true,
+            // The cache may predate a roll: ask the database.
+            Some(_) => self.store.positions(&id.task_type).await?.is_some_and(|p| id.pos <= p.end),
+            None => false,
+        };
+        if known {
+            Ok(())
+        } else {
+            Err(Error::TaskNotFound(id.to_string()))
+        }
+    }
+
+    /// get_task_list: tasks of a type with a status (0: any), oldest order_time first.
+    pub async fn list(&self, task_type: &str, status: i32, limit: i64) -> Result<Vec<TaskData>> {
+        if task_type.is_empty() {
+            return Err(Error::Invalid("task_type is required".into()));
+        }
+        let pos = self.positions_of(task_type).await?;
+        let status = match status {
+            0 => None,
+            s if TaskStatus::from_code(s).is_some() => Some(s),
+            s => return Err(Error::Invalid(format!("status must be 0 (any), 1, 2, 3 or 4, not {s}"))),
+        };
+        if limit < 0 {
+            return Err(Error::Invalid(format!("limit must be 0 or more, not {limit}")));
+        }
+        let limit = if limit == 0 { DEFAULT_LIST } else { limit.min(i64::from(MAX_HOLD)) as u32 };
+        self.store.list(task_type, Positions { begin: 1, end: pos.end }, status, limit).await
+    }
+
+    /// get_task_counts_by_type: every task of the type, in every table.
+    pub async fn count(&self, task_type: &str) -> Result<i64> {
+        if task_type.is_empty() {
+            return Err(Error::Invalid("task_type is required".into()));
+        }
+        let pos = self.store.positions(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))?;
+        self.store.count(task_type, pos.end).await
+    }
+}
+
+fn check_cfg(cfg: &TaskScheduleCfg) -> Result<()> {
+    let ranges: [(&str, i64, i64, i64); 6] = [
+        ("schedule_limit", cfg.schedule_limit, 1, i64::from(MAX_HOLD)),
+        ("schedule_interval", cfg.schedule_interval, 1, 3_600),
+        ("max_processing_time", cfg.max_processing_time, 1, 7 * 86_400),
+        ("max_retry_num", cfg.max_retry_num, 0, 1_000),
+        ("retry_interval", cfg.retry_interval, -86_400, 86_400),
+        ("max_retry_interval", cfg.max_retry_interval, 1, 7 * 86_400),
+    ];
+    for (name, v, lo, hi) in ranges {
+        if v < lo || v > hi {
+            return Err(Error::Invalid(format!("{name} must be {lo}..={hi}, not {v}")));
+        }
+    }
+    Ok(())
+}
+
+fn check_texts(task: &TaskData) -> Result<()> {
+    for (name, v, max) in [
+        ("user_id", &task.user_id, MAX_SHORT_TEXT),
+        ("task_stage", &task.task_stage, MAX_SHORT_TEXT),
+        ("context", &task.context, MAX_LONG_TEXT),
+        ("schedule_log", &task.schedule_log, MAX_LONG_TEXT),
+    ] {
+        if v.len() > max {
+            return Err(Error::Invalid(format!("{name} is {} bytes; the limit is {max}", v.len())));
+        }
+    }
+    Ok(())
+}
+
+fn check_priority(priority: Option<i64>) -> Result<()> {
+    match priority {
+        Some(p) if p.abs() > MAX_PRIORITY => {
+            Err(Error::Invalid(format!("priority must be within ±{MAX_PRIORITY} seconds, not {p}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes creates in batches: whatever is queued when it is free goes in
+/// one transaction per table, up to `create_batch_size` tasks.
+pub struct CreateBatcher {
+    store: TaskStore,
+    clock: SharedClock,
+    rx: mpsc::Receiver<PendingCreate>,
+    batch_size: usize,
+}
+
+impl CreateBatcher {
+    /// Writes until `shutdown`, then writes what is queued and stops.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
+        let mut batch = Vec::with_capacity(self.batch_size);
+        loop {
+            tokio::select! {
+                n = self.rx.recv_many(&mut batch, self.batch_size) => if n == 0 { return Ok(()) },
+                _ = shutdown.cancelled() => {
+                    self.rx.close();
+                    while self.rx.recv_many(&mut batch, self.batch_size).await > 0 {
+                        self.write(std::mem::take(&mut batch)).await;
+                    }
+                    return Ok(());
+                }
+            }
+            self.write(std::mem::take(&mut batch)).await;
+        }
+    }
+
+    async fn write(&self, batch: Vec<PendingCreate>) {
+        let mut groups: HashMap<(String, u32), Vec<PendingCreate>> = HashMap::new();
+        for p in batch {
+            groups.entry((p.task.task_type.clone(), p.pos)).or_default().push(p);
+        }
+        let now = self.clock.now_ms();
+        for ((task_type, pos), group) in groups {
+            let tasks: Vec<TaskData> = group.iter().map(|p| p.task.clone()).collect();
+            let result = self.store.insert(&task_type, pos, &tasks, now).await;
+            if let Err(err) = &result {
+                tracing::error!(task_type, pos, tasks = tasks.len(), error = %err, "Writing created tasks failed.");
+            }
+            for p in group {
+                let _ = p.done.send(match &result {
+                    Ok(()) => Ok(()),
+                    Err(err) => Err(Error::WriteFailed(err.to_string())),
+                });
+            }
+        }
+    }
+}

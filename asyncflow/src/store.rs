@@ -1,0 +1,427 @@
+//! The task tables in SQL, one implementation for SQLite and PostgreSQL.
+//!
+//! Statements are written once with `$n` placeholders (SQLite reads `$1`
+//! as parameter 1 too); the [`on_db!`] macro expands each call for both
+//! pools. What differs per dialect is small and named: the id column of a
+//! new task table, and `FOR UPDATE SKIP LOCKED` in holds (SQLite needs no
+//! lock: every write goes through its one writer connection, so a hold is
+//! one atomic statement).
+//!
+//! Table names come only from [`crate::task_id::table_name`] over a type
+//! that passed [`crate::task_id::check_task_type`], and are quoted.
+
+use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
+use xtimer_store::Database;
+
+use crate::task_id::table_name;
+use crate::wire::{rfc3339, TaskData, TaskScheduleCfg, TaskStatus};
+use crate::{Error, Result};
+
+/// Columns of a task table every read selects, in order.
+const TASK_COLUMNS: &str = "user_id, task_id, task_type, task_stage, status, priority, crt_retry_num, \
+     max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time";
+
+const CFG_COLUMNS: &str = "task_type, schedule_limit, schedule_interval, max_processing_time, max_retry_num, \
+     retry_interval, max_retry_interval, create_time, modify_time";
+
+/// Runs `$body` with `$pool` bound to the write pool (`write`) or a read
+/// pool (`read`) of either dialect.
+macro_rules! on_db {
+    ($db:expr, write, $pool:ident => $body:expr) => {
+        match $db {
+            Database::Sqlite { write: $pool, .. } => $body,
+            Database::Postgres($pool) => $body,
+        }
+    };
+    ($db:expr, read, $pool:ident => $body:expr) => {
+        match $db {
+            Database::Sqlite { read: $pool, .. } => $body,
+            Database::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// A stored task: its wire form plus the raw times the engine reasons with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTask {
+    pub data: TaskData,
+    /// Unix ms.
+    pub create_ms: i64,
+    /// Unix ms.
+    pub modify_ms: i64,
+}
+
+/// What set_task did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOutcome {
+    /// The task took the worker's fields.
+    Updated,
+    /// The task was already final and was left alone.
+    AlreadyFinal,
+    /// No such task.
+    Missing,
+}
+
+/// The first and last table positions of a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Positions {
+    /// Oldest table that may hold unfinished tasks.
+    pub begin: u32,
+    /// Table new tasks go to.
+    pub end: u32,
+}
+
+/// Task configuration, positions and task tables over a [`Database`].
+#[derive(Debug, Clone)]
+pub struct TaskStore {
+    db: Database,
+}
+
+impl TaskStore {
+    /// The store over `db` (whose cfg and pos tables the migrations made).
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    fn is_postgres(&self) -> bool {
+        matches!(self.db, Database::Postgres(_))
+    }
+
+    /// DDL of a task table and its indexes.
+    fn create_table_sql(&self, task_type: &str, pos: u32) -> Vec<String> {
+        let t = table_name(task_type, pos);
+        let id = if self.is_postgres() { "id BIGSERIAL PRIMARY KEY" } else { "id INTEGER PRIMARY KEY AUTOINCREMENT" };
+        vec![
+            format!(
+                "CREATE TABLE IF NOT EXISTS \"{t}\" (\
+                 {id}, user_id TEXT NOT NULL DEFAULT '', task_id TEXT NOT NULL, task_type TEXT NOT NULL, \
+                 task_stage TEXT NOT NULL DEFAULT '', status BIGINT NOT NULL, priority BIGINT NOT NULL DEFAULT 0, \
+                 crt_retry_num BIGINT NOT NULL DEFAULT 0, max_retry_num BIGINT NOT NULL DEFAULT 0, \
+                 max_retry_interval BIGINT NOT NULL DEFAULT 0, schedule_log TEXT NOT NULL DEFAULT '', \
+                 task_context TEXT NOT NULL DEFAULT '', order_time BIGINT NOT NULL, \
+                 create_time BIGINT NOT NULL, modify_time BIGINT NOT NULL)"
+            ),
+            format!("CREATE UNIQUE INDEX IF NOT EXISTS \"{t}_task_id\" ON \"{t}\" (task_id)"),
+            format!("CREATE INDEX IF NOT EXISTS \"{t}_status_order\" ON \"{t}\" (status, order_time)"),
+        ]
+    }
+
+    async fn create_table(&self, task_type: &str, pos: u32) -> Result<()> {
+        for sql in self.create_table_sql(task_type, pos) {
+            on_db!(&self.db, write, pool => sqlx::query(&sql).execute(pool).await?.rows_affected());
+        }
+        Ok(())
+    }
+
+    /// Registers (or re-configures) a type: its cfg row, its pos row (1, 1)
+    /// if new, and the task table at its end position.
+    pub async fn register(&self, cfg: &TaskScheduleCfg, now_ms: i64) -> Result<Positions> {
+        let clash: Option<String> = on_db!(&self.db, read, pool => sqlx::query_scalar(
+            "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $1 LIMIT 1")
+            .bind(&cfg.task_type).fetch_optional(pool).await?);
+        if let Some(existing) = clash {
+            return Err(Error::TypeClash(cfg.task_type.clone(), existing));
+        }
+        let upsert = format!(
+            "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
+             ON CONFLICT (task_type) DO UPDATE SET schedule_limit = $2, schedule_interval = $3, \
+             max_processing_time = $4, max_retry_num = $5, retry_interval = $6, max_retry_interval = $7, \
+             modify_time = $8"
+        );
+        on_db!(&self.db, write, pool => sqlx::query(&upsert)
+            .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
+            .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
+            .bind(cfg.max_retry_interval).bind(now_ms).execute(pool).await?.rows_affected());
+        on_db!(&self.db, write, pool => sqlx::query(
+            "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
+             VALUES ($1, 1, 1, $2, $2) ON CONFLICT (task_type) DO NOTHING")
+            .bind(&cfg.task_type).bind(now_ms).execute(pool).await?.rows_affected());
+        let pos = self.positions(&cfg.task_type).await?.ok_or_else(|| Error::UnknownType(cfg.task_type.clone()))?;
+        self.create_table(&cfg.task_type, pos.end).await?;
+        Ok(pos)
+    }
+
+    /// Every type's configuration, by type.
+    pub async fn cfgs(&self) -> Result<Vec<TaskScheduleCfg>> {
+        let sql = format!("SELECT {CFG_COLUMNS} FROM t_schedule_cfg ORDER BY task_type");
+        on_db!(&self.db, read, pool => sqlx::query(&sql).fetch_all(pool).await?.iter().map(cfg_from_row).collect())
+    }
+
+    /// One type's configuration.
+    pub async fn cfg(&self, task_type: &str) -> Result<Option<TaskScheduleCfg>> {
+        let sql = format!("SELECT {CFG_COLUMNS} FROM t_schedule_cfg WHERE task_type = $1");
+        on_db!(&self.db, read, pool => sqlx::query(&sql).bind(task_type).fetch_optional(pool).await?
+            .as_ref().map(cfg_from_row).transpose())
+    }
+
+    /// One type's table positions.
+    pub async fn positions(&self, task_type: &str) -> Result<Option<Positions>> {
+        let sql = "SELECT schedule_begin_pos, schedule_end_pos FROM t_schedule_pos WHERE task_type = $1";
+        let row: Option<(i64, i64)> =
+            on_db!(&self.db, read, pool => sqlx::query_as(sql).bind(task_type).fetch_optional(pool).await?);
+        Ok(row.map(|(begin, end)| Positions { begin: begin as u32, end: end as u32 }))
+    }
+
+    /// Inserts new tasks of one type into its table at `pos`, in one transaction.
+    pub async fn insert(&self, task_type: &str, pos: u32, tasks: &[TaskData], now_ms: i64) -> Result<()> {
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let head = format!(
+            "INSERT INTO \"{}\" (user_id, task_id, task_type, task_stage, status, priority, crt_retry_num, \
+             max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time) ",
+            table_name(task_type, pos)
+        );
+        // 14 parameters a row; 1,000 rows stay under both dialects' limits.
+        for chunk in tasks.chunks(1_000) {
+            on_db!(&self.db, write, pool => {
+                let mut qb = QueryBuilder::new(&head);
+                qb.push_values(chunk, |mut b, t| {
+                    b.push_bind(&t.user_id).push_bind(&t.task_id).push_bind(&t.task_type).push_bind(&t.task_stage)
+                        .push_bind(i64::from(t.status)).push_bind(t.priority.unwrap_or(0)).push_bind(t.crt_retry_num)
+                        .push_bind(t.max_retry_num).push_bind(t.max_retry_interval).push_bind(&t.schedule_log)
+                        .push_bind(&t.context).push_bind(t.order_time).push_bind(now_ms).push_bind(now_ms);
+                });
+                qb.push(" ON CONFLICT (task_id) DO NOTHING");
+                qb.build().execute(pool).await?.rows_affected()
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the table at `pos` has a pending task due by `now_s`: a
+    /// cheap read that spares the writer an empty hold.
+    async fn has_due(&self, task_type: &str, pos: u32, now_s: i64) -> Result<bool> {
+        let sql = format!(
+            "SELECT 1 FROM \"{}\" WHERE status = {} AND order_time <= $1 LIMIT 1",
+            table_name(task_type, pos),
+            TaskStatus::Pending.code()
+        );
+        let found: Option<i32> =
+            on_db!(&self.db, read, pool => sqlx::query_scalar(&sql).bind(now_s).fetch_optional(pool).await?);
+        Ok(found.is_some())
+    }
+
+    /// Claims up to `limit` due pending tasks from the tables `pos`, oldest
+    /// order_time first, and returns them as claimed (status processing).
+    pub async fn hold(&self, task_type: &str, pos: Positions, limit: u32, now_ms: i64) -> Result<Vec<TaskData>> {
+        let now_s = now_ms.div_euclid(1_000);
+        let lock = if self.is_postgres() { " FOR UPDATE SKIP LOCKED" } else { "" };
+        let mut held = Vec::new();
+        for p in pos.begin..=pos.end {
+            let want = limit as usize - held.len();
+            if want == 0 {
+                break;
+            }
+            if !self.has_due(task_type, p, now_s).await? {
+                continue;
+            }
+            let t = table_name(task_type, p);
+            let sql = format!(
+                "UPDATE \"{t}\" SET status = {processing}, modify_time = $1 WHERE id IN (\
+                 SELECT id FROM \"{t}\" WHERE status = {pending} AND order_time <= $2 \
+                 ORDER BY order_time LIMIT $3{lock}) RETURNING {TASK_COLUMNS}",
+                processing = TaskStatus::Processing.code(),
+                pending = TaskStatus::Pending.code(),
+            );
+            let mut rows = on_db!(&self.db, write, pool => sqlx::query(&sql).bind(now_ms).bind(now_s)
+                .bind(want as i64).fetch_all(pool).await?.iter().map(task_from_row).collect::<Result<Vec<_>>>()?);
+            rows.sort_by_key(|t| t.data.order_time);
+            held.extend(rows.into_iter().map(|t| t.data));
+        }
+        Ok(held)
+    }
+
+    /// One task, from the table at `pos`.
+    pub async fn get(&self, task_type: &str, pos: u32, task_id: &str) -> Result<Option<StoredTask>> {
+        let sql = format!("SELECT {TASK_COLUMNS} FROM \"{}\" WHERE task_id = $1", table_name(task_type, pos));
+        on_db!(&self.db, read, pool => sqlx::query(&sql).bind(task_id).fetch_optional(pool).await?
+            .as_ref().map(task_from_row).transpose())
+    }
+
+    /// set_task: writes the fields of `update` that are set (non-zero,
+    /// non-empty; `order_time` as sent) unless the task is final.
+    pub async fn set(&self, task_type: &str, pos: u32, update: &TaskData, now_ms: i64) -> Result<SetOutcome> {
+        let t = table_name(task_type, pos);
+        // The builder is dialect-typed: the same statement is built for each.
+        let outcome = on_db!(&self.db, write, pool => {
+            let mut qb = QueryBuilder::new(format!("UPDATE \"{t}\" SET modify_time = "));
+            qb.push_bind(now_ms);
+            let text = |qb: &mut QueryBuilder<_>, col: &str, v: &String| {
+                if !v.is_empty() {
+                    qb.push(format!(", {col} = ")).push_bind(v.clone());
+                }
+            };
+            text(&mut qb, "user_id", &update.user_id);
+            text(&mut qb, "task_stage", &update.task_stage);
+            text(&mut qb, "schedule_log", &update.schedule_log);
+            text(&mut qb, "task_context", &update.context);
+            let num = |qb: &mut QueryBuilder<_>, col: &str, v: i64| {
+                if v != 0 {
+                    qb.push(format!(", {col} = ")).push_bind(v);
+                }
+            };
+            num(&mut qb, "status", i64::from(update.status));
+            num(&mut qb, "priority", update.priority.unwrap_or(0));
+            num(&mut qb, "crt_retry_num", update.crt_retry_num);
+            num(&mut qb, "max_retry_num", update.max_retry_num);
+            num(&mut qb, "max_retry_interval", update.max_retry_interval);
+            num(&mut qb, "order_time", update.order_time);
+            qb.push(" WHERE task_id = ").push_bind(update.task_id.clone());
+            qb.push(format!(" AND status NOT IN ({}, {})", TaskStatus::Success.code(), TaskStatus::Failed.code()));
+            qb.build().execute(pool).await?.rows_affected()
+        });
+        if outcome > 0 {
+            return Ok(SetOutcome::Updated);
+        }
+        Ok(match self.get(task_type, pos, &update.task_id).await? {
+            Some(_) => SetOutcome::AlreadyFinal,
+            None => SetOutcome::Missing,
+        })
+    }
+
+    /// Tasks of the tables `pos`, oldest order_time first, with `status` (any when `None`).
+    pub async fn list(&self, task_type: &str, pos: Positions, status: Option<i32>, limit: u32) -> Result<Vec<TaskData>> {
+        let mut out = Vec::new();
+        for p in pos.begin..=pos.end {
+            let want = limit as usize - out.len();
+            if want == 0 {
+                break;
+            }
+            let filter = status.map(|s| format!("WHERE status = {s}")).unwrap_or_default();
+            let sql = format!(
+                "SELECT {TASK_COLUMNS} FROM \"{}\" {filter} ORDER BY order_time LIMIT $1",
+                table_name(task_type, p)
+            );
+            let rows = on_db!(&self.db, read, pool => sqlx::query(&sql).bind(want as i64).fetch_all(pool).await?
+                .iter().map(task_from_row).collect::<Result<Vec<_>>>()?);
+            out.extend(rows.into_iter().map(|t| t.data));
+        }
+        Ok(out)
+    }
+
+    /// Tasks of a type in every table up to `end`.
+    pub async fn count(&self, task_type: &str, end: u32) -> Result<i64> {
+        let mut total = 0;
+        for p in 1..=end {
+            let sql = format!("SELECT COUNT(*) FROM \"{}\"", table_name(task_type, p));
+            let n: i64 = on_db!(&self.db, read, pool => sqlx::query_scalar(&sql).fetch_one(pool).await?);
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// Processing tasks of the table at `pos` last touched before `cutoff_ms`.
+    pub async fn timed_out(&self, task_type: &str, pos: u32, cutoff_ms: i64, limit: u32) -> Result<Vec<StoredTask>> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM \"{}\" WHERE status = {} AND modify_time < $1 ORDER BY modify_time LIMIT $2",
+            table_name(task_type, pos),
+            TaskStatus::Processing.code()
+        );
+        on_db!(&self.db, read, pool => sqlx::query(&sql).bind(cutoff_ms).bind(i64::from(limit)).fetch_all(pool).await?
+            .iter().map(task_from_row).collect())
+    }
+
+    /// Writes a timed-out task's retry (status, counts, order_time) if it
+    /// is still processing and untouched since `seen_modify_ms`.
+    pub async fn requeue(&self, pos: u32, task: &TaskData, seen_modify_ms: i64, now_ms: i64) -> Result<bool> {
+        let sql = format!(
+            "UPDATE \"{}\" SET status = $1, crt_retry_num = $2, max_retry_interval = $3, order_time = $4, \
+             schedule_log = $5, modify_time = $6 WHERE task_id = $7 AND status = {} AND modify_time = $8",
+            table_name(&task.task_type, pos),
+            TaskStatus::Processing.code()
+        );
+        let done = on_db!(&self.db, write, pool => sqlx::query(&sql).bind(i64::from(task.status))
+            .bind(task.crt_retry_num).bind(task.max_retry_interval).bind(task.order_time).bind(&task.schedule_log)
+            .bind(now_ms).bind(&task.task_id).bind(seen_modify_ms).execute(pool).await?.rows_affected());
+        Ok(done > 0)
+    }
+
+    /// Rows ever inserted into the table at `pos` (its highest id): O(1),
+    /// and what rolling is about.
+    pub async fn rows(&self, task_type: &str, pos: u32) -> Result<i64> {
+        let sql = format!("SELECT COALESCE(MAX(id), 0) FROM \"{}\"", table_name(task_type, pos));
+        Ok(on_db!(&self.db, read, pool => sqlx::query_scalar::<_, i64>(&sql).fetch_one(pool).await?))
+    }
+
+    /// Rolls a type to a new table after `end`: creates it, then moves the
+    /// end position if it is still `end`.
+    pub async fn roll(&self, task_type: &str, end: u32, now_ms: i64) -> Result<bool> {
+        self.create_table(task_type, end + 1).await?;
+        let sql = "UPDATE t_schedule_pos SET schedule_end_pos = $1, modify_time = $2 \
+                   WHERE task_type = $3 AND schedule_end_pos = $4";
+        let done = on_db!(&self.db, write, pool => sqlx::query(sql).bind(i64::from(end) + 1).bind(now_ms)
+            .bind(task_type).bind(i64::from(end)).execute(pool).await?.rows_affected());
+        Ok(done > 0)
+    }
+
+    /// Whether every task in the table at `pos` is final.
+    pub async fn all_final(&self, task_type: &str, pos: u32) -> Result<bool> {
+        let sql = format!(
+            "SELECT 1 FROM \"{}\" WHERE status IN ({}, {}) LIMIT 1",
+            table_name(task_type, pos),
+            TaskStatus::Pending.code(),
+            TaskStatus::Processing.code()
+        );
+        let open: Option<i32> = on_db!(&self.db, read, pool => sqlx::query_scalar(&sql).fetch_optional(pool).await?);
+        Ok(open.is_none())
+    }
+
+    /// Moves a type's begin position from `begin` to `begin + 1` if it is still `begin`.
+    pub async fn advance_begin(&self, task_type: &str, begin: u32, now_ms: i64) -> Result<bool> {
+        let sql = "UPDATE t_schedule_pos SET schedule_begin_pos = $1, modify_time = $2 \
+                   WHERE task_type = $3 AND schedule_begin_pos = $4 AND schedule_end_pos > $4";
+        let done = on_db!(&self.db, write, pool => sqlx::query(sql).bind(i64::from(begin) + 1).bind(now_ms)
+            .bind(task_type).bind(i64::from(begin)).execute(pool).await?.rows_affected());
+        Ok(done > 0)
+    }
+}
+
+fn task_from_row<'r, R>(row: &'r R) -> Result<StoredTask>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let create_ms: i64 = row.try_get("create_time")?;
+    let modify_ms: i64 = row.try_get("modify_time")?;
+    let status: i64 = row.try_get("status")?;
+    let data = TaskData {
+        user_id: row.try_get("user_id")?,
+        task_id: row.try_get("task_id")?,
+        task_type: row.try_get("task_type")?,
+        task_stage: row.try_get("task_stage")?,
+        status: i32::try_from(status).map_err(|_| Error::Corrupt(format!("task status {status}")))?,
+        priority: Some(row.try_get("priority")?),
+        crt_retry_num: row.try_get("crt_retry_num")?,
+        max_retry_num: row.try_get("max_retry_num")?,
+        max_retry_interval: row.try_get("max_retry_interval")?,
+        schedule_log: row.try_get("schedule_log")?,
+        context: row.try_get("task_context")?,
+        order_time: row.try_get("order_time")?,
+        create_time: Some(rfc3339(create_ms)),
+        modify_time: Some(rfc3339(modify_ms)),
+    };
+    Ok(StoredTask { data, create_ms, modify_ms })
+}
+
+fn cfg_from_row<'r, R>(row: &'r R) -> Result<TaskScheduleCfg>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(TaskScheduleCfg {
+        task_type: row.try_get("task_type")?,
+        schedule_limit: row.try_get("schedule_limit")?,
+        schedule_interval: row.try_get("schedule_interval")?,
+        max_processing_time: row.try_get("max_processing_time")?,
+        max_retry_num: row.try_get("max_retry_num")?,
+        retry_interval: row.try_get("retry_interval")?,
+        max_retry_interval: row.try_get("max_retry_interval")?,
+        create_time: Some(rfc3339(row.try_get("create_time")?)),
+        modify_time: Some(rfc3339(row.try_get("modify_time")?)),
+    })
+}
