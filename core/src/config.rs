@@ -26,6 +26,9 @@ pub struct Config {
     pub executor: ExecutorConfig,
     pub reconciler: ReconcilerConfig,
     pub asyncflow: AsyncflowConfig,
+    pub auth: AuthConfig,
+    pub callback: CallbackConfig,
+    pub limits: LimitsConfig,
 }
 
 /// The HTTP server.
@@ -220,6 +223,186 @@ impl Default for AsyncflowConfig {
     }
 }
 
+/// A secret string (token, signing key): `Debug` never prints it.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether it is empty (not set).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() { "Secret(\"\")" } else { "Secret(***)" })
+    }
+}
+
+/// API authentication: per-app bearer tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Whether every timer and task call needs `Authorization: Bearer
+    /// <token>` with a token of its app (401 without one, 403 with another
+    /// app's). Off, anyone who can reach the port acts on any app, so the
+    /// node warns when it listens on a non-loopback address. Defaults to false.
+    pub enabled: bool,
+    /// Token of the admin endpoints (`POST /api/xtimer/admin/issueToken`);
+    /// empty turns them off. Defaults to empty.
+    pub admin_token: Secret,
+    /// Static credentials per app, in the file:
+    /// `[auth.apps.billing]` with `token = "..."` and an optional signing
+    /// `secret = "..."`. Defaults to none.
+    pub apps: BTreeMap<String, AppCredentials>,
+    /// A file of more static credentials, one app per line:
+    /// `app token [secret]`; blank lines and `#` comments are skipped.
+    /// Keeps tokens out of the config file and the environment
+    /// (`XTIMER_AUTH__TOKENS_FILE=/run/secrets/xtimer-tokens`). Defaults to empty (none).
+    pub tokens_file: String,
+}
+
+/// One app's static credentials.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AppCredentials {
+    /// Its API token. Defaults to empty (no token: the app cannot call).
+    pub token: Secret,
+    /// The key its callbacks are signed with; empty uses the app's issued
+    /// secret, else the server-wide one. Defaults to empty.
+    pub secret: Secret,
+}
+
+impl AuthConfig {
+    /// Every static credential: `apps`, then the lines of `tokens_file`
+    /// (which win). Fails naming the file and line at fault.
+    pub fn credentials(&self) -> Result<BTreeMap<String, AppCredentials>> {
+        let mut out = self.apps.clone();
+        if self.tokens_file.is_empty() {
+            return Ok(out);
+        }
+        let text = std::fs::read_to_string(&self.tokens_file)
+            .map_err(|e| Error::Config(vec![format!("auth.tokens_file `{}`: {e}", self.tokens_file)]))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or_default().trim();
+            if line.is_empty() {
+                continue;
+            }
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            let (app, token, secret) = match parts[..] {
+                [app, token] => (app, token, ""),
+                [app, token, secret] => (app, token, secret),
+                _ => {
+                    return Err(Error::Config(vec![format!(
+                        "auth.tokens_file `{}` line {}: expected `app token [secret]`",
+                        self.tokens_file,
+                        n + 1
+                    )]))
+                }
+            };
+            out.insert(app.to_string(), AppCredentials { token: Secret::new(token), secret: Secret::new(secret) });
+        }
+        Ok(out)
+    }
+}
+
+/// Callbacks: where they may go and how they are signed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CallbackConfig {
+    /// CIDR ranges callbacks may reach even inside a denied range, e.g.
+    /// `["169.254.10.0/24"]`; from the environment, comma-separated.
+    /// Defaults to none.
+    #[serde(deserialize_with = "string_list")]
+    pub allow_cidrs: Vec<String>,
+    /// CIDR ranges callbacks may never reach, on top of link-local and
+    /// cloud metadata addresses (see `target_policy`), e.g.
+    /// `["127.0.0.0/8", "::1/128"]`; from the environment, comma-separated.
+    /// Defaults to none.
+    #[serde(deserialize_with = "string_list")]
+    pub deny_cidrs: Vec<String>,
+    /// Key of the `X-Xtimer-Signature` of apps without a secret of their
+    /// own. Empty: one is generated at first start and kept in the
+    /// database, so every node of a cluster signs alike. Defaults to empty.
+    pub signing_secret: Secret,
+    /// Whether `createTimer` resolves a callback's host name and refuses it
+    /// when it resolves to a denied address (a name that does not resolve
+    /// yet is accepted; fires are checked again after resolution anyway). Defaults to true.
+    pub resolve_at_create: bool,
+}
+
+impl Default for CallbackConfig {
+    fn default() -> Self {
+        Self { allow_cidrs: Vec::new(), deny_cidrs: Vec::new(), signing_secret: Secret::default(), resolve_at_create: true }
+    }
+}
+
+/// A list given as a TOML array, or as one string of comma- or
+/// space-separated entries (how it comes from the environment).
+fn string_list<'de, D: serde::Deserializer<'de>>(de: D) -> std::result::Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum List {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match List::deserialize(de)? {
+        List::One(s) => s.split([',', ' ']).filter(|p| !p.is_empty()).map(str::to_string).collect(),
+        List::Many(v) => v,
+    })
+}
+
+/// Explicit limits; exceeding one answers 400, 413 or 429 naming it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// API requests per second per app, a token bucket: the app of the
+    /// caller's token, else the `app` in the query string, else the
+    /// caller's address; 0 turns the limit off. Over it: 429. Defaults to 5000.
+    pub requests_per_second: u32,
+    /// Requests an idle app may send at once before `requests_per_second`
+    /// applies. Defaults to 10000.
+    pub request_burst: u32,
+    /// Timers per app that are not deleted; `createTimer` over it: 429. Defaults to 100000.
+    pub timers_per_app: u64,
+    /// Fires per minute per app: a timer that would push the app's busiest
+    /// minute (over the next hour) past it is refused at create and at
+    /// enable with a 400. Defaults to 60000.
+    pub fires_per_minute_per_app: u64,
+    /// Headers one callback may set. Defaults to 32.
+    pub callback_max_headers: usize,
+    /// Bytes of a callback's header names and values together. Defaults to 16384.
+    pub callback_max_header_bytes: usize,
+    /// Bytes of a callback's body. Defaults to 65536.
+    pub callback_max_body_bytes: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            requests_per_second: 5_000,
+            request_burst: 10_000,
+            timers_per_app: 100_000,
+            fires_per_minute_per_app: 60_000,
+            callback_max_headers: 32,
+            callback_max_header_bytes: 16 * 1024,
+            callback_max_body_bytes: 64 * 1024,
+        }
+    }
+}
+
 impl Config {
     /// Loads defaults, then `file` (TOML text) if any, then the `XTIMER_`
     /// variables of `env`. Reports every invalid field, not just the first.
@@ -319,6 +502,16 @@ impl Config {
             "asyncflow.create_batch_size must be 1..=5000",
         );
         check(self.database.max_connections >= 2, "database.max_connections must be at least 2");
+        check(self.limits.timers_per_app >= 1, "limits.timers_per_app must be at least 1");
+        check(self.limits.fires_per_minute_per_app >= 1, "limits.fires_per_minute_per_app must be at least 1");
+        check(
+            self.limits.requests_per_second == 0 || self.limits.request_burst >= 1,
+            "limits.request_burst must be at least 1",
+        );
+        check(self.limits.callback_max_body_bytes >= 1, "limits.callback_max_body_bytes must be at least 1");
+        if let Err(err) = crate::target_policy::TargetPolicy::from_config(&self.callback) {
+            p.push(err);
+        }
         p
     }
 }
@@ -383,5 +576,51 @@ mod tests {
     fn unknown_file_field_is_refused() {
         let err = Config::load(Some("[server]\nlisn = \"x\"\n"), &BTreeMap::new()).unwrap_err();
         assert!(err.to_string().contains("lisn"), "{err}");
+    }
+
+    #[test]
+    fn security_sections_load_from_file_and_env() {
+        let file = "[auth]\nenabled = true\n[auth.apps.billing]\ntoken = \"tok\"\n[callback]\nallow_cidrs = [\"169.254.1.0/24\"]\n";
+        let c = Config::load(
+            Some(file),
+            &env(&[
+                ("XTIMER_CALLBACK__DENY_CIDRS", "127.0.0.0/8, ::1"),
+                ("XTIMER_LIMITS__REQUESTS_PER_SECOND", "7"),
+                ("XTIMER_AUTH__ADMIN_TOKEN", "adm"),
+            ]),
+        )
+        .unwrap();
+        assert!(c.auth.enabled);
+        assert_eq!(c.auth.admin_token.expose(), "adm");
+        assert_eq!(c.auth.apps["billing"].token.expose(), "tok");
+        assert_eq!(c.callback.allow_cidrs, ["169.254.1.0/24"]);
+        assert_eq!(c.callback.deny_cidrs, ["127.0.0.0/8", "::1"]);
+        assert_eq!(c.limits.requests_per_second, 7);
+        assert!(!format!("{c:?}").contains("adm\""), "secrets stay out of Debug");
+        let defaults = Config::default();
+        assert!(!defaults.auth.enabled, "auth is off by default");
+        assert_eq!(defaults.limits.requests_per_second, 5_000);
+    }
+
+    #[test]
+    fn a_bad_cidr_is_reported() {
+        let err = Config::load(None, &env(&[("XTIMER_CALLBACK__ALLOW_CIDRS", "10.0.0.0/99")])).unwrap_err();
+        assert!(err.to_string().contains("callback.allow_cidrs: `10.0.0.0/99`"), "{err}");
+    }
+
+    #[test]
+    fn tokens_file_adds_credentials_and_names_a_bad_line() {
+        let dir = std::env::temp_dir().join(format!("xtimer-tokens-{}", std::process::id()));
+        std::fs::write(&dir, "# app token secret\nbilling t1 s1\n\nops t2 # no secret\n").unwrap();
+        let auth = AuthConfig { tokens_file: dir.display().to_string(), ..AuthConfig::default() };
+        let creds = auth.credentials().unwrap();
+        assert_eq!(creds["billing"].token.expose(), "t1");
+        assert_eq!(creds["billing"].secret.expose(), "s1");
+        assert_eq!(creds["ops"].token.expose(), "t2");
+        assert!(creds["ops"].secret.is_empty());
+        std::fs::write(&dir, "billing\n").unwrap();
+        let err = auth.credentials().unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+        std::fs::remove_file(&dir).unwrap();
     }
 }

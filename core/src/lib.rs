@@ -7,6 +7,8 @@
 //! - [`node`]: a node's identity and liveness as it reports itself.
 //! - [`shard`]: the (minute, bucket) shard a fire belongs to, key formats.
 //! - [`cron`]: cron parsing and fire-time expansion in a time zone.
+//! - [`signature`]: the HMAC signature of callbacks (`X-Xtimer-Signature`), signing and verifying.
+//! - [`target_policy`]: which addresses callbacks may reach (SSRF defence).
 //! - [`clock`]: the injected wall clock.
 //! - [`config`]: the one configuration tree, loaded from defaults, a file and the environment.
 //! - [`error`]: the domain error type.
@@ -18,6 +20,8 @@ pub mod error;
 pub mod fire;
 pub mod node;
 pub mod shard;
+pub mod signature;
+pub mod target_policy;
 pub mod timer;
 
 pub use clock::{Clock, SharedClock, SystemClock};
