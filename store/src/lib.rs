@@ -9,8 +9,10 @@
 //! - [`redis`]: the shard index and locks over Redis, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
 //! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
+//! - [`auth`]: API tokens and callback signing secrets ([`AuthRepo`]), over either dialect.
 //! - [`error`]: this crate's error type.
 
+pub mod auth;
 pub mod error;
 pub mod lock;
 pub mod postgres;
@@ -23,6 +25,7 @@ pub mod sqlite;
 
 use std::sync::Arc;
 
+pub use auth::AuthRepo;
 pub use error::{Error, Result};
 pub use lock::{LockStore, MemoryLocks};
 pub use repo::{ClaimOutcome, FireRepo, FireResult, NewFire, NodeRepo, Overdue, TimerRepo};
