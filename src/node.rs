@@ -7,6 +7,8 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
+use xtimer_asyncflow::store::TaskStore;
+use xtimer_asyncflow::{Governor, Tasks};
 use xtimer_core::config::Config;
 use xtimer_core::node::NodeInfo;
 use xtimer_core::{SharedClock, SystemClock};
@@ -29,11 +31,15 @@ pub struct Node {
     pub stores: Stores,
     /// The migrator, for tests and tools that expand on demand.
     pub migrator: Arc<Migrator>,
+    /// The asyncflow task engine.
+    pub tasks: Tasks,
     stop_claiming: CancellationToken,
     hard_stop: CancellationToken,
     loops: JoinSet<(&'static str, anyhow::Result<()>)>,
     executor: ExecutorHandle,
     recorder: JoinHandle<()>,
+    task_writer: JoinHandle<()>,
+    task_writer_stop: CancellationToken,
     grace: Duration,
 }
 
@@ -125,6 +131,17 @@ impl Node {
             &node_id,
         );
 
+        let task_store = TaskStore::new(stores.database.clone());
+        let (tasks, task_writer) = Tasks::new(task_store.clone(), clock.clone(), &config.asyncflow);
+        let governor = Governor::new(
+            task_store,
+            stores.locks.clone(),
+            clock.clone(),
+            config.asyncflow.clone(),
+            &prefix,
+            &node_id,
+        );
+
         let listener = tokio::net::TcpListener::bind(&config.server.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.server.listen))?;
@@ -136,7 +153,7 @@ impl Node {
             clock.clone(),
             config.server.clone(),
         );
-        let app = router(state.with_nodes(stores.nodes.clone()));
+        let app = router(state.with_nodes(stores.nodes.clone()).with_tasks(tasks.clone()));
         let heartbeat = Heartbeat {
             nodes: stores.nodes.clone(),
             info: NodeInfo {
@@ -152,6 +169,16 @@ impl Node {
         };
 
         let recorder = tokio::spawn(recorder.run());
+        // Task creates are written until the HTTP server has stopped, then drained.
+        let task_writer_stop = CancellationToken::new();
+        let task_writer = tokio::spawn({
+            let stop = task_writer_stop.clone();
+            async move {
+                if let Err(err) = task_writer.run(stop).await {
+                    tracing::error!(error = %err, "The task writer failed.");
+                }
+            }
+        });
         let mut loops = JoinSet::new();
         let s = stop_claiming.clone();
         loops.spawn(async move {
@@ -170,6 +197,8 @@ impl Node {
         loops.spawn(async move { ("executor", executor.run(s).await.map_err(Into::into)) });
         let s = stop_claiming.clone();
         loops.spawn(async move { ("reconciler", reconciler.run(s).await.map_err(Into::into)) });
+        let s = stop_claiming.clone();
+        loops.spawn(async move { ("asyncflow governor", governor.run(s).await.map_err(Into::into)) });
 
         tracing::info!(%addr, node_id, storage = %stores.description, "xtimer is listening.");
         Ok(Self {
@@ -177,11 +206,14 @@ impl Node {
             node_id,
             stores,
             migrator,
+            tasks,
             stop_claiming,
             hard_stop,
             loops,
             executor: handle,
             recorder,
+            task_writer,
+            task_writer_stop,
             grace: Duration::from_millis(config.server.shutdown_grace_ms),
         })
     }
@@ -202,6 +234,8 @@ impl Node {
     pub async fn shutdown(mut self) {
         self.stop_claiming.cancel();
         while self.loops.join_next().await.is_some() {}
+        self.task_writer_stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.task_writer).await;
         if tokio::time::timeout(self.grace, self.executor.idle()).await.is_err() {
             tracing::warn!(in_flight = self.executor.in_flight(), "Grace period over; cancelling in-flight fires.");
         }

@@ -10,6 +10,7 @@
 //!     [`routes::timers::view`] (reply types);
 //!   - [`routes::health`]: `GET /healthz`;
 //!   - [`routes::nodes`]: `GET /api/xtimer/nodes`, the cluster's nodes.
+//! - [`routes::tasks`]: the asyncflow task API, `/v1/...` (API.md section 2).
 //! - [`extract`]: `Json` and `Query` wrappers whose rejections are [`ApiError`]s.
 //! - [`envelope`]: the `{"code", "msg", "result"}` envelope of every reply.
 //! - [`error`]: [`ApiError`], its HTTP mapping, and the logging of 5xx causes.
@@ -33,6 +34,7 @@ use tower_http::trace::TraceLayer;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
+use xtimer_asyncflow::Tasks;
 use xtimer_store::{FireRepo, NodeRepo, TimerRepo};
 
 pub use envelope::Envelope;
@@ -49,6 +51,7 @@ pub struct AppState {
     clock: SharedClock,
     config: Arc<ServerConfig>,
     nodes: Option<Arc<dyn NodeRepo>>,
+    tasks: Option<Tasks>,
 }
 
 impl AppState {
@@ -61,12 +64,18 @@ impl AppState {
         clock: SharedClock,
         config: ServerConfig,
     ) -> Self {
-        Self { timers, fires, migrator, clock, config: Arc::new(config), nodes: None }
+        Self { timers, fires, migrator, clock, config: Arc::new(config), nodes: None, tasks: None }
     }
 
     /// Serves `GET /api/xtimer/nodes` from `nodes`.
     pub fn with_nodes(mut self, nodes: Arc<dyn NodeRepo>) -> Self {
         self.nodes = Some(nodes);
+        self
+    }
+
+    /// Serves the `/v1` task API from `tasks`.
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
+        self.tasks = Some(tasks);
         self
     }
 
@@ -89,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::timers::routes("/xtimer"))
         .route("/api/xtimer/nodes", get(routes::nodes::nodes_list))
         .route("/xtimer/nodes", get(routes::nodes::nodes_list))
+        .merge(routes::tasks::routes())
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))

@@ -3,11 +3,13 @@
 //! - [`timers`]: the timer API, under `/api/xtimer/` and `/xtimer/`.
 //! - [`health`]: the `/healthz` probe.
 //! - [`nodes`]: the cluster's nodes.
+//! - [`tasks`]: the asyncflow task API, under `/v1/`.
 //!
 //! Plus the fallbacks that keep unknown paths and methods in the envelope.
 
 pub mod health;
 pub mod nodes;
+pub mod tasks;
 pub mod timers;
 
 use axum::http::{Method, Uri};

@@ -1,0 +1,271 @@
+//! The asyncflow task API, `/v1` (API.md section 2), byte-compatible with
+//! Go workers: every reply is HTTP 200 with `code` and `msg` beside the
+//! call's fields; a bad request is a non-zero code, never a 4xx.
+//!
+//! Inputs are read by hand rather than by axum's extractors, so that no
+//! rejection can answer anything but the asyncflow reply: bodies are JSON
+//! whatever their Content-Type (Go workers may send none); hold_tasks reads
+//! its query string first, then a JSON body; get_task also takes `taskId`.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Query, State};
+use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use xtimer_asyncflow::wire::{
+    code, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskDataBody, TaskDataRequest, TaskListBody,
+    TaskScheduleCfg,
+};
+use xtimer_asyncflow::{Error, Tasks};
+
+use crate::AppState;
+
+/// The `/v1` routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/create_task", post(create_task))
+        .route("/v1/hold_tasks", post(hold_tasks))
+        .route("/v1/set_task", post(set_task))
+        .route("/v1/get_task", get(get_task))
+        .route("/v1/get_task_list", get(get_task_list))
+        .route("/v1/get_task_schedule_cfg_list", get(get_task_schedule_cfg_list))
+        .route("/v1/get_task_counts_by_type", get(get_task_counts_by_type))
+        .route("/v1/register_task", post(register_task))
+        .route("/v1/ping", get(ping))
+}
+
+/// A failed call: its code and a message a caller can act on.
+struct Failure {
+    code: i32,
+    msg: String,
+}
+
+impl Failure {
+    fn new(code: i32, msg: impl Into<String>) -> Self {
+        Self { code, msg: msg.into() }
+    }
+
+    /// An engine error raised by the call whose own failure code is `call_code`.
+    /// Server-side causes are logged, not sent.
+    fn engine(call_code: i32, what: &str, err: Error) -> Self {
+        if err.is_caller_fault() {
+            Self::new(err.code(call_code), format!("{what}: {err}"))
+        } else {
+            tracing::error!(error = %err, "{what}");
+            Self::new(err.code(call_code), format!("{what}: internal error (logged on the server)"))
+        }
+    }
+}
+
+/// The reply of a call: its fields on success, their zero values beside the
+/// error code otherwise (as the Go server answers).
+fn reply<T: Serialize + Default>(result: Result<T, Failure>) -> Response {
+    let reply = match result {
+        Ok(body) => Reply::ok(body),
+        Err(f) => Reply { code: f.code, msg: f.msg, body: T::default() },
+    };
+    Json(reply).into_response()
+}
+
+fn engine(state: &AppState) -> Result<&Tasks, Failure> {
+    state.tasks.as_ref().ok_or_else(|| Failure::new(code::INPUT_INVALID, "the task API is not enabled on this server"))
+}
+
+/// Decodes a JSON body, whatever its Content-Type.
+fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, Failure> {
+    let body = body.map_err(|e| Failure::new(code::SHOULD_BIND, format!("request body: {}", e.body_text())))?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Failure::new(code::SHOULD_BIND, "request body: a JSON object is required"));
+    }
+    serde_json::from_slice(&body).map_err(|e| Failure::new(code::SHOULD_BIND, format!("request body: {e}")))
+}
+
+/// The query string as name -> value (the last one wins).
+fn query(uri: &Uri) -> Result<HashMap<String, String>, Failure> {
+    Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .map(|Query(pairs)| pairs.into_iter().collect())
+        .map_err(|e| Failure::new(code::SHOULD_BIND, format!("query string: {}", e.body_text())))
+}
+
+/// The first of `names` present in `q`.
+fn param<'a>(q: &'a HashMap<String, String>, names: &[&str]) -> Option<&'a str> {
+    names.iter().find_map(|n| q.get(*n)).map(String::as_str)
+}
+
+/// A whole-number parameter: 0 when absent or empty.
+fn int_param(q: &HashMap<String, String>, names: &[&str]) -> Result<i64, Failure> {
+    match param(q, names) {
+        None | Some("") => Ok(0),
+        Some(v) => v.trim().parse().map_err(|_| {
+            Failure::new(code::SHOULD_BIND, format!("{}: {v:?} is not a whole number", names[0]))
+        }),
+    }
+}
+
+/// A required text parameter.
+fn required<'a>(q: &'a HashMap<String, String>, names: &[&str]) -> Result<&'a str, Failure> {
+    match param(q, names) {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => Err(Failure::new(code::INPUT_INVALID, format!("{} is required", names[0]))),
+    }
+}
+
+async fn create_task(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    reply(
+        async {
+            let tasks = engine(&state)?;
+            let req: TaskDataRequest = json_body(body)?;
+            if req.task_data.task_type.is_empty() {
+                return Err(Failure::new(code::INPUT_INVALID, "task_data.task_type is required"));
+            }
+            let task_id =
+                tasks.create(req.task_data).await.map_err(|e| Failure::engine(code::CREATE_TASK, "create task", e))?;
+            Ok(CreateTaskBody { task_id })
+        }
+        .await,
+    )
+}
+
+async fn hold_tasks(State(state): State<AppState>, uri: Uri, body: Result<Bytes, BytesRejection>) -> Response {
+    reply(
+        async {
+            let tasks = engine(&state)?;
+            let mut q = query(&uri)?;
+            // A JSON body fills what the query string left out.
+            let body = body.map_err(|e| Failure::new(code::SHOULD_BIND, format!("request body: {}", e.body_text())))?;
+            if !body.iter().all(u8::is_ascii_whitespace) {
+                let fields: HashMap<String, Value> = serde_json::from_slice(&body)
+                    .map_err(|e| Failure::new(code::SHOULD_BIND, format!("request body: {e}")))?;
+                for (k, v) in fields {
+                    let text = match v {
+                        Value::String(s) => s,
+                        Value::Number(n) => n.to_string(),
+                        Value::Null => continue,
+                        other => return Err(Failure::new(code::SHOULD_BIND, format!("{k}: unexpected {other}"))),
+                    };
+                    q.entry(k).or_insert(text);
+                }
+            }
+            let task_type = required(&q, &["task_type", "taskType"])?.to_string();
+            let limit = int_param(&q, &["limit"])?;
+            let list =
+                tasks.hold(&task_type, limit).await.map_err(|e| Failure::engine(code::GET_TASK_LIST, "hold tasks", e))?;
+            Ok(TaskListBody::from_tasks(list))
+        }
+        .await,
+    )
+}
+
+async fn set_task(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    reply::<Empty>(
+        async {
+            let tasks = engine(&state)?;
+            let req: TaskDataRequest = json_body(body)?;
+            let mut task = req.task_data;
+            if task.task_id.is_empty() {
+                task.task_id = req.task_id.unwrap_or_default();
+            }
+            tasks.set(task).await.map_err(|e| Failure::engine(code::SET_TASK, "set task", e))?;
+            Ok(Empty {})
+        }
+        .await,
+    )
+}
+
+async fn get_task(State(state): State<AppState>, uri: Uri) -> Response {
+    reply(
+        async {
+            let tasks = engine(&state)?;
+            let q = query(&uri)?;
+            let task_id = required(&q, &["task_id", "taskId"])?;
+            let task = tasks.get(task_id).await.map_err(|e| Failure::engine(code::GET_TASK_INFO, "get task", e))?;
+            Ok(TaskDataBody { task_data: Some(task) })
+        }
+        .await,
+    )
+}
+
+async fn get_task_list(State(state): State<AppState>, uri: Uri) -> Response {
+    reply(
+        async {
+            let tasks = engine(&state)?;
+            let q = query(&uri)?;
+            let task_type = required(&q, &["task_type", "taskType"])?;
+            let status = int_param(&q, &["status"])?;
+            let status = i32::try_from(status)
+                .map_err(|_| Failure::new(code::INPUT_INVALID, format!("status {status} is out of range")))?;
+            let limit = int_param(&q, &["limit"])?;
+            let list = tasks
+                .list(task_type, status, limit)
+                .await
+                .map_err(|e| Failure::engine(code::GET_TASK_LIST, "get task list", e))?;
+            Ok(TaskListBody::from_tasks(list))
+        }
+        .await,
+    )
+}
+
+async fn get_task_schedule_cfg_list(State(state): State<AppState>) -> Response {
+    reply(
+        async {
+            let tasks = engine(&state)?;
+            let list = tasks.cfgs().await.map_err(|e| Failure::engine(code::GET_TASK_CFG, "get task cfg list", e))?;
+            Ok(CfgListBody { task_schedule_cfg_list: if list.is_empty() { None } else { Some(list) } })
+        }
+        .await,
+    )
+}
+
+async fn get_task_counts_by_type(State(state): State<AppState>, uri: Uri) -> Response {
+    reply(
+        async {
+            let tasks = engine(&state)?;
+            let q = query(&uri)?;
+            let task_type = required(&q, &["task_type", "taskType"])?;
+            let counts =
+                tasks.count(task_type).await.map_err(|e| Failure::engine(code::GET_TASK_COUNT, "count tasks", e))?;
+            Ok(CountsBody { counts })
+        }
+        .await,
+    )
+}
+
+async fn register_task(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    reply::<Empty>(
+        async {
+            let tasks = engine(&state)?;
+            let mut fields: serde_json::Map<String, Value> = json_body(body)?;
+            // `{"task_config_data": {...}}` or `{"task_type_data": {...}}`, or the fields flat.
+            let inner = ["task_config_data", "task_type_data"].into_iter().find_map(|k| fields.remove(k));
+            let cfg_value = match inner {
+                Some(Value::Object(o)) => Value::Object(o),
+                Some(other) => {
+                    return Err(Failure::new(code::SHOULD_BIND, format!("task config: expected an object, not {other}")));
+                }
+                None => Value::Object(fields),
+            };
+            let cfg: TaskScheduleCfg = serde_json::from_value(cfg_value)
+                .map_err(|e| Failure::new(code::SHOULD_BIND, format!("task config: {e}")))?;
+            if cfg.task_type.is_empty() {
+                return Err(Failure::new(code::INPUT_INVALID, "task_type is required"));
+            }
+            tasks.register(cfg).await.map_err(|e| {
+                let call = if matches!(e, Error::Database(_)) { code::REGISTER_CREATE_TABLE } else { code::REGISTER_INSERT };
+                Failure::engine(call, "register task", e)
+            })?;
+            Ok(Empty {})
+        }
+        .await,
+    )
+}
+
+async fn ping() -> Json<Value> {
+    Json(serde_json::json!({ "message": "pong" }))
+}
