@@ -133,14 +133,8 @@ impl Node {
 
         let task_store = TaskStore::new(stores.database.clone());
         let (tasks, task_writer) = Tasks::new(task_store.clone(), clock.clone(), &config.asyncflow);
-        let governor = Governor::new(
-            task_store,
-            stores.locks.clone(),
-            clock.clone(),
-            config.asyncflow.clone(),
-            &prefix,
-            &node_id,
-        );
+        let governor =
+            Governor::new(task_store, stores.locks.clone(), clock.clone(), config.asyncflow.clone(), &prefix, &node_id);
 
         let listener = tokio::net::TcpListener::bind(&config.server.listen)
             .await

@@ -56,14 +56,9 @@ impl Tasks {
     /// (run it with [`CreateBatcher::run`]).
     pub fn new(store: TaskStore, clock: SharedClock, config: &AsyncflowConfig) -> (Self, CreateBatcher) {
         let (tx, rx) = mpsc::channel(config.create_batch_size * 4);
-        let batcher = CreateBatcher { store: store.clone(), clock: clock.clone(), rx, batch_size: config.create_batch_size };
-        let tasks = Self {
-            store,
-            clock,
-            creates: tx,
-            cfgs: Arc::default(),
-            positions: Arc::default(),
-        };
+        let batcher =
+            CreateBatcher { store: store.clone(), clock: clock.clone(), rx, batch_size: config.create_batch_size };
+        let tasks = Self { store, clock, creates: tx, cfgs: Arc::default(), positions: Arc::default() };
         (tasks, batcher)
     }
 
@@ -83,7 +78,10 @@ impl Tasks {
             }
         }
         let value = self.store.cfg(task_type).await?;
-        self.cfgs.lock().expect("cfg cache").insert(task_type.into(), Cached { value: value.clone(), at: Instant::now() });
+        self.cfgs
+            .lock()
+            .expect("cfg cache")
+            .insert(task_type.into(), Cached { value: value.clone(), at: Instant::now() });
         Ok(value)
     }
 

@@ -116,11 +116,16 @@ impl Governor {
                 }
             }
         }
-        if self.store.rows(t, pos.end).await? >= self.config.table_row_limit as i64 && self.store.roll(t, pos.end, now).await? {
+        if self.store.rows(t, pos.end).await? >= self.config.table_row_limit as i64
+            && self.store.roll(t, pos.end, now).await?
+        {
             report.rolled += 1;
         }
         let mut begin = pos.begin;
-        while begin < pos.end && self.store.all_final(t, begin).await? && self.store.advance_begin(t, begin, now).await? {
+        while begin < pos.end
+            && self.store.all_final(t, begin).await?
+            && self.store.advance_begin(t, begin, now).await?
+        {
             report.advanced += 1;
             begin += 1;
         }

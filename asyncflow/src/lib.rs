@@ -31,10 +31,10 @@ pub mod governor;
 pub mod store;
 
 #[cfg(feature = "server")]
+pub use engine::Tasks;
+#[cfg(feature = "server")]
 pub use error::{Error, Result};
 #[cfg(feature = "server")]
 pub use governor::Governor;
-#[cfg(feature = "server")]
-pub use engine::Tasks;
 pub use task_id::TaskId;
 pub use wire::{TaskData, TaskScheduleCfg, TaskStatus};

@@ -281,7 +281,13 @@ impl TaskStore {
     }
 
     /// Tasks of the tables `pos`, oldest order_time first, with `status` (any when `None`).
-    pub async fn list(&self, task_type: &str, pos: Positions, status: Option<i32>, limit: u32) -> Result<Vec<TaskData>> {
+    pub async fn list(
+        &self,
+        task_type: &str,
+        pos: Positions,
+        status: Option<i32>,
+        limit: u32,
+    ) -> Result<Vec<TaskData>> {
         let mut out = Vec::new();
         for p in pos.begin..=pos.end {
             let want = limit as usize - out.len();

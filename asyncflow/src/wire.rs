@@ -199,7 +199,5 @@ pub struct Empty {}
 
 /// RFC 3339 text of a Unix millisecond, as Go's `time.Time` encodes it (UTC).
 pub fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }

@@ -103,9 +103,10 @@ fn param<'a>(q: &'a HashMap<String, String>, names: &[&str]) -> Option<&'a str> 
 fn int_param(q: &HashMap<String, String>, names: &[&str]) -> Result<i64, Failure> {
     match param(q, names) {
         None | Some("") => Ok(0),
-        Some(v) => v.trim().parse().map_err(|_| {
-            Failure::new(code::SHOULD_BIND, format!("{}: {v:?} is not a whole number", names[0]))
-        }),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| Failure::new(code::SHOULD_BIND, format!("{}: {v:?} is not a whole number", names[0]))),
     }
 }
 
@@ -155,8 +156,10 @@ async fn hold_tasks(State(state): State<AppState>, uri: Uri, body: Result<Bytes,
             }
             let task_type = required(&q, &["task_type", "taskType"])?.to_string();
             let limit = int_param(&q, &["limit"])?;
-            let list =
-                tasks.hold(&task_type, limit).await.map_err(|e| Failure::engine(code::GET_TASK_LIST, "hold tasks", e))?;
+            let list = tasks
+                .hold(&task_type, limit)
+                .await
+                .map_err(|e| Failure::engine(code::GET_TASK_LIST, "hold tasks", e))?;
             Ok(TaskListBody::from_tasks(list))
         }
         .await,
@@ -247,7 +250,10 @@ async fn register_task(State(state): State<AppState>, body: Result<Bytes, BytesR
             let cfg_value = match inner {
                 Some(Value::Object(o)) => Value::Object(o),
                 Some(other) => {
-                    return Err(Failure::new(code::SHOULD_BIND, format!("task config: expected an object, not {other}")));
+                    return Err(Failure::new(
+                        code::SHOULD_BIND,
+                        format!("task config: expected an object, not {other}"),
+                    ));
                 }
                 None => Value::Object(fields),
             };
@@ -257,7 +263,8 @@ async fn register_task(State(state): State<AppState>, body: Result<Bytes, BytesR
                 return Err(Failure::new(code::INPUT_INVALID, "task_type is required"));
             }
             tasks.register(cfg).await.map_err(|e| {
-                let call = if matches!(e, Error::Database(_)) { code::REGISTER_CREATE_TABLE } else { code::REGISTER_INSERT };
+                let call =
+                    if matches!(e, Error::Database(_)) { code::REGISTER_CREATE_TABLE } else { code::REGISTER_INSERT };
                 Failure::engine(call, "register task", e)
             })?;
             Ok(Empty {})

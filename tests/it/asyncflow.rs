@@ -1,0 +1,440 @@
+//! The asyncflow `/v1` API end to end: the exact bytes Go workers send,
+//! replies decoded the way Go decodes them, atomic holds, fairness,
+//! timeouts and table rolling.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+use xtimer_asyncflow::retry::apply_failure;
+use xtimer_asyncflow::wire::TaskData;
+
+use crate::helpers::{Stack, Storage, TestNode, PATIENCE};
+use crate::on_both_stacks;
+
+/// A Go worker's view of the server: raw requests, JSON replies.
+struct GoWorker {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl GoWorker {
+    fn new(node: &TestNode) -> Self {
+        Self { base: node.base.clone(), http: node.http.clone() }
+    }
+
+    /// POST raw bytes with a JSON Content-Type, as Go's `http.NewRequest` + header does.
+    async fn post_json(&self, path: &str, body: &str) -> Value {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        resp.json().await.unwrap()
+    }
+
+    async fn get(&self, path_and_query: &str) -> Value {
+        let resp = self.http.get(format!("{}{path_and_query}", self.base)).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{path_and_query}");
+        resp.json().await.unwrap()
+    }
+
+    /// hold_tasks exactly as Go workers send it: POST, query string, no body, no Content-Type.
+    async fn hold(&self, task_type: &str, limit: u32) -> Vec<TaskData> {
+        let resp = self
+            .http
+            .post(format!("{}/v1/hold_tasks?task_type={task_type}&limit={limit}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let reply: Value = resp.json().await.unwrap();
+        assert_eq!(reply["code"], 0, "{reply}");
+        match &reply["task_list"] {
+            Value::Null => Vec::new(),
+            list => serde_json::from_value(list.clone()).unwrap(),
+        }
+    }
+
+    async fn register(&self, cfg: Value) {
+        let reply = self.post_json("/v1/register_task", &json!({ "task_config_data": cfg }).to_string()).await;
+        assert_eq!(reply["code"], 0, "{reply}");
+    }
+
+    async fn create(&self, task_type: &str, context: &str) -> String {
+        let body = json!({"task_data": {"task_type": task_type, "context": context, "user_id": "u1"}});
+        let reply = self.post_json("/v1/create_task", &body.to_string()).await;
+        assert_eq!(reply["code"], 0, "{reply}");
+        reply["task_id"].as_str().unwrap().to_string()
+    }
+
+    async fn set(&self, task: &TaskData) {
+        let reply = self.post_json("/v1/set_task", &json!({ "task_data": task }).to_string()).await;
+        assert_eq!(reply["code"], 0, "{reply}");
+    }
+
+    async fn get_task(&self, task_id: &str) -> TaskData {
+        let reply = self.get(&format!("/v1/get_task?task_id={task_id}")).await;
+        assert_eq!(reply["code"], 0, "{reply}");
+        serde_json::from_value(reply["task_data"].clone()).unwrap()
+    }
+
+    async fn counts(&self, task_type: &str) -> i64 {
+        let reply = self.get(&format!("/v1/get_task_counts_by_type?task_type={task_type}")).await;
+        assert_eq!(reply["code"], 0, "{reply}");
+        reply["counts"].as_i64().unwrap()
+    }
+}
+
+const TASK_KEYS: [&str; 14] = [
+    "user_id",
+    "task_id",
+    "task_type",
+    "task_stage",
+    "status",
+    "priority",
+    "crt_retry_num",
+    "max_retry_num",
+    "max_retry_interval",
+    "schedule_log",
+    "context",
+    "order_time",
+    "create_time",
+    "modify_time",
+];
+
+fn assert_go_decodable(task: &Value) {
+    for key in TASK_KEYS {
+        assert!(task.get(key).is_some(), "key {key} missing in {task}");
+    }
+    for key in ["create_time", "modify_time"] {
+        let text = task[key].as_str().unwrap_or_else(|| panic!("{key} is not a string: {task}"));
+        chrono::DateTime::parse_from_rfc3339(text).unwrap_or_else(|e| panic!("{key} {text:?}: {e}"));
+    }
+}
+
+async fn go_worker_wire(stack: Stack) {
+    let node = TestNode::spawn(stack).await;
+    let go = GoWorker::new(&node);
+
+    assert_eq!(go.get("/v1/ping").await, json!({"message": "pong"}));
+    // An empty cfg list is `null`, as Go encodes a nil slice.
+    let cfgs = go.get("/v1/get_task_schedule_cfg_list").await;
+    assert_eq!(cfgs, json!({"code": 0, "msg": "ok", "task_schedule_cfg_list": null}));
+
+    // register_task: nested, then flat.
+    go.register(json!({"task_type": "lark", "schedule_limit": 50, "max_retry_num": 2, "retry_interval": 5})).await;
+    let flat = go.post_json("/v1/register_task", r#"{"task_type":"video_clip"}"#).await;
+    assert_eq!(flat, json!({"code": 0, "msg": "ok"}));
+    let cfgs = go.get("/v1/get_task_schedule_cfg_list").await;
+    let list = cfgs["task_schedule_cfg_list"].as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0]["task_type"], "lark");
+    assert_eq!(list[0]["schedule_limit"], 50);
+    for key in ["schedule_interval", "max_processing_time", "retry_interval", "max_retry_interval"] {
+        assert!(list[1][key].as_i64().unwrap() > 0, "{key} default in {}", list[1]);
+    }
+
+    // create_task exactly as a Go worker marshals model.TaskData: zero times, null priority.
+    let go_body = r#"{"task_data":{"user_id":"niuniu","task_id":"","task_type":"lark","task_stage":"","status":0,"priority":null,"crt_retry_num":0,"max_retry_num":0,"max_retry_interval":0,"schedule_log":"","context":"{\"ReqBody\":{\"Msg\":\"hi\"},\"UserId\":\"niuniu\"}","order_time":0,"create_time":"0001-01-01T00:00:00Z","modify_time":"0001-01-01T00:00:00Z"}}"#;
+    let created = go.post_json("/v1/create_task", go_body).await;
+    assert_eq!(created["code"], 0, "{created}");
+    assert_eq!(created["msg"], "ok");
+    let task_id = created["task_id"].as_str().unwrap().to_string();
+    assert!(task_id.ends_with("_lark_1"), "{task_id}");
+
+    // get_task, both spellings of the id.
+    for name in ["task_id", "taskId"] {
+        let reply = go.get(&format!("/v1/get_task?{name}={task_id}")).await;
+        assert_eq!(reply["code"], 0, "{reply}");
+        let task = &reply["task_data"];
+        assert_go_decodable(task);
+        assert_eq!(task["status"], 1);
+        assert_eq!(task["max_retry_num"], 2, "from the cfg");
+        assert_eq!(task["max_retry_interval"], 5, "the cfg's retry_interval");
+        assert_eq!(task["user_id"], "niuniu");
+        assert_eq!(task["context"], "{\"ReqBody\":{\"Msg\":\"hi\"},\"UserId\":\"niuniu\"}");
+    }
+
+    // hold_tasks: query string, no Content-Type, no body.
+    let resp = node.http.post(format!("{}/v1/hold_tasks?task_type=lark&limit=10", node.base)).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let held: Value = resp.json().await.unwrap();
+    assert_eq!(held["code"], 0, "{held}");
+    let list = held["task_list"].as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_go_decodable(&list[0]);
+    assert_eq!(list[0]["status"], 2, "returned as claimed");
+    // Nothing left: `task_list` is null, and the key is there.
+    let empty = go.post_json("/v1/hold_tasks?task_type=lark&limit=10", "").await;
+    assert_eq!(empty, json!({"code": 0, "msg": "ok", "task_list": null}));
+    // The JSON-body form of hold is accepted too.
+    let by_body = go.post_json("/v1/hold_tasks", r#"{"task_type":"lark","limit":5}"#).await;
+    assert_eq!(by_body["code"], 0, "{by_body}");
+
+    // set_task as a Go worker's SetTask marshals it: next stage, priority null.
+    let set = format!(
+        r#"{{"task_data":{{"user_id":"niuniu","task_id":"{task_id}","task_type":"lark","task_stage":"stage2","status":1,"priority":null,"crt_retry_num":0,"max_retry_num":2,"max_retry_interval":5,"schedule_log":"{{\"last_data\":{{}}}}","context":"{{\"step\":2}}","order_time":1700000000,"create_time":"0001-01-01T00:00:00Z","modify_time":"0001-01-01T00:00:00Z"}}}}"#
+    );
+    let reply = go.post_json("/v1/set_task", &set).await;
+    assert_eq!(reply, json!({"code": 0, "msg": "ok"}));
+    let task = go.get_task(&task_id).await;
+    assert_eq!((task.status, task.task_stage.as_str(), task.order_time), (1, "stage2", 1_700_000_000));
+    assert_eq!(task.context, "{\"step\":2}");
+    assert_eq!(task.priority, Some(0), "null priority leaves it unchanged");
+    // Finish it; a later set on a final task is ignored with code 0.
+    go.set(&TaskData { task_id: task_id.clone(), status: 3, ..Default::default() }).await;
+    go.set(&TaskData { task_id: task_id.clone(), status: 1, task_stage: "again".into(), ..Default::default() }).await;
+    let task = go.get_task(&task_id).await;
+    assert_eq!((task.status, task.task_stage.as_str()), (3, "stage2"));
+
+    // get_task_list and counts.
+    let list = go.get("/v1/get_task_list?task_type=lark&status=3&limit=10").await;
+    assert_eq!(list["task_list"].as_array().unwrap().len(), 1, "{list}");
+    let none = go.get("/v1/get_task_list?taskType=lark&status=1&limit=10").await;
+    assert_eq!(none, json!({"code": 0, "msg": "ok", "task_list": null}));
+    assert_eq!(go.counts("lark").await, 1);
+    assert_eq!(go.counts("video_clip").await, 0);
+
+    // Error codes, all with HTTP 200.
+    let cases: Vec<(&str, Value)> = vec![
+        ("8039 unknown type", go.post_json("/v1/create_task", r#"{"task_data":{"task_type":"nope"}}"#).await),
+        ("8020 no type", go.post_json("/v1/create_task", r#"{"task_data":{}}"#).await),
+        ("8021 bad json", go.post_json("/v1/create_task", r#"{"task_data":"#).await),
+        ("8021 wrong type", go.post_json("/v1/create_task", r#"{"task_data":{"task_type":7}}"#).await),
+        ("8020 bad id", go.get("/v1/get_task?task_id=not-an-id").await),
+        ("8035 no such table", go.get("/v1/get_task?task_id=0a1b_lark_99").await),
+        ("8035 no such task", go.get("/v1/get_task?task_id=0a1b_lark_1").await),
+        (
+            "8041 set missing",
+            go.post_json("/v1/set_task", r#"{"task_data":{"task_id":"0a1b_lark_1","status":3}}"#).await,
+        ),
+        (
+            "8020 set bad status",
+            go.post_json("/v1/set_task", &format!(r#"{{"task_data":{{"task_id":"{task_id}","status":9}}}}"#)).await,
+        ),
+        ("8039 hold unknown", go.post_json("/v1/hold_tasks?task_type=nope", "").await),
+        ("8020 hold no type", go.post_json("/v1/hold_tasks", "").await),
+        ("8021 hold bad limit", go.post_json("/v1/hold_tasks?task_type=lark&limit=x", "").await),
+        ("8039 counts unknown", go.get("/v1/get_task_counts_by_type?task_type=nope").await),
+        ("8020 register bad type", go.post_json("/v1/register_task", r#"{"task_type":"a;drop"}"#).await),
+    ];
+    for (what, reply) in cases {
+        let want: i64 = what[..4].parse().unwrap();
+        assert_eq!(reply["code"], want, "{what}: {reply}");
+        assert!(!reply["msg"].as_str().unwrap().is_empty(), "{what}: {reply}");
+    }
+    node.stop().await;
+}
+
+/// Four workers hold from one type of 5,000 tasks at once: no task twice, all finish.
+async fn concurrent_holds_never_share_a_task(stack: Stack) {
+    let node = TestNode::spawn(stack).await;
+    let go = Arc::new(GoWorker::new(&node));
+    go.register(json!({"task_type": "bulk", "schedule_limit": 100})).await;
+    let mut creates = tokio::task::JoinSet::new();
+    for w in 0..8 {
+        let go = go.clone();
+        creates.spawn(async move {
+            for i in 0..625 {
+                go.create("bulk", &format!("{w}-{i}")).await;
+            }
+        });
+    }
+    while let Some(r) = creates.join_next().await {
+        r.unwrap();
+    }
+    assert_eq!(go.counts("bulk").await, 5_000);
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (go, seen) = (go.clone(), seen.clone());
+        workers.spawn(async move {
+            let mut idle = 0;
+            while idle < 3 {
+                let held = go.hold("bulk", 100).await;
+                if held.is_empty() {
+                    idle += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                idle = 0;
+                for mut t in held {
+                    seen.lock().await.push(t.task_id.clone());
+                    t.status = 3;
+                    go.set(&t).await;
+                }
+            }
+        });
+    }
+    while let Some(r) = workers.join_next().await {
+        r.unwrap();
+    }
+    let seen = seen.lock().await;
+    let unique: HashSet<_> = seen.iter().collect();
+    assert_eq!(seen.len(), 5_000, "every task held once");
+    assert_eq!(unique.len(), 5_000, "no task held twice");
+    let pending = go.get("/v1/get_task_list?task_type=bulk&status=1&limit=10").await;
+    assert_eq!(pending["task_list"], Value::Null, "nothing left pending");
+    node.stop().await;
+}
+
+/// One task that always fails among 1,000 delays none of the others; it is
+/// retried with growing delay and ends failed after max_retry_num.
+async fn a_failing_task_delays_no_other(stack: Stack) {
+    let node = TestNode::spawn(stack).await;
+    let go = GoWorker::new(&node);
+    go.register(json!({"task_type": "fair", "schedule_limit": 200, "max_retry_num": 3, "retry_interval": 1, "max_retry_interval": 2})).await;
+    let bad = go.create("fair", "fail").await;
+    for i in 0..999 {
+        go.create("fair", &format!("ok-{i}")).await;
+    }
+    let started = std::time::Instant::now();
+    let mut done = 0;
+    let mut failures = Vec::new();
+    let mut failures_when_others_done = None;
+    while started.elapsed() < PATIENCE {
+        let held = go.hold("fair", 200).await;
+        if held.is_empty() {
+            if done == 999 && !failures.is_empty() && go.get_task(&bad).await.status == 4 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        for mut t in held {
+            if t.context == "fail" {
+                failures.push((started.elapsed(), t.order_time));
+                apply_failure(&mut t, 2, chrono::Utc::now().timestamp());
+                go.set(&t).await;
+            } else {
+                t.status = 3;
+                go.set(&t).await;
+                done += 1;
+            }
+        }
+        if done == 999 && failures_when_others_done.is_none() {
+            failures_when_others_done = Some(failures.len());
+        }
+    }
+    assert_eq!(done, 999);
+    let last = go.get_task(&bad).await;
+    assert_eq!((last.status, last.crt_retry_num), (4, 3), "{last:?}");
+    assert_eq!(failures.len(), 4, "first try and three retries: {failures:?}");
+    // The 999 others finished long before the failing task ran out of retries.
+    assert!(failures_when_others_done.is_some_and(|n| n < 4), "{failures_when_others_done:?}");
+    // Each retry waited its back-off: the gaps grow (2 s, 2 s capped) and are never under a second.
+    let gaps: Vec<Duration> = failures.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert!(gaps.iter().all(|g| *g >= Duration::from_millis(900)), "{gaps:?}");
+    node.stop().await;
+}
+
+/// A task held by a worker that crashed comes back after max_processing_time.
+async fn a_crashed_workers_task_comes_back(stack: Stack) {
+    let mut storage = Storage::new(stack).await;
+    storage.config.asyncflow.governor_period_ms = 200;
+    let node = TestNode::spawn_with(storage.config.clone()).await;
+    let go = GoWorker::new(&node);
+    go.register(json!({"task_type": "crashy", "max_processing_time": 1, "retry_interval": 1, "max_retry_num": 5}))
+        .await;
+    let id = go.create("crashy", "c").await;
+    assert_eq!(go.hold("crashy", 10).await.len(), 1);
+    // The worker dies here. The task is processing, then taken back.
+    let back = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let t = go.get_task(&id).await;
+            if t.status == 1 {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the task comes back");
+    assert_eq!(back.crt_retry_num, 1, "{back:?}");
+    assert!(back.schedule_log.contains("max_processing_time"), "{back:?}");
+    // And another worker gets it once its retry delay has passed.
+    let again = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let held = go.hold("crashy", 10).await;
+            if !held.is_empty() {
+                return held;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("held again");
+    assert_eq!(again[0].task_id, id);
+    node.stop().await;
+}
+
+/// With a row limit of 40, tasks flow across tables; get_task finds each;
+/// counts are right; finished tables let begin_pos move on.
+async fn tables_roll_and_tasks_keep_flowing(stack: Stack) {
+    let mut storage = Storage::new(stack).await;
+    storage.config.asyncflow.governor_period_ms = 100;
+    storage.config.asyncflow.table_row_limit = 40;
+    let node = TestNode::spawn_with(storage.config.clone()).await;
+    let go = GoWorker::new(&node);
+    go.register(json!({"task_type": "rolling"})).await;
+    let mut ids = Vec::new();
+    let mut tables = HashSet::new();
+    let started = std::time::Instant::now();
+    while (ids.len() < 200 || tables.len() < 3) && started.elapsed() < PATIENCE {
+        for _ in 0..20 {
+            let id = go.create("rolling", "r").await;
+            tables.insert(id.rsplit_once('_').unwrap().1.to_string());
+            ids.push(id);
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    assert!(tables.len() >= 3, "tasks spread over tables: {tables:?}");
+    assert_eq!(go.counts("rolling").await, ids.len() as i64);
+    for id in &ids {
+        assert_eq!(&go.get_task(id).await.task_id, id);
+    }
+    // Every task, from every table, can be held and finished.
+    let mut finished = HashSet::new();
+    while finished.len() < ids.len() {
+        let held = go.hold("rolling", 64).await;
+        assert!(!held.is_empty(), "{} of {} finished", finished.len(), ids.len());
+        for mut t in held {
+            t.status = 3;
+            go.set(&t).await;
+            assert!(finished.insert(t.task_id.clone()));
+        }
+    }
+    // All final: begin_pos advances up to the newest table.
+    let store = node.node.tasks.store().clone();
+    let advanced = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let pos = store.positions("rolling").await.unwrap().unwrap();
+            if pos.begin == pos.end {
+                return pos;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("begin_pos catches up");
+    assert!(advanced.end >= 3, "{advanced:?}");
+    // A task created now still flows.
+    let late = go.create("rolling", "late").await;
+    assert_eq!(go.hold("rolling", 10).await[0].task_id, late);
+    node.stop().await;
+}
+
+on_both_stacks!(
+    go_worker_wire,
+    concurrent_holds_never_share_a_task,
+    a_failing_task_delays_no_other,
+    a_crashed_workers_task_comes_back,
+    tables_roll_and_tasks_keep_flowing,
+);
