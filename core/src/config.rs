@@ -345,7 +345,12 @@ pub struct CallbackConfig {
 
 impl Default for CallbackConfig {
     fn default() -> Self {
-        Self { allow_cidrs: Vec::new(), deny_cidrs: Vec::new(), signing_secret: Secret::default(), resolve_at_create: true }
+        Self {
+            allow_cidrs: Vec::new(),
+            deny_cidrs: Vec::new(),
+            signing_secret: Secret::default(),
+            resolve_at_create: true,
+        }
     }
 }
 

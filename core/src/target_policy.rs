@@ -28,15 +28,15 @@ use crate::config::CallbackConfig;
 
 /// Ranges refused unless `allow` names them.
 pub const DEFAULT_DENY: &[&str] = &[
-    "169.254.0.0/16",     // IPv4 link-local: cloud metadata (169.254.169.254), ECS task metadata (169.254.170.2)
-    "fe80::/10",          // IPv6 link-local
-    "fd00:ec2::254/128",  // AWS metadata over IPv6
+    "169.254.0.0/16", // IPv4 link-local: cloud metadata (169.254.169.254), ECS task metadata (169.254.170.2)
+    "fe80::/10",      // IPv6 link-local
+    "fd00:ec2::254/128", // AWS metadata over IPv6
     "100.100.100.200/32", // Alibaba Cloud metadata
-    "0.0.0.0/32",         // unspecified ("this host" on Linux)
-    "::/128",             // unspecified
+    "0.0.0.0/32",     // unspecified ("this host" on Linux)
+    "::/128",         // unspecified
     "255.255.255.255/32", // broadcast
-    "224.0.0.0/4",        // IPv4 multicast
-    "ff00::/8",           // IPv6 multicast
+    "224.0.0.0/4",    // IPv4 multicast
+    "ff00::/8",       // IPv6 multicast
 ];
 
 /// The allow and deny lists, parsed.
@@ -103,6 +103,25 @@ impl TargetPolicy {
             Some(range) => Err(Refusal { ip, range: *range }),
             None => Ok(()),
         }
+    }
+}
+
+impl TargetPolicy {
+    /// Checks a URL's host at create time: a literal address (IPv6 in
+    /// brackets or not) is checked as is; a name is resolved (within
+    /// `timeout`) and refused if *any* of its addresses is. A name that
+    /// does not resolve (yet) passes: the fire-time check covers it.
+    pub async fn check_host(&self, host: &str, timeout: std::time::Duration) -> Result<(), Refusal> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return self.check(ip);
+        }
+        let lookup = tokio::net::lookup_host((bare, 0));
+        let Ok(Ok(addrs)) = tokio::time::timeout(timeout, lookup).await else { return Ok(()) };
+        for addr in addrs {
+            self.check(addr.ip())?;
+        }
+        Ok(())
     }
 }
 
@@ -183,6 +202,18 @@ mod tests {
         assert!(p.check(ip("10.0.0.6")).is_ok());
         assert!(p.check(ip("169.254.10.7")).is_ok());
         assert!(p.check(ip("169.254.169.254")).is_err());
+    }
+
+    #[tokio::test]
+    async fn hosts_are_checked_as_literals_or_after_resolution() {
+        let p = TargetPolicy::new(&[], &["127.0.0.0/8".into(), "::1".into()]).unwrap();
+        let t = std::time::Duration::from_secs(2);
+        assert!(p.check_host("169.254.169.254", t).await.is_err());
+        assert!(p.check_host("[fe80::1]", t).await.is_err());
+        assert!(p.check_host("localhost", t).await.is_err(), "localhost resolves to loopback, denied here");
+        assert!(p.check_host("10.0.0.1", t).await.is_ok());
+        assert!(p.check_host("name.invalid", t).await.is_ok(), "an unresolvable name is left to fire time");
+        assert!(TargetPolicy::default().check_host("localhost", t).await.is_ok());
     }
 
     #[test]

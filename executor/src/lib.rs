@@ -10,7 +10,8 @@
 //!   reconciler and by tests) and tracks in-flight work for shutdown.
 //! - [`Recorder`]: group-commits results, fenced by each claim's owner token.
 //! - [`Reconciler`]: sweeps SQL for fires the shard index missed.
-//! - [`callback`]: the HTTP request of a fire.
+//! - [`callback`]: the HTTP request of a fire, its signature and target check.
+//! - [`secrets`]: each app's signing secret, and [`Callbacks`] (policy and secrets).
 //! - [`error`]: this crate's error type.
 //!
 //! # Shutdown
@@ -25,6 +26,7 @@ pub mod callback;
 pub mod error;
 pub mod reconciler;
 pub mod recorder;
+pub mod secrets;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +46,7 @@ use xtimer_store::{FireRepo, FireResult, TimerRepo};
 pub use error::{Error, Result};
 pub use reconciler::Reconciler;
 pub use recorder::Recorder;
+pub use secrets::{AppSecrets, Callbacks};
 
 /// How one attempt of a fire ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +80,7 @@ struct Inner {
     timers: Arc<dyn TimerRepo>,
     clock: SharedClock,
     http: reqwest::Client,
+    callbacks: Callbacks,
     cache: DashMap<i64, Arc<Timer>>,
     permits: Arc<Semaphore>,
     results: mpsc::Sender<FireResult>,
@@ -99,7 +103,9 @@ impl Executor {
         stop_claiming: CancellationToken,
         hard_stop: CancellationToken,
     ) -> Result<(Self, Recorder)> {
-        let http = callback::client(config.timeout_ms, config.concurrency).map_err(Error::Client)?;
+        let callbacks = Callbacks::default();
+        let http = callback::client_with_policy(config.timeout_ms, config.concurrency, callbacks.policy.clone())
+            .map_err(Error::Client)?;
         let (results, results_rx) = mpsc::channel(config.batch_size * 16);
         let recorder = Recorder::new(
             fires.clone(),
@@ -116,6 +122,7 @@ impl Executor {
             timers,
             clock,
             http,
+            callbacks,
             cache: DashMap::new(),
             results,
             claim_seq: AtomicU64::new(0),
@@ -124,6 +131,19 @@ impl Executor {
             hard_stop,
         };
         Ok((Self { handle: ExecutorHandle { inner: Arc::new(inner) }, due }, recorder))
+    }
+
+    /// Makes callbacks obey `callbacks`: its target policy (in the HTTP
+    /// client's resolver and for literal addresses) and its signing
+    /// secrets. [`Executor::new`] starts with [`Callbacks::default`]. Call
+    /// before [`Executor::handle`].
+    pub fn with_callbacks(mut self, callbacks: Callbacks) -> Result<Self> {
+        let inner = Arc::get_mut(&mut self.handle.inner).expect("with_callbacks is called before handle()");
+        inner.http =
+            callback::client_with_policy(inner.config.timeout_ms, inner.config.concurrency, callbacks.policy.clone())
+                .map_err(Error::Client)?;
+        inner.callbacks = callbacks;
+        Ok(self)
     }
 
     /// A handle for dispatching and for waiting on in-flight work.
@@ -306,10 +326,26 @@ impl ExecutorHandle {
         let sent_at = inner.clock.now_ms();
         let cost = sent_at - fire.key.run_ms;
         let Notify::Http(notify) = &timer.notify;
-        let answer = callback::call(&inner.http, notify, fire.key, inner.config.max_output_bytes).await;
+        let secret = inner.callbacks.secrets.secret_for(&timer.app).await;
+        let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
+        let answer = callback::call_checked(
+            &inner.http,
+            Some(&inner.callbacks.policy),
+            notify,
+            fire.key,
+            inner.config.max_output_bytes,
+            Some(signing),
+        )
+        .await;
         if answer.success {
             self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
             return FireOutcome::Fired;
+        }
+        if answer.refused {
+            // The policy refuses the target: every retry would be refused too.
+            tracing::warn!(timer_id = timer.id, app = %timer.app, output = %answer.output, "Callback target refused.");
+            self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
+            return FireOutcome::Failed;
         }
         match timer.retry.backoff_after(attempt) {
             Some(backoff) => {

@@ -39,12 +39,14 @@ impl AuthRepo for Database {
                     .bind(now_ms)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query("INSERT INTO t_app_secret (app, secret, create_time) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
-                    .bind(app)
-                    .bind(new_secret)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO t_app_secret (app, secret, create_time) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                )
+                .bind(app)
+                .bind(new_secret)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
                 let secret: String = sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = ?")
                     .bind(app)
                     .fetch_one(&mut *tx)
@@ -98,7 +100,10 @@ impl AuthRepo for Database {
     async fn app_secret(&self, app: &str) -> Result<Option<String>> {
         Ok(match self {
             Database::Sqlite { read, .. } => {
-                sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = ?").bind(app).fetch_optional(read).await?
+                sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = ?")
+                    .bind(app)
+                    .fetch_optional(read)
+                    .await?
             }
             Database::Postgres(pool) => {
                 sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = $1")
@@ -112,14 +117,19 @@ impl AuthRepo for Database {
     async fn ensure_secret(&self, app: &str, candidate: &str, now_ms: i64) -> Result<String> {
         match self {
             Database::Sqlite { write, .. } => {
-                sqlx::query("INSERT INTO t_app_secret (app, secret, create_time) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
-                    .bind(app)
-                    .bind(candidate)
-                    .bind(now_ms)
-                    .execute(write)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO t_app_secret (app, secret, create_time) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                )
+                .bind(app)
+                .bind(candidate)
+                .bind(now_ms)
+                .execute(write)
+                .await?;
                 // Read through the writer: the read pool may not see it yet.
-                Ok(sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = ?").bind(app).fetch_one(write).await?)
+                Ok(sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = ?")
+                    .bind(app)
+                    .fetch_one(write)
+                    .await?)
             }
             Database::Postgres(pool) => {
                 sqlx::query(
@@ -130,7 +140,10 @@ impl AuthRepo for Database {
                 .bind(now_ms)
                 .execute(pool)
                 .await?;
-                Ok(sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = $1").bind(app).fetch_one(pool).await?)
+                Ok(sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = $1")
+                    .bind(app)
+                    .fetch_one(pool)
+                    .await?)
             }
         }
     }

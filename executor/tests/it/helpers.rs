@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Router;
@@ -17,7 +18,7 @@ use xtimer_core::config::{DatabaseConfig, ExecutorConfig, ReconcilerConfig};
 use xtimer_core::fire::{Fire, FireKey, FireStatus};
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::Clock;
-use xtimer_executor::{Executor, ExecutorHandle, Reconciler};
+use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler};
 use xtimer_store::sqlite::SqliteRepo;
 use xtimer_store::{FireRepo, MemoryLocks, NewFire, TimerRepo};
 
@@ -49,28 +50,39 @@ where
 }
 
 type Hits = Arc<Mutex<HashMap<String, u32>>>;
+/// Each request's `X-Xtimer-Signature` (empty when missing) and body.
+type Signed = Arc<Mutex<Vec<(String, Bytes)>>>;
 
 /// A callback receiver on 127.0.0.1 that counts requests per `Idempotency-Key`.
 pub struct Receiver {
     pub addr: SocketAddr,
     hits: Hits,
+    signed: Signed,
 }
 
-async fn count(State(hits): State<Hits>, headers: HeaderMap) -> &'static str {
-    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or("<none>").to_string();
+async fn count(State((hits, signed)): State<(Hits, Signed)>, headers: HeaderMap, body: Bytes) -> &'static str {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let key = header("idempotency-key");
+    let key = if key.is_empty() { "<none>".to_string() } else { key };
     *hits.lock().unwrap().entry(key).or_default() += 1;
+    signed.lock().unwrap().push((header("x-xtimer-signature"), body));
     "ok"
 }
 
 impl Receiver {
     /// Starts on a free port.
     pub async fn start() -> Self {
-        let hits = Hits::default();
-        let app = Router::new().fallback(count).with_state(hits.clone());
+        let (hits, signed) = (Hits::default(), Signed::default());
+        let app = Router::new().fallback(count).with_state((hits.clone(), signed.clone()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { addr, hits }
+        Self { addr, hits, signed }
+    }
+
+    /// Every request's signature header and body, in arrival order.
+    pub fn signed(&self) -> Vec<(String, Bytes)> {
+        self.signed.lock().unwrap().clone()
     }
 
     /// Requests seen with the idempotency key of `key`.
@@ -111,6 +123,11 @@ pub fn reconciler_config() -> ReconcilerConfig {
 impl Harness {
     /// Everything on a fresh database, the clock at [`T0`].
     pub async fn start(config: ReconcilerConfig) -> Self {
+        Self::start_with(config, Callbacks::default()).await
+    }
+
+    /// Everything on a fresh database, callbacks obeying `callbacks`.
+    pub async fn start_with(config: ReconcilerConfig, callbacks: Callbacks) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("xtimer.db").display());
         let repo = Arc::new(SqliteRepo::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("db"));
@@ -129,6 +146,7 @@ impl Harness {
             CancellationToken::new(),
         )
         .expect("executor");
+        let executor = executor.with_callbacks(callbacks).expect("callbacks");
         tokio::spawn(recorder.run());
         let handle = executor.handle();
         let reconciler = Self::reconciler_on(&config, &repo, &locks, &clock, &handle, "node-a");
@@ -168,18 +186,31 @@ impl Harness {
 
     /// A cron timer calling the receiver, one attempt per fire.
     pub async fn timer(&self, name: &str, status: TimerStatus, misfire: MisfirePolicy) -> Timer {
+        let url = format!("http://{}/hook", self.receiver.addr);
+        self.timer_to(name, status, misfire, &url, RetryPolicy { max_attempts: 1, backoff_ms: 0 }).await
+    }
+
+    /// A cron timer of app `it` calling `url`.
+    pub async fn timer_to(
+        &self,
+        name: &str,
+        status: TimerStatus,
+        misfire: MisfirePolicy,
+        url: &str,
+        retry: RetryPolicy,
+    ) -> Timer {
         let timer = NewTimer {
             app: "it".into(),
             name: name.into(),
             status,
             schedule: Schedule::Cron { expr: "*/10 * * * * *".into(), timezone: "UTC".into() },
             notify: Notify::Http(HttpNotify {
-                url: format!("http://{}/hook", self.receiver.addr),
+                url: url.to_string(),
                 method: "POST".into(),
                 headers: Default::default(),
                 body: Some("{}".into()),
             }),
-            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+            retry,
             misfire,
         };
         self.repo.create_timer(&timer, self.now()).await.expect("create timer")

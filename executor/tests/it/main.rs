@@ -4,6 +4,7 @@
 //! `Reconciler::run_once`, then waits (with a deadline) for the callbacks and
 //! the recorded results.
 
+mod callbacks;
 mod helpers;
 
 use xtimer_core::config::ReconcilerConfig;
