@@ -41,6 +41,10 @@ pub mod handler;
 pub mod report;
 pub mod worker;
 
+/// The attribute that makes `async fn handle` work in a [`Handler`] impl,
+/// re-exported so workers need no dependency of their own:
+/// `#[xtimer_worker::async_trait]`.
+pub use async_trait::async_trait;
 pub use backlog::Backlog;
 pub use client::Client;
 pub use config::WorkerConfig;
