@@ -31,6 +31,10 @@ pub enum Scenario {
     /// No timers: `--count` callbacks straight from the executor's HTTP
     /// client to the receiver, 256 at a time; the ceiling of this machine.
     Http,
+    /// `/v1/create_task` from `--clients` connections for `--seconds`.
+    CreateTask,
+    /// `/v1/hold_tasks?limit=100` from `--clients` connections over `--count` queued tasks.
+    HoldTasks,
 }
 
 /// Arguments of `xtimer bench`.
@@ -67,6 +71,9 @@ pub struct BenchArgs {
     /// Nodes sharing the stores, all in this process (needs PostgreSQL and Redis when > 1).
     #[arg(long, default_value_t = 1)]
     pub nodes: usize,
+    /// Concurrent HTTP clients (create-task, hold-tasks).
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
 }
 
 /// Figures of one run.
@@ -86,6 +93,9 @@ pub struct Figures {
 
 /// Runs the benchmark and prints its figures.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if matches!(args.scenario, Scenario::CreateTask | Scenario::HoldTasks) {
+        return crate::bench_tasks::run(&args).await;
+    }
     let mut all = Vec::new();
     println!("scenario {:?}: {}", args.scenario, describe(&args));
     println!(
@@ -125,6 +135,7 @@ fn describe(a: &BenchArgs) -> String {
         Scenario::Burst => format!("{} fires due in one second", a.count),
         Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
         Scenario::Http => format!("{} callbacks, no timers, 256 in flight", a.count),
+        Scenario::CreateTask | Scenario::HoldTasks => String::new(),
     }
 }
 
@@ -146,18 +157,7 @@ fn print_row(label: &str, f: &Figures) {
 
 async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
-    let env: BTreeMap<String, String> = std::env::vars().collect();
-    let mut config = Config::load(None, &env)?;
-    config.server.listen = "127.0.0.1:0".into();
-    let suffix = format!("{:08x}", rand::random::<u32>());
-    config.database.url = match &args.database_url {
-        Some(url) => fresh_pg_database(url, &format!("xtbench_{suffix}")).await?,
-        None => format!("sqlite://{}", dir.path().join("bench.db").display()),
-    };
-    if let Some(url) = &args.redis_url {
-        config.redis.url = url.clone();
-        config.shard.key_prefix = format!("xtbench{suffix}");
-    }
+    let mut config = fresh_config(args, dir.path()).await?;
     anyhow::ensure!(
         args.nodes == 1 || (args.database_url.is_some() && args.redis_url.is_some()),
         "--nodes > 1 needs --database-url (PostgreSQL) and --redis-url"
@@ -257,6 +257,25 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     Ok(figures)
 }
 
+/// The configuration of a benchmark node: the environment's `XTIMER_…`
+/// settings, a free port, and fresh storage (a SQLite file in `dir`, or a
+/// new database and key prefix on `--database-url` and `--redis-url`).
+pub(crate) async fn fresh_config(args: &BenchArgs, dir: &std::path::Path) -> anyhow::Result<Config> {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let mut config = Config::load(None, &env)?;
+    config.server.listen = "127.0.0.1:0".into();
+    let suffix = format!("{:08x}", rand::random::<u32>());
+    config.database.url = match &args.database_url {
+        Some(url) => fresh_pg_database(url, &format!("xtbench_{suffix}")).await?,
+        None => format!("sqlite://{}", dir.join("bench.db").display()),
+    };
+    if let Some(url) = &args.redis_url {
+        config.redis.url = url.clone();
+        config.shard.key_prefix = format!("xtbench{suffix}");
+    }
+    Ok(config)
+}
+
 /// Creates database `name` on the server of `admin_url`; returns its URL.
 async fn fresh_pg_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
     use sqlx::Connection;
@@ -349,7 +368,7 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[idx]
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }

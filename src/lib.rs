@@ -6,10 +6,12 @@
 //!   serves HTTP, and shuts down in order.
 //! - [`heartbeat`]: the node's report of itself, for the nodes endpoint.
 //! - [`bench`]: the load benchmark behind `xtimer bench`.
+//! - [`bench_tasks`]: its `/v1` task API scenarios (create-task, hold-tasks).
 //! - [`receiver`]: a callback receiver that records what it got and when
 //!   (used by the benchmark and the end-to-end tests).
 
 pub mod bench;
+pub mod bench_tasks;
 pub mod heartbeat;
 pub mod node;
 pub mod receiver;
