@@ -63,8 +63,8 @@ pub enum Event {
     },
     /// A handler returned (or panicked) and its outcome was reported.
     Reported {
-        /// What set_task sent.
-        task: TaskData,
+        /// What set_task sent (boxed: it dwarfs the other events).
+        task: Box<TaskData>,
         /// What the handler returned.
         outcome: Outcome,
     },
@@ -399,7 +399,7 @@ impl Inner {
         }
         match self.send_report(&body).await {
             Ok(()) => {
-                self.emit(Event::Reported { task: body.clone(), outcome });
+                self.emit(Event::Reported { task: Box::new(body.clone()), outcome });
                 Some(body)
             }
             Err(err) => {
