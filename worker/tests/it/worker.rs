@@ -89,7 +89,7 @@ async fn a_panicking_handler_is_retried_and_the_loop_lives_on() {
     let mut events = worker.subscribe();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(worker.run(shutdown.clone()));
-    let mut reports = vec![wait_for(&mut events, reported).await, wait_for(&mut events, reported).await];
+    let mut reports = [wait_for(&mut events, reported).await, wait_for(&mut events, reported).await];
     reports.sort_by(|a, b| a.task_id.cmp(&b.task_id));
     shutdown.cancel();
     running.await.unwrap().unwrap();
