@@ -12,11 +12,12 @@ use xtimer_asyncflow::{Governor, Tasks};
 use xtimer_core::config::Config;
 use xtimer_core::node::NodeInfo;
 use xtimer_core::{SharedClock, SystemClock};
-use xtimer_executor::{Executor, ExecutorHandle, Reconciler};
+use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler};
 use xtimer_migrator::Migrator;
 use xtimer_scheduler::Scheduler;
-use xtimer_store::Stores;
+use xtimer_store::{AuthRepo, Stores};
 use xtimer_trigger::{Trigger, TriggerChannels};
+use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
 
 use crate::heartbeat::Heartbeat;
@@ -118,6 +119,9 @@ impl Node {
             stop_claiming.clone(),
             hard_stop.clone(),
         )?;
+        let auth_repo: Arc<dyn AuthRepo> = Arc::new(stores.database.clone());
+        let callbacks = Callbacks::load(&config.callback, &config.auth, auth_repo.clone(), clock.now_ms()).await?;
+        let executor = executor.with_callbacks(callbacks)?;
         let handle = executor.handle();
         let reconciler = Reconciler::new(
             config.reconciler.clone(),
@@ -147,7 +151,16 @@ impl Node {
             clock.clone(),
             config.server.clone(),
         );
+        let security = Security::new(&config.auth, &config.callback, &config.limits, Some(auth_repo))?;
+        let state = state.with_security(security);
         let app = router(state.with_nodes(stores.nodes.clone()).with_tasks(tasks.clone()));
+        if !config.auth.enabled && !addr.ip().is_loopback() {
+            tracing::warn!(
+                %addr,
+                "Auth is off and the API listens beyond loopback: anyone who reaches it can act on every app. \
+                 Set auth.enabled = true (and tokens) or listen on 127.0.0.1."
+            );
+        }
         let heartbeat = Heartbeat {
             nodes: stores.nodes.clone(),
             info: NodeInfo {
@@ -176,6 +189,8 @@ impl Node {
         let mut loops = JoinSet::new();
         let s = stop_claiming.clone();
         loops.spawn(async move {
+            // With the peer address: the rate limit keys anonymous callers by it.
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             ("http", axum::serve(listener, app).with_graceful_shutdown(s.cancelled_owned()).await.map_err(Into::into))
         });
         let s = stop_claiming.clone();

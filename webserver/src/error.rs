@@ -72,6 +72,21 @@ pub enum ApiError {
         /// The request path.
         path: String,
     },
+    /// No valid bearer token (401), or one of another app (403).
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthError),
+    /// A quota or rate limit is reached; the message names it and its
+    /// configuration key. 429, with `Retry-After` when known.
+    #[error("{msg}")]
+    LimitExceeded {
+        /// What limit, and what to do.
+        msg: String,
+        /// When to try again, if it is a rate.
+        retry_after: Option<std::time::Duration>,
+    },
+    /// Something the server needs failed (named for the log only). 500.
+    #[error("{0}")]
+    Internal(String),
     /// The timer or fire store failed. 500.
     #[error("the timer store failed")]
     Store(#[source] xtimer_store::Error),
@@ -95,7 +110,9 @@ impl ApiError {
             Self::TimerNotFound { .. } | Self::TimerDeleted { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::NameTaken { .. } => StatusCode::CONFLICT,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Store(_) | Self::Expand(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Auth(err) => err.status(),
+            Self::LimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Store(_) | Self::Expand(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }
@@ -123,7 +140,12 @@ impl IntoResponse for ApiError {
             response.extensions_mut().insert(Arc::new(self));
             response
         } else {
-            error_response(status, &self.to_string())
+            let mut response = error_response(status, &self.to_string());
+            if let Self::LimitExceeded { retry_after: Some(wait), .. } = &self {
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
+            }
+            response
         }
     }
 }

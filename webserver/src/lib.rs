@@ -11,6 +11,11 @@
 //!   - [`routes::health`]: `GET /healthz`;
 //!   - [`routes::nodes`]: `GET /api/xtimer/nodes`, the cluster's nodes.
 //! - [`routes::tasks`]: the asyncflow task API, `/v1/...` (API.md section 2).
+//! - [`auth`]: per-app bearer tokens: the [`auth::resolve`] middleware,
+//!   [`auth::AuthContext`] and [`auth::authorize`], for every API's handlers.
+//! - [`limits`]: the per-app request rate limit and the fires-per-minute count.
+//! - [`security`]: [`security::Security`], the auth, limits and callback
+//!   target policy one server enforces.
 //! - [`extract`]: `Json` and `Query` wrappers whose rejections are [`ApiError`]s.
 //! - [`envelope`]: the `{"code", "msg", "result"}` envelope of every reply.
 //! - [`error`]: [`ApiError`], its HTTP mapping, and the logging of 5xx causes.
@@ -19,10 +24,13 @@
 //! `{"code": 0, "msg": "ok", "result": ...}`; an error has the HTTP status as
 //! `code`, a message naming the field or limit at fault, and `result: null`.
 
+pub mod auth;
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod limits;
 pub mod routes;
+pub mod security;
 
 use std::sync::Arc;
 
@@ -31,10 +39,10 @@ use axum::routing::get;
 use axum::{middleware, Router};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
+use xtimer_asyncflow::Tasks;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
-use xtimer_asyncflow::Tasks;
 use xtimer_store::{FireRepo, NodeRepo, TimerRepo};
 
 pub use envelope::Envelope;
@@ -52,6 +60,7 @@ pub struct AppState {
     config: Arc<ServerConfig>,
     nodes: Option<Arc<dyn NodeRepo>>,
     tasks: Option<Tasks>,
+    security: Arc<security::Security>,
 }
 
 impl AppState {
@@ -64,7 +73,16 @@ impl AppState {
         clock: SharedClock,
         config: ServerConfig,
     ) -> Self {
-        Self { timers, fires, migrator, clock, config: Arc::new(config), nodes: None, tasks: None }
+        Self {
+            timers,
+            fires,
+            migrator,
+            clock,
+            config: Arc::new(config),
+            nodes: None,
+            tasks: None,
+            security: Arc::default(),
+        }
     }
 
     /// Serves `GET /api/xtimer/nodes` from `nodes`.
@@ -79,6 +97,13 @@ impl AppState {
         self
     }
 
+    /// Enforces `security` (auth, limits, callback targets) instead of
+    /// the default (auth off, default limits and target policy).
+    pub fn with_security(mut self, security: security::Security) -> Self {
+        self.security = Arc::new(security);
+        self
+    }
+
     /// The server configuration this state was built with.
     pub fn config(&self) -> &ServerConfig {
         &self.config
@@ -89,8 +114,9 @@ impl AppState {
 ///
 /// The timer routes answer both under `/api/xtimer/` and `/xtimer/`. Layers,
 /// outermost first: panics become a 500 envelope; requests are traced;
-/// 5xx causes are logged; bodies are limited to `max_body_bytes` (a 413
-/// envelope when exceeded).
+/// 5xx causes are logged; the bearer token is resolved into an
+/// [`auth::AuthContext`]; the caller's request rate is limited (429);
+/// bodies are limited to `max_body_bytes` (a 413 envelope when exceeded).
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(routes::health::health_check))
@@ -102,6 +128,8 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), limits::rate_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::resolve))
         .layer(middleware::from_fn(error::log_server_errors))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(error::panic_response))

@@ -33,7 +33,13 @@ pub struct NodeList {
 }
 
 /// `GET nodes`: every node with a heartbeat in the last [`ALIVE_WINDOW_MS`].
-pub async fn nodes_list(State(state): State<AppState>) -> Result<Envelope<NodeList>, ApiError> {
+///
+/// With auth on, any valid token (an app's or the admin's) may read it.
+pub async fn nodes_list(
+    State(state): State<AppState>,
+    auth: crate::auth::AuthContext,
+) -> Result<Envelope<NodeList>, ApiError> {
+    auth.require_token()?;
     let now = state.clock.now_ms();
     let nodes = match &state.nodes {
         Some(nodes) => nodes.list_nodes(now - ALIVE_WINDOW_MS).await?,

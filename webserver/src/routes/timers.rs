@@ -4,19 +4,32 @@
 //! answers 404 exactly as an unknown id does, so ids do not leak across
 //! apps. Deleted timers stay readable (`getTimer`, `getTimerTasks`: their
 //! fire history is kept) but can no longer change (404).
+//!
+//! With auth on, every route needs a bearer token (401 without a valid
+//! one, before the input is read) of the app it names (403 otherwise), and
+//! a timer of another app answers 403 instead of 404: the caller proved
+//! who it is, so it is told why. Creating and enabling check the limits
+//! (timers per app, fires per minute per app) and the callback target
+//! policy.
+
+pub mod admin;
 
 pub mod input;
 pub mod view;
 
 use axum::extract::State;
+use axum::http::Uri;
 use axum::routing::{delete, get, post};
 use axum::Router;
-use xtimer_core::timer::{Timer, TimerStatus};
+use xtimer_core::timer::{Notify, Schedule, Timer, TimerStatus};
 
 use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 use self::view::{FireView, List, TimerId, TimerView};
+use crate::auth::{authorize, AuthContext, AuthError};
 use crate::error::error_chain;
 use crate::extract::{ApiJson, ApiQuery, QueryOrJson};
+use crate::limits::{busiest_minute, FIRE_CHECK_MAX_TIMERS};
+use crate::security::CREATE_RESOLVE_TIMEOUT;
 use crate::{ApiError, AppState, Envelope};
 
 /// The timer routes under `prefix` (`/api/xtimer` or `/xtimer`).
@@ -29,6 +42,7 @@ pub fn routes(prefix: &str) -> Router<AppState> {
         .route(&format!("{prefix}/getTimer"), get(timers_get))
         .route(&format!("{prefix}/getAppTimers"), get(timers_list))
         .route(&format!("{prefix}/getTimerTasks"), get(timer_tasks_list))
+        .route(&format!("{prefix}/admin/issueToken"), post(admin::tokens_issue))
 }
 
 /// `POST createTimer`: validates and stores a timer; with `status: 2` it is
@@ -36,10 +50,29 @@ pub fn routes(prefix: &str) -> Router<AppState> {
 /// a moment fires on time.
 pub async fn timers_create(
     State(state): State<AppState>,
-    ApiJson(input): ApiJson<CreateTimer>,
+    auth: AuthContext,
+    input: Result<ApiJson<CreateTimer>, ApiError>,
 ) -> Result<Envelope<TimerId>, ApiError> {
+    auth.require_token()?;
+    let ApiJson(input) = input?;
+    authorize(&auth, &input.app)?;
     let now = state.clock.now_ms();
-    let new = input.validate(now)?;
+    let new = input.validate_with(now, &state.security.limits)?;
+    let Notify::Http(notify) = &new.notify;
+    check_target(&state, &notify.url).await?;
+    let (_, existing) = state.timers.list_app_timers(&new.app, 0, 0).await?;
+    let max = state.security.limits.timers_per_app;
+    if existing >= max {
+        return Err(ApiError::LimitExceeded {
+            msg: format!(
+                "app `{}` has {existing} timers, the most it may have (limits.timers_per_app = {max}): delete \
+                 some first",
+                new.app
+            ),
+            retry_after: None,
+        });
+    }
+    check_fire_rate(&state, &new.app, None, &new.schedule, now).await?;
     let timer = state.timers.create_timer(&new, now).await?;
     if timer.status == TimerStatus::Enabled {
         if let Err(err) = state.migrator.expand_timer(&timer).await {
@@ -65,9 +98,14 @@ pub async fn timers_create(
 /// the reply. Enabling an enabled timer is a no-op that succeeds.
 pub async fn timers_enable(
     State(state): State<AppState>,
-    ApiQuery(r): ApiQuery<TimerRef>,
+    auth: AuthContext,
+    r: Result<ApiQuery<TimerRef>, ApiError>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    let mut timer = live_timer(&state, &r).await?;
+    let r = authorized(&auth, r)?;
+    let mut timer = live_timer(&state, &auth, &r).await?;
+    if timer.status != TimerStatus::Enabled {
+        check_fire_rate(&state, &timer.app, Some(timer.id), &timer.schedule, state.clock.now_ms()).await?;
+    }
     set_status(&state, &r, TimerStatus::Enabled).await?;
     timer.status = TimerStatus::Enabled;
     state.migrator.expand_timer(&timer).await?;
@@ -78,9 +116,11 @@ pub async fn timers_enable(
 /// fired, when their time comes.
 pub async fn timers_disable(
     State(state): State<AppState>,
-    ApiQuery(r): ApiQuery<TimerRef>,
+    auth: AuthContext,
+    r: Result<ApiQuery<TimerRef>, ApiError>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    live_timer(&state, &r).await?;
+    let r = authorized(&auth, r)?;
+    live_timer(&state, &auth, &r).await?;
     set_status(&state, &r, TimerStatus::Disabled).await?;
     Ok(Envelope(TimerId { id: r.id }))
 }
@@ -89,9 +129,13 @@ pub async fn timers_disable(
 /// name is free again, its fire history is kept.
 pub async fn timers_delete(
     State(state): State<AppState>,
-    QueryOrJson(r): QueryOrJson<TimerRef>,
+    auth: AuthContext,
+    r: Result<QueryOrJson<TimerRef>, ApiError>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    live_timer(&state, &r).await?;
+    auth.require_token()?;
+    let QueryOrJson(r) = r?;
+    authorize(&auth, &r.app)?;
+    live_timer(&state, &auth, &r).await?;
     set_status(&state, &r, TimerStatus::Deleted).await?;
     Ok(Envelope(TimerId { id: r.id }))
 }
@@ -99,17 +143,23 @@ pub async fn timers_delete(
 /// `GET getTimer`: one timer, deleted ones included (status 3).
 pub async fn timers_get(
     State(state): State<AppState>,
-    ApiQuery(r): ApiQuery<TimerRef>,
+    auth: AuthContext,
+    r: Result<ApiQuery<TimerRef>, ApiError>,
 ) -> Result<Envelope<TimerView>, ApiError> {
-    let timer = owned_timer(&state, &r).await?;
+    let r = authorized(&auth, r)?;
+    let timer = owned_timer(&state, &auth, &r).await?;
     Ok(Envelope(TimerView::from(&timer)))
 }
 
 /// `GET getAppTimers`: a page of an app's timers that are not deleted, by id.
 pub async fn timers_list(
     State(state): State<AppState>,
-    ApiQuery(q): ApiQuery<AppTimersQuery>,
+    auth: AuthContext,
+    q: Result<ApiQuery<AppTimersQuery>, ApiError>,
 ) -> Result<Envelope<List<TimerView>>, ApiError> {
+    auth.require_token()?;
+    let ApiQuery(q) = q?;
+    authorize(&auth, &q.app)?;
     let page = q.validate()?;
     let (timers, total) = state.timers.list_app_timers(&q.app, page.offset, page.limit).await?;
     Ok(Envelope(List { list: timers.iter().map(TimerView::from).collect(), total }))
@@ -119,26 +169,44 @@ pub async fn timers_list(
 /// optionally of one status.
 pub async fn timer_tasks_list(
     State(state): State<AppState>,
-    ApiQuery(q): ApiQuery<TimerTasksQuery>,
+    auth: AuthContext,
+    q: Result<ApiQuery<TimerTasksQuery>, ApiError>,
 ) -> Result<Envelope<List<FireView>>, ApiError> {
+    auth.require_token()?;
+    let ApiQuery(q) = q?;
+    authorize(&auth, &q.app)?;
     let (status, page) = q.validate()?;
-    owned_timer(&state, &TimerRef { id: q.id, app: q.app }).await?;
+    owned_timer(&state, &auth, &TimerRef { id: q.id, app: q.app }).await?;
     let (fires, total) = state.fires.list_fires(q.id, status, page.offset, page.limit).await?;
     Ok(Envelope(List { list: fires.iter().map(FireView::from).collect(), total }))
 }
 
+/// A timer reference read after the caller showed a valid token (401
+/// first), checked to name the caller's app (403).
+fn authorized(auth: &AuthContext, r: Result<ApiQuery<TimerRef>, ApiError>) -> Result<TimerRef, ApiError> {
+    auth.require_token()?;
+    let ApiQuery(r) = r?;
+    authorize(auth, &r.app)?;
+    Ok(r)
+}
+
 /// The timer `r` names, if it belongs to `r.app`; deleted ones included.
-async fn owned_timer(state: &AppState, r: &TimerRef) -> Result<Timer, ApiError> {
+/// Another app's timer is a 404 with auth off (ids do not leak across
+/// apps) and a 403 with auth on.
+async fn owned_timer(state: &AppState, auth: &AuthContext, r: &TimerRef) -> Result<Timer, ApiError> {
     r.validate()?;
     match state.timers.get_timer(r.id).await? {
         Some(timer) if timer.app == r.app => Ok(timer),
+        Some(timer) if auth.enabled() => {
+            Err(AuthError::Forbidden(format!("timer {} belongs to another app than `{}`", timer.id, r.app)).into())
+        }
         _ => Err(ApiError::TimerNotFound { id: r.id, app: r.app.clone() }),
     }
 }
 
 /// The timer `r` names, if it belongs to `r.app` and is not deleted.
-async fn live_timer(state: &AppState, r: &TimerRef) -> Result<Timer, ApiError> {
-    let timer = owned_timer(state, r).await?;
+async fn live_timer(state: &AppState, auth: &AuthContext, r: &TimerRef) -> Result<Timer, ApiError> {
+    let timer = owned_timer(state, auth, r).await?;
     if timer.status == TimerStatus::Deleted {
         return Err(ApiError::TimerDeleted { id: r.id, app: r.app.clone() });
     }
@@ -153,4 +221,58 @@ async fn set_status(state: &AppState, r: &TimerRef, status: TimerStatus) -> Resu
     } else {
         Err(ApiError::TimerDeleted { id: r.id, app: r.app.clone() })
     }
+}
+
+/// 400 when the callback URL's host is, or resolves to, an address the
+/// target policy refuses.
+async fn check_target(state: &AppState, url: &str) -> Result<(), ApiError> {
+    let Some(host) = url.parse::<Uri>().ok().and_then(|u| u.host().map(str::to_owned)) else { return Ok(()) };
+    let policy = &state.security.policy;
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let checked = if state.security.resolve_at_create || bare.parse::<std::net::IpAddr>().is_ok() {
+        policy.check_host(&host, CREATE_RESOLVE_TIMEOUT).await
+    } else {
+        Ok(())
+    };
+    checked.map_err(|refusal| ApiError::invalid("notifyHTTPParam.url", refusal))
+}
+
+/// 400 when `schedule`, added to the app's enabled timers (but `except`),
+/// would make its busiest minute of the next hour exceed
+/// `limits.fires_per_minute_per_app`. The other timers count only while
+/// the app has at most [`FIRE_CHECK_MAX_TIMERS`].
+async fn check_fire_rate(
+    state: &AppState,
+    app: &str,
+    except: Option<i64>,
+    schedule: &Schedule,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    let max = state.security.limits.fires_per_minute_per_app;
+    let (own, _) = busiest_minute([schedule], now_ms);
+    let mut schedules = vec![schedule.clone()];
+    if own <= max {
+        let (timers, total) = state.timers.list_app_timers(app, 0, FIRE_CHECK_MAX_TIMERS).await?;
+        if total <= FIRE_CHECK_MAX_TIMERS {
+            schedules.extend(
+                timers
+                    .into_iter()
+                    .filter(|t| t.status == TimerStatus::Enabled && Some(t.id) != except)
+                    .map(|t| t.schedule),
+            );
+        }
+    }
+    let (busiest, minute) = busiest_minute(&schedules, now_ms);
+    if busiest <= max {
+        return Ok(());
+    }
+    let whose = if own > max { "this timer alone" } else { "this timer with the app's enabled timers" };
+    Err(ApiError::invalid(
+        if matches!(schedule, Schedule::Cron { .. }) { "cron" } else { "runAt" },
+        format!(
+            "{whose} would fire {busiest} times in the minute from {}, more than app `{app}` may \
+             (limits.fires_per_minute_per_app = {max})",
+            xtimer_core::clock::rfc3339(minute)
+        ),
+    ))
 }

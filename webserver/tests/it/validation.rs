@@ -80,7 +80,11 @@ async fn every_invalid_create_field_is_a_400_naming_it() {
             Some(json!({"X-A": 1})),
             &["notifyHTTPParam.header.X-A: invalid type: integer `1`"],
         ),
-        ("/notifyHTTPParam/header", Some(headers(33)), &["notifyHTTPParam.header: at most 32 headers, got 33"]),
+        (
+            "/notifyHTTPParam/header",
+            Some(headers(33)),
+            &["notifyHTTPParam.header: at most 32 headers (limits.callback_max_headers), got 33"],
+        ),
         (
             "/notifyHTTPParam/header",
             Some(json!({"x".repeat(129): "v"})),
@@ -104,7 +108,7 @@ async fn every_invalid_create_field_is_a_400_naming_it() {
         (
             "/notifyHTTPParam/body",
             Some(json!("b".repeat(65_537))),
-            &["notifyHTTPParam.body: must be at most 65536 bytes, got 65537"],
+            &["notifyHTTPParam.body: must be at most 65536 bytes (limits.callback_max_body_bytes), got 65537"],
         ),
         ("/notifyHTTPParam/headers", Some(json!({})), &["notifyHTTPParam", "unknown field `headers`"]),
         ("/retry/maxAttempts", Some(json!(0)), &["retry.maxAttempts: must be 1..=20, got 0"]),

@@ -12,6 +12,7 @@ use chrono::DateTime;
 use serde::Deserialize;
 use serde_json::Value;
 use xtimer_core::clock::rfc3339;
+use xtimer_core::config::LimitsConfig;
 use xtimer_core::cron::{parse_timezone, CronSchedule};
 use xtimer_core::fire::FireStatus;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
@@ -26,13 +27,13 @@ pub const MAX_NAME_CHARS: usize = 256;
 pub const MAX_CRON_CHARS: usize = 256;
 /// Longest callback URL, characters.
 pub const MAX_URL_CHARS: usize = 2048;
-/// Most callback headers.
+/// Most callback headers, by default (`limits.callback_max_headers`).
 pub const MAX_HEADERS: usize = 32;
 /// Longest callback header name, bytes.
 pub const MAX_HEADER_NAME_BYTES: usize = 128;
 /// Longest callback header value, bytes.
 pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
-/// Largest callback body, bytes.
+/// Largest callback body, bytes, by default (`limits.callback_max_body_bytes`).
 pub const MAX_CALLBACK_BODY_BYTES: usize = 64 * 1024;
 /// Callback methods accepted.
 pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
@@ -127,9 +128,16 @@ impl Problems {
 }
 
 impl CreateTimer {
-    /// Checks every field against `now_ms` and builds the timer to store,
-    /// or a 400 listing every problem.
+    /// Checks every field against `now_ms` and the default limits; see
+    /// [`CreateTimer::validate_with`].
     pub fn validate(self, now_ms: i64) -> Result<NewTimer, ApiError> {
+        self.validate_with(now_ms, &LimitsConfig::default())
+    }
+
+    /// Checks every field against `now_ms` and `limits` (callback headers
+    /// and body) and builds the timer to store, or a 400 listing every
+    /// problem.
+    pub fn validate_with(self, now_ms: i64, limits: &LimitsConfig) -> Result<NewTimer, ApiError> {
         let mut p = Problems::default();
         check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
         check_chars(&mut p, "name", &self.name, MAX_NAME_CHARS);
@@ -142,7 +150,7 @@ impl CreateTimer {
                 TimerStatus::Disabled
             }
         };
-        let notify = self.notify_http_param.validate(&mut p);
+        let notify = self.notify_http_param.validate(&mut p, limits);
         let retry = self.retry.map_or(Some(RetryPolicy::default()), |r| r.validate(&mut p));
         let misfire = match self.misfire.as_deref() {
             None => Some(MisfirePolicy::default()),
@@ -281,7 +289,7 @@ fn check_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
 }
 
 impl NotifyHttpParam {
-    fn validate(self, p: &mut Problems) -> Option<HttpNotify> {
+    fn validate(self, p: &mut Problems, limits: &LimitsConfig) -> Option<HttpNotify> {
         let before = p.0.len();
         check_url(p, &self.url);
         let method = self.method.as_deref().unwrap_or("POST").to_ascii_uppercase();
@@ -292,12 +300,13 @@ impl NotifyHttpParam {
             );
         }
         let headers = self.header.unwrap_or_default();
-        check_headers(p, &headers);
+        check_headers(p, &headers, limits);
         if let Some(body) = &self.body {
-            if body.len() > MAX_CALLBACK_BODY_BYTES {
+            let max = limits.callback_max_body_bytes;
+            if body.len() > max {
                 p.push(
                     "notifyHTTPParam.body",
-                    format!("must be at most {MAX_CALLBACK_BODY_BYTES} bytes, got {}", body.len()),
+                    format!("must be at most {max} bytes (limits.callback_max_body_bytes), got {}", body.len()),
                 );
             }
         }
@@ -330,10 +339,19 @@ fn check_url(p: &mut Problems, url: &str) {
     }
 }
 
-fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>) {
+fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>, limits: &LimitsConfig) {
     const FIELD: &str = "notifyHTTPParam.header";
-    if headers.len() > MAX_HEADERS {
-        p.push(FIELD, format!("at most {MAX_HEADERS} headers, got {}", headers.len()));
+    let max = limits.callback_max_headers;
+    if headers.len() > max {
+        p.push(FIELD, format!("at most {max} headers (limits.callback_max_headers), got {}", headers.len()));
+    }
+    let total: usize = headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let max = limits.callback_max_header_bytes;
+    if total > max {
+        p.push(
+            FIELD,
+            format!("names and values must total at most {max} bytes (limits.callback_max_header_bytes), got {total}"),
+        );
     }
     let mut seen = HashSet::new();
     for (name, value) in headers {

@@ -1,0 +1,311 @@
+//! Per-app API tokens.
+//!
+//! [`resolve`], a middleware on every route, reads `Authorization: Bearer
+//! <token>` and leaves an [`AuthContext`] in the request's extensions: auth
+//! is off, no token, an unknown token, the admin token, or a token of one
+//! app. It refuses nothing itself; each handler decides, so every API
+//! answers in its own format:
+//!
+//! ```ignore
+//! async fn handler(auth: AuthContext, ...) -> Result<..., ApiError> {
+//!     auth.require_token()?;       // 401 before reading the body
+//!     authorize(&auth, &input.app)?; // 403 when the token is another app's
+//! }
+//! ```
+//!
+//! With auth off both calls pass. Tokens come from the configuration
+//! (`[auth.apps.<app>]`, `auth.tokens_file`) or from
+//! `POST /api/xtimer/admin/issueToken`, which stores only their SHA-256
+//! (`t_api_token`); lookups are cached for [`TOKEN_TTL`] (unknown ones for
+//! [`UNKNOWN_TOKEN_TTL`], so a flood of made-up tokens does not reach the
+//! database at its own rate).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use dashmap::DashMap;
+use xtimer_core::config::AuthConfig;
+use xtimer_core::signature::token_hash;
+use xtimer_store::AuthRepo;
+
+use crate::{ApiError, AppState};
+
+/// How long a known token's app is reused without asking the database.
+pub const TOKEN_TTL: Duration = Duration::from_secs(60);
+/// How long an unknown token stays unknown without asking the database.
+pub const UNKNOWN_TOKEN_TTL: Duration = Duration::from_secs(5);
+/// Most cached token lookups; past it the cache is emptied.
+const MAX_CACHED: usize = 100_000;
+
+/// Who is calling, as the bearer token says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthContext {
+    /// Auth is off (`auth.enabled = false`): every call may act on every app.
+    Disabled,
+    /// Auth is on and the request has no bearer token.
+    Missing,
+    /// Auth is on and the token is not known.
+    Unknown,
+    /// The admin token.
+    Admin,
+    /// A token of this app.
+    App(AuthApp),
+}
+
+/// The app a token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthApp {
+    /// The app's name.
+    pub app: String,
+}
+
+/// Why a call is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No bearer token. 401.
+    #[error("authentication required: send `Authorization: Bearer <token>` with a token of your app")]
+    Missing,
+    /// A token that is not known. 401.
+    #[error("the bearer token is not valid")]
+    Unknown,
+    /// A token of another app than the one the call acts on. 403.
+    #[error("forbidden: the token is for app `{token_app}`, not for `{app}`")]
+    WrongApp {
+        /// The token's app.
+        token_app: String,
+        /// The app the call acts on.
+        app: String,
+    },
+    /// The admin token used on an app's call, or an app token on an admin call. 403.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+impl AuthError {
+    /// 401 or 403.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Missing | Self::Unknown => StatusCode::UNAUTHORIZED,
+            Self::WrongApp { .. } | Self::Forbidden(_) => StatusCode::FORBIDDEN,
+        }
+    }
+}
+
+impl AuthContext {
+    /// Passes when auth is off or the request carries a valid token (any
+    /// app's, or the admin's); else 401. Call it first, so a caller with no
+    /// valid token learns nothing from validation messages.
+    pub fn require_token(&self) -> Result<(), AuthError> {
+        match self {
+            Self::Missing => Err(AuthError::Missing),
+            Self::Unknown => Err(AuthError::Unknown),
+            Self::Disabled | Self::Admin | Self::App(_) => Ok(()),
+        }
+    }
+
+    /// Whether auth is on.
+    pub fn enabled(&self) -> bool {
+        *self != Self::Disabled
+    }
+
+    /// The app of the token, if it is an app's.
+    pub fn app(&self) -> Option<&str> {
+        match self {
+            Self::App(a) => Some(&a.app),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the caller may act on `app`: auth off, or a token of `app`.
+/// 401 without a valid token, 403 with another app's (or the admin's:
+/// the admin issues tokens, it does not act as the apps).
+pub fn authorize(ctx: &AuthContext, app: &str) -> Result<(), AuthError> {
+    ctx.require_token()?;
+    match ctx {
+        AuthContext::App(a) if a.app == app => Ok(()),
+        AuthContext::App(a) => Err(AuthError::WrongApp { token_app: a.app.clone(), app: app.to_string() }),
+        AuthContext::Admin => {
+            Err(AuthError::Forbidden("the admin token issues app tokens; call with a token of the app".into()))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for AuthContext {
+    type Rejection = ApiError;
+
+    /// The context [`resolve`] left; without it (the middleware is not on
+    /// this route) every call is refused, never let through.
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts.extensions.get::<AuthContext>().cloned().unwrap_or(AuthContext::Missing))
+    }
+}
+
+/// The token store: configured tokens, the admin token, issued tokens.
+pub struct Auth {
+    enabled: bool,
+    admin_hash: Option<String>,
+    configured: HashMap<String, String>,
+    repo: Option<Arc<dyn AuthRepo>>,
+    cache: DashMap<String, (Option<String>, Instant)>,
+}
+
+impl Default for Auth {
+    /// Auth off, no admin token.
+    fn default() -> Self {
+        Self { enabled: false, admin_hash: None, configured: HashMap::new(), repo: None, cache: DashMap::new() }
+    }
+}
+
+impl Auth {
+    /// The tokens `config` names; issued tokens are looked up in `repo`.
+    pub fn new(config: &AuthConfig, repo: Option<Arc<dyn AuthRepo>>) -> xtimer_core::Result<Self> {
+        let configured = config
+            .credentials()?
+            .into_iter()
+            .filter(|(_, c)| !c.token.is_empty())
+            .map(|(app, c)| (token_hash(c.token.expose()), app))
+            .collect();
+        let admin_hash = (!config.admin_token.is_empty()).then(|| token_hash(config.admin_token.expose()));
+        Ok(Self { enabled: config.enabled, admin_hash, configured, repo, cache: DashMap::new() })
+    }
+
+    /// Whether calls need a token.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The store of issued tokens, if any.
+    pub fn repo(&self) -> Option<&Arc<dyn AuthRepo>> {
+        self.repo.as_ref()
+    }
+
+    /// Whether `headers` carry the admin token (with auth on or off).
+    pub fn is_admin(&self, headers: &HeaderMap) -> bool {
+        match (&self.admin_hash, bearer(headers)) {
+            (Some(admin), Some(token)) => constant_time_eq(admin.as_bytes(), token_hash(token).as_bytes()),
+            _ => false,
+        }
+    }
+
+    /// Whether admin endpoints are on (an admin token is configured).
+    pub fn admin_enabled(&self) -> bool {
+        self.admin_hash.is_some()
+    }
+
+    /// Remembers a token just issued, so this node knows it at once.
+    pub fn remember(&self, hash: String, app: String) {
+        self.cache.insert(hash, (Some(app), Instant::now()));
+    }
+
+    /// Who `headers` say is calling.
+    pub async fn context(&self, headers: &HeaderMap) -> AuthContext {
+        if !self.enabled {
+            return AuthContext::Disabled;
+        }
+        let Some(token) = bearer(headers) else { return AuthContext::Missing };
+        let hash = token_hash(token);
+        if self.admin_hash.as_deref().is_some_and(|admin| constant_time_eq(admin.as_bytes(), hash.as_bytes())) {
+            return AuthContext::Admin;
+        }
+        if let Some(app) = self.configured.get(&hash) {
+            return AuthContext::App(AuthApp { app: app.clone() });
+        }
+        match self.lookup(hash).await {
+            Some(app) => AuthContext::App(AuthApp { app }),
+            None => AuthContext::Unknown,
+        }
+    }
+
+    async fn lookup(&self, hash: String) -> Option<String> {
+        if let Some(entry) = self.cache.get(&hash) {
+            let ttl = if entry.0.is_some() { TOKEN_TTL } else { UNKNOWN_TOKEN_TTL };
+            if entry.1.elapsed() < ttl {
+                return entry.0.clone();
+            }
+        }
+        let repo = self.repo.as_ref()?;
+        match repo.token_app(&hash).await {
+            Ok(app) => {
+                if self.cache.len() >= MAX_CACHED {
+                    self.cache.clear();
+                }
+                self.cache.insert(hash, (app.clone(), Instant::now()));
+                app
+            }
+            Err(err) => {
+                // Fail closed: an unreadable token store lets no one in.
+                tracing::warn!(error = %err, "Looking up an API token failed; the call is refused.");
+                None
+            }
+        }
+    }
+}
+
+/// The token of `Authorization: Bearer <token>` (scheme in any case).
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Middleware: resolves the bearer token into an [`AuthContext`] extension.
+pub async fn resolve(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let ctx = state.security.auth.context(request.headers()).await;
+    request.extensions_mut().insert(ctx);
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xtimer_core::config::{AppCredentials, Secret};
+
+    fn headers(auth: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, auth.parse().unwrap());
+        h
+    }
+
+    fn auth() -> Auth {
+        let mut config = AuthConfig { enabled: true, admin_token: Secret::new("adm"), ..AuthConfig::default() };
+        config.apps.insert("billing".into(), AppCredentials { token: Secret::new("tb"), secret: Secret::default() });
+        Auth::new(&config, None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn tokens_resolve_to_their_app() {
+        let a = auth();
+        assert_eq!(a.context(&HeaderMap::new()).await, AuthContext::Missing);
+        assert_eq!(a.context(&headers("Bearer nope")).await, AuthContext::Unknown);
+        assert_eq!(a.context(&headers("Basic tb")).await, AuthContext::Missing);
+        assert_eq!(a.context(&headers("bearer  tb ")).await, AuthContext::App(AuthApp { app: "billing".into() }));
+        assert_eq!(a.context(&headers("Bearer adm")).await, AuthContext::Admin);
+        assert!(a.is_admin(&headers("Bearer adm")));
+        assert!(!a.is_admin(&headers("Bearer tb")));
+        assert_eq!(Auth::default().context(&headers("Bearer x")).await, AuthContext::Disabled);
+    }
+
+    #[test]
+    fn authorize_checks_the_app() {
+        let billing = AuthContext::App(AuthApp { app: "billing".into() });
+        assert_eq!(authorize(&billing, "billing"), Ok(()));
+        assert_eq!(authorize(&billing, "ops").unwrap_err().status(), StatusCode::FORBIDDEN);
+        assert_eq!(authorize(&AuthContext::Missing, "ops").unwrap_err().status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(authorize(&AuthContext::Unknown, "ops").unwrap_err().status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(authorize(&AuthContext::Admin, "ops").unwrap_err().status(), StatusCode::FORBIDDEN);
+        assert_eq!(authorize(&AuthContext::Disabled, "anything"), Ok(()));
+    }
+}

@@ -1,0 +1,179 @@
+//! Explicit limits: API requests per second per app (a token bucket per
+//! key, [`rate_limit`]), and the fires per minute a set of schedules makes
+//! ([`busiest_minute`]). The other limits (body size, callback headers and
+//! body, name and app lengths, timers per app) are checked where the input
+//! is read; every one answers an envelope naming the limit and its
+//! configuration key.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use chrono::DateTime;
+use dashmap::DashMap;
+use xtimer_core::cron::CronSchedule;
+use xtimer_core::timer::Schedule;
+
+use crate::auth::AuthContext;
+use crate::{ApiError, AppState};
+
+/// How far ahead [`busiest_minute`] looks.
+pub const FIRE_WINDOW_MS: i64 = 60 * 60_000;
+/// The app's other enabled timers are counted in the fires-per-minute
+/// check only when it has at most this many timers (the check expands each
+/// one over [`FIRE_WINDOW_MS`]); past it only the new timer is checked.
+pub const FIRE_CHECK_MAX_TIMERS: u64 = 100;
+/// Keys kept before idle buckets are dropped.
+const MAX_BUCKETS: usize = 100_000;
+
+/// Token buckets, one per key (app, or caller address).
+pub struct RateLimiter {
+    per_second: f64,
+    burst: f64,
+    buckets: DashMap<String, Bucket>,
+    calls: AtomicU64,
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl RateLimiter {
+    /// `per_second` requests per second with bursts of `burst`; 0 turns it off.
+    pub fn new(per_second: u32, burst: u32) -> Self {
+        Self {
+            per_second: f64::from(per_second),
+            burst: f64::from(burst.max(1)),
+            buckets: DashMap::new(),
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes one request from `key`'s bucket; when it is empty, how long
+    /// until it holds one again.
+    pub fn take(&self, key: &str) -> Result<(), Duration> {
+        if self.per_second <= 0.0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if self.calls.fetch_add(1, Ordering::Relaxed) % 4096 == 0 && self.buckets.len() > MAX_BUCKETS {
+            // A full bucket is the same as none: drop those, keeping memory
+            // bounded whatever keys callers make up.
+            let refill = Duration::from_secs_f64(self.burst / self.per_second);
+            self.buckets.retain(|_, b| now.duration_since(b.at) < refill);
+        }
+        let mut bucket = self.buckets.entry(key.to_string()).or_insert(Bucket { tokens: self.burst, at: now });
+        let elapsed = now.duration_since(bucket.at).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * self.per_second).min(self.burst);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - bucket.tokens) / self.per_second))
+        }
+    }
+}
+
+/// Middleware (inside [`crate::auth::resolve`]): 429 when the caller's
+/// bucket is empty. The key is the app of the caller's token, else the
+/// `app` of the query string, else the caller's address; `/healthz` is
+/// not limited.
+pub async fn rate_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    let key = rate_key(&request);
+    match state.security.rate.take(&key) {
+        Ok(()) => next.run(request).await,
+        Err(wait) => {
+            let per_second = state.security.limits.requests_per_second;
+            ApiError::LimitExceeded {
+                msg: format!(
+                    "rate limit: {key} may send at most {per_second} requests per second \
+                     (limits.requests_per_second); retry in {} ms",
+                    wait.as_millis().max(1)
+                ),
+                retry_after: Some(wait),
+            }
+            .into_response()
+        }
+    }
+}
+
+fn rate_key(request: &Request) -> String {
+    if let Some(app) = request.extensions().get::<AuthContext>().and_then(AuthContext::app) {
+        return format!("app `{app}`");
+    }
+    let query_app = request.uri().query().and_then(|q| {
+        q.split('&').find_map(|pair| pair.strip_prefix("app=").map(|v| v.chars().take(128).collect::<String>()))
+    });
+    if let Some(app) = query_app.filter(|a| !a.is_empty()) {
+        return format!("app `{app}`");
+    }
+    match request.extensions().get::<ConnectInfo<SocketAddr>>() {
+        Some(ConnectInfo(addr)) => format!("address {}", addr.ip()),
+        None => "this caller".to_string(),
+    }
+}
+
+/// The most fires any one minute gets from `schedules` in
+/// `[now_ms, now_ms + FIRE_WINDOW_MS)`, with the minute (Unix ms) it starts.
+/// Crons that do not parse count nothing (they were validated before).
+pub fn busiest_minute<'a>(schedules: impl IntoIterator<Item = &'a Schedule>, now_ms: i64) -> (u64, i64) {
+    let end = now_ms.saturating_add(FIRE_WINDOW_MS);
+    let mut minutes: HashMap<i64, u64> = HashMap::new();
+    let now = DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
+    for schedule in schedules {
+        match schedule {
+            Schedule::Cron { expr, timezone } => {
+                let Ok(cron) = CronSchedule::parse(expr, timezone, now) else { continue };
+                // At most 60 fires a minute: fire times are whole seconds.
+                for at in cron.fires_between(now_ms, end, (FIRE_WINDOW_MS / 1000) as usize) {
+                    *minutes.entry(at.div_euclid(60_000)).or_default() += 1;
+                }
+            }
+            Schedule::Once { run_at_ms } => {
+                if (now_ms..end).contains(run_at_ms) {
+                    *minutes.entry(run_at_ms.div_euclid(60_000)).or_default() += 1;
+                }
+            }
+        }
+    }
+    minutes.into_iter().map(|(m, n)| (n, m * 60_000)).max().unwrap_or((0, now_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_refuses_until_it_refills() {
+        let r = RateLimiter::new(10, 3);
+        assert!((0..3).all(|_| r.take("a").is_ok()));
+        let wait = r.take("a").unwrap_err();
+        assert!(wait <= Duration::from_millis(100), "{wait:?}");
+        assert!(r.take("b").is_ok(), "keys have their own buckets");
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(r.take("a").is_ok(), "refilled");
+        assert!(RateLimiter::new(0, 0).take("a").is_ok(), "0 is off");
+    }
+
+    #[test]
+    fn the_busiest_minute_sums_every_schedule() {
+        let now = 1_893_456_000_000; // 2030-01-01T00:00:00Z, a minute boundary
+        let every_second = Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() };
+        let every_minute = Schedule::Cron { expr: "* * * * *".into(), timezone: "UTC".into() };
+        let at_five = Schedule::Cron { expr: "*/5 5 * * * *".into(), timezone: "Asia/Shanghai".into() };
+        let once = Schedule::Once { run_at_ms: now + 5 * 60_000 + 1 };
+        assert_eq!(busiest_minute([&every_second], now).0, 60);
+        assert_eq!(busiest_minute([&every_minute], now).0, 1);
+        assert_eq!(busiest_minute([&at_five, &every_minute, &once], now), (12 + 1 + 1, now + 5 * 60_000));
+        assert_eq!(busiest_minute([], now).0, 0);
+    }
+}

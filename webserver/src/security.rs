@@ -1,0 +1,65 @@
+//! What the API enforces beyond input shape: who may call ([`Auth`]),
+//! the limits ([`LimitsConfig`], [`RateLimiter`]) and where callbacks may
+//! point ([`TargetPolicy`]). One [`Security`] per server, shared by
+//! [`crate::AppState`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use xtimer_core::config::{AuthConfig, CallbackConfig, LimitsConfig};
+use xtimer_core::target_policy::TargetPolicy;
+use xtimer_store::AuthRepo;
+
+use crate::auth::Auth;
+use crate::limits::RateLimiter;
+
+/// How long `createTimer` waits for a callback host to resolve.
+pub const CREATE_RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The server's security settings.
+pub struct Security {
+    /// Tokens.
+    pub auth: Auth,
+    /// Limit values.
+    pub limits: LimitsConfig,
+    /// Request rate per app.
+    pub rate: RateLimiter,
+    /// Where callbacks may point.
+    pub policy: Arc<TargetPolicy>,
+    /// Whether `createTimer` resolves callback hosts to check them.
+    pub resolve_at_create: bool,
+}
+
+impl Default for Security {
+    /// Auth off, default limits, the default target policy.
+    fn default() -> Self {
+        let limits = LimitsConfig::default();
+        let callback = CallbackConfig::default();
+        Self {
+            auth: Auth::default(),
+            rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
+            limits,
+            policy: Arc::new(TargetPolicy::default()),
+            resolve_at_create: callback.resolve_at_create,
+        }
+    }
+}
+
+impl Security {
+    /// The settings the configuration names; issued tokens live in `repo`.
+    pub fn new(
+        auth: &AuthConfig,
+        callback: &CallbackConfig,
+        limits: &LimitsConfig,
+        repo: Option<Arc<dyn AuthRepo>>,
+    ) -> xtimer_core::Result<Self> {
+        let policy = TargetPolicy::from_config(callback).map_err(|e| xtimer_core::Error::Config(vec![e]))?;
+        Ok(Self {
+            auth: Auth::new(auth, repo)?,
+            rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
+            limits: limits.clone(),
+            policy: Arc::new(policy),
+            resolve_at_create: callback.resolve_at_create,
+        })
+    }
+}
