@@ -7,3 +7,4 @@ mod helpers;
 mod nodes;
 mod race;
 mod restart;
+mod worker_sdk;
