@@ -25,6 +25,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Client {
     http: reqwest::Client,
     base: String,
+    token: Option<String>,
 }
 
 impl Client {
@@ -45,7 +46,14 @@ impl Client {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(Error::BadAddress(base));
         }
-        Ok(Self { http, base })
+        Ok(Self { http, base, token: None })
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every call, for a server
+    /// with API authentication on.
+    pub fn with_bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
     }
 
     /// The server address this client talks to.
@@ -57,13 +65,28 @@ impl Client {
         format!("{}/v1/{path}", self.base)
     }
 
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.auth(self.http.post(self.url(path)))
+    }
+
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.auth(self.http.get(self.url(path)))
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(token) => req.bearer_auth(token),
+            None => req,
+        }
+    }
+
     /// Creates a task; `task.task_type` is required, `task_stage` and
     /// `context` are the first stage and its context. The server fills in
     /// status, retries and order_time from the type's configuration.
     /// Returns the new task id.
     pub async fn create_task(&self, task: &TaskData) -> Result<String> {
         let body = TaskDataRequest { task_data: task.clone(), task_id: None };
-        let req = self.http.post(self.url("create_task")).json(&body);
+        let req = self.post("create_task").json(&body);
         let reply: CreateTaskBody = send("create_task", req).await?;
         Ok(reply.task_id)
     }
@@ -76,8 +99,7 @@ impl Client {
     /// Sent exactly as Go workers send it: a POST with `task_type` and
     /// `limit` in the query string and no body.
     pub async fn hold_tasks(&self, task_type: &str, limit: i64) -> Result<Vec<TaskData>> {
-        let req =
-            self.http.post(self.url("hold_tasks")).query(&[("task_type", task_type), ("limit", &limit.to_string())]);
+        let req = self.post("hold_tasks").query(&[("task_type", task_type), ("limit", &limit.to_string())]);
         let reply: TaskListBody = send("hold_tasks", req).await?;
         Ok(reply.task_list.unwrap_or_default())
     }
@@ -87,14 +109,14 @@ impl Client {
     /// `task.task_id` is required. A task already final is left alone.
     pub async fn set_task(&self, task: &TaskData) -> Result<()> {
         let body = TaskDataRequest { task_data: task.clone(), task_id: None };
-        let req = self.http.post(self.url("set_task")).json(&body);
+        let req = self.post("set_task").json(&body);
         let _: Empty = send("set_task", req).await?;
         Ok(())
     }
 
     /// One task by id.
     pub async fn get_task(&self, task_id: &str) -> Result<TaskData> {
-        let req = self.http.get(self.url("get_task")).query(&[("task_id", task_id)]);
+        let req = self.get("get_task").query(&[("task_id", task_id)]);
         let reply: TaskDataBody = send("get_task", req).await?;
         reply.task_data.ok_or(Error::Missing { op: "get_task", field: "task_data" })
     }
@@ -110,21 +132,21 @@ impl Client {
         if let Some(status) = status {
             query.push(("status", status.code().to_string()));
         }
-        let req = self.http.get(self.url("get_task_list")).query(&query);
+        let req = self.get("get_task_list").query(&query);
         let reply: TaskListBody = send("get_task_list", req).await?;
         Ok(reply.task_list.unwrap_or_default())
     }
 
     /// The scheduling configuration of every registered type.
     pub async fn get_task_schedule_cfg_list(&self) -> Result<Vec<TaskScheduleCfg>> {
-        let req = self.http.get(self.url("get_task_schedule_cfg_list"));
+        let req = self.get("get_task_schedule_cfg_list");
         let reply: CfgListBody = send("get_task_schedule_cfg_list", req).await?;
         Ok(reply.task_schedule_cfg_list.unwrap_or_default())
     }
 
     /// How many tasks of `task_type` exist, in every table.
     pub async fn get_task_counts_by_type(&self, task_type: &str) -> Result<i64> {
-        let req = self.http.get(self.url("get_task_counts_by_type")).query(&[("task_type", task_type)]);
+        let req = self.get("get_task_counts_by_type").query(&[("task_type", task_type)]);
         let reply: CountsBody = send("get_task_counts_by_type", req).await?;
         Ok(reply.counts)
     }
@@ -145,7 +167,7 @@ impl Client {
                 "max_retry_interval": cfg.max_retry_interval,
             }
         });
-        let req = self.http.post(self.url("register_task")).json(&body);
+        let req = self.post("register_task").json(&body);
         let _: Empty = send("register_task", req).await?;
         Ok(())
     }
@@ -164,7 +186,7 @@ impl Client {
     /// `GET /v1/ping`: Ok when the server answers `{"message": "pong"}`.
     pub async fn ping(&self) -> Result<()> {
         const OP: &str = "ping";
-        let resp = self.http.get(self.url("ping")).send().await.map_err(|source| Error::Http { op: OP, source })?;
+        let resp = self.get("ping").send().await.map_err(|source| Error::Http { op: OP, source })?;
         let bytes = read_ok(OP, resp).await?;
         let value: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|source| Error::Decode { op: OP, source })?;

@@ -15,6 +15,18 @@ async fn hold_tasks_is_a_post_with_the_query_string_and_no_body() {
     assert_eq!(seen[0].method, Method::POST);
     assert_eq!(seen[0].query, "task_type=video_cut&limit=2");
     assert_eq!((seen[0].content_type.as_deref(), seen[0].body.len()), (None, 0));
+    assert_eq!(seen[0].authorization, None);
+}
+
+#[tokio::test]
+async fn a_bearer_token_goes_with_every_call() {
+    let server = FakeServer::start(vec![cfg("t")]).await;
+    let client = server.client.clone().with_bearer_token("tok");
+    client.get_task_schedule_cfg_list().await.unwrap();
+    client.hold_tasks("t", 1).await.unwrap();
+    for seen in server.state.seen.lock().unwrap().iter() {
+        assert_eq!(seen.authorization.as_deref(), Some("Bearer tok"), "{}", seen.path);
+    }
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@ pub struct Seen {
     pub path: String,
     pub query: String,
     pub content_type: Option<String>,
+    pub authorization: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -95,6 +96,7 @@ async fn record(
         path: parts.uri.path().to_string(),
         query: parts.uri.query().unwrap_or_default().to_string(),
         content_type: parts.headers.get("content-type").map(|v| v.to_str().unwrap().to_string()),
+        authorization: parts.headers.get("authorization").map(|v| v.to_str().unwrap().to_string()),
         body: bytes.to_vec(),
     });
     next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
