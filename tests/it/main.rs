@@ -7,4 +7,5 @@ mod helpers;
 mod nodes;
 mod race;
 mod restart;
+mod security;
 mod worker_sdk;

@@ -72,7 +72,9 @@ pub async fn timers_create(
             retry_after: None,
         });
     }
-    check_fire_rate(&state, &new.app, None, &new.schedule, now).await?;
+    // A disabled timer is checked alone here, and with the others when enabled.
+    let alone = new.status != TimerStatus::Enabled;
+    check_fire_rate(&state, &new.app, None, &new.schedule, alone, now).await?;
     let timer = state.timers.create_timer(&new, now).await?;
     if timer.status == TimerStatus::Enabled {
         if let Err(err) = state.migrator.expand_timer(&timer).await {
@@ -104,7 +106,7 @@ pub async fn timers_enable(
     let r = authorized(&auth, r)?;
     let mut timer = live_timer(&state, &auth, &r).await?;
     if timer.status != TimerStatus::Enabled {
-        check_fire_rate(&state, &timer.app, Some(timer.id), &timer.schedule, state.clock.now_ms()).await?;
+        check_fire_rate(&state, &timer.app, Some(timer.id), &timer.schedule, false, state.clock.now_ms()).await?;
     }
     set_status(&state, &r, TimerStatus::Enabled).await?;
     timer.status = TimerStatus::Enabled;
@@ -237,21 +239,22 @@ async fn check_target(state: &AppState, url: &str) -> Result<(), ApiError> {
     checked.map_err(|refusal| ApiError::invalid("notifyHTTPParam.url", refusal))
 }
 
-/// 400 when `schedule`, added to the app's enabled timers (but `except`),
-/// would make its busiest minute of the next hour exceed
-/// `limits.fires_per_minute_per_app`. The other timers count only while
-/// the app has at most [`FIRE_CHECK_MAX_TIMERS`].
+/// 400 when `schedule`, added to the app's enabled timers (but `except`;
+/// none when `alone`), would make its busiest minute of the next hour
+/// exceed `limits.fires_per_minute_per_app`. The other timers count only
+/// while the app has at most [`FIRE_CHECK_MAX_TIMERS`].
 async fn check_fire_rate(
     state: &AppState,
     app: &str,
     except: Option<i64>,
     schedule: &Schedule,
+    alone: bool,
     now_ms: i64,
 ) -> Result<(), ApiError> {
     let max = state.security.limits.fires_per_minute_per_app;
     let (own, _) = busiest_minute([schedule], now_ms);
     let mut schedules = vec![schedule.clone()];
-    if own <= max {
+    if own <= max && !alone {
         let (timers, total) = state.timers.list_app_timers(app, 0, FIRE_CHECK_MAX_TIMERS).await?;
         if total <= FIRE_CHECK_MAX_TIMERS {
             schedules.extend(

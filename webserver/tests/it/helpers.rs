@@ -11,11 +11,14 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 use tower::ServiceExt;
 use xtimer_core::clock::ManualClock;
-use xtimer_core::config::{DatabaseConfig, MigratorConfig, ServerConfig, ShardConfig};
+use xtimer_core::config::{
+    AuthConfig, CallbackConfig, DatabaseConfig, LimitsConfig, MigratorConfig, ServerConfig, ShardConfig,
+};
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
 use xtimer_store::sqlite::SqliteRepo;
 use xtimer_store::{FireRepo, MemoryLocks, MemoryShards, TimerRepo};
+use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
 
 /// The test clock's time: 2030-01-01T00:00:00Z.
@@ -32,9 +35,12 @@ pub struct TestApp {
     _dir: TempDir,
 }
 
-/// Replacements for the real stores, to make them fail.
+/// Replacements for the real stores, to make them fail, and security settings.
 #[derive(Default)]
 pub struct Fakes {
+    /// Auth, callback policy and limits (with the app's SQLite as the
+    /// token store); `None` keeps the defaults (auth off).
+    pub security: Option<(AuthConfig, CallbackConfig, LimitsConfig)>,
     /// The timer repo of the handlers and the migrator.
     pub timers: Option<Arc<dyn TimerRepo>>,
     /// The fire repo of the migrator only (the handlers keep SQLite's).
@@ -44,6 +50,12 @@ pub struct Fakes {
 /// An app with the default server config.
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(ServerConfig::default(), Fakes::default()).await
+}
+
+/// An app with these security settings and the default server config.
+pub async fn spawn_secure(auth: AuthConfig, callback: CallbackConfig, limits: LimitsConfig) -> TestApp {
+    spawn_app_with(ServerConfig::default(), Fakes { security: Some((auth, callback, limits)), ..Fakes::default() })
+        .await
 }
 
 /// An app with `config` and the given fakes.
@@ -65,7 +77,11 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
         "xtimer-test",
         "node-test",
     );
-    let state = AppState::new(timers, fires, Arc::new(migrator), shared, config);
+    let mut state = AppState::new(timers, fires, Arc::new(migrator), shared, config);
+    if let Some((auth, callback, limits)) = fakes.security {
+        let tokens: Arc<dyn xtimer_store::AuthRepo> = Arc::new(repo.database());
+        state = state.with_security(Security::new(&auth, &callback, &limits, Some(tokens)).expect("security"));
+    }
     TestApp { router: router(state), clock, repo, _dir: dir }
 }
 
@@ -124,6 +140,22 @@ impl TestApp {
             request = request.header(header::CONTENT_TYPE, content_type);
         }
         self.send(request.body(body.into()).unwrap()).await
+    }
+
+    /// `method uri` with `Authorization: Bearer {token}` when given, and a JSON body when given.
+    pub async fn call(&self, method: Method, uri: &str, token: Option<&str>, json: Option<&Value>) -> Reply {
+        let mut request = Request::builder().method(method).uri(uri);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let body = match json {
+            Some(json) => {
+                request = request.header(header::CONTENT_TYPE, "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.send(request.body(body).unwrap()).await
     }
 
     /// `POST uri` with a JSON body.

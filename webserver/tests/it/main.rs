@@ -1,9 +1,11 @@
 //! The webserver's one integration-test binary: the router over a real
 //! SQLite store and migrator, driven in-process with `oneshot`.
 
+mod auth;
 mod create;
 mod helpers;
 mod lifecycle;
+mod limits;
 mod listing;
 mod server;
 mod validation;
