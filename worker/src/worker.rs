@@ -223,11 +223,15 @@ impl Worker {
         let inner = self.inner;
         let types: Vec<String> = inner.handlers.keys().cloned().collect();
         tracing::info!(types = ?types, server = inner.client.base(), "Worker started.");
-        if let Err(err) = inner.reload_cfg().await {
-            tracing::warn!(error = %err, "Loading the cfg list failed; retrying.");
-        }
+        let loaded = match inner.reload_cfg().await {
+            Ok(_) => true,
+            Err(err) => {
+                tracing::warn!(error = %err, "Loading the cfg list failed; retrying.");
+                false
+            }
+        };
         let mut loops = tokio::task::JoinSet::new();
-        loops.spawn(inner.clone().reload_loop());
+        loops.spawn(inner.clone().reload_loop(loaded));
         for task_type in types {
             loops.spawn(inner.clone().poll_loop(task_type));
         }
@@ -266,8 +270,11 @@ impl Inner {
         Ok(types)
     }
 
-    async fn reload_loop(self: Arc<Self>) {
-        let mut wait = self.config.cfg_reload;
+    /// Reloads every `cfg_reload`, or every second while loads fail (a
+    /// worker started before its server should not wait 20 s to begin).
+    async fn reload_loop(self: Arc<Self>, loaded: bool) {
+        let retry = self.config.cfg_reload.min(Duration::from_secs(1));
+        let mut wait = if loaded { self.config.cfg_reload } else { retry };
         loop {
             tokio::select! {
                 _ = self.stop.cancelled() => return,
@@ -277,7 +284,7 @@ impl Inner {
                 Ok(_) => self.config.cfg_reload,
                 Err(err) => {
                     tracing::warn!(error = %err, "Reloading the cfg list failed.");
-                    self.config.cfg_reload.min(Duration::from_secs(1))
+                    retry
                 }
             };
         }

@@ -42,6 +42,8 @@ pub struct Fake {
     pub cfgs: Mutex<Vec<TaskScheduleCfg>>,
     /// Every request, in order.
     pub seen: Mutex<Vec<Seen>>,
+    /// get_task_schedule_cfg_list answers 8045 this many more times.
+    pub cfg_failures: std::sync::atomic::AtomicU32,
 }
 
 impl Fake {
@@ -103,6 +105,10 @@ async fn record(
 }
 
 async fn cfg_list(State(state): State<Arc<Fake>>) -> Json<Reply<CfgListBody>> {
+    use std::sync::atomic::Ordering;
+    if state.cfg_failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+        return Json(Reply { code: 8045, msg: "get task cfg failed".into(), body: CfgListBody::default() });
+    }
     let list = state.cfgs.lock().unwrap().clone();
     Json(Reply::ok(CfgListBody { task_schedule_cfg_list: Some(list) }))
 }

@@ -154,3 +154,23 @@ async fn a_type_without_cfg_is_not_polled() {
     running.await.unwrap().unwrap();
     assert!(server.state.seen("hold_tasks").is_empty());
 }
+
+#[tokio::test]
+async fn a_failed_first_cfg_load_is_retried_within_a_second_or_so() {
+    let server = FakeServer::start(vec![cfg("t")]).await;
+    server.state.cfg_failures.store(1, std::sync::atomic::Ordering::SeqCst);
+    server.push([task("t", "1")]);
+    // The default 20 s reload: only the quick retry after a failure can load it in time.
+    let config = WorkerConfig { cfg_reload: Duration::from_secs(20), ..fast() };
+    let worker = Worker::new(server.client.clone(), config).with_handler("t", |_task: Task| async { Outcome::done() });
+    let mut events = worker.subscribe();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(worker.run(shutdown.clone()));
+    let started = std::time::Instant::now();
+    let report = wait_for(&mut events, reported).await;
+    assert_eq!(report.status, 3);
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    assert_eq!(server.state.seen("get_task_schedule_cfg_list").len(), 2);
+}
