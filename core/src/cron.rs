@@ -285,6 +285,96 @@ impl CronSchedule {
     }
 }
 
+/// The canonical 7-field form of `expr`: macros expanded, a 5-field
+/// expression given second `0` and year `*`, each field's values written
+/// as sorted, merged ranges, and weekdays written as names (which mean the
+/// same in POSIX and Quartz numbering). A minute or hour field that starts
+/// with `*` is kept as written, so a schedule stays interval or fixed-time
+/// (see the module doc). Parsing the canonical form gives the same fire
+/// times, and it is its own canonical form.
+pub fn canonical(expr: &str) -> Result<String> {
+    let expr = expr.trim();
+    let invalid = |reason: String| Error::InvalidCron { expr: shorten(expr), reason };
+    normalize(expr).map_err(invalid)?;
+    let expanded = match MACROS.iter().find(|(name, _)| name.eq_ignore_ascii_case(expr)) {
+        Some((_, body)) => *body,
+        None => expr,
+    };
+    let parts: Vec<&str> = expanded.split_whitespace().collect();
+    let (fields, quartz): (Vec<&str>, bool) = match parts.len() {
+        5 => (["0"].iter().chain(&parts).copied().chain(["*"]).collect(), false),
+        6 => (parts.iter().copied().chain(["*"]).collect(), true),
+        _ => (parts, true),
+    };
+    let mut out = Vec::with_capacity(7);
+    for (text, kind) in fields.iter().zip(Kind::ALL) {
+        let field = Field::new(kind, quartz);
+        if matches!(kind, Kind::Minute | Kind::Hour) && text.starts_with('*') {
+            out.push(text.to_ascii_uppercase());
+            continue;
+        }
+        let normalized = field.normalize(text).map_err(invalid)?;
+        out.push(field.print(&normalized));
+    }
+    Ok(out.join(" "))
+}
+
+impl Field {
+    /// Prints a normalized field canonically (see [`canonical`]).
+    fn print(&self, normalized: &str) -> String {
+        if normalized == "*" || (self.kind == Kind::Year && normalized == format!("{MIN_YEAR}-{MAX_YEAR}")) {
+            return "*".to_string();
+        }
+        let dow = self.kind == Kind::DayOfWeek;
+        // Quartz numbering (1 = SUN ... 7 = SAT) for weekdays.
+        let q = |v: u32| if dow && !self.quartz { v % 7 + 1 } else { v };
+        let mut values = std::collections::BTreeSet::new();
+        let mut specials = Vec::new();
+        // A step past the field's end (`7/3` in POSIX weekdays) leaves an empty item.
+        for item in normalized.split(',').filter(|item| !item.is_empty()) {
+            if let Some((a, b)) = item.split_once('-') {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    values.extend((a..=b).map(q));
+                    continue;
+                }
+            }
+            match item.parse::<u32>() {
+                Ok(v) => {
+                    values.insert(q(v));
+                }
+                Err(_) if dow => {
+                    // `nL` or `n#k`: the weekday as a name.
+                    let digits: String = item.chars().take_while(char::is_ascii_digit).collect();
+                    let rest = &item[digits.len()..];
+                    let name = digits.parse::<u32>().map(|v| WEEKDAYS[(q(v) - 1) as usize]).unwrap_or_default();
+                    specials.push(format!("{name}{rest}"));
+                }
+                Err(_) => specials.push(item.to_string()),
+            }
+        }
+        let show = |v: u32| if dow { WEEKDAYS[(v - 1) as usize].to_string() } else { v.to_string() };
+        let mut items = Vec::new();
+        let values: Vec<u32> = values.into_iter().collect();
+        let mut i = 0;
+        while i < values.len() {
+            let mut j = i;
+            while j + 1 < values.len() && values[j + 1] == values[j] + 1 {
+                j += 1;
+            }
+            items.push(if j == i { show(values[i]) } else { format!("{}-{}", show(values[i]), show(values[j])) });
+            i = j + 1;
+        }
+        specials.sort();
+        specials.dedup();
+        items.extend(specials);
+        let printed = items.join(",");
+        if self.kind == Kind::Year && printed == format!("{MIN_YEAR}-{MAX_YEAR}") {
+            return "*".to_string();
+        }
+        printed
+    }
+}
+
 /// The expression for an error message, cut when it is very long.
 fn shorten(expr: &str) -> String {
     if expr.chars().count() <= MAX_EXPR_LEN {
@@ -988,6 +1078,149 @@ mod tests {
         for input in inputs {
             let got = CronSchedule::parse(input, "UTC", now());
             assert!(got.is_err(), "`{input}` parsed");
+        }
+    }
+
+    #[test]
+    fn canonical_forms() {
+        for (expr, want) in [
+            ("*/15 9-17 * * MON-FRI", "0 */15 9-17 * * MON-FRI *"),
+            ("0 30 2 * * ?", "0 30 2 * * * *"),
+            ("0 0 12 ? * 2#1,6L 2030", "0 0 12 * * FRIL,MON#1 2030"),
+            ("0 0 * * 0,7", "0 0 0 * * SUN *"),
+            ("5/20 0,1,2,3 1 L,15W jan-mar ?", "5,25,45 0-3 1 15W,L 1-3 * *"),
+            ("@weekly", "0 0 0 * * SUN *"),
+            ("0 0 * * 1-7", "0 0 0 * * SUN-SAT *"),
+        ] {
+            assert_eq!(canonical(expr).unwrap(), want, "{expr}");
+        }
+        assert!(canonical("61 * * * *").is_err());
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        const ZONES: [&str; 5] = ["UTC", "America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu", "Europe/Berlin"];
+
+        fn base() -> DateTime<Utc> {
+            DateTime::parse_from_rfc3339("2024-03-01T00:00:00Z").unwrap().to_utc()
+        }
+
+        /// One list item of a field with range `lo..=hi` and these names.
+        fn item(
+            lo: u32,
+            hi: u32,
+            names: &'static [&'static str],
+            specials: &'static [&'static str],
+        ) -> BoxedStrategy<String> {
+            let num = lo..=hi;
+            prop_oneof![
+                Just("*".to_string()),
+                num.clone().prop_map(|v| v.to_string()),
+                (num.clone(), num.clone()).prop_map(|(a, b)| format!("{}-{}", a.min(b), a.max(b))),
+                (1..=hi - lo + 1).prop_map(|n| format!("*/{n}")),
+                (num.clone(), 1..=hi - lo + 1).prop_map(|(a, n)| format!("{a}/{n}")),
+                (num.clone(), num.clone(), 1u32..=7).prop_map(|(a, b, n)| format!("{}-{}/{n}", a.min(b), a.max(b))),
+                proptest::sample::select(if names.is_empty() { &["*"][..] } else { names }).prop_map(str::to_string),
+                proptest::sample::select(if specials.is_empty() { &["*"][..] } else { specials })
+                    .prop_map(str::to_string),
+            ]
+            .boxed()
+        }
+
+        fn field(
+            lo: u32,
+            hi: u32,
+            names: &'static [&'static str],
+            specials: &'static [&'static str],
+        ) -> BoxedStrategy<String> {
+            prop_oneof![
+                4 => proptest::collection::vec(item(lo, hi, names, specials), 1..=3).prop_map(|v| v.join(",")),
+                1 => Just("?".to_string()),
+            ]
+            .boxed()
+        }
+
+        /// Cron expressions in the grammar: 5, 6 or 7 fields, or a macro.
+        fn expression() -> impl Strategy<Value = String> {
+            let s = field(0, 59, &[], &[]);
+            let m = field(0, 59, &[], &[]);
+            let h = field(0, 23, &[], &[]);
+            let dom = field(1, 31, &[], &["L", "LW", "15W", "1W", "31W"]);
+            let mon = field(1, 12, &["JAN", "feb", "DEC", "MAR-MAY"], &[]);
+            let dow = field(0, 7, &["MON", "sun", "MON-FRI", "SAT"], &["5L", "2#1", "6#5", "L", "MON#2"]);
+            let year = field(2024, 2199, &[], &[]);
+            prop_oneof![
+                (m.clone(), h.clone(), dom.clone(), mon.clone(), dow.clone())
+                    .prop_map(|(a, b, c, d, e)| format!("{a} {b} {c} {d} {e}")),
+                (s.clone(), m.clone(), h.clone(), dom.clone(), mon.clone(), dow.clone())
+                    .prop_map(|(a, b, c, d, e, f)| format!("{a} {b} {c} {d} {e} {f}")),
+                (s, m, h, dom, mon, dow, year).prop_map(|(a, b, c, d, e, f, g)| format!("{a} {b} {c} {d} {e} {f} {g}")),
+                proptest::sample::select(&["@yearly", "@monthly", "@weekly", "@daily", "@hourly", "@midnight"][..])
+                    .prop_map(str::to_string),
+            ]
+        }
+
+        fn fires(s: &CronSchedule, n: usize) -> Vec<i64> {
+            let mut t = base();
+            let mut out = Vec::new();
+            while out.len() < n {
+                match s.next_after(t) {
+                    Some(next) => {
+                        out.push(next.timestamp());
+                        t = next;
+                    }
+                    None => break,
+                }
+            }
+            out
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+            /// No input makes parsing, printing or expanding panic.
+            #[test]
+            fn any_text_parses_or_fails_without_panicking(
+                text in prop_oneof![any::<String>(), "[0-9*/,?LW#@a-zA-Z -]{0,40}"],
+                zone in proptest::sample::select(&ZONES[..]),
+                secs in -62_000_000_000i64..7_300_000_000i64,
+            ) {
+                let now = DateTime::from_timestamp(secs, 0).unwrap();
+                if let Ok(s) = CronSchedule::parse(&text, zone, now) {
+                    let _ = s.next_after(now);
+                    let _ = s.fires_between(secs * 1000, secs * 1000 + 86_400_000, 100);
+                }
+                let _ = canonical(&text);
+            }
+
+            /// Expressions of the grammar never panic either, whatever `now`.
+            #[test]
+            fn grammar_expressions_parse_or_fail_without_panicking(
+                expr in expression(),
+                zone in proptest::sample::select(&ZONES[..]),
+                secs in 0i64..7_258_000_000i64,
+            ) {
+                let now = DateTime::from_timestamp(secs, 0).unwrap();
+                if let Ok(s) = CronSchedule::parse(&expr, zone, now) {
+                    let _ = s.fires_between(secs * 1000, secs * 1000 + 3_600_000, 100);
+                }
+            }
+
+            /// Parse then print then parse gives the same fire times, and
+            /// the canonical form is its own canonical form.
+            #[test]
+            fn canonical_form_round_trips(expr in expression(), zone in proptest::sample::select(&ZONES[..])) {
+                let Ok(original) = CronSchedule::parse(&expr, zone, base()) else { return Ok(()) };
+                let printed = canonical(&expr).unwrap();
+                prop_assume!(printed.chars().count() <= MAX_EXPR_LEN);
+                let reparsed = CronSchedule::parse(&printed, zone, base())
+                    .unwrap_or_else(|e| panic!("`{expr}` printed as `{printed}` does not parse: {e}"));
+                prop_assert_eq!(fires(&original, 40), fires(&reparsed, 40), "`{}` printed as `{}`", expr, printed);
+                prop_assert_eq!(canonical(&printed).unwrap(), printed.clone(), "`{}`", expr);
+            }
         }
     }
 }

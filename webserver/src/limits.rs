@@ -61,7 +61,7 @@ impl RateLimiter {
             return Ok(());
         }
         let now = Instant::now();
-        if self.calls.fetch_add(1, Ordering::Relaxed) % 4096 == 0 && self.buckets.len() > MAX_BUCKETS {
+        if self.calls.fetch_add(1, Ordering::Relaxed).is_multiple_of(4096) && self.buckets.len() > MAX_BUCKETS {
             // A full bucket is the same as none: drop those, keeping memory
             // bounded whatever keys callers make up.
             let refill = Duration::from_secs_f64(self.burst / self.per_second);
