@@ -350,7 +350,9 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
                 .collect();
             Plan { schedules, start_ms, end_ms: start_ms + 1000 }
         }
-        Scenario::Http => Plan { schedules: Vec::new(), start_ms, end_ms: start_ms },
+        Scenario::Http | Scenario::CreateTask | Scenario::HoldTasks => {
+            Plan { schedules: Vec::new(), start_ms, end_ms: start_ms }
+        }
         Scenario::Cron => {
             let schedules = (0..args.timers)
                 .map(|_| Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() })

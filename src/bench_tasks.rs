@@ -38,7 +38,11 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         args.scenario,
         args.clients,
         args.seconds,
-        if matches!(args.scenario, Scenario::HoldTasks) { format!(", {} tasks queued", args.count) } else { String::new() }
+        if matches!(args.scenario, Scenario::HoldTasks) {
+            format!(", {} tasks queued", args.count)
+        } else {
+            String::new()
+        }
     );
     println!("{:>4} {:>9} {:>10} {:>10} {:>7}", "run", "calls", "QPS", "tasks/s", "errors");
     let mut all = Vec::new();
@@ -94,7 +98,9 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
                         .body(create_body(c, i)),
                 };
                 let reply = match request.send().await {
-                    Ok(resp) => resp.json::<serde_json::Value>().await.ok(),
+                    Ok(resp) => {
+                        resp.bytes().await.ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    }
                     Err(_) => None,
                 };
                 match reply {

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -144,6 +145,10 @@ impl Node {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.server.listen))?;
         let addr = listener.local_addr()?;
+        // Replies go out at once instead of waiting on Nagle's algorithm for the client's ACK.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let state = AppState::new(
             stores.timers.clone(),
             stores.fires.clone(),

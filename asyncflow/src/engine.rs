@@ -25,6 +25,8 @@ pub const DEFAULT_LIST: u32 = 100;
 /// How long a type's cfg and positions are reused before being read again.
 /// Another node's register or roll is seen within this.
 const CACHE_TTL: Duration = Duration::from_secs(1);
+/// How long the create writer waits for more creates before a write.
+const CREATE_LINGER: Duration = Duration::from_millis(2);
 /// Longest user_id, task_stage; longest context and schedule_log.
 const MAX_SHORT_TEXT: usize = 256;
 const MAX_LONG_TEXT: usize = 1 << 20;
@@ -321,6 +323,16 @@ impl CreateBatcher {
                     return Ok(());
                 }
             }
+            // Let concurrent creates catch up, so one transaction carries many.
+            if batch.len() < self.batch_size {
+                tokio::time::sleep(CREATE_LINGER).await;
+                while batch.len() < self.batch_size {
+                    match self.rx.try_recv() {
+                        Ok(p) => batch.push(p),
+                        Err(_) => break,
+                    }
+                }
+            }
             self.write(std::mem::take(&mut batch)).await;
         }
     }
@@ -333,7 +345,13 @@ impl CreateBatcher {
         let now = self.clock.now_ms();
         for ((task_type, pos), group) in groups {
             let tasks: Vec<TaskData> = group.iter().map(|p| p.task.clone()).collect();
+            let started = std::time::Instant::now();
             let result = self.store.insert(&task_type, pos, &tasks, now).await;
+            tracing::debug!(
+                tasks = tasks.len(),
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "Wrote created tasks."
+            );
             if let Err(err) = &result {
                 tracing::error!(task_type, pos, tasks = tasks.len(), error = %err, "Writing created tasks failed.");
             }

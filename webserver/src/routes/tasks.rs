@@ -6,6 +6,8 @@
 //! rejection can answer anything but the asyncflow reply: bodies are JSON
 //! whatever their Content-Type (Go workers may send none); hold_tasks reads
 //! its query string first, then a JSON body; get_task also takes `taskId`.
+//!
+//! With auth on, every call but ping needs a valid bearer token (401 otherwise).
 
 use std::collections::HashMap;
 
@@ -25,6 +27,7 @@ use xtimer_asyncflow::wire::{
 };
 use xtimer_asyncflow::{Error, Tasks};
 
+use crate::auth::{AuthContext, AuthError};
 use crate::AppState;
 
 /// The `/v1` routes.
@@ -74,6 +77,14 @@ fn reply<T: Serialize + Default>(result: Result<T, Failure>) -> Response {
     Json(reply).into_response()
 }
 
+/// A call without a valid token when auth is on: 401 (the only non-200
+/// reply of `/v1`), in the asyncflow shape. Any app's token may use the
+/// task API: task types are not owned by apps.
+fn refused(err: AuthError) -> Response {
+    let reply: Reply<Empty> = Reply { code: code::INPUT_INVALID, msg: err.to_string(), body: Empty {} };
+    (err.status(), Json(reply)).into_response()
+}
+
 fn engine(state: &AppState) -> Result<&Tasks, Failure> {
     state.tasks.as_ref().ok_or_else(|| Failure::new(code::INPUT_INVALID, "the task API is not enabled on this server"))
 }
@@ -118,7 +129,14 @@ fn required<'a>(q: &'a HashMap<String, String>, names: &[&str]) -> Result<&'a st
     }
 }
 
-async fn create_task(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn create_task(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(denied) = auth.require_token() {
+        return refused(denied);
+    }
     reply(
         async {
             let tasks = engine(&state)?;
@@ -134,7 +152,15 @@ async fn create_task(State(state): State<AppState>, body: Result<Bytes, BytesRej
     )
 }
 
-async fn hold_tasks(State(state): State<AppState>, uri: Uri, body: Result<Bytes, BytesRejection>) -> Response {
+async fn hold_tasks(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    uri: Uri,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(denied) = auth.require_token() {
+        return refused(denied);
+    }
     reply(
         async {
             let tasks = engine(&state)?;
@@ -166,7 +192,10 @@ async fn hold_tasks(State(state): State<AppState>, uri: Uri, body: Result<Bytes,
     )
 }
 
-async fn set_task(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn set_task(State(state): State<AppState>, auth: AuthContext, body: Result<Bytes, BytesRejection>) -> Response {
+    if let Err(denied) = auth.require_token() {
+        return refused(denied);
+    }
     reply::<Empty>(
         async {
             let tasks = engine(&state)?;
@@ -182,7 +211,10 @@ async fn set_task(State(state): State<AppState>, body: Result<Bytes, BytesReject
     )
 }
 
-async fn get_task(State(state): State<AppState>, uri: Uri) -> Response {
+async fn get_task(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
+    if let Err(denied) = auth.require_token() {
+        return refused(denied);
+    }
     reply(
         async {
             let tasks = engine(&state)?;
@@ -195,7 +227,10 @@ async fn get_task(State(state): State<AppState>, uri: Uri) -> Response {
     )
 }
 
-async fn get_task_list(State(state): State<AppState>, uri: Uri) -> Response {
+async fn get_task_list(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
+    if let Err(denied) = auth.require_token() {
+        return refused(denied);
+    }
     reply(
         async {
             let tasks = engine(&state)?;
@@ -215,7 +250,10 @@ async fn get_task_list(State(state): State<AppState>, uri: Uri) -> Response {
     )
 }
 
-async fn get_task_schedule_cfg_list(State(state): State<AppState>) -> Response {
+async fn get_task_schedule_cfg_list(State(state): State<AppState>, auth: AuthContext) -> Response {
+    if let Err(denied) = auth.require_token() {
+        return refused(denied);
+    }
     reply(
         async {
             let tasks = engine(&state)?;
@@ -226,7 +264,10 @@ async fn get_task_schedule_cfg_list(State(state): State<AppState>) -> Response {
     )
 }
 
-async fn get_task_counts_by_type(State(state): State<AppState>, uri: Uri) -> Response {
+async fn get_task_counts_by_type(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
+    if let Err(denied) = auth.require_token() {
+        return refused(denied);
+    }
     reply(
         async {
             let tasks = engine(&state)?;
@@ -240,7 +281,14 @@ async fn get_task_counts_by_type(State(state): State<AppState>, uri: Uri) -> Res
     )
 }
 
-async fn register_task(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn register_task(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(denied) = auth.require_token() {
+        return refused(denied);
+    }
     reply::<Empty>(
         async {
             let tasks = engine(&state)?;
