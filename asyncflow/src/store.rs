@@ -1,8 +1,8 @@
 //! The task tables in SQL, one implementation for SQLite and PostgreSQL.
 //!
 //! Statements are written once with `$n` placeholders (SQLite reads `$1`
-//! as parameter 1 too); the [`on_db!`] macro expands each call for both
-//! pools. What differs per dialect is small and named: the id column of a
+//! as parameter 1 too); the store's `on_db!` macro expands each call for
+//! both pools. What differs per dialect is small and named: the id column of a
 //! new task table, and `FOR UPDATE SKIP LOCKED` in holds (SQLite needs no
 //! lock: every write goes through its one writer connection, so a hold is
 //! one atomic statement).
@@ -11,7 +11,7 @@
 //! that passed [`crate::task_id::check_task_type`], and are quoted.
 
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
-use xtimer_store::Database;
+use xtimer_store::{on_db, Database};
 
 use crate::task_id::table_name;
 use crate::wire::{rfc3339, TaskData, TaskScheduleCfg, TaskStatus};
@@ -23,23 +23,6 @@ const TASK_COLUMNS: &str = "user_id, task_id, task_type, task_stage, status, pri
 
 const CFG_COLUMNS: &str = "task_type, schedule_limit, schedule_interval, max_processing_time, max_retry_num, \
      retry_interval, max_retry_interval, create_time, modify_time";
-
-/// Runs `$body` with `$pool` bound to the write pool (`write`) or a read
-/// pool (`read`) of either dialect.
-macro_rules! on_db {
-    ($db:expr, write, $pool:ident => $body:expr) => {
-        match $db {
-            Database::Sqlite { write: $pool, .. } => $body,
-            Database::Postgres($pool) => $body,
-        }
-    };
-    ($db:expr, read, $pool:ident => $body:expr) => {
-        match $db {
-            Database::Sqlite { read: $pool, .. } => $body,
-            Database::Postgres($pool) => $body,
-        }
-    };
-}
 
 /// A stored task: its wire form plus the raw times the engine reasons with.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 
-use crate::{Database, Result};
+use crate::{on_db, Database, Result};
 
 /// App of the server-wide default signing secret.
 pub const SERVER_SECRET_APP: &str = "";
@@ -27,125 +27,45 @@ pub trait AuthRepo: Send + Sync {
     async fn ensure_secret(&self, app: &str, candidate: &str, now_ms: i64) -> Result<String>;
 }
 
+const INSERT_SECRET: &str =
+    "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+const SELECT_SECRET: &str = "SELECT secret FROM t_app_secret WHERE app = $1";
+
 #[async_trait]
 impl AuthRepo for Database {
     async fn issue_token(&self, app: &str, token_hash: &str, new_secret: &str, now_ms: i64) -> Result<String> {
-        match self {
-            Database::Sqlite { write, .. } => {
-                let mut tx = write.begin().await?;
-                sqlx::query("INSERT INTO t_api_token (token_hash, app, create_time) VALUES (?, ?, ?)")
-                    .bind(token_hash)
-                    .bind(app)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO t_app_secret (app, secret, create_time) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                )
+        on_db!(self, write, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("INSERT INTO t_api_token (token_hash, app, create_time) VALUES ($1, $2, $3)")
+                .bind(token_hash)
                 .bind(app)
-                .bind(new_secret)
                 .bind(now_ms)
                 .execute(&mut *tx)
                 .await?;
-                let secret: String = sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = ?")
-                    .bind(app)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(secret)
-            }
-            Database::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
-                sqlx::query("INSERT INTO t_api_token (token_hash, app, create_time) VALUES ($1, $2, $3)")
-                    .bind(token_hash)
-                    .bind(app)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                )
-                .bind(app)
-                .bind(new_secret)
-                .bind(now_ms)
-                .execute(&mut *tx)
-                .await?;
-                let secret: String = sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = $1")
-                    .bind(app)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(secret)
-            }
-        }
+            sqlx::query(INSERT_SECRET).bind(app).bind(new_secret).bind(now_ms).execute(&mut *tx).await?;
+            let secret: String = sqlx::query_scalar(SELECT_SECRET).bind(app).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(secret)
+        })
     }
 
     async fn token_app(&self, token_hash: &str) -> Result<Option<String>> {
-        Ok(match self {
-            Database::Sqlite { read, .. } => {
-                sqlx::query_scalar("SELECT app FROM t_api_token WHERE token_hash = ?")
-                    .bind(token_hash)
-                    .fetch_optional(read)
-                    .await?
-            }
-            Database::Postgres(pool) => {
-                sqlx::query_scalar("SELECT app FROM t_api_token WHERE token_hash = $1")
-                    .bind(token_hash)
-                    .fetch_optional(pool)
-                    .await?
-            }
-        })
+        Ok(on_db!(self, read, pool => sqlx::query_scalar("SELECT app FROM t_api_token WHERE token_hash = $1")
+            .bind(token_hash)
+            .fetch_optional(pool)
+            .await?))
     }
 
     async fn app_secret(&self, app: &str) -> Result<Option<String>> {
-        Ok(match self {
-            Database::Sqlite { read, .. } => {
-                sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = ?")
-                    .bind(app)
-                    .fetch_optional(read)
-                    .await?
-            }
-            Database::Postgres(pool) => {
-                sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = $1")
-                    .bind(app)
-                    .fetch_optional(pool)
-                    .await?
-            }
-        })
+        Ok(on_db!(self, read, pool => sqlx::query_scalar(SELECT_SECRET).bind(app).fetch_optional(pool).await?))
     }
 
     async fn ensure_secret(&self, app: &str, candidate: &str, now_ms: i64) -> Result<String> {
-        match self {
-            Database::Sqlite { write, .. } => {
-                sqlx::query(
-                    "INSERT INTO t_app_secret (app, secret, create_time) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                )
-                .bind(app)
-                .bind(candidate)
-                .bind(now_ms)
-                .execute(write)
-                .await?;
-                // Read through the writer: the read pool may not see it yet.
-                Ok(sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = ?")
-                    .bind(app)
-                    .fetch_one(write)
-                    .await?)
-            }
-            Database::Postgres(pool) => {
-                sqlx::query(
-                    "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                )
-                .bind(app)
-                .bind(candidate)
-                .bind(now_ms)
-                .execute(pool)
-                .await?;
-                Ok(sqlx::query_scalar("SELECT secret FROM t_app_secret WHERE app = $1")
-                    .bind(app)
-                    .fetch_one(pool)
-                    .await?)
-            }
-        }
+        // Read back through the writer: SQLite's read pool may not see the row yet.
+        on_db!(self, write, pool => {
+            sqlx::query(INSERT_SECRET).bind(app).bind(candidate).bind(now_ms).execute(pool).await?;
+            Ok(sqlx::query_scalar(SELECT_SECRET).bind(app).fetch_one(pool).await?)
+        })
     }
 }
 

@@ -85,6 +85,25 @@ impl Stores {
     }
 }
 
+/// Runs `$body` with `$pool` bound to the write pool (`write`) or a read
+/// pool (`read`) of either dialect of a [`Database`]: one statement text
+/// (with `$n` placeholders, which SQLite reads too) serves both.
+#[macro_export]
+macro_rules! on_db {
+    ($db:expr, write, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::Database::Sqlite { write: $pool, .. } => $body,
+            $crate::Database::Postgres($pool) => $body,
+        }
+    };
+    ($db:expr, read, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::Database::Sqlite { read: $pool, .. } => $body,
+            $crate::Database::Postgres($pool) => $body,
+        }
+    };
+}
+
 /// The SQL database a node runs on, as pools.
 #[derive(Debug, Clone)]
 pub enum Database {
