@@ -68,7 +68,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
     let config = fresh_config(args, dir.path()).await?;
     let node = Node::start(config).await?;
-    node.tasks.register(TaskScheduleCfg { task_type: TASK_TYPE.into(), ..Default::default() }).await?;
+    node.tasks.register(TaskScheduleCfg { task_type: TASK_TYPE.into(), ..Default::default() }, None).await?;
     let base = format!("http://{}", node.addr);
     let http = reqwest::Client::builder().pool_max_idle_per_host(args.clients).tcp_nodelay(true).build()?;
     if matches!(args.scenario, Scenario::HoldTasks) {

@@ -7,6 +7,7 @@
 //! - [`heartbeat`]: the node's report of itself, for the nodes endpoint.
 //! - [`bench`]: the load benchmark behind `xtimer bench`.
 //! - [`bench_tasks`]: its `/v1` task API scenarios (create-task, hold-tasks).
+//! - [`timer_tasks`]: timer fires that create asyncflow tasks.
 //! - [`receiver`]: a callback receiver that records what it got and when
 //!   (used by the benchmark and the end-to-end tests).
 
@@ -15,3 +16,4 @@ pub mod bench_tasks;
 pub mod heartbeat;
 pub mod node;
 pub mod receiver;
+pub mod timer_tasks;

@@ -22,6 +22,7 @@ use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
 
 use crate::heartbeat::Heartbeat;
+use crate::timer_tasks::TimerTasks;
 
 /// A running node.
 pub struct Node {
@@ -110,6 +111,10 @@ impl Node {
             clock.clone(),
             TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx },
         );
+        let task_store = TaskStore::new(stores.database.clone());
+        let (tasks, task_writer) = Tasks::new(task_store.clone(), clock.clone(), &config.asyncflow);
+        let governor =
+            Governor::new(task_store, stores.locks.clone(), clock.clone(), config.asyncflow.clone(), &prefix, &node_id);
         let (executor, recorder) = Executor::new(
             config.executor.clone(),
             &node_id,
@@ -122,7 +127,7 @@ impl Node {
         )?;
         let auth_repo: Arc<dyn AuthRepo> = Arc::new(stores.database.clone());
         let callbacks = Callbacks::load(&config.callback, &config.auth, auth_repo.clone(), clock.now_ms()).await?;
-        let executor = executor.with_callbacks(callbacks)?;
+        let executor = executor.with_callbacks(callbacks)?.with_task_creator(Arc::new(TimerTasks(tasks.clone())));
         let handle = executor.handle();
         let reconciler = Reconciler::new(
             config.reconciler.clone(),
@@ -135,11 +140,6 @@ impl Node {
             &prefix,
             &node_id,
         );
-
-        let task_store = TaskStore::new(stores.database.clone());
-        let (tasks, task_writer) = Tasks::new(task_store.clone(), clock.clone(), &config.asyncflow);
-        let governor =
-            Governor::new(task_store, stores.locks.clone(), clock.clone(), config.asyncflow.clone(), &prefix, &node_id);
 
         let listener = tokio::net::TcpListener::bind(&config.server.listen)
             .await

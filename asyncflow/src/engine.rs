@@ -13,7 +13,7 @@ use xtimer_core::config::AsyncflowConfig;
 use xtimer_core::SharedClock;
 
 use crate::retry::{order_time_ready, MAX_PRIORITY};
-use crate::store::{Positions, SetOutcome, TaskStore};
+use crate::store::{Positions, SetOutcome, TaskStore, TypeRow};
 use crate::task_id::{check_task_type, TaskId};
 use crate::wire::{TaskData, TaskScheduleCfg, TaskStatus};
 use crate::{Error, Result};
@@ -49,7 +49,7 @@ pub struct Tasks {
     store: TaskStore,
     clock: SharedClock,
     creates: mpsc::Sender<PendingCreate>,
-    cfgs: Arc<Mutex<HashMap<String, Cached<Option<TaskScheduleCfg>>>>>,
+    cfgs: Arc<Mutex<HashMap<String, Cached<Option<TypeRow>>>>>,
     positions: Arc<Mutex<HashMap<String, Cached<Option<Positions>>>>>,
 }
 
@@ -73,7 +73,7 @@ impl Tasks {
         self.clock.now_ms()
     }
 
-    async fn cached_cfg(&self, task_type: &str) -> Result<Option<TaskScheduleCfg>> {
+    async fn cached_cfg(&self, task_type: &str) -> Result<Option<TypeRow>> {
         if let Some(c) = self.cfgs.lock().expect("cfg cache").get(task_type) {
             if c.at.elapsed() < CACHE_TTL {
                 return Ok(c.value.clone());
@@ -100,8 +100,17 @@ impl Tasks {
 
     /// The cfg of a registered type.
     async fn cfg_of(&self, task_type: &str) -> Result<TaskScheduleCfg> {
+        Ok(self.type_of(task_type).await?.cfg)
+    }
+
+    async fn type_of(&self, task_type: &str) -> Result<TypeRow> {
         check_task_type(task_type)?;
         self.cached_cfg(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))
+    }
+
+    /// The app that owns a registered type (`None`: open to every app).
+    pub async fn owner_of(&self, task_type: &str) -> Result<Option<String>> {
+        Ok(self.type_of(task_type).await?.owner)
     }
 
     /// The positions of a registered type.
@@ -116,18 +125,20 @@ impl Tasks {
         self.positions.lock().expect("pos cache").remove(task_type);
     }
 
-    /// register_task: creates or re-configures a type; fields left at zero get defaults.
-    pub async fn register(&self, cfg: TaskScheduleCfg) -> Result<()> {
+    /// register_task: creates or re-configures a type; fields left at zero
+    /// get defaults. A new type is owned by `owner`; an existing one keeps
+    /// its owner (the caller checks that it may change the type).
+    pub async fn register(&self, cfg: TaskScheduleCfg, owner: Option<&str>) -> Result<()> {
         check_task_type(&cfg.task_type)?;
         let cfg = cfg.with_defaults();
         check_cfg(&cfg)?;
-        self.store.register(&cfg, self.now_ms()).await?;
+        self.store.register(&cfg, owner, self.now_ms()).await?;
         self.forget(&cfg.task_type);
         Ok(())
     }
 
-    /// get_task_schedule_cfg_list.
-    pub async fn cfgs(&self) -> Result<Vec<TaskScheduleCfg>> {
+    /// get_task_schedule_cfg_list, with each type's owner.
+    pub async fn cfgs(&self) -> Result<Vec<TypeRow>> {
         self.store.cfgs().await
     }
 

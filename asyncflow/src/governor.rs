@@ -91,8 +91,8 @@ impl Governor {
             }
         }
         let mut report = PassReport::default();
-        for cfg in self.store.cfgs().await? {
-            self.govern(&cfg, &mut report).await?;
+        for row in self.store.cfgs().await? {
+            self.govern(&row.cfg, &mut report).await?;
         }
         Ok(Some(report))
     }

@@ -22,7 +22,16 @@ const TASK_COLUMNS: &str = "user_id, task_id, task_type, task_stage, status, pri
      max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time";
 
 const CFG_COLUMNS: &str = "task_type, schedule_limit, schedule_interval, max_processing_time, max_retry_num, \
-     retry_interval, max_retry_interval, create_time, modify_time";
+     retry_interval, max_retry_interval, create_time, modify_time, owner_app";
+
+/// A registered type: its configuration and the app that owns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeRow {
+    /// The configuration, as `/v1` shows it.
+    pub cfg: TaskScheduleCfg,
+    /// The app that registered it with auth on; `None`: open to every app.
+    pub owner: Option<String>,
+}
 
 /// A stored task: its wire form plus the raw times the engine reasons with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,7 +107,9 @@ impl TaskStore {
 
     /// Registers (or re-configures) a type: its cfg row, its pos row (1, 1)
     /// if new, and the task table at its end position.
-    pub async fn register(&self, cfg: &TaskScheduleCfg, now_ms: i64) -> Result<Positions> {
+    /// Creates or re-configures a type; a new type is owned by `owner`
+    /// (an existing type keeps its owner).
+    pub async fn register(&self, cfg: &TaskScheduleCfg, owner: Option<&str>, now_ms: i64) -> Result<Positions> {
         let clash: Option<String> = on_db!(&self.db, read, pool => sqlx::query_scalar(
             "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $1 LIMIT 1")
             .bind(&cfg.task_type).fetch_optional(pool).await?);
@@ -106,7 +117,7 @@ impl TaskStore {
             return Err(Error::TypeClash(cfg.task_type.clone(), existing));
         }
         let upsert = format!(
-            "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
+            "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) \
              ON CONFLICT (task_type) DO UPDATE SET schedule_limit = $2, schedule_interval = $3, \
              max_processing_time = $4, max_retry_num = $5, retry_interval = $6, max_retry_interval = $7, \
              modify_time = $8"
@@ -114,7 +125,7 @@ impl TaskStore {
         on_db!(&self.db, write, pool => sqlx::query(&upsert)
             .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
             .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
-            .bind(cfg.max_retry_interval).bind(now_ms).execute(pool).await?.rows_affected());
+            .bind(cfg.max_retry_interval).bind(now_ms).bind(owner).execute(pool).await?.rows_affected());
         on_db!(&self.db, write, pool => sqlx::query(
             "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
              VALUES ($1, 1, 1, $2, $2) ON CONFLICT (task_type) DO NOTHING")
@@ -124,17 +135,17 @@ impl TaskStore {
         Ok(pos)
     }
 
-    /// Every type's configuration, by type.
-    pub async fn cfgs(&self) -> Result<Vec<TaskScheduleCfg>> {
+    /// Every type, by type.
+    pub async fn cfgs(&self) -> Result<Vec<TypeRow>> {
         let sql = format!("SELECT {CFG_COLUMNS} FROM t_schedule_cfg ORDER BY task_type");
-        on_db!(&self.db, read, pool => sqlx::query(&sql).fetch_all(pool).await?.iter().map(cfg_from_row).collect())
+        on_db!(&self.db, read, pool => sqlx::query(&sql).fetch_all(pool).await?.iter().map(type_from_row).collect())
     }
 
-    /// One type's configuration.
-    pub async fn cfg(&self, task_type: &str) -> Result<Option<TaskScheduleCfg>> {
+    /// One type.
+    pub async fn cfg(&self, task_type: &str) -> Result<Option<TypeRow>> {
         let sql = format!("SELECT {CFG_COLUMNS} FROM t_schedule_cfg WHERE task_type = $1");
         on_db!(&self.db, read, pool => sqlx::query(&sql).bind(task_type).fetch_optional(pool).await?
-            .as_ref().map(cfg_from_row).transpose())
+            .as_ref().map(type_from_row).transpose())
     }
 
     /// One type's table positions.
@@ -395,14 +406,15 @@ where
     Ok(StoredTask { data, create_ms, modify_ms })
 }
 
-fn cfg_from_row<'r, R>(row: &'r R) -> Result<TaskScheduleCfg>
+fn type_from_row<'r, R>(row: &'r R) -> Result<TypeRow>
 where
     R: Row,
     &'r str: ColumnIndex<R>,
     i64: Decode<'r, R::Database> + Type<R::Database>,
     String: Decode<'r, R::Database> + Type<R::Database>,
+    Option<String>: Decode<'r, R::Database> + Type<R::Database>,
 {
-    Ok(TaskScheduleCfg {
+    let cfg = TaskScheduleCfg {
         task_type: row.try_get("task_type")?,
         schedule_limit: row.try_get("schedule_limit")?,
         schedule_interval: row.try_get("schedule_interval")?,
@@ -412,5 +424,6 @@ where
         max_retry_interval: row.try_get("max_retry_interval")?,
         create_time: Some(rfc3339(row.try_get("create_time")?)),
         modify_time: Some(rfc3339(row.try_get("modify_time")?)),
-    })
+    };
+    Ok(TypeRow { cfg, owner: row.try_get("owner_app")? })
 }

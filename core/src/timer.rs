@@ -61,6 +61,21 @@ pub struct HttpNotify {
 pub enum Notify {
     /// Call an HTTP endpoint.
     Http(HttpNotify),
+    /// Create an asyncflow task (one per fire).
+    Asyncflow(AsyncflowNotify),
+}
+
+/// The asyncflow task a timer creates at each fire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AsyncflowNotify {
+    /// A registered task type.
+    pub task_type: String,
+    /// The task's first stage (empty: the worker's default).
+    #[serde(default)]
+    pub task_stage: String,
+    /// The task's context, stored as given.
+    #[serde(default)]
+    pub context: String,
 }
 
 /// How failed callbacks are retried.

@@ -12,6 +12,7 @@
 //! - [`Reconciler`]: sweeps SQL for fires the shard index missed.
 //! - [`callback`]: the HTTP request of a fire, its signature and target check.
 //! - [`secrets`]: each app's signing secret, and [`Callbacks`] (policy and secrets).
+//! - [`task_creator`]: fires that create an asyncflow task instead of a callback.
 //! - [`error`]: this crate's error type.
 //!
 //! # Shutdown
@@ -27,6 +28,7 @@ pub mod error;
 pub mod reconciler;
 pub mod recorder;
 pub mod secrets;
+pub mod task_creator;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use xtimer_core::config::ExecutorConfig;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
-use xtimer_core::timer::{Notify, Timer, TimerStatus};
+use xtimer_core::timer::{AsyncflowNotify, Notify, Timer, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_store::{FireRepo, FireResult, TimerRepo};
 
@@ -47,6 +49,7 @@ pub use error::{Error, Result};
 pub use reconciler::Reconciler;
 pub use recorder::Recorder;
 pub use secrets::{AppSecrets, Callbacks};
+pub use task_creator::TaskCreator;
 
 /// How one attempt of a fire ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +84,7 @@ struct Inner {
     clock: SharedClock,
     http: reqwest::Client,
     callbacks: Callbacks,
+    tasks: Option<Arc<dyn TaskCreator>>,
     cache: DashMap<i64, Arc<Timer>>,
     permits: Arc<Semaphore>,
     results: mpsc::Sender<FireResult>,
@@ -123,6 +127,7 @@ impl Executor {
             clock,
             http,
             callbacks,
+            tasks: None,
             cache: DashMap::new(),
             results,
             claim_seq: AtomicU64::new(0),
@@ -144,6 +149,14 @@ impl Executor {
                 .map_err(Error::Client)?;
         inner.callbacks = callbacks;
         Ok(self)
+    }
+
+    /// Lets timers whose notify is an asyncflow task fire through `tasks`
+    /// (without it their fires fail). Call before [`Executor::handle`].
+    pub fn with_task_creator(mut self, tasks: Arc<dyn TaskCreator>) -> Self {
+        let inner = Arc::get_mut(&mut self.handle.inner).expect("with_task_creator is called before handle()");
+        inner.tasks = Some(tasks);
+        self
     }
 
     /// A handle for dispatching and for waiting on in-flight work.
@@ -325,18 +338,22 @@ impl ExecutorHandle {
         };
         let sent_at = inner.clock.now_ms();
         let cost = sent_at - fire.key.run_ms;
-        let Notify::Http(notify) = &timer.notify;
-        let secret = inner.callbacks.secrets.secret_for(&timer.app).await;
-        let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
-        let answer = callback::call_checked(
-            &inner.http,
-            Some(&inner.callbacks.policy),
-            notify,
-            fire.key,
-            inner.config.max_output_bytes,
-            Some(signing),
-        )
-        .await;
+        let answer = match &timer.notify {
+            Notify::Http(notify) => {
+                let secret = inner.callbacks.secrets.secret_for(&timer.app).await;
+                let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
+                callback::call_checked(
+                    &inner.http,
+                    Some(&inner.callbacks.policy),
+                    notify,
+                    fire.key,
+                    inner.config.max_output_bytes,
+                    Some(signing),
+                )
+                .await
+            }
+            Notify::Asyncflow(task) => self.create_task(&timer.app, task, fire.key).await,
+        };
         if answer.success {
             self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
             return FireOutcome::Fired;
@@ -357,6 +374,22 @@ impl ExecutorHandle {
             None => {
                 self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
                 FireOutcome::Failed
+            }
+        }
+    }
+
+    /// The fire of a timer that creates a task: success is the task created.
+    async fn create_task(&self, app: &str, task: &AsyncflowNotify, key: FireKey) -> callback::Answer {
+        let created = match &self.inner.tasks {
+            Some(tasks) => tasks.create_task(app, task, key).await,
+            None => Err("this node has no task engine".to_string()),
+        };
+        match created {
+            Ok(task_id) => {
+                callback::Answer { success: true, output: format!("created task {task_id}"), refused: false }
+            }
+            Err(err) => {
+                callback::Answer { success: false, output: format!("creating the task failed: {err}"), refused: false }
             }
         }
     }

@@ -11,6 +11,12 @@ use tokio::sync::Mutex;
 use xtimer_asyncflow::retry::apply_failure;
 use xtimer_asyncflow::wire::TaskData;
 
+use xtimer::timer_tasks::{fire_uuid, TimerTasks};
+use xtimer_core::config::{AppCredentials, Secret};
+use xtimer_core::fire::FireKey;
+use xtimer_core::timer::AsyncflowNotify;
+use xtimer_executor::TaskCreator;
+
 use crate::helpers::{Stack, Storage, TestNode, PATIENCE};
 use crate::on_both_stacks;
 
@@ -431,10 +437,144 @@ async fn tables_roll_and_tasks_keep_flowing(stack: Stack) {
     node.stop().await;
 }
 
+async fn a_cron_timer_with_an_asyncflow_notify_creates_one_task_per_fire(stack: Stack) {
+    let node = TestNode::spawn(stack).await;
+    let go = GoWorker::new(&node);
+    go.register(json!({"task_type": "tick"})).await;
+    let timer = json!({
+        "app": "it",
+        "name": "ticker",
+        "cron": "* * * * * *",
+        "status": 2,
+        "notifyAsyncflowParam": {"taskType": "tick", "taskStage": "start", "context": {"from": "cron"}},
+    });
+    let id = node.create_ok(timer).await;
+    let shown = node.act("getTimer", id, "it").await;
+    assert_eq!(shown["result"]["notifyAsyncflowParam"]["taskType"], "tick", "{shown}");
+    assert!(shown["result"].get("notifyHTTPParam").is_none(), "{shown}");
+
+    let fired = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let fires = node.fires(id, "it").await;
+            if fires.iter().filter(|f| f["status"] == 2).count() >= 3 {
+                return fires;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("three fires succeed");
+    assert_eq!(node.act("unableTimer", id, "it").await["code"], 0);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+
+    let fires: Vec<Value> = node.fires(id, "it").await.into_iter().filter(|f| f["status"] == 2).collect();
+    assert!(fires.len() >= fired.iter().filter(|f| f["status"] == 2).count());
+    let reply = go.get("/v1/get_task_list?task_type=tick&limit=1000").await;
+    let tasks: Vec<TaskData> = serde_json::from_value(reply["task_list"].clone()).unwrap();
+    assert_eq!(tasks.len(), fires.len(), "one task per succeeded fire: {reply}");
+    for fire in &fires {
+        let key = FireKey { timer_id: id, run_ms: fire["runTimer"].as_i64().unwrap() };
+        let task_id = format!("{}_tick_1", fire_uuid(key));
+        assert_eq!(fire["output"], format!("created task {task_id}"), "{fire}");
+        let task = tasks.iter().find(|t| t.task_id == task_id).unwrap_or_else(|| panic!("{task_id} missing"));
+        assert_eq!((task.user_id.as_str(), task.task_stage.as_str()), ("it", "start"));
+        assert_eq!(task.context, r#"{"from":"cron"}"#);
+        assert_eq!(task.status, 1);
+    }
+
+    // The same fire again (a retry, another node) creates no second task.
+    let creator = TimerTasks(node.node.tasks.clone());
+    let notify =
+        AsyncflowNotify { task_type: "tick".into(), task_stage: "start".into(), context: r#"{"from":"cron"}"#.into() };
+    let key = FireKey { timer_id: id, run_ms: fires[0]["runTimer"].as_i64().unwrap() };
+    let again = creator.create_task("it", &notify, key).await.unwrap();
+    assert_eq!(again, format!("{}_tick_1", fire_uuid(key)));
+    assert_eq!(go.counts("tick").await, fires.len() as i64);
+
+    // A type that is not registered is refused at create, clearly.
+    let unknown = json!({"app": "it", "name": "nope", "cron": "* * * * * *",
+        "notifyAsyncflowParam": {"taskType": "nope"}});
+    let reply = node.create(unknown).await;
+    assert_eq!(reply["code"], 400, "{reply}");
+    assert!(reply["msg"].as_str().unwrap().contains("notifyAsyncflowParam.taskType"), "{reply}");
+    node.stop().await;
+}
+
+/// With auth on, a type registered with an app's token is that app's: every
+/// call on it with another app's token answers 403 in the asyncflow shape,
+/// and the cfg list shows each app only what it may use.
+async fn task_types_belong_to_the_app_that_registered_them(stack: Stack) {
+    let storage = Storage::new(stack).await;
+    let mut config = storage.config.clone();
+    config.auth.enabled = true;
+    for app in ["alpha", "beta"] {
+        config.auth.apps.insert(
+            app.into(),
+            AppCredentials { token: Secret::new(format!("{app}-token")), secret: Secret::new(format!("{app}-secret")) },
+        );
+    }
+    let node = TestNode::spawn_with(config).await;
+    let call = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
+        let mut req = node.http.request(method, format!("{}{path}", node.base)).bearer_auth(token);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+    let post = reqwest::Method::POST;
+    let get = reqwest::Method::GET;
+    let (status, reply) =
+        call(post.clone(), "/v1/register_task", "alpha-token", Some(json!({"task_type": "alpha_jobs"}))).await;
+    assert_eq!((status, &reply["code"]), (200, &json!(0)), "{reply}");
+    let (_, reply) = call(
+        post.clone(),
+        "/v1/create_task",
+        "alpha-token",
+        Some(json!({"task_data": {"task_type": "alpha_jobs", "context": "x"}})),
+    )
+    .await;
+    let task_id = reply["task_id"].as_str().unwrap().to_string();
+
+    let beta_calls = [
+        (post.clone(), "/v1/register_task".to_string(), Some(json!({"task_type": "alpha_jobs", "schedule_limit": 1}))),
+        (post.clone(), "/v1/create_task".to_string(), Some(json!({"task_data": {"task_type": "alpha_jobs"}}))),
+        (post.clone(), "/v1/hold_tasks?task_type=alpha_jobs&limit=10".to_string(), None),
+        (post.clone(), "/v1/set_task".to_string(), Some(json!({"task_data": {"task_id": task_id, "status": 4}}))),
+        (get.clone(), format!("/v1/get_task?task_id={task_id}"), None),
+        (get.clone(), "/v1/get_task_list?task_type=alpha_jobs".to_string(), None),
+        (get.clone(), "/v1/get_task_counts_by_type?task_type=alpha_jobs".to_string(), None),
+    ];
+    for (method, path, body) in beta_calls {
+        let (status, reply) = call(method, &path, "beta-token", body).await;
+        assert_eq!(status, 403, "{path}: {reply}");
+        assert_eq!(reply["code"], 8020, "{path}: {reply}");
+        assert!(reply["msg"].as_str().unwrap().contains("belongs to another app"), "{path}: {reply}");
+    }
+    let (_, list) = call(get.clone(), "/v1/get_task_schedule_cfg_list", "beta-token", None).await;
+    assert_eq!(list["task_schedule_cfg_list"], Value::Null, "{list}");
+    let (_, list) = call(get.clone(), "/v1/get_task_schedule_cfg_list", "alpha-token", None).await;
+    assert_eq!(list["task_schedule_cfg_list"][0]["task_type"], "alpha_jobs", "{list}");
+    // Nothing beta sent changed alpha's task or type.
+    let (_, task) = call(get.clone(), &format!("/v1/get_task?task_id={task_id}"), "alpha-token", None).await;
+    assert_eq!(task["task_data"]["status"], 1, "{task}");
+    assert_eq!(list["task_schedule_cfg_list"][0]["schedule_limit"], 100, "{list}");
+    // Nor may beta's timers create alpha's tasks.
+    let timer = json!({"app": "beta", "name": "t", "cron": "* * * * * *",
+        "notifyAsyncflowParam": {"taskType": "alpha_jobs"}});
+    let (status, reply) = call(post.clone(), "/api/xtimer/createTimer", "beta-token", Some(timer)).await;
+    assert_eq!(status, 400, "{reply}");
+    node.stop().await;
+}
+
 on_both_stacks!(
+    task_types_belong_to_the_app_that_registered_them,
     go_worker_wire,
     concurrent_holds_never_share_a_task,
     a_failing_task_delays_no_other,
     a_crashed_workers_task_comes_back,
     tables_roll_and_tasks_keep_flowing,
+    a_cron_timer_with_an_asyncflow_notify_creates_one_task_per_fire,
 );

@@ -7,14 +7,18 @@
 //! whatever their Content-Type (Go workers may send none); hold_tasks reads
 //! its query string first, then a JSON body; get_task also takes `taskId`.
 //!
-//! With auth on, every call but ping needs a valid bearer token (401 otherwise).
+//! With auth on, every call but ping needs a valid bearer token (401
+//! otherwise). A type registered with an app's token belongs to that app:
+//! another app's token (or the admin's) on it answers 403, still in the
+//! asyncflow shape, and the cfg list shows a caller only the types it may
+//! use. A type registered with auth off is open to every app.
 
 use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
-use axum::http::Uri;
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -25,7 +29,7 @@ use xtimer_asyncflow::wire::{
     code, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskDataBody, TaskDataRequest, TaskListBody,
     TaskScheduleCfg,
 };
-use xtimer_asyncflow::{Error, Tasks};
+use xtimer_asyncflow::{Error, TaskId, Tasks};
 
 use crate::auth::{AuthContext, AuthError};
 use crate::AppState;
@@ -44,15 +48,21 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/ping", get(ping))
 }
 
-/// A failed call: its code and a message a caller can act on.
+/// A failed call: its code and a message a caller can act on (and the
+/// HTTP status: 200 but for auth failures).
 struct Failure {
     code: i32,
     msg: String,
+    status: StatusCode,
 }
 
 impl Failure {
     fn new(code: i32, msg: impl Into<String>) -> Self {
-        Self { code, msg: msg.into() }
+        Self { code, msg: msg.into(), status: StatusCode::OK }
+    }
+
+    fn denied(err: AuthError) -> Self {
+        Self { code: code::INPUT_INVALID, msg: err.to_string(), status: err.status() }
     }
 
     /// An engine error raised by the call whose own failure code is `call_code`.
@@ -70,19 +80,41 @@ impl Failure {
 /// The reply of a call: its fields on success, their zero values beside the
 /// error code otherwise (as the Go server answers).
 fn reply<T: Serialize + Default>(result: Result<T, Failure>) -> Response {
-    let reply = match result {
-        Ok(body) => Reply::ok(body),
-        Err(f) => Reply { code: f.code, msg: f.msg, body: T::default() },
-    };
-    Json(reply).into_response()
+    match result {
+        Ok(body) => Json(Reply::ok(body)).into_response(),
+        Err(f) => (f.status, Json(Reply { code: f.code, msg: f.msg, body: T::default() })).into_response(),
+    }
 }
 
-/// A call without a valid token when auth is on: 401 (the only non-200
-/// reply of `/v1`), in the asyncflow shape. Any app's token may use the
-/// task API: task types are not owned by apps.
+/// A call without a valid token when auth is on: 401 (with 403, the only
+/// non-200 replies of `/v1`), in the asyncflow shape.
 fn refused(err: AuthError) -> Response {
-    let reply: Reply<Empty> = Reply { code: code::INPUT_INVALID, msg: err.to_string(), body: Empty {} };
-    (err.status(), Json(reply)).into_response()
+    reply::<Empty>(Err(Failure::denied(err)))
+}
+
+/// Whether the caller may use `task_type`: auth off, a type no app owns,
+/// or a token of its owner; else 403. An unknown or malformed type passes,
+/// for the call itself to report.
+async fn require_owner(tasks: &Tasks, auth: &AuthContext, task_type: &str) -> Result<(), Failure> {
+    let Ok(Some(owner)) = tasks.owner_of(task_type).await else { return Ok(()) };
+    may_use(auth, Some(&owner))
+        .then_some(())
+        .ok_or_else(|| Failure::denied(AuthError::Forbidden(format!("task type `{task_type}` belongs to another app"))))
+}
+
+/// [`require_owner`] for the type named in a task id.
+async fn require_task_owner(tasks: &Tasks, auth: &AuthContext, task_id: &str) -> Result<(), Failure> {
+    match TaskId::parse(task_id) {
+        Ok(id) => require_owner(tasks, auth, &id.task_type).await,
+        Err(_) => Ok(()),
+    }
+}
+
+fn may_use(auth: &AuthContext, owner: Option<&str>) -> bool {
+    match (auth, owner) {
+        (AuthContext::Disabled, _) | (_, None) => true,
+        (auth, Some(owner)) => auth.app() == Some(owner),
+    }
 }
 
 fn engine(state: &AppState) -> Result<&Tasks, Failure> {
@@ -144,6 +176,7 @@ async fn create_task(
             if req.task_data.task_type.is_empty() {
                 return Err(Failure::new(code::INPUT_INVALID, "task_data.task_type is required"));
             }
+            require_owner(tasks, &auth, &req.task_data.task_type).await?;
             let task_id =
                 tasks.create(req.task_data).await.map_err(|e| Failure::engine(code::CREATE_TASK, "create task", e))?;
             Ok(CreateTaskBody { task_id })
@@ -182,6 +215,7 @@ async fn hold_tasks(
             }
             let task_type = required(&q, &["task_type", "taskType"])?.to_string();
             let limit = int_param(&q, &["limit"])?;
+            require_owner(tasks, &auth, &task_type).await?;
             let list = tasks
                 .hold(&task_type, limit)
                 .await
@@ -204,6 +238,7 @@ async fn set_task(State(state): State<AppState>, auth: AuthContext, body: Result
             if task.task_id.is_empty() {
                 task.task_id = req.task_id.unwrap_or_default();
             }
+            require_task_owner(tasks, &auth, &task.task_id).await?;
             tasks.set(task).await.map_err(|e| Failure::engine(code::SET_TASK, "set task", e))?;
             Ok(Empty {})
         }
@@ -220,6 +255,7 @@ async fn get_task(State(state): State<AppState>, auth: AuthContext, uri: Uri) ->
             let tasks = engine(&state)?;
             let q = query(&uri)?;
             let task_id = required(&q, &["task_id", "taskId"])?;
+            require_task_owner(tasks, &auth, task_id).await?;
             let task = tasks.get(task_id).await.map_err(|e| Failure::engine(code::GET_TASK_INFO, "get task", e))?;
             Ok(TaskDataBody { task_data: Some(task) })
         }
@@ -240,6 +276,7 @@ async fn get_task_list(State(state): State<AppState>, auth: AuthContext, uri: Ur
             let status = i32::try_from(status)
                 .map_err(|_| Failure::new(code::INPUT_INVALID, format!("status {status} is out of range")))?;
             let limit = int_param(&q, &["limit"])?;
+            require_owner(tasks, &auth, task_type).await?;
             let list = tasks
                 .list(task_type, status, limit)
                 .await
@@ -257,7 +294,8 @@ async fn get_task_schedule_cfg_list(State(state): State<AppState>, auth: AuthCon
     reply(
         async {
             let tasks = engine(&state)?;
-            let list = tasks.cfgs().await.map_err(|e| Failure::engine(code::GET_TASK_CFG, "get task cfg list", e))?;
+            let rows = tasks.cfgs().await.map_err(|e| Failure::engine(code::GET_TASK_CFG, "get task cfg list", e))?;
+            let list: Vec<_> = rows.into_iter().filter(|r| may_use(&auth, r.owner.as_deref())).map(|r| r.cfg).collect();
             Ok(CfgListBody { task_schedule_cfg_list: if list.is_empty() { None } else { Some(list) } })
         }
         .await,
@@ -273,6 +311,7 @@ async fn get_task_counts_by_type(State(state): State<AppState>, auth: AuthContex
             let tasks = engine(&state)?;
             let q = query(&uri)?;
             let task_type = required(&q, &["task_type", "taskType"])?;
+            require_owner(tasks, &auth, task_type).await?;
             let counts =
                 tasks.count(task_type).await.map_err(|e| Failure::engine(code::GET_TASK_COUNT, "count tasks", e))?;
             Ok(CountsBody { counts })
@@ -310,7 +349,8 @@ async fn register_task(
             if cfg.task_type.is_empty() {
                 return Err(Failure::new(code::INPUT_INVALID, "task_type is required"));
             }
-            tasks.register(cfg).await.map_err(|e| {
+            require_owner(tasks, &auth, &cfg.task_type).await?;
+            tasks.register(cfg, auth.app()).await.map_err(|e| {
                 let call =
                     if matches!(e, Error::Database(_)) { code::REGISTER_CREATE_TABLE } else { code::REGISTER_INSERT };
                 Failure::engine(call, "register task", e)

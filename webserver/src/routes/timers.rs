@@ -58,8 +58,10 @@ pub async fn timers_create(
     authorize(&auth, &input.app)?;
     let now = state.clock.now_ms();
     let new = input.validate_with(now, &state.security.limits)?;
-    let Notify::Http(notify) = &new.notify;
-    check_target(&state, &notify.url).await?;
+    match &new.notify {
+        Notify::Http(notify) => check_target(&state, &notify.url).await?,
+        Notify::Asyncflow(task) => check_task_type(&state, &new.app, &task.task_type).await?,
+    }
     let (_, existing) = state.timers.list_app_timers(&new.app, 0, 0).await?;
     let max = state.security.limits.timers_per_app;
     if existing >= max {
@@ -237,6 +239,21 @@ async fn check_target(state: &AppState, url: &str) -> Result<(), ApiError> {
         Ok(())
     };
     checked.map_err(|refusal| ApiError::invalid("notifyHTTPParam.url", refusal))
+}
+
+/// 400 unless `task_type` is registered with the task API and owned by
+/// `app` or by no app.
+async fn check_task_type(state: &AppState, app: &str, task_type: &str) -> Result<(), ApiError> {
+    const FIELD: &str = "notifyAsyncflowParam.taskType";
+    let tasks = state.tasks.as_ref().ok_or_else(|| ApiError::invalid(FIELD, "the task API is not enabled"))?;
+    match tasks.owner_of(task_type).await {
+        Ok(Some(owner)) if owner != app => {
+            Err(ApiError::invalid(FIELD, format!("task type `{task_type}` belongs to another app than `{app}`")))
+        }
+        Ok(_) => Ok(()),
+        Err(err) if err.is_caller_fault() => Err(ApiError::invalid(FIELD, err)),
+        Err(err) => Err(ApiError::Internal(err.to_string())),
+    }
 }
 
 /// 400 when `schedule`, added to the app's enabled timers (but `except`;

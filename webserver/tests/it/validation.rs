@@ -48,7 +48,12 @@ async fn every_invalid_create_field_is_a_400_naming_it() {
         ("/timezone", Some(json!("Mars/Olympus")), &["timezone: unknown time zone `Mars/Olympus`"]),
         ("/status", Some(json!(3)), &["status: must be 1 (disabled) or 2 (enabled), got 3"]),
         ("/status", Some(json!("2")), &["status: invalid type: string \"2\""]),
-        ("/notifyHTTPParam", None, &["missing field `notifyHTTPParam`"]),
+        ("/notifyHTTPParam", None, &["notifyHTTPParam, notifyAsyncflowParam: one of them is required"]),
+        (
+            "/notifyAsyncflowParam",
+            Some(json!({"taskType": "jobs"})),
+            &["notifyHTTPParam, notifyAsyncflowParam: give one of them, not both"],
+        ),
         ("/notifyHTTPParam/url", None, &["notifyHTTPParam", "missing field `url`"]),
         ("/notifyHTTPParam/url", Some(json!("")), &["notifyHTTPParam.url: must not be empty"]),
         ("/notifyHTTPParam/url", Some(json!("ftp://h/p")), &["notifyHTTPParam.url: must use http or https, got `ftp`"]),

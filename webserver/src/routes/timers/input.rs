@@ -11,11 +11,14 @@ use axum::http::{HeaderName, HeaderValue, Uri};
 use chrono::DateTime;
 use serde::Deserialize;
 use serde_json::Value;
+use xtimer_asyncflow::task_id::check_task_type;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::config::LimitsConfig;
 use xtimer_core::cron::{parse_timezone, CronSchedule};
 use xtimer_core::fire::FireStatus;
-use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
+use xtimer_core::timer::{
+    AsyncflowNotify, HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus,
+};
 
 use crate::ApiError;
 
@@ -73,9 +76,12 @@ pub struct CreateTimer {
     /// 1 (disabled, the default) or 2 (enabled).
     #[serde(default)]
     pub status: Option<i64>,
-    /// The callback.
-    #[serde(rename = "notifyHTTPParam")]
-    pub notify_http_param: NotifyHttpParam,
+    /// The callback; exactly one of this and `notifyAsyncflowParam`.
+    #[serde(rename = "notifyHTTPParam", default)]
+    pub notify_http_param: Option<NotifyHttpParam>,
+    /// The asyncflow task each fire creates, instead of a callback.
+    #[serde(rename = "notifyAsyncflowParam", default)]
+    pub notify_asyncflow_param: Option<NotifyAsyncflowParam>,
     /// Retry policy; defaults to [`RetryPolicy::default`].
     #[serde(default)]
     pub retry: Option<RetryParam>,
@@ -99,6 +105,21 @@ pub struct NotifyHttpParam {
     /// Request body, sent as stored.
     #[serde(default)]
     pub body: Option<String>,
+}
+
+/// `notifyAsyncflowParam` of [`CreateTimer`]: each fire creates one task.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NotifyAsyncflowParam {
+    /// A task type registered with `/v1/register_task`.
+    pub task_type: String,
+    /// The task's first stage; empty by default.
+    #[serde(default)]
+    pub task_stage: Option<String>,
+    /// The task's context: a string is stored as is, any other JSON value
+    /// as its JSON text.
+    #[serde(default)]
+    pub context: Option<Value>,
 }
 
 /// `retry` of [`CreateTimer`]; a missing field takes its default.
@@ -150,7 +171,21 @@ impl CreateTimer {
                 TimerStatus::Disabled
             }
         };
-        let notify = self.notify_http_param.validate(&mut p, limits);
+        let notify = match (self.notify_http_param, self.notify_asyncflow_param) {
+            (Some(http), None) => http.validate(&mut p, limits).map(Notify::Http),
+            (None, Some(task)) => task.validate(&mut p, limits).map(Notify::Asyncflow),
+            (Some(_), Some(_)) => {
+                p.push("notifyHTTPParam, notifyAsyncflowParam", "give one of them, not both");
+                None
+            }
+            (None, None) => {
+                p.push(
+                    "notifyHTTPParam, notifyAsyncflowParam",
+                    "one of them is required: a callback, or the task each fire creates",
+                );
+                None
+            }
+        };
         let retry = self.retry.map_or(Some(RetryPolicy::default()), |r| r.validate(&mut p));
         let misfire = match self.misfire.as_deref() {
             None => Some(MisfirePolicy::default()),
@@ -160,15 +195,9 @@ impl CreateTimer {
             }),
         };
         match (schedule, notify, retry, misfire) {
-            (Some(schedule), Some(notify), Some(retry), Some(misfire)) if p.0.is_empty() => Ok(NewTimer {
-                app: self.app,
-                name: self.name,
-                status,
-                schedule,
-                notify: Notify::Http(notify),
-                retry,
-                misfire,
-            }),
+            (Some(schedule), Some(notify), Some(retry), Some(misfire)) if p.0.is_empty() => {
+                Ok(NewTimer { app: self.app, name: self.name, status, schedule, notify, retry, misfire })
+            }
             _ => Err(p.into_error()),
         }
     }
@@ -311,6 +340,37 @@ impl NotifyHttpParam {
             }
         }
         (p.0.len() == before).then_some(HttpNotify { url: self.url, method, headers, body: self.body })
+    }
+}
+
+impl NotifyAsyncflowParam {
+    fn validate(self, p: &mut Problems, limits: &LimitsConfig) -> Option<AsyncflowNotify> {
+        let before = p.0.len();
+        if let Err(err) = check_task_type(&self.task_type) {
+            p.push("notifyAsyncflowParam.taskType", err);
+        }
+        let task_stage = self.task_stage.unwrap_or_default();
+        check_max_chars(p, "notifyAsyncflowParam.taskStage", &task_stage, MAX_NAME_CHARS);
+        let context = match self.context {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s,
+            Some(other) => other.to_string(),
+        };
+        let max = limits.callback_max_body_bytes;
+        if context.len() > max {
+            p.push(
+                "notifyAsyncflowParam.context",
+                format!("must be at most {max} bytes (limits.callback_max_body_bytes), got {}", context.len()),
+            );
+        }
+        (p.0.len() == before).then_some(AsyncflowNotify { task_type: self.task_type, task_stage, context })
+    }
+}
+
+fn check_max_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
+    let chars = value.chars().count();
+    if chars > max {
+        p.push(field, format!("must be at most {max} characters, got {chars}"));
     }
 }
 

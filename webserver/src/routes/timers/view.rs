@@ -44,9 +44,12 @@ pub struct TimerView {
     pub run_at_ms: Option<i64>,
     /// IANA time zone of the cron (`UTC` for one-shot timers).
     pub timezone: String,
-    /// The callback.
-    #[serde(rename = "notifyHTTPParam")]
-    pub notify_http_param: NotifyView,
+    /// The callback, for a timer that calls one.
+    #[serde(rename = "notifyHTTPParam", skip_serializing_if = "Option::is_none")]
+    pub notify_http_param: Option<NotifyView>,
+    /// The task each fire creates, for a timer that creates one.
+    #[serde(rename = "notifyAsyncflowParam", skip_serializing_if = "Option::is_none")]
+    pub notify_asyncflow_param: Option<AsyncflowView>,
     /// Retry policy (`maxAttempts`, `backoffMs`).
     pub retry: RetryPolicy,
     /// `skip`, `fire_once` or `fire_all`.
@@ -70,13 +73,43 @@ pub struct NotifyView {
     pub body: Option<String>,
 }
 
+/// `notifyAsyncflowParam` of a [`TimerView`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AsyncflowView {
+    /// The task type.
+    pub task_type: String,
+    /// The task's first stage.
+    pub task_stage: String,
+    /// The task's context.
+    pub context: String,
+}
+
 impl From<&Timer> for TimerView {
     fn from(t: &Timer) -> Self {
         let (cron, run_at_ms, timezone) = match &t.schedule {
             Schedule::Cron { expr, timezone } => (Some(expr.clone()), None, timezone.clone()),
             Schedule::Once { run_at_ms } => (None, Some(*run_at_ms), "UTC".to_owned()),
         };
-        let Notify::Http(http) = &t.notify;
+        let (http, task) = match &t.notify {
+            Notify::Http(http) => (
+                Some(NotifyView {
+                    url: http.url.clone(),
+                    method: http.method.clone(),
+                    header: http.headers.clone(),
+                    body: http.body.clone(),
+                }),
+                None,
+            ),
+            Notify::Asyncflow(task) => (
+                None,
+                Some(AsyncflowView {
+                    task_type: task.task_type.clone(),
+                    task_stage: task.task_stage.clone(),
+                    context: task.context.clone(),
+                }),
+            ),
+        };
         Self {
             id: t.id,
             app: t.app.clone(),
@@ -86,12 +119,8 @@ impl From<&Timer> for TimerView {
             run_at: run_at_ms.map(rfc3339),
             run_at_ms,
             timezone,
-            notify_http_param: NotifyView {
-                url: http.url.clone(),
-                method: http.method.clone(),
-                header: http.headers.clone(),
-                body: http.body.clone(),
-            },
+            notify_http_param: http,
+            notify_asyncflow_param: task,
             retry: t.retry,
             misfire: t.misfire.as_str(),
             create_time: rfc3339(t.create_time),

@@ -1,0 +1,31 @@
+//! The executor's [`TaskCreator`] over the task engine: a timer whose
+//! notify is an asyncflow task creates one task per fire.
+
+use async_trait::async_trait;
+use xtimer_asyncflow::{TaskData, Tasks};
+use xtimer_core::fire::FireKey;
+use xtimer_core::timer::AsyncflowNotify;
+use xtimer_executor::TaskCreator;
+
+/// Creates the tasks of timer fires in the node's task engine.
+pub struct TimerTasks(pub Tasks);
+
+/// The uuid part of the task id of a fire: the same for every attempt at
+/// it, so a repeated create of the fire stores one task.
+pub fn fire_uuid(key: FireKey) -> String {
+    format!("{:016x}-{:016x}", key.timer_id, key.run_ms)
+}
+
+#[async_trait]
+impl TaskCreator for TimerTasks {
+    async fn create_task(&self, app: &str, notify: &AsyncflowNotify, key: FireKey) -> Result<String, String> {
+        let task = TaskData {
+            user_id: app.to_string(),
+            task_type: notify.task_type.clone(),
+            task_stage: notify.task_stage.clone(),
+            context: notify.context.clone(),
+            ..TaskData::default()
+        };
+        self.0.create_with_uuid(task, Some(fire_uuid(key))).await.map_err(|e| e.to_string())
+    }
+}
