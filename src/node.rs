@@ -24,6 +24,9 @@ use xtimer_webserver::{router, AppState};
 use crate::heartbeat::Heartbeat;
 use crate::timer_tasks::TimerTasks;
 
+/// How often SQLite's WAL is copied into the database file.
+const CHECKPOINT_PERIOD: Duration = Duration::from_millis(250);
+
 /// A running node.
 pub struct Node {
     /// Where the HTTP API listens.
@@ -213,6 +216,10 @@ impl Node {
         loops.spawn(async move { ("reconciler", reconciler.run(s).await.map_err(Into::into)) });
         let s = stop_claiming.clone();
         loops.spawn(async move { ("asyncflow governor", governor.run(s).await.map_err(Into::into)) });
+        if let Some(checkpointer) = stores.database.checkpointer(CHECKPOINT_PERIOD) {
+            let s = stop_claiming.clone();
+            loops.spawn(async move { ("checkpointer", checkpointer.run(s).await.map_err(Into::into)) });
+        }
 
         tracing::info!(%addr, node_id, storage = %stores.description, "xtimer is listening.");
         Ok(Self {

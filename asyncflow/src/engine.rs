@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use xtimer_core::config::AsyncflowConfig;
 use xtimer_core::SharedClock;
 
+use crate::holds::HoldCombiner;
 use crate::retry::{order_time_ready, MAX_PRIORITY};
 use crate::store::{Positions, SetOutcome, TaskStore, TypeRow};
 use crate::task_id::{check_task_type, TaskId};
@@ -51,6 +52,7 @@ pub struct Tasks {
     creates: mpsc::Sender<PendingCreate>,
     cfgs: Arc<Mutex<HashMap<String, Cached<Option<TypeRow>>>>>,
     positions: Arc<Mutex<HashMap<String, Cached<Option<Positions>>>>>,
+    holds: HoldCombiner,
 }
 
 impl Tasks {
@@ -60,7 +62,14 @@ impl Tasks {
         let (tx, rx) = mpsc::channel(config.create_batch_size * 4);
         let batcher =
             CreateBatcher { store: store.clone(), clock: clock.clone(), rx, batch_size: config.create_batch_size };
-        let tasks = Self { store, clock, creates: tx, cfgs: Arc::default(), positions: Arc::default() };
+        let tasks = Self {
+            store,
+            clock,
+            creates: tx,
+            cfgs: Arc::default(),
+            positions: Arc::default(),
+            holds: HoldCombiner::default(),
+        };
         (tasks, batcher)
     }
 
@@ -183,7 +192,7 @@ impl Tasks {
         let limit = if limit == 0 { cfg.schedule_limit } else { limit };
         let limit = limit.clamp(1, i64::from(MAX_HOLD)) as u32;
         let pos = self.positions_of(task_type).await?;
-        self.store.hold(task_type, pos, limit, self.now_ms()).await
+        self.holds.hold(task_type, limit, |total| self.store.hold(task_type, pos, total, self.now_ms())).await
     }
 
     /// set_task: takes the worker's non-zero fields; a final task is left alone.

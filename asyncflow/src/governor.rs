@@ -27,6 +27,8 @@ pub struct PassReport {
     pub rolled: u32,
     /// Begin positions advanced.
     pub advanced: u32,
+    /// Tables whose planner statistics were refreshed (PostgreSQL).
+    pub analyzed: u32,
 }
 
 /// The governance loop.
@@ -115,6 +117,9 @@ impl Governor {
                     report.requeued += 1;
                 }
             }
+        }
+        if self.store.refresh_stats(t, pos.end).await? {
+            report.analyzed += 1;
         }
         if self.store.rows(t, pos.end).await? >= self.config.table_row_limit as i64
             && self.store.roll(t, pos.end, now).await?

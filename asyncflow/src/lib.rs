@@ -15,6 +15,7 @@
 //!   (one implementation for SQLite and PostgreSQL).
 //! - [`governor`]: the loop that takes timed-out tasks back, rolls full
 //!   tables and advances begin_pos, on one node at a time.
+//! - [`holds`]: concurrent holds of a type combined into one claim.
 //! - [`error`]: this crate's error type, with the wire code of each case.
 
 pub mod retry;
@@ -27,6 +28,8 @@ pub mod engine;
 pub mod error;
 #[cfg(feature = "server")]
 pub mod governor;
+#[cfg(feature = "server")]
+pub mod holds;
 #[cfg(feature = "server")]
 pub mod store;
 

@@ -21,6 +21,15 @@ use crate::{Error, Result};
 const TASK_COLUMNS: &str = "user_id, task_id, task_type, task_stage, status, priority, crt_retry_num, \
      max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time";
 
+/// Rows per insert statement: a batch is split greedily into these, so a
+/// few statement shapes stay prepared whatever the batch size (a new shape
+/// per size would be parsed afresh each time). 14 parameters a row: 512
+/// rows stay under both dialects' limits.
+const INSERT_SIZES: [usize; 7] = [512, 128, 32, 8, 4, 2, 1];
+
+/// Changed rows after which [`TaskStore::refresh_stats`] re-analyzes a table.
+const STATS_MIN_CHANGES: i64 = 10_000;
+
 const CFG_COLUMNS: &str = "task_type, schedule_limit, schedule_interval, max_processing_time, max_retry_num, \
      retry_interval, max_retry_interval, create_time, modify_time, owner_app";
 
@@ -106,9 +115,8 @@ impl TaskStore {
     }
 
     /// Registers (or re-configures) a type: its cfg row, its pos row (1, 1)
-    /// if new, and the task table at its end position.
-    /// Creates or re-configures a type; a new type is owned by `owner`
-    /// (an existing type keeps its owner).
+    /// if new, and the task table at its end position. A new type is owned
+    /// by `owner`; an existing type keeps its owner.
     pub async fn register(&self, cfg: &TaskScheduleCfg, owner: Option<&str>, now_ms: i64) -> Result<Positions> {
         let clash: Option<String> = on_db!(&self.db, read, pool => sqlx::query_scalar(
             "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $1 LIMIT 1")
@@ -156,7 +164,8 @@ impl TaskStore {
         Ok(row.map(|(begin, end)| Positions { begin: begin as u32, end: end as u32 }))
     }
 
-    /// Inserts new tasks of one type into its table at `pos`, in one transaction.
+    /// Inserts new tasks of one type into its table at `pos`, in one
+    /// transaction; a task whose id exists already is left as it is.
     pub async fn insert(&self, task_type: &str, pos: u32, tasks: &[TaskData], now_ms: i64) -> Result<()> {
         if tasks.is_empty() {
             return Ok(());
@@ -166,9 +175,13 @@ impl TaskStore {
              max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time) ",
             table_name(task_type, pos)
         );
-        // 14 parameters a row; 1,000 rows stay under both dialects' limits.
-        for chunk in tasks.chunks(1_000) {
-            on_db!(&self.db, write, pool => {
+        on_db!(&self.db, write, pool => {
+            let mut tx = pool.begin().await?;
+            let mut rest = tasks;
+            while !rest.is_empty() {
+                let size = INSERT_SIZES.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
+                let (chunk, tail) = rest.split_at(size);
+                rest = tail;
                 let mut qb = QueryBuilder::new(&head);
                 qb.push_values(chunk, |mut b, t| {
                     b.push_bind(&t.user_id).push_bind(&t.task_id).push_bind(&t.task_type).push_bind(&t.task_stage)
@@ -177,9 +190,11 @@ impl TaskStore {
                         .push_bind(&t.context).push_bind(t.order_time).push_bind(now_ms).push_bind(now_ms);
                 });
                 qb.push(" ON CONFLICT (task_id) DO NOTHING");
-                qb.build().execute(pool).await?.rows_affected()
-            });
-        }
+                qb.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            0u64
+        });
         Ok(())
     }
 
@@ -342,6 +357,29 @@ impl TaskStore {
     pub async fn rows(&self, task_type: &str, pos: u32) -> Result<i64> {
         let sql = format!("SELECT COALESCE(MAX(id), 0) FROM \"{}\"", table_name(task_type, pos));
         Ok(on_db!(&self.db, read, pool => sqlx::query_scalar::<_, i64>(&sql).fetch_one(pool).await?))
+    }
+
+    /// On PostgreSQL, refreshes the planner's statistics of the table at
+    /// `pos` when many rows changed since they were taken; returns whether
+    /// it did. Autovacuum does the same, but up to a minute later, and a
+    /// burst of creates meanwhile makes the planner trade the hold's index
+    /// scan for a sort of the whole table. SQLite's planner needs none.
+    pub async fn refresh_stats(&self, task_type: &str, pos: u32) -> Result<bool> {
+        let Database::Postgres(pool) = &self.db else { return Ok(false) };
+        let t = table_name(task_type, pos);
+        let stale: Option<bool> = sqlx::query_scalar(
+            "SELECT n_mod_since_analyze > $2 AND n_mod_since_analyze > n_live_tup / 5 \
+             FROM pg_stat_user_tables WHERE relname = $1",
+        )
+        .bind(&t)
+        .bind(STATS_MIN_CHANGES)
+        .fetch_optional(pool)
+        .await?;
+        if stale != Some(true) {
+            return Ok(false);
+        }
+        sqlx::query(&format!("ANALYZE \"{t}\"")).execute(pool).await?;
+        Ok(true)
     }
 
     /// Rolls a type to a new table after `end`: creates it, then moves the

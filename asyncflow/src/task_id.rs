@@ -51,10 +51,13 @@ pub fn table_name(task_type: &str, pos: u32) -> String {
 }
 
 impl TaskId {
-    /// A fresh id for a task of `task_type` stored at `pos`.
+    /// A fresh id for a task of `task_type` stored at `pos`. The uuid is a
+    /// version 7 (time-ordered, same text shape as the v4 Go servers
+    /// issue), so new ids land at the end of the table's task_id index
+    /// instead of dirtying pages all over it.
     #[cfg(feature = "server")]
     pub fn generate(task_type: &str, pos: u32) -> Self {
-        Self { uuid: uuid::Uuid::new_v4().to_string(), task_type: task_type.to_string(), pos }
+        Self { uuid: uuid::Uuid::now_v7().to_string(), task_type: task_type.to_string(), pos }
     }
 
     /// Decodes an id; never panics, whatever the input.

@@ -113,6 +113,16 @@ pub enum Database {
     Postgres(sqlx::PgPool),
 }
 
+impl Database {
+    /// The WAL checkpointer a node runs on SQLite; none on PostgreSQL.
+    pub fn checkpointer(&self, period: std::time::Duration) -> Option<sqlite::Checkpointer> {
+        match self {
+            Self::Sqlite { read, .. } => Some(sqlite::Checkpointer::new(read.clone(), period)),
+            Self::Postgres(_) => None,
+        }
+    }
+}
+
 /// A URL with its password replaced by `***`, for logs and errors.
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
