@@ -576,3 +576,35 @@ impl NodeRepo for SqliteRepo {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows of `t_timer` in the database file alone, WAL ignored.
+    async fn timers_in_main_file(path: &std::path::Path) -> i64 {
+        let url = format!("sqlite://{}?immutable=1", path.display());
+        let mut conn = SqliteConnectOptions::from_str(&url).unwrap().read_only(true).connect().await.unwrap();
+        let count = sqlx::query_scalar("SELECT COUNT(*) FROM t_timer").fetch_one(&mut conn).await;
+        count.unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn the_checkpointer_moves_commits_from_the_wal_into_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        let config = DatabaseConfig { url: format!("sqlite://{}", path.display()), max_connections: 2 };
+        let repo = SqliteRepo::connect(&config).await.unwrap();
+        for i in 0..3 {
+            let sql = "INSERT INTO t_timer (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, \
+                       create_time, modify_time) VALUES ('a', $1, 1, 1, '* * * * *', 'UTC', NULL, '{}', '{}', 1, 0, 0)";
+            sqlx::query(sql).bind(format!("t{i}")).execute(&repo.write).await.unwrap();
+        }
+        assert_eq!(timers_in_main_file(&path).await, 0, "commits wait in the WAL (no auto-checkpoint yet)");
+
+        let stop = tokio_util::sync::CancellationToken::new();
+        stop.cancel();
+        Checkpointer::new(repo.pool.clone(), Duration::from_secs(60)).run(stop).await.unwrap();
+        assert_eq!(timers_in_main_file(&path).await, 3, "the checkpoint copied them into the file");
+    }
+}
