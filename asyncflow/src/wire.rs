@@ -132,12 +132,43 @@ impl TaskScheduleCfg {
 
 /// `{"task_data": ...}`: the body of create_task and set_task. set_task
 /// also takes a top-level `task_id` (older workers send it there).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+///
+/// The body and its `task_data` are read only from JSON objects, as Go
+/// reads them: serde's derive would also take an array, field by field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TaskDataRequest {
     pub task_data: TaskData,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for TaskDataRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        #[derive(Default, Deserialize)]
+        #[serde(default)]
+        struct Fields {
+            #[serde(deserialize_with = "object")]
+            task_data: TaskData,
+            task_id: Option<String>,
+        }
+        let Fields { task_data, task_id } = object(de)?;
+        Ok(Self { task_data, task_id })
+    }
+}
+
+/// Deserializes a `T` from a JSON object only.
+fn object<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(de: D) -> Result<T, D::Error> {
+    struct ObjectOnly<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for ObjectOnly<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    de.deserialize_map(ObjectOnly(std::marker::PhantomData))
 }
 
 /// A reply: `code` and `msg` flattened beside the call's own fields.
@@ -200,4 +231,19 @@ pub struct Empty {}
 /// RFC 3339 text of a Unix millisecond, as Go's `time.Time` encodes it (UTC).
 pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_read_from_objects_only() {
+        let ok: TaskDataRequest = serde_json::from_str(r#"{"task_data":{"task_type":"lark"},"task_id":"x"}"#).unwrap();
+        assert_eq!((ok.task_data.task_type.as_str(), ok.task_id.as_deref()), ("lark", Some("x")));
+        assert_eq!(serde_json::from_str::<TaskDataRequest>("{}").unwrap(), TaskDataRequest::default());
+        for bad in [r#"[{"task_type":"lark"}]"#, r#"{"task_data":["u1","","lark"]}"#, r#"{"task_data":null}"#, "[]"] {
+            assert!(serde_json::from_str::<TaskDataRequest>(bad).is_err(), "{bad} was read");
+        }
+    }
 }

@@ -108,14 +108,15 @@ impl TargetPolicy {
 
 impl TargetPolicy {
     /// Checks a URL's host at create time: a literal address (IPv6 in
-    /// brackets or not) is checked as is; a name is resolved (within
-    /// `timeout`) and refused if *any* of its addresses is. A name that
-    /// does not resolve (yet) passes: the fire-time check covers it.
+    /// brackets or not, with or without a zone such as `%25eth0`) is
+    /// checked as is; a name is resolved (within `timeout`) and refused if
+    /// *any* of its addresses is. A name that does not resolve (yet)
+    /// passes: the fire-time check covers it.
     pub async fn check_host(&self, host: &str, timeout: std::time::Duration) -> Result<(), Refusal> {
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = bare.parse::<IpAddr>() {
+        if let Some(ip) = literal_ip(host) {
             return self.check(ip);
         }
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
         let lookup = tokio::net::lookup_host((bare, 0));
         let Ok(Ok(addrs)) = tokio::time::timeout(timeout, lookup).await else { return Ok(()) };
         for addr in addrs {
@@ -123,6 +124,18 @@ impl TargetPolicy {
         }
         Ok(())
     }
+}
+
+/// The address a URL host names literally: `a.b.c.d`, `[v6]` or `v6`, and
+/// `[v6%zone]` (the zone, percent-encoded or not, picks an interface; the
+/// address is what is reached, so it is what is judged).
+pub fn literal_ip(host: &str) -> Option<IpAddr> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    let (address, _zone) = bare.split_once('%')?;
+    address.parse::<Ipv6Addr>().ok().map(IpAddr::V6)
 }
 
 fn parse_net(s: &str) -> Result<IpNet, &'static str> {
@@ -210,6 +223,9 @@ mod tests {
         let t = std::time::Duration::from_secs(2);
         assert!(p.check_host("169.254.169.254", t).await.is_err());
         assert!(p.check_host("[fe80::1]", t).await.is_err());
+        assert!(p.check_host("[fe80::1%25eth0]", t).await.is_err(), "a zone does not hide the address");
+        assert!(p.check_host("[fe80::1%eth0]", t).await.is_err());
+        assert!(p.check_host("[::1%25lo]", t).await.is_err());
         assert!(p.check_host("localhost", t).await.is_err(), "localhost resolves to loopback, denied here");
         assert!(p.check_host("10.0.0.1", t).await.is_ok());
         assert!(p.check_host("name.invalid", t).await.is_ok(), "an unresolvable name is left to fire time");

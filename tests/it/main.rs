@@ -1,6 +1,7 @@
 //! End-to-end tests of the xtimer binary's node through real HTTP, with a
 //! real callback receiver on 127.0.0.1 and a real SQLite file.
 
+mod adversarial;
 mod asyncflow;
 mod fires;
 mod helpers;

@@ -21,6 +21,9 @@ use crate::{ApiError, AppState};
 
 /// What a body that is not declared JSON gets.
 const NOT_JSON_MSG: &str = "Content-Type: the request body must be JSON, sent as `application/json`";
+/// What a JSON body that is not an object gets (serde would read an array
+/// into a struct field by field).
+const NOT_OBJECT_MSG: &str = "request body must be a JSON object";
 
 /// A JSON object body, sent as `application/json` (or `application/*+json`).
 ///
@@ -43,7 +46,7 @@ where
         let body = Bytes::from_request(req, state).await.map_err(|rejection| bytes_rejection(rejection, limit))?;
         match body.iter().find(|b| !b.is_ascii_whitespace()) {
             Some(b'{') => {}
-            Some(_) => return Err(ApiError::Invalid("request body must be a JSON object".into())),
+            Some(_) => return Err(ApiError::Invalid(NOT_OBJECT_MSG.into())),
             None => return Err(ApiError::Invalid("request body is empty: expected a JSON object".into())),
         }
         Json::<T>::from_bytes(&body)
@@ -78,9 +81,10 @@ where
     }
 }
 
-/// Input from the query string when there is one, else from a JSON body
-/// (any or no content type: DELETE clients often send none). With neither,
-/// it fails as an empty query string does, naming the first missing field.
+/// Input from the query string when there is one, else from a JSON object
+/// body (any or no content type: DELETE clients often send none). With
+/// neither, it fails as an empty query string does, naming the first
+/// missing field.
 #[derive(Debug, Clone)]
 pub struct QueryOrJson<T>(pub T);
 
@@ -97,8 +101,10 @@ where
         let limit = state.config.max_body_bytes;
         let uri = req.uri().clone();
         let body = Bytes::from_request(req, state).await.map_err(|rejection| bytes_rejection(rejection, limit))?;
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return parse_query(&uri).map(Self);
+        match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => return parse_query(&uri).map(Self),
+            Some(b'{') => {}
+            Some(_) => return Err(ApiError::Invalid(NOT_OBJECT_MSG.into())),
         }
         Json::<T>::from_bytes(&body)
             .map(|Json(value)| Self(value))

@@ -116,7 +116,8 @@ impl AppState {
 /// outermost first: panics become a 500 envelope; requests are traced;
 /// 5xx causes are logged; the bearer token is resolved into an
 /// [`auth::AuthContext`]; the caller's request rate is limited (429);
-/// bodies are limited to `max_body_bytes` (a 413 envelope when exceeded).
+/// bodies are limited to `max_body_bytes` (a 413 envelope when exceeded,
+/// which closes the connection).
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(routes::health::health_check))
@@ -128,6 +129,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), limits::close_after_oversized_body))
         .layer(middleware::from_fn_with_state(state.clone(), limits::rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), auth::resolve))
         .layer(middleware::from_fn(error::log_server_errors))

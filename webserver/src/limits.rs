@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::{CONNECTION, CONTENT_LENGTH};
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
@@ -104,6 +106,21 @@ pub async fn rate_limit(State(state): State<AppState>, request: Request, next: N
             .into_response()
         }
     }
+}
+
+/// Middleware (outside the body limit): a body over `server.max_body_bytes`
+/// is refused without being read to its end, after which the server closes
+/// the connection. The reply says so (`Connection: close`), so that a
+/// client does not send its next request on that connection and lose it.
+pub async fn close_after_oversized_body(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let limit = state.config.max_body_bytes as u64;
+    let declared = request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    let oversized = declared.is_some_and(|len| len > limit);
+    let mut response = next.run(request).await;
+    if oversized || response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 fn rate_key(request: &Request) -> String {

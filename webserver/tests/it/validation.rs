@@ -216,6 +216,9 @@ async fn bad_query_strings_are_400s_naming_the_parameter() {
     assert!(reply.err(StatusCode::BAD_REQUEST).contains("id: invalid type"), "{}", reply.body);
     let reply = app.raw(Method::DELETE, "/api/xtimer/delTimer", None, r#"{"id": 1"#).await;
     assert!(reply.err(StatusCode::BAD_REQUEST).contains("not valid JSON"), "{}", reply.body);
+    // An array is not read field by field.
+    let reply = app.raw(Method::DELETE, "/api/xtimer/delTimer", None, format!(r#"[{id}, "a"]"#)).await;
+    assert!(reply.err(StatusCode::BAD_REQUEST).contains("must be a JSON object"), "{}", reply.body);
     // The timer was never touched.
     assert_eq!(app.timer(id, "a").await["status"], 1);
 }
