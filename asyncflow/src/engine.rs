@@ -211,7 +211,7 @@ impl Tasks {
             ("max_retry_num", update.max_retry_num),
             ("max_retry_interval", update.max_retry_interval),
         ] {
-            if v.abs() > MAX_PRIORITY {
+            if v.unsigned_abs() > MAX_PRIORITY.unsigned_abs() {
                 return Err(Error::Invalid(format!("{name} is out of range: {v}")));
             }
         }
@@ -312,7 +312,7 @@ fn check_texts(task: &TaskData) -> Result<()> {
 
 fn check_priority(priority: Option<i64>) -> Result<()> {
     match priority {
-        Some(p) if p.abs() > MAX_PRIORITY => {
+        Some(p) if p.unsigned_abs() > MAX_PRIORITY.unsigned_abs() => {
             Err(Error::Invalid(format!("priority must be within ±{MAX_PRIORITY} seconds, not {p}")))
         }
         _ => Ok(()),

@@ -5,11 +5,13 @@
 //! each as `"{field}: {what is wrong}"`, in one 400.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fmt::Display;
+use std::fmt::{self, Display};
+use std::marker::PhantomData;
 
 use axum::http::{HeaderName, HeaderValue, Uri};
 use chrono::DateTime;
-use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use xtimer_asyncflow::task_id::check_task_type;
 use xtimer_core::clock::rfc3339;
@@ -77,17 +79,36 @@ pub struct CreateTimer {
     #[serde(default)]
     pub status: Option<i64>,
     /// The callback; exactly one of this and `notifyAsyncflowParam`.
-    #[serde(rename = "notifyHTTPParam", default)]
+    #[serde(rename = "notifyHTTPParam", default, deserialize_with = "object")]
     pub notify_http_param: Option<NotifyHttpParam>,
     /// The asyncflow task each fire creates, instead of a callback.
-    #[serde(rename = "notifyAsyncflowParam", default)]
+    #[serde(rename = "notifyAsyncflowParam", default, deserialize_with = "object")]
     pub notify_asyncflow_param: Option<NotifyAsyncflowParam>,
     /// Retry policy; defaults to [`RetryPolicy::default`].
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     pub retry: Option<RetryParam>,
     /// `skip`, `fire_once` (the default) or `fire_all`.
     #[serde(default)]
     pub misfire: Option<String>,
+}
+
+/// An optional struct read only from a JSON object (or `null`): serde's
+/// derive would also read it from an array, field by field.
+fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(de: D) -> Result<Option<T>, D::Error> {
+    struct ObjectOnly<T>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectOnly<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<T>, A::Error> {
+            T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+    de.deserialize_any(ObjectOnly(PhantomData))
 }
 
 /// `notifyHTTPParam` of [`CreateTimer`].
@@ -286,7 +307,7 @@ fn run_at_ms(value: &Value, now_ms: i64, p: &mut Problems) -> Option<i64> {
         return None;
     }
     if ms < now_ms - RUN_AT_PAST_TOLERANCE_MS {
-        let hint = if value.is_number() && ms.abs() < 100_000_000_000 {
+        let hint = if value.is_number() && ms.unsigned_abs() < 100_000_000_000 {
             " (a number is read as Unix milliseconds, not seconds)"
         } else {
             ""
