@@ -50,9 +50,14 @@ pub use error::ApiError;
 
 /// What every handler shares: the repositories, the migrator (to expand a
 /// timer into fires the moment it is enabled), the clock and the server
-/// configuration. Cheap to clone.
+/// configuration. One `Arc` to clone: axum clones the state for every
+/// extractor of every request.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+/// The fields of [`AppState`].
+#[derive(Clone)]
+pub struct Shared {
     timers: Arc<dyn TimerRepo>,
     fires: Arc<dyn FireRepo>,
     migrator: Arc<Migrator>,
@@ -73,7 +78,7 @@ impl AppState {
         clock: SharedClock,
         config: ServerConfig,
     ) -> Self {
-        Self {
+        Self(Arc::new(Shared {
             timers,
             fires,
             migrator,
@@ -82,31 +87,39 @@ impl AppState {
             nodes: None,
             tasks: None,
             security: Arc::default(),
-        }
+        }))
     }
 
     /// Serves `GET /api/xtimer/nodes` from `nodes`.
     pub fn with_nodes(mut self, nodes: Arc<dyn NodeRepo>) -> Self {
-        self.nodes = Some(nodes);
+        Arc::make_mut(&mut self.0).nodes = Some(nodes);
         self
     }
 
     /// Serves the `/v1` task API from `tasks`.
     pub fn with_tasks(mut self, tasks: Tasks) -> Self {
-        self.tasks = Some(tasks);
+        Arc::make_mut(&mut self.0).tasks = Some(tasks);
         self
     }
 
     /// Enforces `security` (auth, limits, callback targets) instead of
     /// the default (auth off, default limits and target policy).
     pub fn with_security(mut self, security: security::Security) -> Self {
-        self.security = Arc::new(security);
+        Arc::make_mut(&mut self.0).security = Arc::new(security);
         self
     }
 
     /// The server configuration this state was built with.
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
     }
 }
 
