@@ -124,6 +124,10 @@ impl TaskStore {
         if let Some(existing) = clash {
             return Err(Error::TypeClash(cfg.task_type.clone(), existing));
         }
+        // The table first: the governor sees a type once its pos row exists.
+        if self.positions(&cfg.task_type).await?.is_none() {
+            self.create_table(&cfg.task_type, 1).await?;
+        }
         let upsert = format!(
             "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) \
              ON CONFLICT (task_type) DO UPDATE SET schedule_limit = $2, schedule_interval = $3, \
@@ -138,9 +142,7 @@ impl TaskStore {
             "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
              VALUES ($1, 1, 1, $2, $2) ON CONFLICT (task_type) DO NOTHING")
             .bind(&cfg.task_type).bind(now_ms).execute(pool).await?.rows_affected());
-        let pos = self.positions(&cfg.task_type).await?.ok_or_else(|| Error::UnknownType(cfg.task_type.clone()))?;
-        self.create_table(&cfg.task_type, pos.end).await?;
-        Ok(pos)
+        self.positions(&cfg.task_type).await?.ok_or_else(|| Error::UnknownType(cfg.task_type.clone()))
     }
 
     /// Every type, by type.
