@@ -21,7 +21,7 @@ use crate::{Error, Result};
 const TASK_COLUMNS: &str = "user_id, task_id, task_type, task_stage, status, priority, crt_retry_num, \
      max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time";
 
-/// Rows per insert statement: a batch is split greedily into these, so a
+/// Rows per SQLite insert statement: a batch is split greedily into these, so a
 /// few statement shapes stay prepared whatever the batch size (a new shape
 /// per size would be parsed afresh each time). 14 parameters a row: 512
 /// rows stay under both dialects' limits.
@@ -177,27 +177,10 @@ impl TaskStore {
              max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time) ",
             table_name(task_type, pos)
         );
-        on_db!(&self.db, write, pool => {
-            let mut tx = pool.begin().await?;
-            let mut rest = tasks;
-            while !rest.is_empty() {
-                let size = INSERT_SIZES.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
-                let (chunk, tail) = rest.split_at(size);
-                rest = tail;
-                let mut qb = QueryBuilder::new(&head);
-                qb.push_values(chunk, |mut b, t| {
-                    b.push_bind(&t.user_id).push_bind(&t.task_id).push_bind(&t.task_type).push_bind(&t.task_stage)
-                        .push_bind(i64::from(t.status)).push_bind(t.priority.unwrap_or(0)).push_bind(t.crt_retry_num)
-                        .push_bind(t.max_retry_num).push_bind(t.max_retry_interval).push_bind(&t.schedule_log)
-                        .push_bind(&t.context).push_bind(t.order_time).push_bind(now_ms).push_bind(now_ms);
-                });
-                qb.push(" ON CONFLICT (task_id) DO NOTHING");
-                qb.build().execute(&mut *tx).await?;
-            }
-            tx.commit().await?;
-            0u64
-        });
-        Ok(())
+        match &self.db {
+            Database::Postgres(pool) => insert_unnest(pool, &head, tasks, now_ms).await,
+            Database::Sqlite { write, .. } => insert_chunked(write, &head, tasks, now_ms).await,
+        }
     }
 
     /// Whether the table at `pos` has a pending task due by `now_s`: a
@@ -444,6 +427,68 @@ where
         modify_time: Some(rfc3339(modify_ms)),
     };
     Ok(StoredTask { data, create_ms, modify_ms })
+}
+
+/// SQLite: the batch in one transaction, split into statements of the
+/// [`INSERT_SIZES`] shapes.
+async fn insert_chunked(pool: &sqlx::SqlitePool, head: &str, tasks: &[TaskData], now_ms: i64) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    let mut rest = tasks;
+    while !rest.is_empty() {
+        let size = INSERT_SIZES.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
+        let (chunk, tail) = rest.split_at(size);
+        rest = tail;
+        let mut qb = QueryBuilder::new(head);
+        qb.push_values(chunk, |mut b, t| {
+            b.push_bind(&t.user_id)
+                .push_bind(&t.task_id)
+                .push_bind(&t.task_type)
+                .push_bind(&t.task_stage)
+                .push_bind(i64::from(t.status))
+                .push_bind(t.priority.unwrap_or(0))
+                .push_bind(t.crt_retry_num)
+                .push_bind(t.max_retry_num)
+                .push_bind(t.max_retry_interval)
+                .push_bind(&t.schedule_log)
+                .push_bind(&t.context)
+                .push_bind(t.order_time)
+                .push_bind(now_ms)
+                .push_bind(now_ms);
+        });
+        qb.push(" ON CONFLICT (task_id) DO NOTHING");
+        qb.build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// PostgreSQL: the batch as one column array per field, in one statement
+/// of one shape whatever the batch size (one round trip, one plan).
+async fn insert_unnest(pool: &sqlx::PgPool, head: &str, tasks: &[TaskData], now_ms: i64) -> Result<()> {
+    let text = |f: fn(&TaskData) -> &String| tasks.iter().map(|t| f(t).clone()).collect::<Vec<_>>();
+    let int = |f: fn(&TaskData) -> i64| tasks.iter().map(f).collect::<Vec<_>>();
+    let sql = format!(
+        "{head}SELECT u.*, $13, $13 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
+         $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::bigint[]) AS u \
+         ON CONFLICT (task_id) DO NOTHING"
+    );
+    sqlx::query(&sql)
+        .bind(text(|t| &t.user_id))
+        .bind(text(|t| &t.task_id))
+        .bind(text(|t| &t.task_type))
+        .bind(text(|t| &t.task_stage))
+        .bind(int(|t| i64::from(t.status)))
+        .bind(int(|t| t.priority.unwrap_or(0)))
+        .bind(int(|t| t.crt_retry_num))
+        .bind(int(|t| t.max_retry_num))
+        .bind(int(|t| t.max_retry_interval))
+        .bind(text(|t| &t.schedule_log))
+        .bind(text(|t| &t.context))
+        .bind(int(|t| t.order_time))
+        .bind(now_ms)
+        .execute(pool)
+        .await?;
+    Ok(())
 }
 
 fn type_from_row<'r, R>(row: &'r R) -> Result<TypeRow>
