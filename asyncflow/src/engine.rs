@@ -162,12 +162,21 @@ impl Tasks {
     /// each fire creates one task however often it is retried.
     pub async fn create_with_uuid(&self, mut task: TaskData, uuid: Option<String>) -> Result<String> {
         let cfg = self.cfg_of(&task.task_type).await?;
-        let pos = self.positions_of(&task.task_type).await?.end;
+        let positions = self.positions_of(&task.task_type).await?;
+        let pos = positions.end;
         check_texts(&task)?;
         check_priority(task.priority)?;
         let mut id = TaskId::generate(&task.task_type, pos);
         if let Some(uuid) = uuid {
             id.uuid = uuid;
+            // The newest table dedupes on insert; an older one (the type
+            // rolled since the first create) is asked here.
+            for p in positions.begin..pos {
+                let older = TaskId { pos: p, ..id.clone() }.to_string();
+                if self.store.get(&task.task_type, p, &older).await?.is_some() {
+                    return Ok(older);
+                }
+            }
         }
         task.task_id = id.to_string();
         task.status = TaskStatus::Pending.code();

@@ -17,7 +17,7 @@ use xtimer_core::fire::FireKey;
 use xtimer_core::timer::AsyncflowNotify;
 use xtimer_executor::TaskCreator;
 
-use crate::helpers::{Stack, Storage, TestNode, PATIENCE};
+use crate::helpers::{now_ms, Stack, Storage, TestNode, PATIENCE};
 use crate::on_both_stacks;
 
 /// A Go worker's view of the server: raw requests, JSON replies.
@@ -489,6 +489,11 @@ async fn a_cron_timer_with_an_asyncflow_notify_creates_one_task_per_fire(stack: 
     let key = FireKey { timer_id: id, run_ms: fires[0]["runTimer"].as_i64().unwrap() };
     let again = creator.create_task("it", &notify, key).await.unwrap();
     assert_eq!(again, format!("{}_tick_1", fire_uuid(key)));
+    assert_eq!(go.counts("tick").await, fires.len() as i64);
+    // Also after the type rolled to a new table.
+    assert!(node.node.tasks.store().roll("tick", 1, now_ms()).await.unwrap());
+    node.node.tasks.forget("tick");
+    assert_eq!(creator.create_task("it", &notify, key).await.unwrap(), again);
     assert_eq!(go.counts("tick").await, fires.len() as i64);
 
     // A type that is not registered is refused at create, clearly.
