@@ -160,3 +160,29 @@ fn merged(mut base: Value, extra: Value) -> Value {
     }
     base
 }
+
+on_both_stacks!(concurrent_creates_cannot_overshoot_the_timer_quota);
+
+/// Many creates of one app at once, over real HTTP: exactly the quota is created.
+pub async fn concurrent_creates_cannot_overshoot_the_timer_quota(stack: Stack) {
+    let storage = Storage::new(stack).await;
+    let mut config = storage.config.clone();
+    config.limits.timers_per_app = 5;
+    let node = std::sync::Arc::new(TestNode::spawn_with(config).await);
+    let rx = Receiver::start(false).await.unwrap();
+    let creates: Vec<_> = (0..60)
+        .map(|i| {
+            let (node, body) = (node.clone(), every_second(&format!("q{i}"), &rx, json!({"status": 1})));
+            tokio::spawn(async move { node.create(body).await["code"].as_i64().unwrap() })
+        })
+        .collect();
+    let mut created = 0;
+    for create in creates {
+        match create.await.unwrap() {
+            0 => created += 1,
+            429 => {}
+            other => panic!("unexpected code {other}"),
+        }
+    }
+    assert_eq!(created, 5);
+}

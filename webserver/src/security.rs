@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dashmap::DashMap;
 use xtimer_core::config::{AuthConfig, CallbackConfig, LimitsConfig};
 use xtimer_core::target_policy::TargetPolicy;
 use xtimer_store::AuthRepo;
@@ -28,6 +29,23 @@ pub struct Security {
     pub policy: Arc<TargetPolicy>,
     /// Whether `createTimer` resolves callback hosts to check them.
     pub resolve_at_create: bool,
+    /// Serializes the limit checks and writes of each app's creates and enables.
+    pub app_locks: AppLocks,
+}
+
+/// One lock per app, held by a create or an enable from its limit checks
+/// (timers per app, fires per minute) to its write, so that concurrent
+/// calls cannot each pass a check that only one of them may pass. Exact on
+/// one node; across nodes each node's calls are serialized on their own.
+#[derive(Default)]
+pub struct AppLocks(DashMap<String, Arc<tokio::sync::Mutex<()>>>);
+
+impl AppLocks {
+    /// Waits for `app`'s lock.
+    pub async fn lock(&self, app: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self.0.entry(app.to_string()).or_default().clone();
+        lock.lock_owned().await
+    }
 }
 
 impl Default for Security {
@@ -41,6 +59,7 @@ impl Default for Security {
             limits,
             policy: Arc::new(TargetPolicy::default()),
             resolve_at_create: callback.resolve_at_create,
+            app_locks: AppLocks::default(),
         }
     }
 }
@@ -60,6 +79,7 @@ impl Security {
             limits: limits.clone(),
             policy: Arc::new(policy),
             resolve_at_create: callback.resolve_at_create,
+            app_locks: AppLocks::default(),
         })
     }
 }

@@ -9,8 +9,8 @@
 //! one, before the input is read) of the app it names (403 otherwise), and
 //! a timer of another app answers 403 instead of 404: the caller proved
 //! who it is, so it is told why. Creating and enabling check the limits
-//! (timers per app, fires per minute per app) and the callback target
-//! policy.
+//! (timers per app, fires per minute per app; under the app's lock, so
+//! concurrent calls cannot overshoot them) and the callback target policy.
 
 pub mod admin;
 
@@ -62,6 +62,7 @@ pub async fn timers_create(
         Notify::Http(notify) => check_target(&state, &notify.url).await?,
         Notify::Asyncflow(task) => check_task_type(&state, &new.app, &task.task_type).await?,
     }
+    let _app_lock = state.security.app_locks.lock(&new.app).await;
     let (_, existing) = state.timers.list_app_timers(&new.app, 0, 0).await?;
     let max = state.security.limits.timers_per_app;
     if existing >= max {
@@ -106,6 +107,7 @@ pub async fn timers_enable(
     r: Result<ApiQuery<TimerRef>, ApiError>,
 ) -> Result<Envelope<TimerId>, ApiError> {
     let r = authorized(&auth, r)?;
+    let _app_lock = state.security.app_locks.lock(&r.app).await;
     let mut timer = live_timer(&state, &auth, &r).await?;
     if timer.status != TimerStatus::Enabled {
         check_fire_rate(&state, &timer.app, Some(timer.id), &timer.schedule, false, state.clock.now_ms()).await?;
