@@ -7,12 +7,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::AsyncflowConfig;
 use xtimer_core::SharedClock;
 
-use crate::holds::HoldCombiner;
+use crate::holds::{Claim, HoldCombiner};
 use crate::retry::{order_time_ready, MAX_PRIORITY};
 use crate::store::{Positions, SetOutcome, TaskStore, TypeRow};
 use crate::task_id::{check_task_type, TaskId};
@@ -28,9 +29,10 @@ pub const DEFAULT_LIST: u32 = 100;
 const CACHE_TTL: Duration = Duration::from_secs(1);
 /// How long the create writer waits for more creates before a write.
 const CREATE_LINGER: Duration = Duration::from_millis(2);
-/// Longest user_id, task_stage; longest context and schedule_log.
-const MAX_SHORT_TEXT: usize = 256;
-const MAX_LONG_TEXT: usize = 1 << 20;
+/// Longest user_id and task_stage, bytes.
+pub const MAX_SHORT_TEXT: usize = 256;
+/// Longest context and schedule_log, bytes.
+pub const MAX_LONG_TEXT: usize = 1 << 20;
 
 struct Cached<T> {
     value: T,
@@ -162,7 +164,16 @@ impl Tasks {
     /// each fire creates one task however often it is retried.
     pub async fn create_with_uuid(&self, mut task: TaskData, uuid: Option<String>) -> Result<String> {
         let cfg = self.cfg_of(&task.task_type).await?;
-        let positions = self.positions_of(&task.task_type).await?;
+        let positions = match &uuid {
+            // Fresh, not cached: another node may have rolled the type
+            // since an earlier attempt at this task.
+            Some(_) => self
+                .store
+                .positions(&task.task_type)
+                .await?
+                .ok_or_else(|| Error::UnknownType(task.task_type.clone()))?,
+            None => self.positions_of(&task.task_type).await?,
+        };
         let pos = positions.end;
         check_texts(&task)?;
         check_priority(task.priority)?;
@@ -201,7 +212,9 @@ impl Tasks {
         let limit = if limit == 0 { cfg.schedule_limit } else { limit };
         let limit = limit.clamp(1, i64::from(MAX_HOLD)) as u32;
         let pos = self.positions_of(task_type).await?;
-        self.holds.hold(task_type, limit, |total| self.store.hold(task_type, pos, total, self.now_ms())).await
+        let claim =
+            TypeClaim { store: self.store.clone(), clock: self.clock.clone(), task_type: task_type.into(), pos };
+        self.holds.hold(task_type, limit, Arc::new(claim)).await
     }
 
     /// set_task: takes the worker's non-zero fields; a final task is left alone.
@@ -288,6 +301,36 @@ impl Tasks {
     }
 }
 
+/// A combined hold's claim on one type's tables.
+struct TypeClaim {
+    store: TaskStore,
+    clock: SharedClock,
+    task_type: String,
+    pos: Positions,
+}
+
+#[async_trait]
+impl Claim for TypeClaim {
+    async fn claim(&self, total: u32) -> Result<Vec<TaskData>> {
+        self.store.hold(&self.task_type, self.pos, total, self.clock.now_ms()).await
+    }
+
+    async fn give_back(&self, tasks: Vec<TaskData>) {
+        let now = self.clock.now_ms();
+        for mut task in tasks {
+            task.status = TaskStatus::Pending.code();
+            let given = match TaskId::parse(&task.task_id) {
+                Ok(id) => self.store.set(&id.task_type, id.pos, &task, now).await.map(|_| ()),
+                Err(err) => Err(err.into()),
+            };
+            if let Err(err) = given {
+                // Not lost: the governor takes it back after max_processing_time.
+                tracing::warn!(task_id = %task.task_id, error = %err, "Giving back a held task failed.");
+            }
+        }
+    }
+}
+
 fn check_cfg(cfg: &TaskScheduleCfg) -> Result<()> {
     let ranges: [(&str, i64, i64, i64); 6] = [
         ("schedule_limit", cfg.schedule_limit, 1, i64::from(MAX_HOLD)),
@@ -314,6 +357,10 @@ fn check_texts(task: &TaskData) -> Result<()> {
     ] {
         if v.len() > max {
             return Err(Error::Invalid(format!("{name} is {} bytes; the limit is {max}", v.len())));
+        }
+        // PostgreSQL refuses NUL in text, and would fail the whole batch with it.
+        if v.contains('\0') {
+            return Err(Error::Invalid(format!("{name} must not contain NUL characters")));
         }
     }
     Ok(())

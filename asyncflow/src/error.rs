@@ -23,6 +23,9 @@ pub enum Error {
     /// names are case-insensitive on SQLite).
     #[error("task type {0:?} clashes with registered type {1:?}: types may not differ only in case")]
     TypeClash(String, String),
+    /// The type belongs to another app.
+    #[error("task type {0:?} belongs to another app")]
+    NotOwner(String),
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
@@ -44,7 +47,7 @@ impl Error {
     /// The wire code of this error when raised by a call whose own failure code is `call_code`.
     pub fn code(&self, call_code: i32) -> i32 {
         match self {
-            Self::Invalid(_) | Self::BadId(_) => code::INPUT_INVALID,
+            Self::Invalid(_) | Self::BadId(_) | Self::NotOwner(_) => code::INPUT_INVALID,
             Self::UnknownType(_) => code::GET_TASK_SET_POS,
             _ => call_code,
         }
@@ -55,7 +58,12 @@ impl Error {
     pub fn is_caller_fault(&self) -> bool {
         matches!(
             self,
-            Self::Invalid(_) | Self::BadId(_) | Self::UnknownType(_) | Self::TaskNotFound(_) | Self::TypeClash(..)
+            Self::Invalid(_)
+                | Self::BadId(_)
+                | Self::UnknownType(_)
+                | Self::TaskNotFound(_)
+                | Self::TypeClash(..)
+                | Self::NotOwner(_)
         )
     }
 }

@@ -118,8 +118,10 @@ impl Governor {
                 }
             }
         }
-        if self.store.refresh_stats(t, pos.end).await? {
-            report.analyzed += 1;
+        match self.store.refresh_stats(t, pos.end).await {
+            Ok(analyzed) => report.analyzed += u32::from(analyzed),
+            // Only the planner's estimates wait; the rest of the pass goes on.
+            Err(err) => tracing::warn!(task_type = %t, error = %err, "Refreshing task table statistics failed."),
         }
         if self.store.rows(t, pos.end).await? >= self.config.table_row_limit as i64
             && self.store.roll(t, pos.end, now).await?

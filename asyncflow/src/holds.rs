@@ -7,11 +7,16 @@
 //! hold queued behind it in one statement, then deals the tasks out in
 //! queue order, oldest order_time first. Each task still goes to exactly
 //! one hold: the statement claims it once, and the dealing splits the rows.
+//!
+//! A hold whose caller went away (its future dropped) claims nothing for
+//! itself: the claim and the dealing run in their own task, so dropping
+//! the hold that started them cannot cut them short, and a share nobody is
+//! left to receive is given back (pending again) at once.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use tokio::sync::oneshot::{self, error::TryRecvError};
 
 use crate::wire::TaskData;
@@ -19,6 +24,15 @@ use crate::{Error, Result};
 
 /// Most tasks one combined statement claims; holds past it wait for the next turn.
 pub const MAX_COMBINED: u32 = 10_000;
+
+/// The store side of a combined hold of one type.
+#[async_trait]
+pub trait Claim: Send + Sync + 'static {
+    /// Claims up to `total` due tasks, oldest order_time first.
+    async fn claim(&self, total: u32) -> Result<Vec<TaskData>>;
+    /// Makes claimed tasks that reached no hold pending again.
+    async fn give_back(&self, tasks: Vec<TaskData>);
+}
 
 struct Waiting {
     want: u32,
@@ -38,13 +52,10 @@ pub struct HoldCombiner {
 }
 
 impl HoldCombiner {
-    /// Holds up to `want` tasks of `task_type`, sharing one `claim(total)`
-    /// with the holds of the same type that wait at the same time.
-    pub async fn hold<F, Fut>(&self, task_type: &str, want: u32, claim: F) -> Result<Vec<TaskData>>
-    where
-        F: Fn(u32) -> Fut,
-        Fut: Future<Output = Result<Vec<TaskData>>>,
-    {
+    /// Holds up to `want` tasks of `task_type`, sharing one
+    /// [`Claim::claim`] with the holds of the same type that wait at the
+    /// same time.
+    pub async fn hold(&self, task_type: &str, want: u32, claim: Arc<dyn Claim>) -> Result<Vec<TaskData>> {
         let queue = self.queues.lock().expect("hold queues").entry(task_type.to_string()).or_default().clone();
         let (done, mut result) = oneshot::channel();
         queue.waiting.lock().expect("hold queue").push(Waiting { want, done });
@@ -53,29 +64,43 @@ impl HoldCombiner {
             // The holder of an earlier turn may have served this hold already.
             match result.try_recv() {
                 Ok(served) => return served,
-                Err(TryRecvError::Closed) => {
-                    return Err(Error::WriteFailed("the hold claiming for this one was cancelled".into()))
-                }
+                Err(TryRecvError::Closed) => return Err(Error::WriteFailed("the combined hold failed".into())),
                 Err(TryRecvError::Empty) => {}
             }
             // This hold is still queued: claim for the head of the queue.
             let batch = take_batch(&mut queue.waiting.lock().expect("hold queue"));
-            let total = batch.iter().map(|w| w.want).sum();
-            match claim(total).await {
-                Ok(tasks) => deal(batch, tasks),
-                Err(err) => {
-                    let msg = err.to_string();
-                    for w in batch {
-                        let _ = w.done.send(Err(Error::WriteFailed(msg.clone())));
-                    }
-                }
+            if batch.is_empty() {
+                continue;
+            }
+            let claim = claim.clone();
+            // Awaited with the turn held; if this hold is dropped meanwhile, the task still deals.
+            let _ = tokio::spawn(claim_and_deal(claim, batch)).await;
+        }
+    }
+}
+
+async fn claim_and_deal(claim: Arc<dyn Claim>, batch: Vec<Waiting>) {
+    let total = batch.iter().map(|w| w.want).sum();
+    match claim.claim(total).await {
+        Ok(tasks) => {
+            let undelivered = deal(batch, tasks);
+            if !undelivered.is_empty() {
+                claim.give_back(undelivered).await;
+            }
+        }
+        Err(err) => {
+            let msg = err.to_string();
+            for w in batch {
+                let _ = w.done.send(Err(Error::WriteFailed(msg.clone())));
             }
         }
     }
 }
 
-/// The queued holds whose wants fit in [`MAX_COMBINED`] (at least one), in queue order.
+/// The queued holds whose wants fit in [`MAX_COMBINED`] (at least one),
+/// in queue order; holds whose caller went away are dropped first.
 fn take_batch(waiting: &mut Vec<Waiting>) -> Vec<Waiting> {
+    waiting.retain(|w| !w.done.is_closed());
     let mut total = 0;
     let fit = waiting
         .iter()
@@ -88,13 +113,19 @@ fn take_batch(waiting: &mut Vec<Waiting>) -> Vec<Waiting> {
     waiting.drain(..fit.min(waiting.len())).collect()
 }
 
-/// Gives each hold its share of `tasks` (oldest first), in queue order.
-fn deal(batch: Vec<Waiting>, tasks: Vec<TaskData>) {
+/// Gives each hold its share of `tasks` (oldest first), in queue order;
+/// returns the tasks no hold took.
+fn deal(batch: Vec<Waiting>, tasks: Vec<TaskData>) -> Vec<TaskData> {
     let mut tasks = tasks.into_iter();
+    let mut undelivered = Vec::new();
     for w in batch {
         let share: Vec<TaskData> = tasks.by_ref().take(w.want as usize).collect();
-        let _ = w.done.send(Ok(share));
+        if let Err(Ok(share)) = w.done.send(Ok(share)) {
+            undelivered.extend(share);
+        }
     }
+    undelivered.extend(tasks);
+    undelivered
 }
 
 #[cfg(test)]
@@ -107,29 +138,41 @@ mod tests {
         TaskData { task_id: n.to_string(), ..TaskData::default() }
     }
 
+    /// Hands out consecutive task numbers, slowly; records what comes back.
+    #[derive(Default)]
+    struct Counter {
+        claims: AtomicU32,
+        next: AtomicU32,
+        given_back: Mutex<Vec<String>>,
+        fail: bool,
+    }
+
+    #[async_trait]
+    impl Claim for Counter {
+        async fn claim(&self, total: u32) -> Result<Vec<TaskData>> {
+            self.claims.fetch_add(1, Ordering::SeqCst);
+            // A slow statement: other holds queue behind it.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            if self.fail {
+                return Err(Error::Invalid("boom".into()));
+            }
+            let first = self.next.fetch_add(total, Ordering::SeqCst);
+            Ok((first..first + total).map(task).collect())
+        }
+
+        async fn give_back(&self, tasks: Vec<TaskData>) {
+            self.given_back.lock().unwrap().extend(tasks.into_iter().map(|t| t.task_id));
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn concurrent_holds_share_one_claim_and_never_a_task() {
         let combiner = HoldCombiner::default();
-        let claims = Arc::new(AtomicU32::new(0));
-        let next = Arc::new(AtomicU32::new(0));
+        let counter = Arc::new(Counter::default());
         let mut joins = Vec::new();
         for want in [3, 5, 2, 4] {
-            let (combiner, claims, next) = (combiner.clone(), claims.clone(), next.clone());
-            joins.push(tokio::spawn(async move {
-                combiner
-                    .hold("t", want, |total| {
-                        let (claims, next) = (claims.clone(), next.clone());
-                        async move {
-                            claims.fetch_add(1, Ordering::SeqCst);
-                            // A slow statement: the other holds queue behind it.
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            let first = next.fetch_add(total, Ordering::SeqCst);
-                            Ok((first..first + total).map(task).collect())
-                        }
-                    })
-                    .await
-                    .map(|tasks| (want, tasks))
-            }));
+            let (combiner, claim) = (combiner.clone(), counter.clone() as Arc<dyn Claim>);
+            joins.push(tokio::spawn(async move { combiner.hold("t", want, claim).await.map(|t| (want, t)) }));
         }
         let mut seen = std::collections::HashSet::new();
         for join in joins {
@@ -141,25 +184,56 @@ mod tests {
         }
         assert_eq!(seen.len(), 14);
         // The first hold claimed alone; the three queued behind it shared one claim.
-        assert_eq!(claims.load(Ordering::SeqCst), 2);
+        assert_eq!(counter.claims.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_hold_loses_no_task_and_fails_no_other_hold() {
+        let combiner = HoldCombiner::default();
+        let counter = Arc::new(Counter::default());
+        // The first hold starts a claim and is dropped in the middle of it.
+        let first = tokio::spawn({
+            let (combiner, claim) = (combiner.clone(), counter.clone() as Arc<dyn Claim>);
+            async move { combiner.hold("t", 4, claim).await }
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let second = tokio::spawn({
+            let (combiner, claim) = (combiner.clone(), counter.clone() as Arc<dyn Claim>);
+            async move { combiner.hold("t", 3, claim).await }
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        first.abort();
+        let second = second.await.unwrap().unwrap();
+        assert_eq!(second.len(), 3, "the other hold is served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut back = counter.given_back.lock().unwrap().clone();
+        back.sort();
+        assert_eq!(back, ["0", "1", "2", "3"], "the dropped hold's claim is given back");
     }
 
     #[tokio::test]
-    async fn a_short_claim_leaves_later_holds_short_and_errors_reach_every_hold() {
+    async fn a_failed_claim_reaches_the_hold_as_an_error() {
         let combiner = HoldCombiner::default();
-        let got = combiner.hold("t", 5, |_| async { Ok((0..2).map(task).collect()) }).await.unwrap();
-        assert_eq!(got.len(), 2);
-        let err = combiner.hold("t", 5, |_| async { Err(Error::Invalid("boom".into())) }).await.unwrap_err();
+        let failing = Arc::new(Counter { fail: true, ..Counter::default() });
+        let err = combiner.hold("t", 5, failing).await.unwrap_err();
         assert!(err.to_string().contains("boom"), "{err}");
     }
 
     #[test]
     fn batches_stop_at_the_combined_cap_but_take_at_least_one() {
-        let mut waiting: Vec<Waiting> =
-            [6_000, 4_000, 1].iter().map(|&want| Waiting { want, done: oneshot::channel().0 }).collect();
+        let mut waiting: Vec<Waiting> = [6_000, 4_000, 1]
+            .iter()
+            .map(|&want| {
+                // A hold still waiting: its receiver stays open.
+                let (done, rx) = oneshot::channel();
+                std::mem::forget(rx);
+                Waiting { want, done }
+            })
+            .collect();
         assert_eq!(take_batch(&mut waiting).len(), 2);
         assert_eq!(take_batch(&mut waiting).len(), 1);
-        let mut huge = vec![Waiting { want: MAX_COMBINED + 1, done: oneshot::channel().0 }];
+        let (done, _rx) = oneshot::channel();
+        let mut huge = vec![Waiting { want: MAX_COMBINED + 1, done }];
         assert_eq!(take_batch(&mut huge).len(), 1);
     }
 }

@@ -116,7 +116,8 @@ impl TaskStore {
 
     /// Registers (or re-configures) a type: its cfg row, its pos row (1, 1)
     /// if new, and the task table at its end position. A new type is owned
-    /// by `owner`; an existing type keeps its owner.
+    /// by `owner`; an existing type keeps its owner, and another owner may
+    /// not change it ([`Error::NotOwner`]; `owner` `None` may).
     pub async fn register(&self, cfg: &TaskScheduleCfg, owner: Option<&str>, now_ms: i64) -> Result<Positions> {
         let clash: Option<String> = on_db!(&self.db, read, pool => sqlx::query_scalar(
             "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $1 LIMIT 1")
@@ -132,12 +133,16 @@ impl TaskStore {
             "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) \
              ON CONFLICT (task_type) DO UPDATE SET schedule_limit = $2, schedule_interval = $3, \
              max_processing_time = $4, max_retry_num = $5, retry_interval = $6, max_retry_interval = $7, \
-             modify_time = $8"
+             modify_time = $8 \
+             WHERE $9 IS NULL OR t_schedule_cfg.owner_app IS NULL OR t_schedule_cfg.owner_app = $9"
         );
-        on_db!(&self.db, write, pool => sqlx::query(&upsert)
+        let written = on_db!(&self.db, write, pool => sqlx::query(&upsert)
             .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
             .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
             .bind(cfg.max_retry_interval).bind(now_ms).bind(owner).execute(pool).await?.rows_affected());
+        if written == 0 {
+            return Err(Error::NotOwner(cfg.task_type.clone()));
+        }
         on_db!(&self.db, write, pool => sqlx::query(
             "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
              VALUES ($1, 1, 1, $2, $2) ON CONFLICT (task_type) DO NOTHING")
@@ -354,7 +359,7 @@ impl TaskStore {
         let t = table_name(task_type, pos);
         let stale: Option<bool> = sqlx::query_scalar(
             "SELECT n_mod_since_analyze > $2 AND n_mod_since_analyze > n_live_tup / 5 \
-             FROM pg_stat_user_tables WHERE relname = $1",
+             FROM pg_stat_user_tables WHERE relname = $1 AND schemaname = current_schema()",
         )
         .bind(&t)
         .bind(STATS_MIN_CHANGES)
@@ -363,7 +368,8 @@ impl TaskStore {
         if stale != Some(true) {
             return Ok(false);
         }
-        sqlx::query(&format!("ANALYZE \"{t}\"")).execute(pool).await?;
+        // SKIP_LOCKED: a table a VACUUM holds is analyzed on a later pass.
+        sqlx::query(&format!("ANALYZE (SKIP_LOCKED) \"{t}\"")).execute(pool).await?;
         Ok(true)
     }
 

@@ -25,8 +25,10 @@ use crate::{Error, Result};
 const MAX_PARAMS: usize = 30_000;
 
 /// WAL pages after which a commit checkpoints by itself (SQLite's default
-/// is 1,000). Far above what the [`Checkpointer`] lets the WAL reach.
-const AUTOCHECKPOINT_PAGES: &str = "100000";
+/// is 1,000): 40 MB, far above what the [`Checkpointer`] lets the WAL reach.
+const AUTOCHECKPOINT_PAGES: &str = "10000";
+/// Bytes the WAL file is cut back to after a checkpoint resets it.
+const WAL_SIZE_LIMIT: &str = "67108864";
 
 /// Output of a fire skipped because its timer is disabled or deleted.
 pub const SKIPPED_OUTPUT: &str = "skipped: the timer is not enabled";
@@ -55,6 +57,7 @@ impl SqliteRepo {
             .pragma("temp_store", "memory")
             // The node's Checkpointer keeps the WAL short; this is the backstop.
             .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES)
+            .pragma("journal_size_limit", WAL_SIZE_LIMIT)
             .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
         let write = SqlitePoolOptions::new().max_connections(1).connect_with(options.clone()).await?;
         sqlx::migrate!("../migrations/sqlite").run(&write).await?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 use xtimer_asyncflow::retry::apply_failure;
-use xtimer_asyncflow::wire::TaskData;
+use xtimer_asyncflow::wire::{TaskData, TaskScheduleCfg};
 
 use xtimer::timer_tasks::{fire_uuid, TimerTasks};
 use xtimer_core::config::{AppCredentials, Secret};
@@ -496,6 +496,14 @@ async fn a_cron_timer_with_an_asyncflow_notify_creates_one_task_per_fire(stack: 
     assert_eq!(creator.create_task("it", &notify, key).await.unwrap(), again);
     assert_eq!(go.counts("tick").await, fires.len() as i64);
 
+    // A NUL would fail PostgreSQL's whole create batch: refused up front, on both APIs.
+    let nul = json!({"app": "it", "name": "nul", "cron": "* * * * * *",
+        "notifyAsyncflowParam": {"taskType": "tick", "context": "a\u{0}b"}});
+    let reply = node.create(nul).await;
+    assert_eq!(reply["code"], 400, "{reply}");
+    let body = json!({"task_data": {"task_type": "tick", "context": "a\u{0}b"}}).to_string();
+    let reply = go.post_json("/v1/create_task", &body).await;
+    assert_eq!(reply["code"], 8020, "{reply}");
     // A type that is not registered is refused at create, clearly.
     let unknown = json!({"app": "it", "name": "nope", "cron": "* * * * * *",
         "notifyAsyncflowParam": {"taskType": "nope"}});
@@ -578,6 +586,10 @@ async fn task_types_belong_to_the_app_that_registered_them(stack: Stack) {
     }
     let ping = node.http.get(format!("{}/v1/ping", node.base)).send().await.unwrap();
     assert_eq!(ping.status(), 200);
+    // Even past the route's check (another node's cache), the store keeps the owner's cfg.
+    let cfg = TaskScheduleCfg { task_type: "alpha_jobs".into(), schedule_limit: 1, ..Default::default() };
+    let err = node.node.tasks.register(cfg, Some("beta")).await.unwrap_err();
+    assert!(matches!(err, xtimer_asyncflow::Error::NotOwner(_)), "{err}");
     let (_, list) = call(get.clone(), "/v1/get_task_schedule_cfg_list", "beta-token", None).await;
     assert_eq!(list["task_schedule_cfg_list"], Value::Null, "{list}");
     let (_, list) = call(get.clone(), "/v1/get_task_schedule_cfg_list", "alpha-token", None).await;

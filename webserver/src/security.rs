@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-
-use dashmap::DashMap;
 use xtimer_core::config::{AuthConfig, CallbackConfig, LimitsConfig};
 use xtimer_core::target_policy::TargetPolicy;
 use xtimer_store::AuthRepo;
@@ -33,18 +31,29 @@ pub struct Security {
     pub app_locks: AppLocks,
 }
 
-/// One lock per app, held by a create or an enable from its limit checks
+/// Locks over apps, held by a create or an enable from its limit checks
 /// (timers per app, fires per minute) to its write, so that concurrent
 /// calls cannot each pass a check that only one of them may pass. Exact on
 /// one node; across nodes each node's calls are serialized on their own.
-#[derive(Default)]
-pub struct AppLocks(DashMap<String, Arc<tokio::sync::Mutex<()>>>);
+/// A fixed set of stripes (an app's name picks one), so that unknown app
+/// names cannot grow it.
+pub struct AppLocks(Vec<Arc<tokio::sync::Mutex<()>>>);
+
+/// Stripes of [`AppLocks`]: apps that share one wait for each other.
+const APP_LOCK_STRIPES: usize = 256;
+
+impl Default for AppLocks {
+    fn default() -> Self {
+        Self((0..APP_LOCK_STRIPES).map(|_| Arc::default()).collect())
+    }
+}
 
 impl AppLocks {
     /// Waits for `app`'s lock.
     pub async fn lock(&self, app: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = self.0.entry(app.to_string()).or_default().clone();
-        lock.lock_owned().await
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(app);
+        self.0[hash as usize % self.0.len()].clone().lock_owned().await
     }
 }
 

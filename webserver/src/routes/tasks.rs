@@ -94,12 +94,25 @@ fn refused(err: AuthError) -> Response {
 
 /// Whether the caller may use `task_type`: auth off, a type no app owns,
 /// or a token of its owner; else 403. An unknown or malformed type passes,
-/// for the call itself to report.
+/// for the call itself to report; a failure to read the owner refuses.
 async fn require_owner(tasks: &Tasks, auth: &AuthContext, task_type: &str) -> Result<(), Failure> {
-    let Ok(Some(owner)) = tasks.owner_of(task_type).await else { return Ok(()) };
-    may_use(auth, Some(&owner))
-        .then_some(())
-        .ok_or_else(|| Failure::denied(AuthError::Forbidden(format!("task type `{task_type}` belongs to another app"))))
+    if !auth.enabled() {
+        return Ok(());
+    }
+    let owner = match tasks.owner_of(task_type).await {
+        Ok(owner) => owner,
+        Err(err) if err.is_caller_fault() => return Ok(()),
+        Err(err) => return Err(Failure::engine(code::GET_TASK_CFG, "read the task type's owner", err)),
+    };
+    if may_use(auth, owner.as_deref()) {
+        Ok(())
+    } else {
+        Err(not_owner(task_type))
+    }
+}
+
+fn not_owner(task_type: &str) -> Failure {
+    Failure::denied(AuthError::Forbidden(format!("task type `{task_type}` belongs to another app")))
 }
 
 /// [`require_owner`] for the type named in a task id.
@@ -350,7 +363,11 @@ async fn register_task(
                 return Err(Failure::new(code::INPUT_INVALID, "task_type is required"));
             }
             require_owner(tasks, &auth, &cfg.task_type).await?;
+            let task_type = cfg.task_type.clone();
             tasks.register(cfg, auth.app()).await.map_err(|e| {
+                if matches!(e, Error::NotOwner(_)) {
+                    return not_owner(&task_type);
+                }
                 let call =
                     if matches!(e, Error::Database(_)) { code::REGISTER_CREATE_TABLE } else { code::REGISTER_INSERT };
                 Failure::engine(call, "register task", e)

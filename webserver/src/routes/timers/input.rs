@@ -13,6 +13,7 @@ use chrono::DateTime;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+use xtimer_asyncflow::engine::{MAX_LONG_TEXT, MAX_SHORT_TEXT};
 use xtimer_asyncflow::task_id::check_task_type;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::config::LimitsConfig;
@@ -192,6 +193,10 @@ impl CreateTimer {
                 TimerStatus::Disabled
             }
         };
+        if self.notify_asyncflow_param.is_some() {
+            // The app becomes each task's user_id.
+            check_task_text(&mut p, "app", &self.app, MAX_SHORT_TEXT, " for a timer that creates tasks");
+        }
         let notify = match (self.notify_http_param, self.notify_asyncflow_param) {
             (Some(http), None) => http.validate(&mut p, limits).map(Notify::Http),
             (None, Some(task)) => task.validate(&mut p, limits).map(Notify::Asyncflow),
@@ -371,27 +376,26 @@ impl NotifyAsyncflowParam {
             p.push("notifyAsyncflowParam.taskType", err);
         }
         let task_stage = self.task_stage.unwrap_or_default();
-        check_max_chars(p, "notifyAsyncflowParam.taskStage", &task_stage, MAX_NAME_CHARS);
+        check_task_text(p, "notifyAsyncflowParam.taskStage", &task_stage, MAX_SHORT_TEXT, "");
         let context = match self.context {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s,
             Some(other) => other.to_string(),
         };
-        let max = limits.callback_max_body_bytes;
-        if context.len() > max {
-            p.push(
-                "notifyAsyncflowParam.context",
-                format!("must be at most {max} bytes (limits.callback_max_body_bytes), got {}", context.len()),
-            );
-        }
+        let max = limits.callback_max_body_bytes.min(MAX_LONG_TEXT);
+        check_task_text(p, "notifyAsyncflowParam.context", &context, max, " (limits.callback_max_body_bytes)");
         (p.0.len() == before).then_some(AsyncflowNotify { task_type: self.task_type, task_stage, context })
     }
 }
 
-fn check_max_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
-    let chars = value.chars().count();
-    if chars > max {
-        p.push(field, format!("must be at most {max} characters, got {chars}"));
+/// A text a fire puts into a task: the task engine's own limits, so that a
+/// timer it accepts never makes a task the engine refuses.
+fn check_task_text(p: &mut Problems, field: &str, value: &str, max: usize, key: &str) {
+    if value.len() > max {
+        p.push(field, format!("must be at most {max} bytes{key}, got {}", value.len()));
+    }
+    if value.contains('\0') {
+        p.push(field, "must not contain NUL characters");
     }
 }
 
