@@ -67,10 +67,12 @@ impl HoldCombiner {
                 Err(TryRecvError::Closed) => return Err(Error::WriteFailed("the combined hold failed".into())),
                 Err(TryRecvError::Empty) => {}
             }
-            // This hold is still queued: claim for the head of the queue.
+            // Claim for the head of the queue, this hold among it.
             let batch = take_batch(&mut queue.waiting.lock().expect("hold queue"));
             if batch.is_empty() {
-                continue;
+                // Not queued, not served: a dropped holder's claim is still
+                // dealing this hold its share.
+                return result.await.unwrap_or_else(|_| Err(Error::WriteFailed("the combined hold failed".into())));
             }
             let claim = claim.clone();
             // Awaited with the turn held; if this hold is dropped meanwhile, the task still deals.
@@ -209,6 +211,28 @@ mod tests {
         let mut back = counter.given_back.lock().unwrap().clone();
         back.sort();
         assert_eq!(back, ["0", "1", "2", "3"], "the dropped hold's claim is given back");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_whose_leader_was_dropped_mid_claim_gets_its_share_from_that_claim() {
+        let combiner = HoldCombiner::default();
+        let counter = Arc::new(Counter::default());
+        let spawn = |want| {
+            let (combiner, claim) = (combiner.clone(), counter.clone() as Arc<dyn Claim>);
+            tokio::spawn(async move { combiner.hold("t", want, claim).await })
+        };
+        // `first` holds the turn while `leader` and `follower` queue behind it.
+        let first = spawn(1);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let leader = spawn(4);
+        let follower = spawn(3);
+        first.await.unwrap().unwrap();
+        // `leader` now claims for both; it is dropped before the claim ends.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        leader.abort();
+        let share = follower.await.unwrap().unwrap();
+        assert_eq!(share.len(), 3);
+        assert_eq!(counter.claims.load(Ordering::SeqCst), 2, "the follower was served by the leader's claim");
     }
 
     #[tokio::test]
