@@ -86,12 +86,6 @@ fn reply<T: Serialize + Default>(result: Result<T, Failure>) -> Response {
     }
 }
 
-/// A call without a valid token when auth is on: 401 (with 403, the only
-/// non-200 replies of `/v1`), in the asyncflow shape.
-fn refused(err: AuthError) -> Response {
-    reply::<Empty>(Err(Failure::denied(err)))
-}
-
 /// Whether the caller may use `task_type`: auth off, a type no app owns,
 /// or a token of its owner; else 403. An unknown or malformed type passes,
 /// for the call itself to report; a failure to read the owner refuses.
@@ -130,7 +124,12 @@ fn may_use(auth: &AuthContext, owner: Option<&str>) -> bool {
     }
 }
 
-fn engine(state: &AppState) -> Result<&Tasks, Failure> {
+/// The task engine, for a caller with a valid token when auth is on: else
+/// 401 (with 403, the only non-200 replies of `/v1`), in the asyncflow
+/// shape. Called first, so a caller without a token learns nothing from
+/// input checks.
+fn engine<'a>(state: &'a AppState, auth: &AuthContext) -> Result<&'a Tasks, Failure> {
+    auth.require_token().map_err(Failure::denied)?;
     state.tasks.as_ref().ok_or_else(|| Failure::new(code::INPUT_INVALID, "the task API is not enabled on this server"))
 }
 
@@ -179,12 +178,9 @@ async fn create_task(
     auth: AuthContext,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if let Err(denied) = auth.require_token() {
-        return refused(denied);
-    }
     reply(
         async {
-            let tasks = engine(&state)?;
+            let tasks = engine(&state, &auth)?;
             let req: TaskDataRequest = json_body(body)?;
             if req.task_data.task_type.is_empty() {
                 return Err(Failure::new(code::INPUT_INVALID, "task_data.task_type is required"));
@@ -204,12 +200,9 @@ async fn hold_tasks(
     uri: Uri,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if let Err(denied) = auth.require_token() {
-        return refused(denied);
-    }
     reply(
         async {
-            let tasks = engine(&state)?;
+            let tasks = engine(&state, &auth)?;
             let mut q = query(&uri)?;
             // A JSON body fills what the query string left out.
             let body = body.map_err(|e| Failure::new(code::SHOULD_BIND, format!("request body: {}", e.body_text())))?;
@@ -240,12 +233,9 @@ async fn hold_tasks(
 }
 
 async fn set_task(State(state): State<AppState>, auth: AuthContext, body: Result<Bytes, BytesRejection>) -> Response {
-    if let Err(denied) = auth.require_token() {
-        return refused(denied);
-    }
     reply::<Empty>(
         async {
-            let tasks = engine(&state)?;
+            let tasks = engine(&state, &auth)?;
             let req: TaskDataRequest = json_body(body)?;
             let mut task = req.task_data;
             if task.task_id.is_empty() {
@@ -260,12 +250,9 @@ async fn set_task(State(state): State<AppState>, auth: AuthContext, body: Result
 }
 
 async fn get_task(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
-    if let Err(denied) = auth.require_token() {
-        return refused(denied);
-    }
     reply(
         async {
-            let tasks = engine(&state)?;
+            let tasks = engine(&state, &auth)?;
             let q = query(&uri)?;
             let task_id = required(&q, &["task_id", "taskId"])?;
             require_task_owner(tasks, &auth, task_id).await?;
@@ -277,12 +264,9 @@ async fn get_task(State(state): State<AppState>, auth: AuthContext, uri: Uri) ->
 }
 
 async fn get_task_list(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
-    if let Err(denied) = auth.require_token() {
-        return refused(denied);
-    }
     reply(
         async {
-            let tasks = engine(&state)?;
+            let tasks = engine(&state, &auth)?;
             let q = query(&uri)?;
             let task_type = required(&q, &["task_type", "taskType"])?;
             let status = int_param(&q, &["status"])?;
@@ -301,12 +285,9 @@ async fn get_task_list(State(state): State<AppState>, auth: AuthContext, uri: Ur
 }
 
 async fn get_task_schedule_cfg_list(State(state): State<AppState>, auth: AuthContext) -> Response {
-    if let Err(denied) = auth.require_token() {
-        return refused(denied);
-    }
     reply(
         async {
-            let tasks = engine(&state)?;
+            let tasks = engine(&state, &auth)?;
             let rows = tasks.cfgs().await.map_err(|e| Failure::engine(code::GET_TASK_CFG, "get task cfg list", e))?;
             let list: Vec<_> = rows.into_iter().filter(|r| may_use(&auth, r.owner.as_deref())).map(|r| r.cfg).collect();
             Ok(CfgListBody { task_schedule_cfg_list: if list.is_empty() { None } else { Some(list) } })
@@ -316,12 +297,9 @@ async fn get_task_schedule_cfg_list(State(state): State<AppState>, auth: AuthCon
 }
 
 async fn get_task_counts_by_type(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
-    if let Err(denied) = auth.require_token() {
-        return refused(denied);
-    }
     reply(
         async {
-            let tasks = engine(&state)?;
+            let tasks = engine(&state, &auth)?;
             let q = query(&uri)?;
             let task_type = required(&q, &["task_type", "taskType"])?;
             require_owner(tasks, &auth, task_type).await?;
@@ -338,12 +316,9 @@ async fn register_task(
     auth: AuthContext,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if let Err(denied) = auth.require_token() {
-        return refused(denied);
-    }
     reply::<Empty>(
         async {
-            let tasks = engine(&state)?;
+            let tasks = engine(&state, &auth)?;
             let mut fields: serde_json::Map<String, Value> = json_body(body)?;
             // `{"task_config_data": {...}}` or `{"task_type_data": {...}}`, or the fields flat.
             let inner = ["task_config_data", "task_type_data"].into_iter().find_map(|k| fields.remove(k));
