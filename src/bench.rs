@@ -175,6 +175,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         method: "POST".into(),
         headers: BTreeMap::new(),
         body: Some("{}".into()),
+        timeout_ms: None,
     });
 
     // Set-up: register timers, then let the migrator expand them.
@@ -293,6 +294,7 @@ async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
         method: "POST".into(),
         headers: BTreeMap::new(),
         body: Some("{}".into()),
+        timeout_ms: None,
     };
     let started = Instant::now();
     let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));

@@ -1,5 +1,7 @@
 //! The node's heartbeat: reports this node (id, host, listen address,
-//! start, shards held) so operators can see the cluster.
+//! start, shards held) so operators can see the cluster, and so the
+//! reconciler of any node can tell that this one died (no heartbeat for
+//! `reconciler.node_timeout_ms`) and take over the fires it had claimed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,21 +12,30 @@ use xtimer_core::SharedClock;
 use xtimer_store::NodeRepo;
 use xtimer_trigger::TriggerHandle;
 
-/// How often a node reports itself.
-pub const PERIOD: Duration = Duration::from_secs(2);
+/// Heartbeats per node timeout: two may be lost (a slow write, a busy
+/// pool) before the node counts as dead.
+const BEATS_PER_TIMEOUT: u64 = 3;
 
-/// Writes this node's row every [`PERIOD`]; removes it at a clean stop.
+/// Writes this node's row every third of the node timeout; removes it at a clean stop.
 pub struct Heartbeat {
+    /// Where the row goes.
     pub nodes: Arc<dyn NodeRepo>,
+    /// This node, as reported.
     pub info: NodeInfo,
+    /// Tells which shards the node holds.
     pub trigger: TriggerHandle,
+    /// The node's clock.
     pub clock: SharedClock,
+    /// `reconciler.node_timeout_ms`: after this long without a heartbeat
+    /// the node counts as dead.
+    pub node_timeout: Duration,
 }
 
 impl Heartbeat {
     /// Reports until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let mut tick = tokio::time::interval(PERIOD);
+        let mut tick = tokio::time::interval(self.node_timeout / BEATS_PER_TIMEOUT as u32);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,

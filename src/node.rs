@@ -169,7 +169,7 @@ impl Node {
                  Set auth.enabled = true (and tokens) or listen on 127.0.0.1."
             );
         }
-        let heartbeat = Heartbeat {
+        let mut heartbeat = Heartbeat {
             nodes: stores.nodes.clone(),
             info: NodeInfo {
                 id: node_id.clone(),
@@ -181,7 +181,11 @@ impl Node {
             },
             trigger: trigger.handle(),
             clock: clock.clone(),
+            node_timeout: Duration::from_millis(config.reconciler.node_timeout_ms),
         };
+        // Reported before anything is claimed: a node with no row yet would
+        // keep its claims for their whole lease if it died now.
+        heartbeat.run_once().await?;
 
         let recorder = tokio::spawn(recorder.run());
         // Task creates are written until the HTTP server has stopped, then drained.
@@ -196,10 +200,12 @@ impl Node {
         });
         let mut loops = JoinSet::new();
         let s = stop_claiming.clone();
+        // Handlers get the peer address (the rate limit keys anonymous callers
+        // by it); slow and silent clients are bounded by the `server.*` limits.
+        let http = xtimer_webserver::serve::Server::new(listener, app, &config.server);
         loops.spawn(async move {
-            // With the peer address: the rate limit keys anonymous callers by it.
-            let app = app.into_make_service_with_connect_info::<SocketAddr>();
-            ("http", axum::serve(listener, app).with_graceful_shutdown(s.cancelled_owned()).await.map_err(Into::into))
+            http.run(s).await;
+            ("http", Ok(()))
         });
         let s = stop_claiming.clone();
         let m = migrator.clone();

@@ -41,11 +41,40 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Grace period for in-flight work at shutdown, ms. Defaults to 10000.
     pub shutdown_grace_ms: u64,
+    /// How long a connection may take to send a whole request head
+    /// (request line and headers), counted from when it is accepted or its
+    /// previous response was sent, ms. Past it the connection is closed
+    /// without an answer. Defaults to 10000.
+    pub header_read_timeout_ms: u64,
+    /// How long a request body may take to arrive in full, counted from the
+    /// end of its head, ms. Past it the request is answered 408 and the
+    /// connection is closed. Defaults to 10000.
+    pub body_read_timeout_ms: u64,
+    /// How long a connection may sit with no request in progress and no
+    /// byte moving either way, ms; then it is closed. Waiting for the next
+    /// request's head also counts against `header_read_timeout_ms`, so an
+    /// idle keep-alive connection is closed after the smaller of the two.
+    /// Defaults to 10000.
+    pub idle_timeout_ms: u64,
+    /// Most connections open at once. Further clients wait in the listen
+    /// backlog (and past it are refused by the operating system) until a
+    /// connection closes; the timeouts above bound how long that takes.
+    /// Each connection holds a file descriptor, so keep the process's
+    /// descriptor limit above this. Defaults to 4096.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:8080".into(), max_body_bytes: 64 * 1024, shutdown_grace_ms: 10_000 }
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            max_body_bytes: 64 * 1024,
+            shutdown_grace_ms: 10_000,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 10_000,
+            idle_timeout_ms: 10_000,
+            max_connections: 4_096,
+        }
     }
 }
 
@@ -115,7 +144,9 @@ impl Default for MigratorConfig {
 pub struct SchedulerConfig {
     /// Tick period, ms. Defaults to 1000.
     pub tick_ms: u64,
-    /// Lease of a shard lock, renewed while the trigger works, ms. Defaults to 10000.
+    /// Lease of a shard lock, renewed every third of it while the trigger
+    /// works, ms: a dead node's shards are taken over within about this
+    /// long plus a tick. Defaults to 3000.
     pub lease_ms: u64,
     /// How long a finished shard's lock stays as its done marker, ms. Defaults to 130000.
     pub done_ttl_ms: u64,
@@ -125,7 +156,7 @@ pub struct SchedulerConfig {
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        Self { tick_ms: 1_000, lease_ms: 10_000, done_ttl_ms: 130_000, lookahead_ms: 5_000 }
+        Self { tick_ms: 1_000, lease_ms: 3_000, done_ttl_ms: 130_000, lookahead_ms: 5_000 }
     }
 }
 
@@ -169,6 +200,19 @@ pub struct ExecutorConfig {
     pub claim_linger_ms: u64,
     /// How long a result write waits for more results to join its batch, ms. Defaults to 50.
     pub record_linger_ms: u64,
+    /// Callbacks in flight at once to one host (`host:port`): a receiver
+    /// that hangs holds at most this many of `concurrency`, and the others
+    /// wait their turn without blocking other hosts. Defaults to 64.
+    pub per_host_concurrency: usize,
+    /// Callbacks in flight at once for one app, all hosts together. Defaults to 128.
+    pub per_app_concurrency: usize,
+    /// Failed attempts in a row (timeouts, refused or reset connections,
+    /// 5xx) after which a host's circuit opens: its fires fail at once
+    /// (and retry per their policy) instead of waiting on it. Defaults to 5.
+    pub breaker_failures: u32,
+    /// How long an open circuit stays open before one probe is let
+    /// through, ms; doubles while probes keep failing, up to 16 times. Defaults to 5000.
+    pub breaker_open_ms: u64,
 }
 
 impl Default for ExecutorConfig {
@@ -181,6 +225,10 @@ impl Default for ExecutorConfig {
             max_output_bytes: 512,
             claim_linger_ms: 20,
             record_linger_ms: 50,
+            per_host_concurrency: 64,
+            per_app_concurrency: 128,
+            breaker_failures: 5,
+            breaker_open_ms: 5_000,
         }
     }
 }
@@ -189,19 +237,32 @@ impl Default for ExecutorConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReconcilerConfig {
-    /// Period of the sweep, ms. Defaults to 5000.
+    /// Period of the sweep, ms. Defaults to 1000.
     pub period_ms: u64,
     /// How long past due a pending fire must be before the sweep takes it, ms. Defaults to 3000.
     pub grace_ms: u64,
-    /// How late a fire may be and still fire under `fire_once`, ms. Defaults to 60000.
-    pub misfire_window_ms: u64,
+    /// A fire late by less than this always fires (a crash, a takeover, an
+    /// outage); the timer's `misfire` policy applies only to fires later
+    /// than this, ms. Defaults to 60000.
+    #[serde(alias = "misfire_window_ms")]
+    pub misfire_threshold_ms: u64,
+    /// A node whose heartbeat (written every third of this) is older than this is
+    /// dead: the fires it had claimed are taken over at once instead of
+    /// waiting for their lease, ms. Defaults to 3000.
+    pub node_timeout_ms: u64,
     /// Fires per sweep page. Defaults to 1000.
     pub page_size: u32,
 }
 
 impl Default for ReconcilerConfig {
     fn default() -> Self {
-        Self { period_ms: 5_000, grace_ms: 3_000, misfire_window_ms: 60_000, page_size: 1_000 }
+        Self {
+            period_ms: 1_000,
+            grace_ms: 3_000,
+            misfire_threshold_ms: 60_000,
+            node_timeout_ms: 3_000,
+            page_size: 1_000,
+        }
     }
 }
 
@@ -475,6 +536,10 @@ impl Config {
                 p.push(msg.to_string());
             }
         };
+        check(self.server.header_read_timeout_ms >= 1, "server.header_read_timeout_ms must be at least 1");
+        check(self.server.body_read_timeout_ms >= 1, "server.body_read_timeout_ms must be at least 1");
+        check(self.server.idle_timeout_ms >= 1, "server.idle_timeout_ms must be at least 1");
+        check(self.server.max_connections >= 1, "server.max_connections must be at least 1");
         check(self.shard.buckets >= 1 && self.shard.buckets <= 4096, "shard.buckets must be 1..=4096");
         check(!self.shard.key_prefix.is_empty(), "shard.key_prefix must not be empty");
         check(self.migrator.step_ms >= 1_000, "migrator.step_ms must be at least 1000");
@@ -500,6 +565,11 @@ impl Config {
             "executor.lease_ms must exceed executor.timeout_ms + trigger.claim_ahead_ms",
         );
         check(self.reconciler.period_ms >= 100, "reconciler.period_ms must be at least 100");
+        check(self.reconciler.node_timeout_ms >= 300, "reconciler.node_timeout_ms must be at least 300");
+        check(self.executor.per_host_concurrency >= 1, "executor.per_host_concurrency must be at least 1");
+        check(self.executor.per_app_concurrency >= 1, "executor.per_app_concurrency must be at least 1");
+        check(self.executor.breaker_failures >= 1, "executor.breaker_failures must be at least 1");
+        check(self.executor.breaker_open_ms >= 10, "executor.breaker_open_ms must be at least 10");
         check(self.asyncflow.table_row_limit >= 1, "asyncflow.table_row_limit must be at least 1");
         check(self.asyncflow.governor_period_ms >= 10, "asyncflow.governor_period_ms must be at least 10");
         check(

@@ -53,6 +53,10 @@ pub struct HttpNotify {
     /// Request body, sent byte for byte as stored.
     #[serde(default)]
     pub body: Option<String>,
+    /// This timer's callback timeout, ms (`callbackTimeoutMs`); the
+    /// executor's `timeout_ms` when absent.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// What a fire does.

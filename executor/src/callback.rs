@@ -20,15 +20,50 @@ use xtimer_core::signature;
 use xtimer_core::target_policy::{Refusal, TargetPolicy};
 use xtimer_core::timer::HttpNotify;
 
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The receiver answered 2xx within the timeout.
+    Delivered,
+    /// The receiver answered with another status.
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// What a 429 or 503 asked with `Retry-After`, ms.
+        retry_after_ms: Option<u64>,
+    },
+    /// No answer: a timeout, or a connection refused, reset or never made.
+    Unanswered,
+    /// The target policy refuses the address: retrying cannot help.
+    Refused,
+    /// The fire failed before any callback went out (its host's circuit is
+    /// open or busy, or creating its task failed); `permanent` when
+    /// retrying cannot help.
+    NotSent {
+        /// Retrying cannot help.
+        permanent: bool,
+    },
+}
+
+impl Delivery {
+    /// Whether the fire succeeded.
+    pub fn delivered(self) -> bool {
+        self == Self::Delivered
+    }
+
+    /// Whether another attempt cannot succeed either.
+    pub fn permanent(self) -> bool {
+        matches!(self, Self::Refused | Self::NotSent { permanent: true })
+    }
+}
+
 /// What the receiver made of one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
-    /// 2xx within the timeout.
-    pub success: bool,
+    /// How it ended.
+    pub delivery: Delivery,
     /// `HTTP 200: <first bytes of the body>` or the error.
     pub output: String,
-    /// The target policy refused the address: retrying cannot help.
-    pub refused: bool,
 }
 
 /// A refused callback target, as the resolver reports it through reqwest.
@@ -138,18 +173,14 @@ pub async fn call_checked(
 ) -> Answer {
     if let Some(policy) = policy {
         if let Some(refusal) = literal_refusal(policy, &notify.url) {
-            return Answer {
-                success: false,
-                output: truncate(format!("refused: {refusal}"), max_output),
-                refused: true,
-            };
+            return Answer { delivery: Delivery::Refused, output: truncate(format!("refused: {refusal}"), max_output) };
         }
     }
     match send(client, notify, key, max_output, signing).await {
         Ok(answer) => answer,
         Err(err) => {
-            let refused = is_refusal(&err);
-            Answer { success: false, output: truncate(error_chain(&err), max_output), refused }
+            let delivery = if is_refusal(&err) { Delivery::Refused } else { Delivery::Unanswered };
+            Answer { delivery, output: truncate(error_chain(&err), max_output) }
         }
     }
 }
@@ -201,22 +232,55 @@ async fn send(
         headers.insert("x-xtimer-signature", HeaderValue::from_str(&value).expect("digits, hex and ',='"));
     }
     let mut request = client.request(method, &n.url).headers(headers);
+    if let Some(timeout_ms) = n.timeout_ms {
+        request = request.timeout(Duration::from_millis(timeout_ms));
+    }
     if let Some(body) = &n.body {
         request = request.body(body.clone());
     }
     let mut response = request.send().await?;
     let status = response.status();
+    let retry_after_ms = retry_after_ms(&response);
     let mut body = Vec::new();
     while body.len() < max_output {
-        match response.chunk().await? {
-            Some(chunk) => body.extend_from_slice(&chunk),
-            None => break,
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => break,
+            // The status arrived: the host answered, whatever happens to the body.
+            Err(err) if status.is_success() => return Err(err),
+            Err(_) => break,
         }
     }
     let text = String::from_utf8_lossy(&body[..body.len().min(max_output)]).into_owned();
     let output =
         if text.is_empty() { format!("HTTP {}", status.as_u16()) } else { format!("HTTP {}: {text}", status.as_u16()) };
-    Ok(Answer { success: status.is_success(), output: truncate(output, max_output), refused: false })
+    let delivery = if status.is_success() {
+        Delivery::Delivered
+    } else {
+        Delivery::Rejected { status: status.as_u16(), retry_after_ms }
+    };
+    Ok(Answer { delivery, output: truncate(output, max_output) })
+}
+
+/// Most a `Retry-After` may ask for, ms: a day.
+const MAX_RETRY_AFTER_MS: u64 = 86_400_000;
+
+/// The wait a 429 or 503 asks for with `Retry-After` (seconds, or an HTTP
+/// date), ms; capped at a day.
+fn retry_after_ms(response: &reqwest::Response) -> Option<u64> {
+    let status = response.status().as_u16();
+    if status != 429 && status != 503 {
+        return None;
+    }
+    let value = response.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let ms = match value.parse::<u64>() {
+        Ok(secs) => secs.saturating_mul(1_000),
+        Err(_) => {
+            let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+            (at.timestamp_millis() - chrono::Utc::now().timestamp_millis()).max(0) as u64
+        }
+    };
+    Some(ms.min(MAX_RETRY_AFTER_MS))
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {

@@ -11,6 +11,8 @@
 //! - [`Recorder`]: group-commits results, fenced by each claim's owner token.
 //! - [`Reconciler`]: sweeps SQL for fires the shard index missed.
 //! - [`callback`]: the HTTP request of a fire, its signature and target check.
+//! - [`bulkhead`]: per-host and per-app caps on callbacks in flight, and
+//!   per-host circuit breakers, so a hung receiver stalls no one else.
 //! - [`secrets`]: each app's signing secret, and [`Callbacks`] (policy and secrets).
 //! - [`task_creator`]: fires that create an asyncflow task instead of a callback.
 //! - [`error`]: this crate's error type.
@@ -23,6 +25,7 @@
 //! with a deadline, then cancels `hard_stop` (a child-independent token)
 //! and finally lets the recorder flush on a path nothing cancels.
 
+pub mod bulkhead;
 pub mod callback;
 pub mod error;
 pub mod reconciler;
@@ -41,9 +44,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use xtimer_core::config::ExecutorConfig;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
-use xtimer_core::timer::{AsyncflowNotify, Notify, Timer, TimerStatus};
+use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, Timer, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_store::{FireRepo, FireResult, TimerRepo};
+
+use crate::bulkhead::Bulkheads;
+use crate::callback::{Answer, Delivery};
 
 pub use error::{Error, Result};
 pub use reconciler::Reconciler;
@@ -62,6 +68,8 @@ pub enum FireOutcome {
     RetryAt(i64),
     /// Failed with no attempts left.
     Failed,
+    /// The node stopped before it went out; the claim was given back.
+    Released,
 }
 
 /// Claims fires handed over by the trigger and dispatches them.
@@ -87,6 +95,7 @@ struct Inner {
     tasks: Option<Arc<dyn TaskCreator>>,
     cache: DashMap<i64, Arc<Timer>>,
     permits: Arc<Semaphore>,
+    bulkheads: Bulkheads,
     results: mpsc::Sender<FireResult>,
     claim_seq: AtomicU64,
     tracker: TaskTracker,
@@ -120,6 +129,7 @@ impl Executor {
         );
         let inner = Inner {
             permits: Arc::new(Semaphore::new(config.concurrency)),
+            bulkheads: Bulkheads::new(&config, clock.clone()),
             config,
             node_id: node_id.to_string(),
             fires,
@@ -265,18 +275,15 @@ impl ExecutorHandle {
             }
         }
         for fire in group {
-            let permit = tokio::select! {
-                _ = self.inner.hard_stop.cancelled() => {
-                    self.release(std::slice::from_ref(&fire)).await;
-                    continue;
-                }
-                permit = self.inner.permits.clone().acquire_owned() => permit.expect("semaphore never closes"),
-            };
+            if self.inner.hard_stop.is_cancelled() {
+                self.release(std::slice::from_ref(&fire)).await;
+                continue;
+            }
+            // Each fire waits for its own slots (host, app, executor) in its
+            // own task, so a hung host's queue holds up no other fire.
             let this = self.clone();
             self.inner.tracker.spawn(async move {
-                let outcome = this.attempt(&fire, fire.attempt + 1).await;
-                drop(permit);
-                if let FireOutcome::RetryAt(at) = outcome {
+                if let FireOutcome::RetryAt(at) = this.attempt(&fire, fire.attempt + 1).await {
                     this.retry_at(fire, at).await;
                 }
             });
@@ -305,7 +312,6 @@ impl ExecutorHandle {
                     .await;
                 return;
             }
-            let _permit = self.inner.permits.clone().acquire_owned().await.expect("semaphore never closes");
             let claimed = ClaimedFire { attempt: attempt - 1, ..fire.clone() };
             match self.attempt(&claimed, attempt).await {
                 FireOutcome::RetryAt(next) => {
@@ -336,37 +342,36 @@ impl ExecutorHandle {
                 }
             },
         };
-        let sent_at = inner.clock.now_ms();
-        let cost = sent_at - fire.key.run_ms;
         let answer = match &timer.notify {
-            Notify::Http(notify) => {
-                let secret = inner.callbacks.secrets.secret_for(&timer.app).await;
-                let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
-                callback::call_checked(
-                    &inner.http,
-                    Some(&inner.callbacks.policy),
-                    notify,
-                    fire.key,
-                    inner.config.max_output_bytes,
-                    Some(signing),
-                )
-                .await
-            }
-            Notify::Asyncflow(task) => self.create_task(&timer.app, task, fire.key).await,
+            Notify::Http(notify) => self.call(&timer.app, notify, fire.key).await,
+            Notify::Asyncflow(task) => match self.executor_permit().await {
+                Some(_permit) => Some(self.create_task(&timer.app, task, fire.key).await),
+                None => None,
+            },
         };
-        if answer.success {
+        let Some((answer, cost)) = answer else {
+            // Stopping before it went out: give the claim back.
+            self.release(std::slice::from_ref(fire)).await;
+            return FireOutcome::Released;
+        };
+        if answer.delivery.delivered() {
             self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
             return FireOutcome::Fired;
         }
-        if answer.refused {
-            // The policy refuses the target: every retry would be refused too.
-            tracing::warn!(timer_id = timer.id, app = %timer.app, output = %answer.output, "Callback target refused.");
+        if answer.delivery.permanent() {
+            // Every retry would fail the same way (the policy refuses the target).
+            tracing::warn!(timer_id = timer.id, app = %timer.app, output = %answer.output, "Fire failed for good.");
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
             return FireOutcome::Failed;
         }
         match timer.retry.backoff_after(attempt) {
             Some(backoff) => {
-                let at = inner.clock.now_ms() + backoff as i64;
+                // A 429 or 503 with Retry-After waits as long as it asks.
+                let asked = match answer.delivery {
+                    Delivery::Rejected { retry_after_ms: Some(ms), .. } => ms,
+                    _ => 0,
+                };
+                let at = inner.clock.now_ms() + backoff.max(asked) as i64;
                 let lease = at + inner.config.lease_ms as i64;
                 self.send_result(fire, FireStatus::Running, attempt, &answer.output, cost, Some(lease)).await;
                 FireOutcome::RetryAt(at)
@@ -378,20 +383,68 @@ impl ExecutorHandle {
         }
     }
 
+    /// A slot of the executor's whole concurrency; none once the node
+    /// stops hard.
+    async fn executor_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        tokio::select! {
+            _ = self.inner.hard_stop.cancelled() => None,
+            permit = self.inner.permits.clone().acquire_owned() => Some(permit.expect("semaphore never closes")),
+        }
+    }
+
+    /// Sends one HTTP callback through its host's and app's bulkheads and
+    /// the executor's concurrency; returns the answer and its lateness (ms
+    /// from the run time to the request leaving), or nothing when the node
+    /// stopped hard before it went out.
+    async fn call(&self, app: &str, notify: &HttpNotify, key: FireKey) -> Option<(Answer, i64)> {
+        let inner = &self.inner;
+        let host = bulkhead::host_of(&notify.url);
+        let timeout_ms = notify.timeout_ms.unwrap_or(inner.config.timeout_ms);
+        let entered = tokio::select! {
+            _ = inner.hard_stop.cancelled() => return None,
+            entered = inner.bulkheads.enter(app, &host, Duration::from_millis(timeout_ms)) => entered,
+        };
+        let pass = match entered {
+            Ok(pass) => pass,
+            Err(refusal) => {
+                let output = callback::truncate(format!("not sent: {refusal}"), inner.config.max_output_bytes);
+                let answer = Answer { delivery: Delivery::NotSent { permanent: false }, output };
+                return Some((answer, inner.clock.now_ms() - key.run_ms));
+            }
+        };
+        let _permit = self.executor_permit().await?;
+        let sent_at = inner.clock.now_ms();
+        let secret = inner.callbacks.secrets.secret_for(app).await;
+        let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
+        let answer = callback::call_checked(
+            &inner.http,
+            Some(&inner.callbacks.policy),
+            notify,
+            key,
+            inner.config.max_output_bytes,
+            Some(signing),
+        )
+        .await;
+        let answered = !matches!(answer.delivery, Delivery::Unanswered);
+        pass.report(&inner.bulkheads, answered);
+        Some((answer, sent_at - key.run_ms))
+    }
+
     /// The fire of a timer that creates a task: success is the task created.
-    async fn create_task(&self, app: &str, task: &AsyncflowNotify, key: FireKey) -> callback::Answer {
+    async fn create_task(&self, app: &str, task: &AsyncflowNotify, key: FireKey) -> (Answer, i64) {
+        let cost = self.inner.clock.now_ms() - key.run_ms;
         let created = match &self.inner.tasks {
             Some(tasks) => tasks.create_task(app, task, key).await,
             None => Err("this node has no task engine".to_string()),
         };
-        match created {
-            Ok(task_id) => {
-                callback::Answer { success: true, output: format!("created task {task_id}"), refused: false }
-            }
-            Err(err) => {
-                callback::Answer { success: false, output: format!("creating the task failed: {err}"), refused: false }
-            }
-        }
+        let answer = match created {
+            Ok(task_id) => Answer { delivery: Delivery::Delivered, output: format!("created task {task_id}") },
+            Err(err) => Answer {
+                delivery: Delivery::NotSent { permanent: false },
+                output: format!("creating the task failed: {err}"),
+            },
+        };
+        (answer, cost)
     }
 
     async fn send_result(

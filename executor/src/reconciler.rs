@@ -2,12 +2,17 @@
 //!
 //! Every `period` (one node at a time, by lock) it reads overdue fires:
 //! pending ones past their time by more than `grace` (the index lost them,
-//! or every node was down) and running ones whose lease ran out (their
-//! owner died mid-fire). Running ones are reclaimed and fired again
-//! (at-least-once; the idempotency key lets the receiver drop a repeat).
-//! Pending ones follow their timer's misfire policy: `skip` marks them
-//! missed, `fire_all` fires them all, `fire_once` fires the latest if it is
-//! within `misfire_window` and marks the rest missed.
+//! or every node was down) and running ones whose owner died mid-fire:
+//! its node stopped heartbeating for `node_timeout`, or the claim's lease
+//! ran out. Running ones are reclaimed and fired again (at-least-once; the
+//! idempotency key lets the receiver drop a repeat).
+//!
+//! A pending fire late by less than `misfire_threshold` always fires: a
+//! crash, a takeover or a short outage is not a misfire. Later than that,
+//! it follows its timer's misfire policy: `skip` marks it missed,
+//! `fire_all` fires it, `fire_once` fires the timer's latest overdue fire
+//! (unless a fire within the threshold already goes out) and marks the rest
+//! missed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -110,7 +115,9 @@ impl Reconciler {
         let mut seen_latest = HashSet::new();
         for _ in 0..MAX_PAGES {
             let now = self.clock.now_ms();
-            let overdue = self.fires.overdue(now - self.config.grace_ms as i64, now, self.config.page_size).await?;
+            let alive_since = now - self.config.node_timeout_ms as i64;
+            let pending_before = now - self.config.grace_ms as i64;
+            let overdue = self.fires.overdue(pending_before, now, alive_since, self.config.page_size).await?;
             if overdue.is_empty() {
                 break;
             }
@@ -120,7 +127,8 @@ impl Reconciler {
                 let output = "missed: its time passed while no node could fire it (misfire policy)";
                 report.missed += self.fires.mark_missed(&missed, output, now).await?;
             }
-            let outcome = self.fires.reclaim(&fire, &self.executor.owner_token(), self.lease_ms as i64, now).await?;
+            let owner = self.executor.owner_token();
+            let outcome = self.fires.reclaim(&fire, &owner, self.lease_ms as i64, now, alive_since).await?;
             report.skipped += outcome.skipped;
             report.fired += outcome.claimed.len() as u64;
             self.executor.dispatch(outcome.claimed).await?;
@@ -145,18 +153,20 @@ impl Reconciler {
         ids.dedup();
         let timers: HashMap<i64, (TimerStatus, MisfirePolicy)> =
             self.timers.get_timers(&ids).await?.into_iter().map(|t| (t.id, (t.status, t.misfire))).collect();
-        let window = self.config.misfire_window_ms as i64;
+        let threshold = self.config.misfire_threshold_ms as i64;
         let (mut fire, mut missed) = (Vec::new(), Vec::new());
         for o in overdue {
             let (status, policy) =
                 timers.get(&o.key.timer_id).copied().unwrap_or((TimerStatus::Deleted, MisfirePolicy::Skip));
+            // Newest first: the first fire met of a timer is its latest.
+            let latest = seen_latest.insert(o.key.timer_id);
             let fires = o.status == FireStatus::Running
                 || status != TimerStatus::Enabled
+                || now - o.key.run_ms < threshold
                 || match policy {
                     MisfirePolicy::FireAll => true,
                     MisfirePolicy::Skip => false,
-                    // Newest first: the first fire met of a timer is its latest.
-                    MisfirePolicy::FireOnce => seen_latest.insert(o.key.timer_id) && now - o.key.run_ms <= window,
+                    MisfirePolicy::FireOnce => latest,
                 };
             if fires {
                 fire.push(o.task_id);

@@ -25,7 +25,7 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{NewTimer, Schedule, Timer, TimerStatus};
 
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, TimerRepo};
-use crate::rows::{name_taken_or, timer_from_row, TIMER_COLUMNS};
+use crate::rows::{claim_taken_over, name_taken_or, timer_from_row, TIMER_COLUMNS};
 use crate::sqlite::SKIPPED_OUTPUT;
 use crate::{redact, Error, Result};
 
@@ -453,7 +453,14 @@ impl FireRepo for PgRepo {
         claim_outcome(&rows, owner)
     }
 
-    async fn reclaim(&self, task_ids: &[i64], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {
+    async fn reclaim(
+        &self,
+        task_ids: &[i64],
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        alive_since_ms: i64,
+    ) -> Result<ClaimOutcome> {
         if task_ids.is_empty() {
             return Ok(ClaimOutcome::default());
         }
@@ -461,10 +468,11 @@ impl FireRepo for PgRepo {
             "WITH c AS MATERIALIZED (
                  SELECT f.task_id, {TIMER_ENABLED} AS enabled
                  FROM t_timer_task f
-                 WHERE f.task_id = ANY($1::bigint[]) AND (f.status = 0 OR (f.status = 1 AND f.lease_until < $4))
+                 WHERE f.task_id = ANY($1::bigint[]) AND (f.status = 0 OR (f.status = 1 AND {}))
                  FOR UPDATE OF f SKIP LOCKED
              )
              {}",
+            claim_taken_over("f.owner", "$4", "$6"),
             claim_update("$2", "$3", "NULL", "$4", "$5")
         );
         let rows = sqlx::query(&sql)
@@ -473,6 +481,7 @@ impl FireRepo for PgRepo {
             .bind(now_ms + lease_ms)
             .bind(now_ms)
             .bind(SKIPPED_OUTPUT)
+            .bind(alive_since_ms)
             .fetch_all(&self.pool)
             .await?;
         claim_outcome(&rows, owner)
@@ -554,22 +563,31 @@ impl FireRepo for PgRepo {
         Ok(done.rows_affected())
     }
 
-    async fn overdue(&self, pending_before_ms: i64, now_ms: i64, limit: u32) -> Result<Vec<Overdue>> {
+    async fn overdue(
+        &self,
+        pending_before_ms: i64,
+        now_ms: i64,
+        alive_since_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Overdue>> {
         // Two ranges of (status, run_timer), merged newest first.
-        let rows = sqlx::query(
+        let sql = format!(
             "SELECT task_id, timer_id, run_timer, status FROM (
                  SELECT task_id, timer_id, run_timer, status FROM t_timer_task
                  WHERE status = 0 AND run_timer < $1
                  UNION ALL
-                 SELECT task_id, timer_id, run_timer, status FROM t_timer_task
-                 WHERE status = 1 AND run_timer < $2 AND lease_until < $2
-             ) o ORDER BY run_timer DESC LIMIT $3",
-        )
-        .bind(pending_before_ms)
-        .bind(now_ms)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+                 SELECT task_id, timer_id, run_timer, status FROM t_timer_task f
+                 WHERE status = 1 AND run_timer < $2 AND {}
+             ) o ORDER BY run_timer DESC LIMIT $4",
+            claim_taken_over("f.owner", "$2", "$3")
+        );
+        let rows = sqlx::query(&sql)
+            .bind(pending_before_ms)
+            .bind(now_ms)
+            .bind(alive_since_ms)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(Overdue {

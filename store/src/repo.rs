@@ -61,7 +61,7 @@ pub struct FireResult {
 }
 
 /// A fire the reconciler found overdue: pending past its time, or running
-/// with an expired lease.
+/// with an expired lease or a dead owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overdue {
     pub task_id: i64,
@@ -89,9 +89,17 @@ pub trait FireRepo: Send + Sync {
     /// (someone else's, or final) are left alone.
     async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome>;
     /// Claims overdue fires by task id: pending ones, and running ones whose
-    /// lease ended before `now_ms`. Same rules as [`FireRepo::claim`]; the
-    /// lease runs to `now_ms + lease_ms`.
-    async fn reclaim(&self, task_ids: &[i64], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome>;
+    /// lease ended before `now_ms` or whose owner's node has not
+    /// heartbeated since `alive_since_ms` (it died). Same rules as
+    /// [`FireRepo::claim`]; the lease runs to `now_ms + lease_ms`.
+    async fn reclaim(
+        &self,
+        task_ids: &[i64],
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        alive_since_ms: i64,
+    ) -> Result<ClaimOutcome>;
     /// Writes results in one transaction, each only if the fire is still
     /// running under its owner (fencing). A final fire keeps its last owner
     /// token, which names the node that fired it. Returns how many were written.
@@ -102,9 +110,17 @@ pub trait FireRepo: Send + Sync {
     /// Marks pending fires missed.
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64>;
     /// Overdue fires: pending with run time before `pending_before_ms`, or
-    /// running with a lease that ended before `now_ms`; newest first (so a
-    /// sweep meets each timer's latest overdue fire before its older ones).
-    async fn overdue(&self, pending_before_ms: i64, now_ms: i64, limit: u32) -> Result<Vec<Overdue>>;
+    /// running past their run time with a lease that ended before `now_ms`
+    /// or an owner whose node has not heartbeated since `alive_since_ms`;
+    /// newest first (so a sweep meets each timer's latest overdue fire
+    /// before its older ones).
+    async fn overdue(
+        &self,
+        pending_before_ms: i64,
+        now_ms: i64,
+        alive_since_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Overdue>>;
     /// A page of a timer's fires, newest first, and their total.
     async fn list_fires(
         &self,

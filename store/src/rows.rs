@@ -81,3 +81,18 @@ pub(crate) fn name_taken_or(err: sqlx::Error, app: &str, name: &str) -> Error {
         e => e.into(),
     }
 }
+
+/// SQL true when the claim of a running fire may be taken over: its lease
+/// ended before `now`, or the node named by its owner token
+/// (`{node_id}:{seq}`) has a `t_node` row with no heartbeat since
+/// `alive_since`: it died, and waiting for the lease would make a takeover
+/// a minute long. An owner with no row at all (a node that never reported)
+/// waits for its lease.
+/// `owner` is the owner column as the statement names it; `now` and
+/// `alive_since` are placeholders. The same text in every dialect.
+pub(crate) fn claim_taken_over(owner: &str, now: &str, alive_since: &str) -> String {
+    format!(
+        "(lease_until < {now} OR EXISTS (SELECT 1 FROM t_node n WHERE n.heartbeat_at < {alive_since} \
+         AND substr({owner}, 1, length(n.node_id) + 1) = n.node_id || ':'))"
+    )
+}

@@ -18,7 +18,7 @@ use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Schedule, Timer, TimerStatus};
 
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, NodeRepo, Overdue, TimerRepo};
-use crate::rows::{name_taken_or, node_from_row, timer_from_row, TIMER_COLUMNS};
+use crate::rows::{claim_taken_over, name_taken_or, node_from_row, timer_from_row, TIMER_COLUMNS};
 use crate::{Error, Result};
 
 /// Bound parameters per statement stay well under SQLite's limit (32766).
@@ -59,7 +59,11 @@ impl SqliteRepo {
             .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES)
             .pragma("journal_size_limit", WAL_SIZE_LIMIT)
             .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
-        let write = SqlitePoolOptions::new().max_connections(1).connect_with(options.clone()).await?;
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
+            .after_release(|conn, _| Box::pin(still_in_step(conn)))
+            .connect_with(options.clone())
+            .await?;
         sqlx::migrate!("../migrations/sqlite").run(&write).await?;
         let pool = SqlitePoolOptions::new().max_connections(config.max_connections).connect_with(options).await?;
         Ok(Self { pool, write })
@@ -74,6 +78,32 @@ impl SqliteRepo {
     pub fn database(&self) -> crate::Database {
         crate::Database::Sqlite { write: self.write.clone(), read: self.pool.clone() }
     }
+}
+
+/// Whether the write connection may go back to the pool: it must be outside
+/// any transaction, in SQLite's view and in sqlx's.
+///
+/// A disk-full (or I/O) error inside a transaction makes SQLite roll the
+/// whole transaction back on its own. sqlx does not see that: its ROLLBACK
+/// then fails, it still counts one transaction open, and from then on it
+/// opens transactions with `SAVEPOINT` and rolls them back with `ROLLBACK
+/// TO`, which leaves a transaction open that nothing ever commits: every
+/// later write would vanish without an error. So a connection that is out
+/// of step is closed (its open transaction, if any, rolls back) and the
+/// pool opens a fresh one. The probe runs after the rollback sqlx queues on
+/// a dropped transaction, so it sees the settled state.
+async fn still_in_step(conn: &mut sqlx::SqliteConnection) -> std::result::Result<bool, sqlx::Error> {
+    use sqlx::{Connection, Executor};
+    if conn.execute("BEGIN").await.is_err() {
+        tracing::warn!("A write connection was left inside a transaction (after a disk or I/O error); reopening it.");
+        return Ok(false);
+    }
+    conn.execute("ROLLBACK").await?;
+    if conn.is_in_transaction() {
+        tracing::warn!("A write connection's transaction count was off (after a disk or I/O error); reopening it.");
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Copies the WAL into the database file off the write path. SQLite's
@@ -360,16 +390,27 @@ impl FireRepo for SqliteRepo {
         Ok(out)
     }
 
-    async fn reclaim(&self, task_ids: &[i64], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {
+    async fn reclaim(
+        &self,
+        task_ids: &[i64],
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        alive_since_ms: i64,
+    ) -> Result<ClaimOutcome> {
         let mut out = ClaimOutcome::default();
-        let claimable = "(status = 0 OR (status = 1 AND lease_until < ";
+        // Literal integers, not binds: the id lists already use the binds.
+        let claimable = format!(
+            "(status = 0 OR (status = 1 AND {}))",
+            claim_taken_over("t_timer_task.owner", &now_ms.to_string(), &alive_since_ms.to_string())
+        );
         let mut tx = self.write.begin().await?;
         for chunk in task_ids.chunks(MAX_PARAMS / 2) {
             let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task SET status = 1, owner = ");
             qb.push_bind(owner).push(", lease_until = ").push_bind(now_ms + lease_ms);
             qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
             push_id_list(&mut qb, chunk);
-            qb.push(" AND ").push(claimable).push_bind(now_ms).push("))");
+            qb.push(" AND ").push(&claimable);
             qb.push(format!(" AND {TIMER_ENABLED} RETURNING task_id, timer_id, run_timer, attempt"));
             for row in qb.build().fetch_all(&mut *tx).await? {
                 out.claimed.push(claimed_from_row(&row, owner)?);
@@ -377,7 +418,7 @@ impl FireRepo for SqliteRepo {
             let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task SET status = 4, owner = NULL, output = ");
             qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
             push_id_list(&mut qb, chunk);
-            qb.push(" AND ").push(claimable).push_bind(now_ms).push("))");
+            qb.push(" AND ").push(&claimable);
             qb.push(format!(" AND NOT {TIMER_ENABLED}"));
             out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
         }
@@ -453,22 +494,30 @@ impl FireRepo for SqliteRepo {
         Ok(marked)
     }
 
-    async fn overdue(&self, pending_before_ms: i64, now_ms: i64, limit: u32) -> Result<Vec<Overdue>> {
-        let rows = sqlx::query(
+    async fn overdue(
+        &self,
+        pending_before_ms: i64,
+        now_ms: i64,
+        alive_since_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Overdue>> {
+        let sql = format!(
             "SELECT task_id, timer_id, run_timer, status FROM (
                  SELECT task_id, timer_id, run_timer, status FROM t_timer_task
-                 WHERE status = 0 AND run_timer < ?
+                 WHERE status = 0 AND run_timer < ?1
                  UNION ALL
                  SELECT task_id, timer_id, run_timer, status FROM t_timer_task
-                 WHERE status = 1 AND run_timer < ? AND lease_until < ?
-             ) ORDER BY run_timer DESC LIMIT ?",
-        )
-        .bind(pending_before_ms)
-        .bind(now_ms)
-        .bind(now_ms)
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await?;
+                 WHERE status = 1 AND run_timer < ?2 AND {}
+             ) ORDER BY run_timer DESC LIMIT ?4",
+            claim_taken_over("t_timer_task.owner", "?2", "?3")
+        );
+        let rows = sqlx::query(&sql)
+            .bind(pending_before_ms)
+            .bind(now_ms)
+            .bind(alive_since_ms)
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(Overdue {

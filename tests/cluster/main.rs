@@ -4,6 +4,7 @@
 //! stop them) and runs `xtimer serve` processes against them, with a
 //! callback receiver in the test. Real clock, generous waits.
 
+mod chaos;
 mod nodes;
 mod servers;
 

@@ -46,6 +46,46 @@ impl ProcNode {
         panic!("node on port {port} did not start");
     }
 
+    /// Starts a node listening on 127.0.0.1:`port` with the product's
+    /// default settings: only the listen address, the PostgreSQL and Redis
+    /// URLs and the log level (`XTIMER_LOG`, else `warn`) are set, plus
+    /// `extra`. Its output goes to `log` (appended) if given, else nowhere.
+    /// Waits until it answers; `None` if it does not within 20 s.
+    pub async fn start_at(
+        port: u16,
+        db: &str,
+        redis: &str,
+        extra: &[(String, String)],
+        log: Option<&std::path::Path>,
+    ) -> Option<Self> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtimer"));
+        cmd.arg("serve")
+            .env("XTIMER_LISTEN", format!("127.0.0.1:{port}"))
+            .env("XTIMER_DATABASE_URL", db)
+            .env("XTIMER_REDIS__URL", redis)
+            .env("XTIMER_LOG", std::env::var("XTIMER_LOG").unwrap_or_else(|_| "warn".into()))
+            .envs(extra.iter().map(|(k, v)| (k, v)));
+        match log {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new().create(true).append(true).open(path).ok()?;
+                cmd.stdout(file.try_clone().ok()?).stderr(file).env("NO_COLOR", "1");
+            }
+            None => {
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        }
+        let child = cmd.spawn().expect("xtimer binary");
+        let node = Self { base: format!("http://127.0.0.1:{port}"), child };
+        let http = reqwest::Client::new();
+        for _ in 0..400 {
+            if http.get(format!("{}/healthz", node.base)).send().await.is_ok() {
+                return Some(node);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
     /// SIGKILL: no shutdown, no release, no flush.
     pub fn kill9(&mut self) {
         self.child.kill().unwrap();

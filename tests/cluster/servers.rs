@@ -82,6 +82,14 @@ impl Postgres {
         assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// Stops the server (fast shutdown: connections are cut), waits `down`,
+    /// starts it again. Blocks: call it off the async workers.
+    pub fn restart(&self, down: Duration) {
+        self.down();
+        std::thread::sleep(down);
+        self.up();
+    }
+
     /// Stops the server (fast shutdown: connections are cut).
     pub fn down(&self) {
         let out =
@@ -105,6 +113,7 @@ impl Drop for Postgres {
 /// A Redis server without persistence.
 pub struct Redis {
     pub url: String,
+    port: u16,
     child: std::process::Child,
 }
 
@@ -112,19 +121,33 @@ impl Redis {
     /// Starts `redis-server` on a free port.
     pub async fn start() -> Self {
         let port = free_port();
+        let child = Self::spawn(port).await;
+        Self { url: format!("redis://127.0.0.1:{port}"), port, child }
+    }
+
+    /// Runs `redis-server` on `port` and waits until it accepts connections.
+    async fn spawn(port: u16) -> std::process::Child {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server on PATH (apt-get install redis-server)");
-        let url = format!("redis://127.0.0.1:{port}");
         for _ in 0..100 {
             if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Self { url, child }
+        child
+    }
+
+    /// Kills the server (SIGKILL: with no persistence every key is gone),
+    /// waits `down`, and starts an empty one on the same port.
+    pub async fn restart(&mut self, down: Duration) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        tokio::time::sleep(down).await;
+        self.child = Self::spawn(self.port).await;
     }
 
     /// `FLUSHALL`: the shard index and every lock are gone.

@@ -7,6 +7,8 @@ mod fires;
 mod helpers;
 mod nodes;
 mod race;
+mod reliability;
 mod restart;
 mod security;
+mod slow_clients;
 mod worker_sdk;

@@ -35,6 +35,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
                 method: "POST".into(),
                 headers: Default::default(),
                 body: None,
+                timeout_ms: None,
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::FireOnce,

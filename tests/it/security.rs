@@ -91,7 +91,13 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
         name: "re-pointed".into(),
         status: TimerStatus::Enabled,
         schedule: Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() },
-        notify: Notify::Http(HttpNotify { url, method: "POST".into(), headers: BTreeMap::new(), body: None }),
+        notify: Notify::Http(HttpNotify {
+            url,
+            method: "POST".into(),
+            headers: BTreeMap::new(),
+            body: None,
+            timeout_ms: None,
+        }),
         retry: RetryPolicy { max_attempts: 3, backoff_ms: 100 },
         misfire: MisfirePolicy::FireOnce,
     };

@@ -178,6 +178,8 @@ impl Shared {
     async fn work(self: Arc<Self>, lease: ShardLease, shutdown: CancellationToken) {
         let ShardLease { shard, token } = lease;
         let lock_key = shard.lock_key(&self.key_prefix);
+        // Renewed every third of the lease (and every loop that finds half
+        // of that passed), so one late renewal still leaves a third.
         let renew_every = (self.scheduler.lease_ms / 3) as i64;
         let repoll = self.config.repoll_ms as i64;
         self.held.insert(shard, HashSet::new());
@@ -191,7 +193,7 @@ impl Shared {
             if now >= shard.end_ms() + repoll {
                 break true;
             }
-            if now - renewed_at >= renew_every {
+            if now - renewed_at >= renew_every / 2 {
                 match self.locks.extend(&lock_key, &token, self.scheduler.lease_ms).await {
                     Ok(true) => renewed_at = now,
                     Ok(false) => {
@@ -201,7 +203,7 @@ impl Shared {
                     Err(err) => tracing::warn!(%shard, error = %err, "Shard lease renewal failed; retrying."),
                 }
             }
-            let wait = repoll.min(shard.end_ms() + repoll - now).max(1) as u64;
+            let wait = repoll.min(renew_every).min(shard.end_ms() + repoll - now).max(1) as u64;
             tokio::select! {
                 _ = shutdown.cancelled() => {
                     let _ = self.locks.release(&lock_key, &token).await;

@@ -32,6 +32,18 @@ pub enum ApiError {
         /// The limit, bytes.
         limit: usize,
     },
+    /// The request body did not arrive in full within
+    /// `ServerConfig::body_read_timeout_ms` of its head. 408, and the
+    /// connection is closed (`Connection: close`): the rest of the body may
+    /// still be on its way, so nothing after it can be read as a request.
+    #[error(
+        "request body: not received in full within {timeout_ms} ms of the request head \
+         (server.body_read_timeout_ms); the connection is closed"
+    )]
+    BodyReadTimeout {
+        /// The timeout, ms.
+        timeout_ms: u64,
+    },
     /// No timer with this id in this app: unknown, or another app's. 404.
     #[error("no timer with id {id} in app `{app}`")]
     TimerNotFound {
@@ -107,6 +119,7 @@ impl ApiError {
         match self {
             Self::Invalid(_) => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyReadTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::TimerNotFound { .. } | Self::TimerDeleted { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::NameTaken { .. } => StatusCode::CONFLICT,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -144,6 +157,10 @@ impl IntoResponse for ApiError {
             if let Self::LimitExceeded { retry_after: Some(wait), .. } = &self {
                 let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
+            }
+            if let Self::BodyReadTimeout { .. } = &self {
+                let close = axum::http::HeaderValue::from_static("close");
+                response.headers_mut().insert(axum::http::header::CONNECTION, close);
             }
             response
         }

@@ -1,7 +1,8 @@
 //! Input extractors whose rejections are [`ApiError`]s, so malformed input
 //! (bad JSON, wrong types, missing or unknown fields, a bad query string, a
-//! wrong content type, a body over the limit) gets our envelope and a
-//! message naming the field, instead of axum's plain-text rejection.
+//! wrong content type, a body over the limit, a body that missed
+//! `server.body_read_timeout_ms`) gets our envelope and a message naming
+//! the field or limit, instead of axum's plain-text rejection.
 //!
 //! axum's `Json` and `Query` deserialize through `serde_path_to_error`, so
 //! their messages already start with the path of the field at fault
@@ -17,6 +18,7 @@ use axum::http::{header, HeaderMap, Uri};
 use axum::Json;
 use serde::de::DeserializeOwned;
 
+use crate::serve::BodyReadTimeout;
 use crate::{ApiError, AppState};
 
 /// What a body that is not declared JSON gets.
@@ -139,12 +141,29 @@ pub fn query_rejection(rejection: QueryRejection) -> ApiError {
     }
 }
 
-/// Maps a body-buffering rejection to a 413 over `limit`, else a 400.
+/// Maps a body-buffering rejection to a 413 over `limit`, a 408 when the
+/// body missed `server.body_read_timeout_ms` ([`BodyReadTimeout`]), else a 400.
 pub fn bytes_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
+    if let Some(timeout) = body_read_timeout(&rejection) {
+        return ApiError::BodyReadTimeout { timeout_ms: timeout.timeout_ms };
+    }
     match rejection {
         BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => ApiError::BodyTooLarge { limit },
         other => ApiError::Invalid(format!("request body could not be read: {}", inner_text(&other))),
     }
+}
+
+/// The [`BodyReadTimeout`] somewhere in `err`'s cause chain, if the body
+/// failed because it missed its deadline.
+pub fn body_read_timeout(err: &(dyn StdError + 'static)) -> Option<BodyReadTimeout> {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if let Some(timeout) = err.downcast_ref::<BodyReadTimeout>() {
+            return Some(*timeout);
+        }
+        cause = err.source();
+    }
+    None
 }
 
 /// The message of a rejection's cause, without axum's generic prefix.

@@ -17,6 +17,8 @@
 //! - [`security`]: [`security::Security`], the auth, limits and callback
 //!   target policy one server enforces.
 //! - [`extract`]: `Json` and `Query` wrappers whose rejections are [`ApiError`]s.
+//! - [`serve`]: [`serve::Server`], the accept loop with the `server.*`
+//!   connection limits (header, body and idle timeouts, connection cap).
 //! - [`envelope`]: the `{"code", "msg", "result"}` envelope of every reply.
 //! - [`error`]: [`ApiError`], its HTTP mapping, and the logging of 5xx causes.
 //!
@@ -31,6 +33,7 @@ pub mod extract;
 pub mod limits;
 pub mod routes;
 pub mod security;
+pub mod serve;
 
 use std::sync::Arc;
 

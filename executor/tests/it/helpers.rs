@@ -117,7 +117,7 @@ pub struct Harness {
 
 /// The reconciler settings of these tests (the defaults, spelled out).
 pub fn reconciler_config() -> ReconcilerConfig {
-    ReconcilerConfig { period_ms: 5_000, grace_ms: 3_000, misfire_window_ms: 60_000, page_size: 1_000 }
+    ReconcilerConfig { period_ms: 5_000, ..ReconcilerConfig::default() }
 }
 
 impl Harness {
@@ -209,6 +209,7 @@ impl Harness {
                 method: "POST".into(),
                 headers: Default::default(),
                 body: Some("{}".into()),
+                timeout_ms: None,
             }),
             retry,
             misfire,

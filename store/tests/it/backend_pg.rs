@@ -38,6 +38,7 @@ pub async fn postgres() -> Backend {
     };
     let mut backend = helpers::embedded().await;
     backend.timers = repo.clone();
+    backend.nodes = repo.clone();
     backend.fires = repo;
     backend
 }

@@ -1,6 +1,7 @@
 //! `FireRepo` conformance: insert, claim, record, release, reclaim, sweep.
 
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
+use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::TimerStatus;
 use xtimer_store::{NewFire, Overdue};
 
@@ -130,20 +131,55 @@ pub async fn claim_lease_runs_from_the_run_time(b: Backend) {
     let claimed = claim_all(&b, &[k], "node-a:1", 10_000).await;
     let none_pending = T0 - 1;
 
-    assert!(b.fires.overdue(none_pending, run + 9_999, 100).await.unwrap().is_empty(), "lease still live");
+    assert!(b.fires.overdue(none_pending, run + 9_999, 0, 100).await.unwrap().is_empty(), "lease still live");
     let ids = [claimed[0].task_id];
-    let early = b.fires.reclaim(&ids, "node-b:1", 10_000, run + 9_999).await.unwrap();
+    let early = b.fires.reclaim(&ids, "node-b:1", 10_000, run + 9_999, 0).await.unwrap();
     assert_eq!((early.claimed.len(), early.skipped), (0, 0), "a live lease is not taken over");
 
-    let overdue = b.fires.overdue(none_pending, run + 10_001, 100).await.unwrap();
+    let overdue = b.fires.overdue(none_pending, run + 10_001, 0, 100).await.unwrap();
     assert_eq!(overdue, vec![Overdue { task_id: claimed[0].task_id, key: k, status: FireStatus::Running }]);
 
     // Claimed after its time (a backlog): the lease counts from the claim, so
     // the fire is not overdue the moment it is claimed.
     let late = insert(&b, &t, &[T0 - 30_000]).await[0];
     let late_claim = claim_all(&b, &[late], "node-a:2", 10_000).await;
-    let overdue = b.fires.overdue(none_pending - 60_000, T0 + 9_999, 100).await.unwrap();
+    let overdue = b.fires.overdue(none_pending - 60_000, T0 + 9_999, 0, 100).await.unwrap();
     assert!(overdue.iter().all(|o| o.task_id != late_claim[0].task_id), "a late claim gets a whole lease");
+}
+
+pub async fn a_dead_nodes_claims_are_taken_over_before_their_lease_ends(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let run = T0 + 1_000;
+    let keys = insert(&b, &t, &[run, run + 1_000, run + 2_000]).await;
+    let node = |id: &str, at: i64| NodeInfo {
+        id: id.into(),
+        host: "h".into(),
+        listen: "127.0.0.1:1".into(),
+        started_at: T0,
+        heartbeat_at: at,
+        shards: Vec::new(),
+    };
+    // node-a dies after its heartbeat at T0; node-ab (a longer id with the
+    // same start) keeps beating; node-x never reported.
+    b.nodes.heartbeat(&node("node-a", T0)).await.unwrap();
+    b.nodes.heartbeat(&node("node-ab", run + 5_000)).await.unwrap();
+    let dead = claim_all(&b, &keys[..1], "node-a:1", 60_000).await;
+    let alive = claim_all(&b, &keys[1..2], "node-ab:1", 60_000).await;
+    let unknown = claim_all(&b, &keys[2..], "node-x:1", 60_000).await;
+
+    // At run + 5 s every lease is live; node-a has been silent for 6 s.
+    let now = run + 5_000;
+    let alive_since = now - 3_000;
+    let overdue = b.fires.overdue(T0 - 1, now, alive_since, 100).await.unwrap();
+    assert_eq!(overdue, vec![Overdue { task_id: dead[0].task_id, key: keys[0], status: FireStatus::Running }]);
+    let ids = [dead[0].task_id, alive[0].task_id, unknown[0].task_id];
+    let taken = b.fires.reclaim(&ids, "node-b:1", 60_000, now, alive_since).await.unwrap();
+    assert_eq!(taken.claimed.iter().map(|c| c.key).collect::<Vec<_>>(), vec![keys[0]], "only the dead node's");
+    assert_eq!(fire(&b, keys[1]).await.status, FireStatus::Running);
+
+    // The old owner's late result is fenced off; the new owner's counts.
+    assert_eq!(b.fires.record(&[succeeded(&dead[0], 1)], now).await.unwrap(), 0);
+    assert_eq!(b.fires.record(&[succeeded(&taken.claimed[0], 1)], now).await.unwrap(), 1);
 }
 
 pub async fn record_is_fenced_by_the_claim_owner(b: Backend) {
@@ -186,9 +222,9 @@ pub async fn retry_record_keeps_running_and_the_first_cost_time(b: Backend) {
     let f = fire(&b, k).await;
     assert_eq!((f.status, f.attempt, f.output.as_str(), f.cost_time), (FireStatus::Running, 1, "HTTP 500: boom", 120));
     // The retry moved the lease from run + 60 s to `retry_lease`.
-    assert!(b.fires.overdue(none_pending, T0 + 60_001, 100).await.unwrap().is_empty());
-    assert!(b.fires.overdue(none_pending, retry_lease - 1, 100).await.unwrap().is_empty());
-    assert_eq!(b.fires.overdue(none_pending, retry_lease + 1, 100).await.unwrap().len(), 1);
+    assert!(b.fires.overdue(none_pending, T0 + 60_001, 0, 100).await.unwrap().is_empty());
+    assert!(b.fires.overdue(none_pending, retry_lease - 1, 0, 100).await.unwrap().is_empty());
+    assert_eq!(b.fires.overdue(none_pending, retry_lease + 1, 0, 100).await.unwrap().len(), 1);
 
     b.clock.advance(2_000);
     let second = result(c, FireStatus::Running, 2, "HTTP 502", 2_120, Some(retry_lease + 5_000));
@@ -199,7 +235,7 @@ pub async fn retry_record_keeps_running_and_the_first_cost_time(b: Backend) {
     let f = fire(&b, k).await;
     assert_eq!((f.status, f.attempt, f.output.as_str()), (FireStatus::Failed, 3, "HTTP 503"));
     assert_eq!((f.cost_time, f.modify_time), (120, b.now()), "cost_time is the first attempt's lateness");
-    assert!(b.fires.overdue(none_pending, b.now() + 1_000_000, 100).await.unwrap().is_empty(), "final fires rest");
+    assert!(b.fires.overdue(none_pending, b.now() + 1_000_000, 0, 100).await.unwrap().is_empty(), "final fires rest");
 }
 
 pub async fn record_applies_results_of_one_fire_in_order(b: Backend) {
@@ -275,14 +311,14 @@ pub async fn overdue_finds_late_pending_and_expired_leases_only(b: Backend) {
     assert_eq!(b.fires.mark_missed(&[missed_id], "missed", b.now()).await.unwrap(), 1);
 
     let grace = 3_000;
-    let got = b.fires.overdue(T0 - grace, T0, 100).await.unwrap();
+    let got = b.fires.overdue(T0 - grace, T0, 0, 100).await.unwrap();
     let expected = vec![
         Overdue { task_id: fire(&b, late).await.task_id, key: late, status: FireStatus::Pending },
         Overdue { task_id: fire(&b, other).await.task_id, key: other, status: FireStatus::Pending },
         Overdue { task_id: expired_c[0].task_id, key: expired, status: FireStatus::Running },
     ];
     assert_eq!(got, expected, "newest first; not within grace, live, final or future");
-    assert_eq!(b.fires.overdue(T0 - grace, T0, 2).await.unwrap(), expected[..2], "limit keeps the newest");
+    assert_eq!(b.fires.overdue(T0 - grace, T0, 0, 2).await.unwrap(), expected[..2], "limit keeps the newest");
 }
 
 pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Backend) {
@@ -294,12 +330,12 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
     assert_eq!(b.fires.record(&[failed_once], b.now()).await.unwrap(), 1);
 
     b.clock.set(T0 + 5_000);
-    let early = b.fires.reclaim(&[old.task_id], "node-b:1", 30_000, b.now()).await.unwrap();
+    let early = b.fires.reclaim(&[old.task_id], "node-b:1", 30_000, b.now(), 0).await.unwrap();
     assert!(early.claimed.is_empty(), "the lease is live: {early:?}");
 
     b.clock.set(T0 + 10_001);
     let now = b.now();
-    let taken = b.fires.reclaim(&[old.task_id], "node-b:1", 30_000, now).await.unwrap();
+    let taken = b.fires.reclaim(&[old.task_id], "node-b:1", 30_000, now, 0).await.unwrap();
     assert_eq!(taken.skipped, 0);
     assert_eq!(
         taken.claimed,
@@ -308,9 +344,9 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
     );
     let new = &taken.claimed[0];
     // The reclaimed lease runs from now, not from the run time.
-    assert!(b.fires.overdue(T0 - 1, now + 29_999, 100).await.unwrap().is_empty());
-    assert_eq!(b.fires.overdue(T0 - 1, now + 30_001, 100).await.unwrap().len(), 1);
-    let again = b.fires.reclaim(&[old.task_id], "node-c:1", 30_000, now + 1).await.unwrap();
+    assert!(b.fires.overdue(T0 - 1, now + 29_999, 0, 100).await.unwrap().is_empty());
+    assert_eq!(b.fires.overdue(T0 - 1, now + 30_001, 0, 100).await.unwrap().len(), 1);
+    let again = b.fires.reclaim(&[old.task_id], "node-c:1", 30_000, now + 1, 0).await.unwrap();
     assert!(again.claimed.is_empty(), "one owner at a time");
 
     // The old owner wakes up: its result and its release are refused.
@@ -325,15 +361,15 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
     let f = fire(&b, k).await;
     assert_eq!((f.status, f.attempt, f.output.as_str()), (FireStatus::Succeeded, 2, "HTTP 200: second"));
     assert_eq!(f.cost_time, 40, "the first attempt's lateness is kept across owners");
-    let final_ = b.fires.reclaim(&[old.task_id], "node-c:1", 30_000, b.now() + 1_000_000).await.unwrap();
+    let final_ = b.fires.reclaim(&[old.task_id], "node-c:1", 30_000, b.now() + 1_000_000, 0).await.unwrap();
     assert_eq!((final_.claimed.len(), final_.skipped), (0, 0), "final fires are never reclaimed");
 
     // Overdue pending fires are reclaimed too, leased from now.
     let pending = insert(&b, &t, &[T0 - 5_000]).await[0];
     let id = fire(&b, pending).await.task_id;
-    let got = b.fires.reclaim(&[id], "node-c:2", 30_000, b.now()).await.unwrap();
+    let got = b.fires.reclaim(&[id], "node-c:2", 30_000, b.now(), 0).await.unwrap();
     assert_eq!(got.claimed, vec![ClaimedFire { task_id: id, key: pending, attempt: 0, owner: "node-c:2".into() }]);
-    assert!(b.fires.overdue(b.now(), b.now() + 29_999, 100).await.unwrap().is_empty());
+    assert!(b.fires.overdue(b.now(), b.now() + 29_999, 0, 100).await.unwrap().is_empty());
 }
 
 pub async fn reclaim_skips_fires_of_a_timer_no_longer_enabled(b: Backend) {
@@ -346,7 +382,7 @@ pub async fn reclaim_skips_fires_of_a_timer_no_longer_enabled(b: Backend) {
     let pending_id = fire(&b, keys[1]).await.task_id;
     assert!(b.timers.set_timer_status(t.id, TimerStatus::Disabled, b.now()).await.unwrap());
 
-    let outcome = b.fires.reclaim(&[old.task_id, pending_id], "node-b:1", 30_000, b.now()).await.unwrap();
+    let outcome = b.fires.reclaim(&[old.task_id, pending_id], "node-b:1", 30_000, b.now(), 0).await.unwrap();
     assert_eq!((outcome.claimed.len(), outcome.skipped), (0, 2));
     for k in &keys {
         let f = fire(&b, *k).await;
@@ -354,7 +390,7 @@ pub async fn reclaim_skips_fires_of_a_timer_no_longer_enabled(b: Backend) {
         assert!(!f.output.is_empty());
     }
     assert_eq!(b.fires.record(&[succeeded(&old, 1)], b.now()).await.unwrap(), 0, "skipped is final");
-    assert!(b.fires.overdue(b.now(), b.now(), 100).await.unwrap().is_empty());
+    assert!(b.fires.overdue(b.now(), b.now(), 0, 100).await.unwrap().is_empty());
 }
 
 pub async fn mark_missed_touches_only_pending_fires(b: Backend) {

@@ -9,7 +9,7 @@ use xtimer_core::config::{DatabaseConfig, ShardConfig};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::Clock;
-use xtimer_store::{FireRepo, FireResult, LockStore, NewFire, ShardStore, Stores, TimerRepo};
+use xtimer_store::{FireRepo, FireResult, LockStore, NewFire, NodeRepo, ShardStore, Stores, TimerRepo};
 
 /// 2026-03-01 12:34:00 UTC: a minute boundary every test starts at.
 pub const T0: i64 = 1_772_368_440_000;
@@ -24,6 +24,7 @@ pub struct Backend {
     pub fires: Arc<dyn FireRepo>,
     pub shards: Arc<dyn ShardStore>,
     pub locks: Arc<dyn LockStore>,
+    pub nodes: Arc<dyn NodeRepo>,
     pub clock: Arc<ManualClock>,
     /// Keeps the backend's storage (temp dir, schema, key prefix) alive.
     _keep: Box<dyn Any + Send + Sync>,
@@ -50,6 +51,7 @@ pub async fn embedded() -> Backend {
         fires: stores.fires,
         shards: stores.shards,
         locks: stores.locks,
+        nodes: stores.nodes,
         clock,
         _keep: Box::new(dir),
     }
@@ -67,6 +69,7 @@ pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
             method: "POST".into(),
             headers: BTreeMap::from([("x-test".to_string(), "1".to_string())]),
             body: Some("{\"n\":1}".into()),
+            timeout_ms: None,
         }),
         retry: RetryPolicy { max_attempts: 3, backoff_ms: 250 },
         misfire: MisfirePolicy::FireAll,

@@ -55,6 +55,7 @@ macro_rules! conformance_suite {
                     claim_of_a_repeated_key_claims_it_once,
                     claim_skips_fires_of_disabled_and_deleted_timers,
                     claim_lease_runs_from_the_run_time,
+                    a_dead_nodes_claims_are_taken_over_before_their_lease_ends,
                     record_is_fenced_by_the_claim_owner,
                     retry_record_keeps_running_and_the_first_cost_time,
                     record_applies_results_of_one_fire_in_order,

@@ -1,5 +1,6 @@
 //! The webserver's one integration-test binary: the router over a real
-//! SQLite store and migrator, driven in-process with `oneshot`.
+//! SQLite store and migrator, driven in-process with `oneshot`, and (in
+//! `slow_clients`) behind the real accept loop over TCP.
 
 mod auth;
 mod create;
@@ -8,4 +9,5 @@ mod lifecycle;
 mod limits;
 mod listing;
 mod server;
+mod slow_clients;
 mod validation;

@@ -91,7 +91,17 @@ pub struct CreateTimer {
     /// `skip`, `fire_once` (the default) or `fire_all`.
     #[serde(default)]
     pub misfire: Option<String>,
+    /// This timer's callback timeout, ms, [`MIN_CALLBACK_TIMEOUT_MS`] to
+    /// [`MAX_CALLBACK_TIMEOUT_MS`]; the executor's `timeout_ms` when absent.
+    #[serde(default)]
+    pub callback_timeout_ms: Option<i64>,
 }
+
+/// Shortest `callbackTimeoutMs`.
+pub const MIN_CALLBACK_TIMEOUT_MS: i64 = 100;
+/// Longest `callbackTimeoutMs`: half the default claim lease, so a slow
+/// callback is never taken for a lost one.
+pub const MAX_CALLBACK_TIMEOUT_MS: i64 = 30_000;
 
 /// An optional struct read only from a JSON object (or `null`): serde's
 /// derive would also read it from an array, field by field.
@@ -197,8 +207,21 @@ impl CreateTimer {
             // The app becomes each task's user_id.
             check_task_text(&mut p, "app", &self.app, MAX_SHORT_TEXT, " for a timer that creates tasks");
         }
+        let timeout_ms = self.callback_timeout_ms.and_then(|ms| {
+            if !(MIN_CALLBACK_TIMEOUT_MS..=MAX_CALLBACK_TIMEOUT_MS).contains(&ms) {
+                p.push(
+                    "callbackTimeoutMs",
+                    format!("must be {MIN_CALLBACK_TIMEOUT_MS} to {MAX_CALLBACK_TIMEOUT_MS} ms, got {ms}"),
+                );
+            } else if self.notify_http_param.is_none() {
+                p.push("callbackTimeoutMs", "applies only to a timer with notifyHTTPParam");
+            }
+            u64::try_from(ms).ok()
+        });
         let notify = match (self.notify_http_param, self.notify_asyncflow_param) {
-            (Some(http), None) => http.validate(&mut p, limits).map(Notify::Http),
+            (Some(http), None) => {
+                http.validate(&mut p, limits).map(|http| Notify::Http(HttpNotify { timeout_ms, ..http }))
+            }
             (None, Some(task)) => task.validate(&mut p, limits).map(Notify::Asyncflow),
             (Some(_), Some(_)) => {
                 p.push("notifyHTTPParam, notifyAsyncflowParam", "give one of them, not both");
@@ -365,7 +388,13 @@ impl NotifyHttpParam {
                 );
             }
         }
-        (p.0.len() == before).then_some(HttpNotify { url: self.url, method, headers, body: self.body })
+        (p.0.len() == before).then_some(HttpNotify {
+            url: self.url,
+            method,
+            headers,
+            body: self.body,
+            timeout_ms: None,
+        })
     }
 }
 

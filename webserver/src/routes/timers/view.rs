@@ -54,6 +54,9 @@ pub struct TimerView {
     pub retry: RetryPolicy,
     /// `skip`, `fire_once` or `fire_all`.
     pub misfire: &'static str,
+    /// This timer's callback timeout, ms, when it sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_timeout_ms: Option<u64>,
     /// Creation time, RFC 3339.
     pub create_time: String,
     /// Last change, RFC 3339.
@@ -123,6 +126,10 @@ impl From<&Timer> for TimerView {
             notify_asyncflow_param: task,
             retry: t.retry,
             misfire: t.misfire.as_str(),
+            callback_timeout_ms: match &t.notify {
+                Notify::Http(http) => http.timeout_ms,
+                Notify::Asyncflow(_) => None,
+            },
             create_time: rfc3339(t.create_time),
             modify_time: rfc3339(t.modify_time),
         }
