@@ -74,6 +74,11 @@ pub struct BenchArgs {
     /// Concurrent HTTP clients (create-task, hold-tasks).
     #[arg(long, default_value_t = 64)]
     pub clients: usize,
+    /// Extra per-second cron timers whose receiver accepts connections and
+    /// never answers (a hung host), beside the measured ones (steady,
+    /// burst, cron): the figures are the healthy timers' alone.
+    #[arg(long, default_value_t = 0)]
+    pub hung: u64,
 }
 
 /// Figures of one run.
@@ -133,6 +138,9 @@ fn describe(a: &BenchArgs) -> String {
     match a.scenario {
         Scenario::Steady => format!("{} fires/s for {} s ({} fires)", a.rate, a.seconds, a.rate * a.seconds),
         Scenario::Burst => format!("{} fires due in one second", a.count),
+        Scenario::Cron if a.hung > 0 => {
+            format!("{} per-second cron timers for {} s beside {} hung ones", a.timers, a.seconds, a.hung)
+        }
         Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
         Scenario::Http => format!("{} callbacks, no timers, 256 in flight", a.count),
         Scenario::CreateTask | Scenario::HoldTasks => String::new(),
@@ -199,6 +207,10 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         })
         .collect();
     let ids = node.stores.timers.create_timers(&new_timers, now).await?;
+    let hung = match args.hung {
+        0 => None,
+        n => Some(register_hung(&node, n, now).await?),
+    };
     for (id, schedule) in ids.into_iter().zip(&plan.schedules) {
         match schedule {
             Schedule::Once { run_at_ms } => {
@@ -251,11 +263,46 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         misses,
         peak_rss_mb: peak_rss_mb(),
     };
+    if let Some(hung) = hung {
+        hung.abort();
+    }
     node.shutdown().await;
     for other in others {
         other.shutdown().await;
     }
     Ok(figures)
+}
+
+/// Registers `n` per-second cron timers calling a listener that accepts
+/// connections and never answers; the listener lives as long as the handle.
+async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/hang", listener.local_addr()?);
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let timers: Vec<NewTimer> = (0..n)
+        .map(|i| NewTimer {
+            app: "hung".into(),
+            name: format!("h{i}"),
+            status: TimerStatus::Enabled,
+            schedule: Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() },
+            notify: Notify::Http(HttpNotify {
+                url: url.clone(),
+                method: "POST".into(),
+                headers: BTreeMap::new(),
+                body: None,
+                timeout_ms: None,
+            }),
+            retry: RetryPolicy::default(),
+            misfire: MisfirePolicy::default(),
+        })
+        .collect();
+    node.stores.timers.create_timers(&timers, now).await?;
+    Ok(task)
 }
 
 /// The configuration of a benchmark node: the environment's `XTIMER_…`

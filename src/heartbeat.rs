@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use xtimer_core::node::NodeInfo;
+use xtimer_core::node::{Liveness, NodeInfo};
 use xtimer_core::SharedClock;
 use xtimer_store::NodeRepo;
 use xtimer_trigger::TriggerHandle;
@@ -29,6 +29,8 @@ pub struct Heartbeat {
     /// `reconciler.node_timeout_ms`: after this long without a heartbeat
     /// the node counts as dead.
     pub node_timeout: Duration,
+    /// Where the reconciler reads whether these heartbeats are steady.
+    pub liveness: Arc<Liveness>,
 }
 
 impl Heartbeat {
@@ -51,8 +53,14 @@ impl Heartbeat {
 
     /// One report.
     pub async fn run_once(&mut self) -> xtimer_store::Result<()> {
-        self.info.heartbeat_at = self.clock.now_ms();
+        let now = self.clock.now_ms();
+        self.info.heartbeat_at = now;
         self.info.shards = self.trigger.held().iter().map(ToString::to_string).collect();
-        self.nodes.heartbeat(&self.info).await
+        let written = self.nodes.heartbeat(&self.info).await;
+        match &written {
+            Ok(()) => self.liveness.beat_ok(now),
+            Err(_) => self.liveness.beat_failed(),
+        }
+        written
     }
 }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use xtimer_asyncflow::store::TaskStore;
 use xtimer_asyncflow::{Governor, Tasks};
 use xtimer_core::config::Config;
-use xtimer_core::node::NodeInfo;
+use xtimer_core::node::{Liveness, NodeInfo};
 use xtimer_core::{SharedClock, SystemClock};
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler};
 use xtimer_migrator::Migrator;
@@ -132,6 +132,7 @@ impl Node {
         let callbacks = Callbacks::load(&config.callback, &config.auth, auth_repo.clone(), clock.now_ms()).await?;
         let executor = executor.with_callbacks(callbacks)?.with_task_creator(Arc::new(TimerTasks(tasks.clone())));
         let handle = executor.handle();
+        let liveness = Arc::new(Liveness::new());
         let reconciler = Reconciler::new(
             config.reconciler.clone(),
             config.executor.lease_ms,
@@ -142,6 +143,7 @@ impl Node {
             handle.clone(),
             &prefix,
             &node_id,
+            liveness.clone(),
         );
 
         let listener = tokio::net::TcpListener::bind(&config.server.listen)
@@ -182,6 +184,7 @@ impl Node {
             trigger: trigger.handle(),
             clock: clock.clone(),
             node_timeout: Duration::from_millis(config.reconciler.node_timeout_ms),
+            liveness,
         };
         // Reported before anything is claimed: a node with no row yet would
         // keep its claims for their whole lease if it died now.

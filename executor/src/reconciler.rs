@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::ReconcilerConfig;
 use xtimer_core::fire::FireStatus;
+use xtimer_core::node::Liveness;
 use xtimer_core::timer::{MisfirePolicy, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_store::{FireRepo, LockStore, Overdue, TimerRepo};
@@ -52,10 +53,13 @@ pub struct Reconciler {
     executor: ExecutorHandle,
     lock_key: String,
     node_id: String,
+    liveness: Arc<Liveness>,
 }
 
 impl Reconciler {
-    /// A reconciler dispatching through `executor`; `lease_ms` is the executor's claim lease.
+    /// A reconciler dispatching through `executor`; `lease_ms` is the
+    /// executor's claim lease; `liveness` tells whether this node's own
+    /// heartbeats are steady enough to judge others dead.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: ReconcilerConfig,
@@ -67,6 +71,7 @@ impl Reconciler {
         executor: ExecutorHandle,
         key_prefix: &str,
         node_id: &str,
+        liveness: Arc<Liveness>,
     ) -> Self {
         Self {
             config,
@@ -78,6 +83,7 @@ impl Reconciler {
             executor,
             lock_key: format!("{key_prefix}:lock:reconciler"),
             node_id: node_id.to_string(),
+            liveness,
         }
     }
 
@@ -115,7 +121,12 @@ impl Reconciler {
         let mut seen_latest = HashSet::new();
         for _ in 0..MAX_PAGES {
             let now = self.clock.now_ms();
-            let alive_since = now - self.config.node_timeout_ms as i64;
+            let timeout = self.config.node_timeout_ms as i64;
+            // Judge others dead only while this node's own heartbeats are steady.
+            let alive_since = match self.liveness.steady_for(now) {
+                Some(steady) if steady >= timeout => now - timeout,
+                _ => i64::MIN,
+            };
             let pending_before = now - self.config.grace_ms as i64;
             let overdue = self.fires.overdue(pending_before, now, alive_since, self.config.page_size).await?;
             if overdue.is_empty() {

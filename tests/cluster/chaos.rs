@@ -509,7 +509,7 @@ async fn chaos_kill_9_and_server_restarts_lose_no_fire() {
                 drop(node);
                 tokio::time::sleep(Duration::from_millis(s.node_down_ms)).await;
                 slot.node = Some(start_node(&s, i, slot.port, &pg.url, &redis.url).await);
-                format!("kill -9 of node {i} (held {held} shards) at {}", at(began))
+                format!("kill -9 of node {i} (port {}, held {held} shards) at {}", slot.port, at(began))
             }
             Kind::Redis => {
                 redis.restart(Duration::from_millis(s.outage_ms)).await;

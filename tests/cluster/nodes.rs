@@ -14,9 +14,9 @@ pub struct ProcNode {
 }
 
 impl ProcNode {
-    /// Starts a node on PostgreSQL `db` and Redis `redis` with quick
-    /// timings (shard lease 3 s, reconciler every second), plus `extra`
-    /// `XTIMER_…` variables; waits until it answers.
+    /// Starts a node on PostgreSQL `db` and Redis `redis` with the
+    /// product's default settings, plus `extra` `XTIMER_…` variables; waits
+    /// until it answers.
     pub async fn start(db: &str, redis: &str, extra: &[(&str, &str)]) -> Self {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtimer"));
@@ -24,11 +24,6 @@ impl ProcNode {
             .env("XTIMER_LISTEN", format!("127.0.0.1:{port}"))
             .env("XTIMER_DATABASE_URL", db)
             .env("XTIMER_REDIS__URL", redis)
-            .env("XTIMER_SCHEDULER__LEASE_MS", "3000")
-            .env("XTIMER_EXECUTOR__TIMEOUT_MS", "2000")
-            .env("XTIMER_EXECUTOR__LEASE_MS", "5000")
-            .env("XTIMER_RECONCILER__PERIOD_MS", "1000")
-            .env("XTIMER_RECONCILER__GRACE_MS", "2000")
             .env("XTIMER_LOG", std::env::var("XTIMER_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::null());
         for (k, v) in extra {
@@ -95,7 +90,7 @@ impl ProcNode {
     /// Creates a per-second cron timer calling `url`; returns its id.
     pub async fn create_every_second(&self, name: &str, url: &str) -> i64 {
         let body = json!({
-            "app": "cluster", "name": name, "cron": "* * * * * *", "status": 2, "misfire": "fire_all",
+            "app": "cluster", "name": name, "cron": "* * * * * *", "status": 2,
             "notifyHTTPParam": {"url": url}, "retry": {"maxAttempts": 1, "backoffMs": 0}
         });
         let reply: Value = reqwest::Client::new()

@@ -176,6 +176,7 @@ impl Harness {
             executor.clone(),
             "xtimer-test",
             node_id,
+            std::sync::Arc::new(xtimer_core::node::Liveness::steady()),
         )
     }
 

@@ -9,9 +9,10 @@ mod helpers;
 
 use xtimer_core::config::ReconcilerConfig;
 use xtimer_core::fire::{FireKey, FireStatus};
+use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{MisfirePolicy, TimerStatus};
 use xtimer_executor::reconciler::ReconcileReport;
-use xtimer_store::{FireRepo, FireResult, TimerRepo};
+use xtimer_store::{FireRepo, FireResult, NodeRepo, TimerRepo};
 
 use helpers::{reconciler_config, Harness, LEASE_MS, T0};
 
@@ -143,6 +144,40 @@ async fn expired_lease_is_reclaimed_and_fired_again() {
     assert_eq!(h.status(k).await, FireStatus::Succeeded);
     h.wait_idle().await;
     assert_eq!(h.receiver.hits(k), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_nodes_claim_is_taken_over_within_the_node_timeout_not_its_lease() {
+    // The defaults: a node silent for 3 s is dead.
+    let h = Harness::start(ReconcilerConfig::default()).await;
+    let t = h.timer("taken-over", TimerStatus::Enabled, MisfirePolicy::FireOnce).await;
+    let live = h.timer("live", TimerStatus::Enabled, MisfirePolicy::FireOnce).await;
+    let k = h.fires(&t, &[-2_000]).await[0];
+    let l = h.fires(&live, &[-2_000]).await[0];
+    let beat = |id: &str, at: i64| NodeInfo {
+        id: id.into(),
+        host: "h".into(),
+        listen: "127.0.0.1:1".into(),
+        started_at: T0 - 60_000,
+        heartbeat_at: at,
+        shards: Vec::new(),
+    };
+    // node-dead claimed its fire 500 ms ahead and then went silent; node-live keeps beating.
+    h.repo.heartbeat(&beat("node-dead", T0 - 2_600)).await.unwrap();
+    h.repo.heartbeat(&beat("node-live", T0)).await.unwrap();
+    assert_eq!(h.repo.claim(&[k], "node-dead:7", LEASE_MS as i64, T0 - 2_500).await.unwrap().claimed.len(), 1);
+    assert_eq!(h.repo.claim(&[l], "node-live:7", LEASE_MS as i64, T0 - 2_500).await.unwrap().claimed.len(), 1);
+
+    // 2.6 s of silence: not dead yet.
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(0, 0, 0));
+    // Past 3 s of silence (a minute before its lease ends): taken over and fired.
+    h.clock.advance(h.config.period_ms as i64);
+    h.repo.heartbeat(&beat("node-live", h.now())).await.unwrap();
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(1, 0, 0));
+    h.receiver.wait_for(&[k]).await;
+    h.wait_for_status(&[k], FireStatus::Succeeded).await;
+    assert_eq!(h.status(l).await, FireStatus::Running, "a live node's claim is its own");
+    assert_eq!(h.receiver.hits(l), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -139,7 +139,7 @@ impl FireRepo for BrokenFires {
     async fn claim(&self, _: &[FireKey], _: &str, _: i64, _: i64) -> xtimer_store::Result<ClaimOutcome> {
         store_down()
     }
-    async fn reclaim(&self, _: &[i64], _: &str, _: i64, _: i64) -> xtimer_store::Result<ClaimOutcome> {
+    async fn reclaim(&self, _: &[i64], _: &str, _: i64, _: i64, _: i64) -> xtimer_store::Result<ClaimOutcome> {
         store_down()
     }
     async fn record(&self, _: &[FireResult], _: i64) -> xtimer_store::Result<u64> {
@@ -151,7 +151,7 @@ impl FireRepo for BrokenFires {
     async fn mark_missed(&self, _: &[i64], _: &str, _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
-    async fn overdue(&self, _: i64, _: i64, _: u32) -> xtimer_store::Result<Vec<Overdue>> {
+    async fn overdue(&self, _: i64, _: i64, _: i64, _: u32) -> xtimer_store::Result<Vec<Overdue>> {
         store_down()
     }
     async fn list_fires(
