@@ -49,6 +49,8 @@ const NEAR_KILL_AFTER_MS: i64 = 1_000;
 /// flight at it) to this long after it ends (a node back, a server back)
 /// are left out of the "calm" lateness figures.
 const CALM_AFTER_MS: i64 = 10_000;
+/// A fire this late (ms) is listed in the summary's runs of late seconds.
+const LATE_MS: f64 = 1_000.0;
 /// Time between the last timer created and the window's start.
 const WARM_UP_MS: i64 = 5_000;
 
@@ -154,6 +156,7 @@ struct Event {
 struct Slot {
     port: u16,
     node: Option<ProcNode>,
+    restarts: usize,
 }
 
 /// Starts a node on `port`, trying three times.
@@ -173,6 +176,7 @@ async fn start_node(s: &Settings, i: usize, port: u16, db: &str, redis: &str) ->
 /// concurrent calls do not queue on one app's lock.
 async fn create_timers(bases: &[String], url: &str, n: usize, app_timers: usize, concurrency: usize) -> Vec<i64> {
     let apps = n.div_ceil(app_timers);
+    let t0 = Instant::now();
     let http = reqwest::Client::new();
     let next = Arc::new(AtomicUsize::new(0));
     let ids = Arc::new(Mutex::new(Vec::with_capacity(n)));
@@ -213,7 +217,11 @@ async fn create_timers(bases: &[String], url: &str, n: usize, app_timers: usize,
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 let id = created.unwrap_or_else(|| panic!("createTimer t{i}: {last}"));
-                ids.lock().unwrap().push(id);
+                let mut ids = ids.lock().unwrap();
+                ids.push(id);
+                if ids.len() % 500 == 0 {
+                    eprintln!("created {} timers after {:.1} s", ids.len(), t0.elapsed().as_secs_f64());
+                }
             }
         });
     }
@@ -296,6 +304,9 @@ struct Report {
     inconsistent: usize,
     lateness_all: Lateness,
     lateness_calm: Lateness,
+    /// Runs of consecutive seconds of the window in which some fire came
+    /// more than [`LATE_MS`] late: (first run, last run, fires late, worst ms).
+    late_runs: Vec<(i64, i64, usize, f64)>,
 }
 
 /// Counts the run from the receiver's hits: every (timer, second) of
@@ -320,6 +331,8 @@ fn count(hits: &[Hit], ids: &[i64], start: i64, end: i64, events: &[Event]) -> R
     let mut report =
         Report { expected: ids.len() * ((end - start) / 1000) as usize, inconsistent, ..Default::default() };
     let (mut all, mut quiet) = (Vec::with_capacity(seen.len()), Vec::new());
+    // second -> (fires late, worst lateness)
+    let mut late: BTreeMap<i64, (usize, f64)> = BTreeMap::new();
     for &timer in ids {
         for run in (start..end).step_by(1000) {
             let Some(&(times, first_us)) = seen.get(&(timer, run)) else {
@@ -333,11 +346,26 @@ fn count(hits: &[Hit], ids: &[i64], start: i64, end: i64, events: &[Event]) -> R
                     report.duplicates_near_kill += 1;
                 }
             }
-            let late = (first_us - run * 1000) as f64 / 1000.0;
-            all.push(late);
+            let ms = (first_us - run * 1000) as f64 / 1000.0;
+            all.push(ms);
             if calm(run) {
-                quiet.push(late);
+                quiet.push(ms);
             }
+            if ms > LATE_MS {
+                let e = late.entry(run).or_default();
+                e.0 += 1;
+                e.1 = e.1.max(ms);
+            }
+        }
+    }
+    for (&run, &(n, worst)) in &late {
+        match report.late_runs.last_mut() {
+            Some(last) if last.1 + 1000 == run => {
+                last.1 = run;
+                last.2 += n;
+                last.3 = last.3.max(worst);
+            }
+            _ => report.late_runs.push((run, run, n, worst)),
         }
     }
     report.lateness_all = Lateness::of(all);
@@ -397,6 +425,33 @@ async fn db_statuses(pool: &sqlx::PgPool, start: i64, end: i64) -> sqlx::Result<
     Ok(out)
 }
 
+/// Which nodes (by process id) wrote the final result of the fires due in
+/// [`from`, `to`], as "pid xN" pairs.
+async fn db_owners(pool: &sqlx::PgPool, from: i64, to: i64, names: &HashMap<u32, String>) -> String {
+    let rows = sqlx::query(
+        "SELECT regexp_replace(COALESCE(owner, ''), ':[0-9]+$', '') AS node, count(*)::BIGINT AS n \
+         FROM t_timer_task WHERE run_timer >= $1 AND run_timer <= $2 GROUP BY 1 ORDER BY 2 DESC",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_all(pool)
+    .await;
+    match rows {
+        Ok(rows) => rows
+            .iter()
+            .map(|r| {
+                let node: String = r.get("node");
+                // `{host}-{pid}-{suffix}`
+                let pid = node.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+                let name = pid.and_then(|p| names.get(&p)).cloned().unwrap_or(node);
+                format!("{name} x{}", r.get::<i64, _>("n"))
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Err(e) => format!("query failed: {e}"),
+    }
+}
+
 /// A fire's row: "status N, attempt N, owner, output".
 async fn db_fire(pool: &sqlx::PgPool, timer: i64, run: i64) -> String {
     let row = sqlx::query(
@@ -433,9 +488,14 @@ async fn chaos_kill_9_and_server_restarts_lose_no_fire() {
     let mut redis = Redis::start().await;
     let rx = Arc::new(Receiver::start(false).await.unwrap());
     let mut slots = Vec::new();
+    // Process id -> "node i (start n)", to name the nodes in the database's owners.
+    let mut names: HashMap<u32, String> = HashMap::new();
     for i in 0..s.nodes {
         let port = free_port();
-        slots.push(Slot { port, node: Some(start_node(&s, i, port, &pg.url, &redis.url).await) });
+        let node = start_node(&s, i, port, &pg.url, &redis.url).await;
+        names.insert(node.pid(), format!("node {i}"));
+        eprintln!("node {i}: port {port}, pid {}", node.pid());
+        slots.push(Slot { port, node: Some(node), restarts: 0 });
     }
     let bases: Vec<String> = slots.iter().map(|n| format!("http://127.0.0.1:{}", n.port)).collect();
     let overrides: Vec<String> = std::env::vars()
@@ -506,10 +566,14 @@ async fn chaos_kill_9_and_server_restarts_lose_no_fire() {
                 let slot = &mut slots[i];
                 let mut node = slot.node.take().expect("every node is up between events");
                 node.kill9();
+                let pid = node.pid();
                 drop(node);
                 tokio::time::sleep(Duration::from_millis(s.node_down_ms)).await;
-                slot.node = Some(start_node(&s, i, slot.port, &pg.url, &redis.url).await);
-                format!("kill -9 of node {i} (port {}, held {held} shards) at {}", slot.port, at(began))
+                let restarted = start_node(&s, i, slot.port, &pg.url, &redis.url).await;
+                slot.restarts += 1;
+                names.insert(restarted.pid(), format!("node {i} (restart {})", slot.restarts));
+                slot.node = Some(restarted);
+                format!("kill -9 of node {i} (pid {pid}, held {held} shards) at {}", at(began))
             }
             Kind::Redis => {
                 redis.restart(Duration::from_millis(s.outage_ms)).await;
@@ -596,6 +660,15 @@ async fn chaos_kill_9_and_server_restarts_lose_no_fire() {
     eprintln!("lateness ms, every fire:                     {}", report.lateness_all);
     eprintln!("lateness ms, > 10 s from a kill or restart:  {}", report.lateness_calm);
     eprintln!("database, fires of the window by status: {statuses:?}");
+    for &(first, last, n, worst) in report.late_runs.iter().take(20) {
+        eprintln!(
+            "  late > {LATE_MS} ms: {n} fires due {} .. {} (worst {worst:.0} ms; {}); fired by {}",
+            at(first),
+            at(last),
+            nearest_event(&events, first),
+            db_owners(&pool, first, last, &names).await
+        );
+    }
     for (event, n) in &lost_by_event {
         eprintln!("  lost {n} nearest to {event}");
     }

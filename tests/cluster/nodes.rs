@@ -45,7 +45,9 @@ impl ProcNode {
     /// default settings: only the listen address, the PostgreSQL and Redis
     /// URLs and the log level (`XTIMER_LOG`, else `warn`) are set, plus
     /// `extra`. Its output goes to `log` (appended) if given, else nowhere.
-    /// Waits until it answers; `None` if it does not within 20 s.
+    /// Waits until it answers; `None` if it does not within 20 s. (Used by
+    /// the chaos run, `tests/chaos.rs`, not by this binary.)
+    #[allow(dead_code)]
     pub async fn start_at(
         port: u16,
         db: &str,
@@ -79,6 +81,12 @@ impl ProcNode {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         None
+    }
+
+    /// The process id (part of the node's id: `{host}-{pid}-{suffix}`).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// SIGKILL: no shutdown, no release, no flush.

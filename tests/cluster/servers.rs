@@ -83,7 +83,9 @@ impl Postgres {
     }
 
     /// Stops the server (fast shutdown: connections are cut), waits `down`,
-    /// starts it again. Blocks: call it off the async workers.
+    /// starts it again. Blocks: call it off the async workers. (Used by the
+    /// chaos run, `tests/chaos.rs`.)
+    #[allow(dead_code)]
     pub fn restart(&self, down: Duration) {
         self.down();
         std::thread::sleep(down);
@@ -142,7 +144,9 @@ impl Redis {
     }
 
     /// Kills the server (SIGKILL: with no persistence every key is gone),
-    /// waits `down`, and starts an empty one on the same port.
+    /// waits `down`, and starts an empty one on the same port. (Used by the
+    /// chaos run, `tests/chaos.rs`.)
+    #[allow(dead_code)]
     pub async fn restart(&mut self, down: Duration) {
         let _ = self.child.kill();
         let _ = self.child.wait();
