@@ -15,6 +15,7 @@
 //!   per-host circuit breakers, so a hung receiver stalls no one else.
 //! - [`secrets`]: each app's signing secret, and [`Callbacks`] (policy and secrets).
 //! - [`task_creator`]: fires that create an asyncflow task instead of a callback.
+//! - [`status`]: timer status reads for retries, gathered into few queries.
 //! - [`error`]: this crate's error type.
 //!
 //! # Shutdown
@@ -31,6 +32,7 @@ pub mod error;
 pub mod reconciler;
 pub mod recorder;
 pub mod secrets;
+pub mod status;
 pub mod task_creator;
 
 use std::collections::BTreeMap;
@@ -96,6 +98,7 @@ struct Inner {
     cache: DashMap<i64, Arc<Timer>>,
     permits: Arc<Semaphore>,
     bulkheads: Bulkheads,
+    statuses: status::StatusReader,
     results: mpsc::Sender<FireResult>,
     claim_seq: AtomicU64,
     tracker: TaskTracker,
@@ -130,6 +133,7 @@ impl Executor {
         let inner = Inner {
             permits: Arc::new(Semaphore::new(config.concurrency)),
             bulkheads: Bulkheads::new(&config, clock.clone()),
+            statuses: status::StatusReader::spawn(timers.clone()),
             config,
             node_id: node_id.to_string(),
             fires,
@@ -302,11 +306,12 @@ impl ExecutorHandle {
                 }
                 _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             }
-            // A retry reads the timer's status afresh: disabling stops retries too.
-            let enabled = matches!(
-                self.inner.timers.get_timer(fire.key.timer_id).await,
-                Ok(Some(t)) if t.status == TimerStatus::Enabled
-            );
+            // A retry reads the timer's status afresh: disabling stops
+            // retries too. A failed read retries anyway (at-least-once).
+            let enabled = match self.inner.statuses.status(fire.key.timer_id).await {
+                Ok(status) => status == Some(TimerStatus::Enabled),
+                Err(_) => true,
+            };
             if !enabled {
                 self.send_result(&fire, FireStatus::Skipped, attempt - 1, "skipped: the timer is not enabled", 0, None)
                     .await;

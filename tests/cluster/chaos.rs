@@ -296,8 +296,9 @@ struct Report {
     delivered: usize,
     /// Fires never received, (timer, run).
     lost: Vec<(i64, i64)>,
-    /// Fires received more than once, (timer, run, times).
-    duplicates: Vec<(i64, i64, u32)>,
+    /// Fires received more than once: (timer, run, times, lateness of the
+    /// first and of the second arrival in ms).
+    duplicates: Vec<(i64, i64, u32, f64, f64)>,
     duplicates_near_kill: usize,
     /// Requests whose `Idempotency-Key` does not match their
     /// `X-Xtimer-Run-Time`, or that name no fire of the run.
@@ -313,15 +314,19 @@ struct Report {
 /// [`start`, `end`) is expected once.
 fn count(hits: &[Hit], ids: &[i64], start: i64, end: i64, events: &[Event]) -> Report {
     let timers: HashSet<i64> = ids.iter().copied().collect();
-    // (timer, run) -> (times received, first arrival in µs)
-    let mut seen: HashMap<(i64, i64), (u32, i64)> = HashMap::new();
+    // (timer, run) -> (times received, first and second arrival in µs)
+    let mut seen: HashMap<(i64, i64), (u32, i64, i64)> = HashMap::new();
     let mut inconsistent = 0;
     for h in hits.iter().filter(|h| (start..end).contains(&h.run_ms)) {
         match parse_key(&h.key) {
             Some((timer, run)) if run == h.run_ms && timers.contains(&timer) && (run - start) % 1000 == 0 => {
-                let e = seen.entry((timer, run)).or_insert((0, h.arrival_us));
+                let e = seen.entry((timer, run)).or_insert((0, i64::MAX, i64::MAX));
                 e.0 += 1;
-                e.1 = e.1.min(h.arrival_us);
+                if h.arrival_us < e.1 {
+                    (e.1, e.2) = (h.arrival_us, e.1);
+                } else if h.arrival_us < e.2 {
+                    e.2 = h.arrival_us;
+                }
             }
             _ => inconsistent += 1,
         }
@@ -335,18 +340,19 @@ fn count(hits: &[Hit], ids: &[i64], start: i64, end: i64, events: &[Event]) -> R
     let mut late: BTreeMap<i64, (usize, f64)> = BTreeMap::new();
     for &timer in ids {
         for run in (start..end).step_by(1000) {
-            let Some(&(times, first_us)) = seen.get(&(timer, run)) else {
+            let Some(&(times, first_us, second_us)) = seen.get(&(timer, run)) else {
                 report.lost.push((timer, run));
                 continue;
             };
             report.delivered += 1;
+            let late_ms = |us: i64| (us - run * 1000) as f64 / 1000.0;
             if times > 1 {
-                report.duplicates.push((timer, run, times));
+                report.duplicates.push((timer, run, times, late_ms(first_us), late_ms(second_us)));
                 if near_kill(events, run) {
                     report.duplicates_near_kill += 1;
                 }
             }
-            let ms = (first_us - run * 1000) as f64 / 1000.0;
+            let ms = late_ms(first_us);
             all.push(ms);
             if calm(run) {
                 quiet.push(ms);
@@ -624,8 +630,20 @@ async fn chaos_kill_9_and_server_restarts_lose_no_fire() {
     let report = count(&rx.hits(), &ids, start, end, &events);
     let statuses = db_statuses(&pool, start, end).await.unwrap_or_default();
     let kills = events.iter().filter(|e| e.kind == Kind::Kill).count();
-    let elsewhere: Vec<&(i64, i64, u32)> =
-        report.duplicates.iter().filter(|(_, run, _)| !near_kill(&events, *run)).collect();
+    let elsewhere: Vec<&(i64, i64, u32, f64, f64)> =
+        report.duplicates.iter().filter(|d| !near_kill(&events, d.1)).collect();
+    // Runs of consecutive seconds with duplicates away from kills: (first, last, fires).
+    let mut dup_runs: Vec<(i64, i64, usize)> = Vec::new();
+    let by_second: BTreeMap<i64, usize> = elsewhere.iter().fold(BTreeMap::new(), |mut m, d| {
+        *m.entry(d.1).or_default() += 1;
+        m
+    });
+    for (&run, &n) in &by_second {
+        match dup_runs.last_mut() {
+            Some(last) if last.1 + 1000 == run => (last.1, last.2) = (run, last.2 + n),
+            _ => dup_runs.push((run, run, n)),
+        }
+    }
     let mut lost_by_event: BTreeMap<String, usize> = BTreeMap::new();
     for (_, run) in &report.lost {
         let e = events.iter().min_by_key(|e| (run - e.start_ms).abs()).map(|e| e.label.clone()).unwrap_or_default();
@@ -675,8 +693,19 @@ async fn chaos_kill_9_and_server_restarts_lose_no_fire() {
     for &(timer, run) in report.lost.iter().take(10) {
         eprintln!("  lost {timer}_{run} ({}): {}", nearest_event(&events, run), db_fire(&pool, timer, run).await);
     }
-    for &&(timer, run, times) in elsewhere.iter().take(10) {
-        eprintln!("  duplicate away from kills {timer}_{run} x{times} ({})", nearest_event(&events, run));
+    for &(first, last, n) in dup_runs.iter().take(20) {
+        eprintln!(
+            "  duplicates away from kills: {n} fires due {} .. {} ({})",
+            at(first),
+            at(last),
+            nearest_event(&events, first)
+        );
+    }
+    for &&(timer, run, times, a, b) in elsewhere.iter().step_by((elsewhere.len() / 10).max(1)).take(10) {
+        eprintln!(
+            "  duplicate away from kills {timer}_{run} x{times}, arrived {a:.0} and {b:.0} ms after its time ({})",
+            nearest_event(&events, run)
+        );
     }
     eprintln!("== end of chaos summary ==\n");
 
