@@ -180,7 +180,8 @@ mod spread {
         let clock = Arc::new(ManualClock::new(t0));
         let locks: Arc<dyn LockStore> = Arc::new(MemoryLocks::new(clock.clone()));
         let (tx, _rx) = mpsc::channel(1024);
-        let config = SchedulerConfig::default();
+        // No trigger renews the leases here: make them outlast the lookahead.
+        let config = SchedulerConfig { lease_ms: 10_000, ..SchedulerConfig::default() };
         let nodes: Vec<Scheduler> = ["a", "b", "c"]
             .iter()
             .map(|n| Scheduler::new(config.clone(), 16, "t", n, locks.clone(), clock.clone(), tx.clone()))
