@@ -132,7 +132,9 @@ impl Node {
         let callbacks = Callbacks::load(&config.callback, &config.auth, auth_repo.clone(), clock.now_ms()).await?;
         let executor = executor.with_callbacks(callbacks)?.with_task_creator(Arc::new(TimerTasks(tasks.clone())));
         let handle = executor.handle();
-        let liveness = Arc::new(Liveness::new());
+        // Heartbeats come every third of the node timeout; a gap of half of
+        // it means this node was not beating steadily.
+        let liveness = Arc::new(Liveness::new(config.reconciler.node_timeout_ms as i64 / 2));
         let reconciler = Reconciler::new(
             config.reconciler.clone(),
             config.executor.lease_ms,

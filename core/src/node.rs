@@ -21,53 +21,61 @@ pub struct NodeInfo {
 }
 
 /// How long this node's own heartbeats have been reaching the database
-/// without a failure.
+/// steadily: one after another, no gap longer than `max_gap`.
 ///
 /// A node may judge another dead (its heartbeat is `node_timeout` old) only
 /// while its own heartbeats have been written steadily for at least that
 /// long. After an outage of the database every node's heartbeat is stale
 /// at once; without this rule the first reconciler to run afterwards would
-/// take every node's claims (and send their fires twice).
+/// take every node's claims (and send their fires twice). A heartbeat that
+/// hung through the outage and then went through counts as a gap, not as
+/// steady: the run starts again from it.
 #[derive(Debug)]
 pub struct Liveness {
-    /// Unix ms of the first heartbeat of the current unbroken run;
-    /// `i64::MAX` while not beating.
+    /// Unix ms of the first heartbeat of the current steady run.
     beating_since: AtomicI64,
+    /// Unix ms of the last heartbeat written; `i64::MIN` if none.
+    last_ok: AtomicI64,
+    /// Longest gap between two heartbeats of a steady run, ms.
+    max_gap: i64,
 }
 
 impl Liveness {
-    /// Not beating yet.
-    pub fn new() -> Self {
-        Self { beating_since: AtomicI64::new(i64::MAX) }
+    /// Not beating yet; a gap over `max_gap_ms` between heartbeats breaks the run.
+    pub fn new(max_gap_ms: i64) -> Self {
+        Self { beating_since: AtomicI64::new(i64::MAX), last_ok: AtomicI64::new(i64::MIN), max_gap: max_gap_ms }
     }
 
-    /// Beating since forever (tests and tools without a heartbeat loop).
+    /// Beating steadily since forever (tests and tools without a heartbeat loop).
     pub fn steady() -> Self {
-        Self { beating_since: AtomicI64::new(i64::MIN) }
+        Self { beating_since: AtomicI64::new(i64::MIN), last_ok: AtomicI64::new(i64::MAX), max_gap: i64::MAX }
     }
 
     /// A heartbeat was written at `now_ms`.
     pub fn beat_ok(&self, now_ms: i64) {
-        let _ = self.beating_since.compare_exchange(i64::MAX, now_ms, Ordering::AcqRel, Ordering::Acquire);
+        let last = self.last_ok.swap(now_ms, Ordering::AcqRel);
+        if last == i64::MIN || now_ms.saturating_sub(last) > self.max_gap {
+            self.beating_since.store(now_ms, Ordering::Release);
+        }
     }
 
     /// A heartbeat failed: the run is broken.
     pub fn beat_failed(&self) {
+        self.last_ok.store(i64::MIN, Ordering::Release);
         self.beating_since.store(i64::MAX, Ordering::Release);
     }
 
-    /// How long the heartbeats have been steady at `now_ms`; none while failing.
+    /// How long the heartbeats have been steady at `now_ms`; none while
+    /// failing, or when the last one is older than the allowed gap.
     pub fn steady_for(&self, now_ms: i64) -> Option<i64> {
+        let last = self.last_ok.load(Ordering::Acquire);
+        if last == i64::MIN || (last != i64::MAX && now_ms.saturating_sub(last) > self.max_gap) {
+            return None;
+        }
         match self.beating_since.load(Ordering::Acquire) {
             i64::MAX => None,
             since => Some(now_ms.saturating_sub(since)),
         }
-    }
-}
-
-impl Default for Liveness {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -76,16 +84,22 @@ mod tests {
     use super::Liveness;
 
     #[test]
-    fn steadiness_counts_from_the_first_beat_after_a_failure() {
-        let l = Liveness::new();
+    fn steadiness_counts_from_the_first_beat_after_a_failure_or_a_gap() {
+        let l = Liveness::new(1_500);
         assert_eq!(l.steady_for(1_000), None);
         l.beat_ok(1_000);
         l.beat_ok(2_000);
-        assert_eq!(l.steady_for(4_000), Some(3_000));
+        l.beat_ok(3_000);
+        assert_eq!(l.steady_for(3_500), Some(2_500));
+        assert_eq!(l.steady_for(5_000), None, "the last beat is too old");
         l.beat_failed();
         assert_eq!(l.steady_for(5_000), None);
         l.beat_ok(6_000);
         assert_eq!(l.steady_for(7_000), Some(1_000));
+        // A beat that hung through an outage went through late: a gap.
+        l.beat_ok(7_000);
+        l.beat_ok(10_500);
+        assert_eq!(l.steady_for(10_600), Some(100));
         assert!(Liveness::steady().steady_for(0).unwrap() > 1_000_000);
     }
 }

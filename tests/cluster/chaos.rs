@@ -54,10 +54,12 @@ const LATE_MS: f64 = 1_000.0;
 /// Time between the last timer created and the window's start.
 const WARM_UP_MS: i64 = 5_000;
 
+/// Now, Unix ms.
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// `ms` (Unix ms) as RFC 3339, UTC.
 fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
@@ -89,6 +91,7 @@ struct Settings {
 }
 
 impl Settings {
+    /// Reads the `XTIMER_CHAOS_*` variables; panics on one it cannot parse.
     fn from_env() -> Self {
         let clock_seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
         let s = Self {
@@ -248,6 +251,7 @@ struct Distinct {
 }
 
 impl Distinct {
+    /// Reads the hits not seen yet; returns how many distinct fires of the window came so far.
     fn update(&self, hits: &[Hit]) -> usize {
         let mut state = self.state.lock().unwrap();
         let (seen, keys) = &mut *state;
@@ -273,6 +277,7 @@ struct Lateness {
 }
 
 impl Lateness {
+    /// The figures of `v` (nearest-rank percentiles).
     fn of(mut v: Vec<f64>) -> Self {
         if v.is_empty() {
             return Self::default();
@@ -680,7 +685,7 @@ async fn chaos_kill_9_and_server_restarts_lose_no_fire() {
     eprintln!("database, fires of the window by status: {statuses:?}");
     for &(first, last, n, worst) in report.late_runs.iter().take(20) {
         eprintln!(
-            "  late > {LATE_MS} ms: {n} fires due {} .. {} (worst {worst:.0} ms; {}); fired by {}",
+            "  late > {LATE_MS} ms: {n} fires due {} .. {} (worst {worst:.0} ms; {}); those seconds recorded by {}",
             at(first),
             at(last),
             nearest_event(&events, first),
