@@ -211,3 +211,87 @@ async fn a_full_disk_delays_fires_but_loses_and_repeats_none() {
     }
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timers_own_callback_timeout_cuts_a_hung_callback_short() {
+    let storage = default_storage(Stack::Embedded).await;
+    let node = TestNode::spawn_with(storage.config.clone()).await;
+    let hung = HungHost::start().await;
+    let run_ms = (now_ms() / 1_000 + 2) * 1_000;
+    let id = node
+        .create_ok(json!({
+            "app": "own", "name": "short", "runAt": run_ms, "status": 2, "callbackTimeoutMs": 300,
+            "notifyHTTPParam": {"url": hung.url}, "retry": {"maxAttempts": 1},
+        }))
+        .await;
+    let timer = node.act("getTimer", id, "own").await;
+    assert_eq!(timer["result"]["callbackTimeoutMs"], 300, "{timer}");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let fire = loop {
+        let fires = node.fires(id, "own").await;
+        if let Some(f) = fires.iter().find(|f| f["status"] == 3) {
+            break f.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the fire did not fail: {fires:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Failed on its own 300 ms timeout, long before the node's 10 s.
+    let took = now_ms() - run_ms;
+    assert!((300..3_000).contains(&took), "failed {took} ms after its time: {fire}");
+    assert!(fire["output"].as_str().unwrap().contains("timed out"), "{fire}");
+
+    let reply = node
+        .create(json!({
+            "app": "own", "name": "too-long", "cron": "* * * * * *", "callbackTimeoutMs": 60_000,
+            "notifyHTTPParam": {"url": hung.url},
+        }))
+        .await;
+    assert_eq!(reply["code"], 400, "{reply}");
+    assert!(reply["msg"].as_str().unwrap().contains("callbackTimeoutMs: must be 100 to 30000 ms"), "{reply}");
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_with_retry_after_is_retried_no_sooner_than_it_asks() {
+    use std::sync::{Arc, Mutex};
+    // Answers 429 (Retry-After: 2) the first time, 200 after; records when.
+    let arrivals: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let app = axum::Router::new().fallback({
+        let arrivals = arrivals.clone();
+        move || {
+            let arrivals = arrivals.clone();
+            async move {
+                let mut a = arrivals.lock().unwrap();
+                a.push(now_ms());
+                if a.len() == 1 {
+                    (axum::http::StatusCode::TOO_MANY_REQUESTS, [("retry-after", "2")], "slow down")
+                } else {
+                    (axum::http::StatusCode::OK, [("retry-after", "0")], "ok")
+                }
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let storage = default_storage(Stack::Embedded).await;
+    let node = TestNode::spawn_with(storage.config.clone()).await;
+    let run_ms = (now_ms() / 1_000 + 2) * 1_000;
+    let id = node
+        .create_ok(json!({
+            "app": "polite", "name": "t", "runAt": run_ms, "status": 2,
+            "notifyHTTPParam": {"url": url}, "retry": {"maxAttempts": 3, "backoffMs": 100},
+        }))
+        .await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while node.fires(id, "polite").await.iter().all(|f| f["status"] != 2) {
+        assert!(tokio::time::Instant::now() < deadline, "the fire did not succeed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let a = arrivals.lock().unwrap().clone();
+    assert_eq!(a.len(), 2, "one 429, one success: {a:?}");
+    assert!(a[1] - a[0] >= 2_000, "retried {} ms after a 429 asking for 2 s", a[1] - a[0]);
+    assert!(a[1] - a[0] < 5_000, "but not much later: {} ms", a[1] - a[0]);
+    node.stop().await;
+}
