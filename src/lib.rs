@@ -8,11 +8,13 @@
 //! - [`bench`]: the load benchmark behind `xtimer bench`.
 //! - [`bench_tasks`]: its `/v1` task API scenarios (create-task, hold-tasks).
 //! - [`timer_tasks`]: timer fires that create asyncflow tasks.
+//! - [`echo`]: `xtimer echo`, a receiver that answers 200 and prints what it gets.
 //! - [`receiver`]: a callback receiver that records what it got and when
 //!   (used by the benchmark and the end-to-end tests).
 
 pub mod bench;
 pub mod bench_tasks;
+pub mod echo;
 pub mod heartbeat;
 pub mod node;
 pub mod receiver;

@@ -1,6 +1,7 @@
 //! `xtimer`: the distributed timer service.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -47,19 +48,43 @@ enum Command {
     },
     /// Measure fires per second and lateness against a local receiver.
     Bench(xtimer::bench::BenchArgs),
+    /// A callback receiver for trying timers out: answers every request
+    /// 200 and prints it (method, path, fire, lateness, body).
+    Echo {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:9000")]
+        listen: String,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("XTIMER_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        // Colour only for a person at a terminal, not in files and journals.
+        .with_ansi(std::io::stdout().is_terminal())
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         Command::Serve { listen, database_url, config } => runtime.block_on(serve(listen, database_url, config)),
         Command::Migrate { database_url, config } => runtime.block_on(migrate(database_url, config)),
         Command::Bench(args) => runtime.block_on(xtimer::bench::run(args)),
+        Command::Echo { listen } => runtime.block_on(echo(listen)),
     }
+}
+
+async fn echo(listen: String) -> anyhow::Result<()> {
+    let listener =
+        tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "xtimer echo is listening; every request is answered 200 and printed.");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let s = stop.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        s.cancel();
+    });
+    xtimer::echo::serve(listener, stop).await?;
+    Ok(())
 }
 
 /// Defaults, then the file, then `XTIMER_…` variables, then the flags.

@@ -3,6 +3,7 @@
 
 mod adversarial;
 mod asyncflow;
+mod echo;
 mod fires;
 mod helpers;
 mod nodes;
