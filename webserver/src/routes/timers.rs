@@ -154,7 +154,7 @@ pub async fn timers_get(
 ) -> Result<Envelope<TimerView>, ApiError> {
     let r = authorized(&auth, r)?;
     let timer = owned_timer(&state, &auth, &r).await?;
-    Ok(Envelope(TimerView::from(&timer)))
+    Ok(Envelope(TimerView::at(&timer, state.clock.now_ms())))
 }
 
 /// `GET getAppTimers`: a page of an app's timers that are not deleted, by id.
@@ -168,7 +168,8 @@ pub async fn timers_list(
     authorize(&auth, &q.app)?;
     let page = q.validate()?;
     let (timers, total) = state.timers.list_app_timers(&q.app, page.offset, page.limit).await?;
-    Ok(Envelope(List { list: timers.iter().map(TimerView::from).collect(), total }))
+    let now = state.clock.now_ms();
+    Ok(Envelope(List { list: timers.iter().map(|t| TimerView::at(t, now)).collect(), total }))
 }
 
 /// `GET getTimerTasks`: a page of a timer's fires, latest run time first,

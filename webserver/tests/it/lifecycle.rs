@@ -97,3 +97,27 @@ async fn del_timer_body_of_another_app_is_a_404() {
     app.raw(Method::DELETE, "/xtimer/delTimer", Some("application/json"), body).await.err(StatusCode::NOT_FOUND);
     assert_eq!(app.timer(id, "a").await["status"], 1);
 }
+
+#[tokio::test]
+async fn an_enabled_timer_shows_its_next_fire_and_a_disabled_one_none() {
+    let app = spawn_app().await;
+    // Hourly on the hour, in a zone 5 h behind UTC: NOW_MS is midnight UTC.
+    let mut cron = crate::helpers::cron_timer("a", "hourly");
+    cron["timezone"] = json!("America/New_York");
+    let id = app.create_ok(&cron).await;
+    let timer = app.timer(id, "a").await;
+    assert_eq!((timer["nextRunTimer"].clone(), timer["nextRunTime"].clone()), (json!(null), json!(null)), "disabled");
+    app.by_id("enableTimer", id, "a").await.ok();
+    app.clock.advance(1_000);
+    let timer = app.timer(id, "a").await;
+    assert_eq!(timer["nextRunTimer"], NOW_MS + 3_600_000, "{timer}");
+    assert_eq!(timer["nextRunTime"], "2030-01-01T01:00:00.000Z");
+    let listed = app.get("/api/xtimer/getAppTimers?app=a").await.ok().clone();
+    assert_eq!(listed["list"][0]["nextRunTimer"], NOW_MS + 3_600_000, "{listed}");
+
+    let once = app.create_ok(&once_timer("a", "once", NOW_MS + 30_000)).await;
+    app.by_id("enableTimer", once, "a").await.ok();
+    assert_eq!(app.timer(once, "a").await["nextRunTimer"], NOW_MS + 30_000);
+    app.clock.advance(30_000);
+    assert_eq!(app.timer(once, "a").await["nextRunTimer"], json!(null), "its time has passed");
+}

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use xtimer_core::clock::rfc3339;
+use xtimer_core::cron::CronSchedule;
 use xtimer_core::fire::Fire;
-use xtimer_core::timer::{Notify, RetryPolicy, Schedule, Timer};
+use xtimer_core::timer::{Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 
 /// `{"id": N}`: the reply of create, enable, disable and delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -57,6 +58,10 @@ pub struct TimerView {
     /// This timer's callback timeout, ms, when it sets one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback_timeout_ms: Option<u64>,
+    /// Its next fire time, Unix ms: null unless enabled with a fire ahead.
+    pub next_run_timer: Option<i64>,
+    /// Its next fire time, RFC 3339 UTC.
+    pub next_run_time: Option<String>,
     /// Creation time, RFC 3339.
     pub create_time: String,
     /// Last change, RFC 3339.
@@ -86,6 +91,28 @@ pub struct AsyncflowView {
     pub task_stage: String,
     /// The task's context.
     pub context: String,
+}
+
+impl TimerView {
+    /// The view with its next fire time after `now_ms` (set only for an
+    /// enabled timer that has one).
+    pub fn at(t: &Timer, now_ms: i64) -> Self {
+        let mut view = Self::from(t);
+        let next = match (&t.status, &t.schedule) {
+            (TimerStatus::Enabled, Schedule::Cron { expr, timezone }) => {
+                let now = chrono::DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
+                CronSchedule::parse(expr, timezone, now)
+                    .ok()
+                    .and_then(|c| c.next_after(now))
+                    .map(|at| at.timestamp_millis())
+            }
+            (TimerStatus::Enabled, Schedule::Once { run_at_ms }) => (*run_at_ms > now_ms).then_some(*run_at_ms),
+            _ => None,
+        };
+        view.next_run_timer = next;
+        view.next_run_time = next.map(rfc3339);
+        view
+    }
 }
 
 impl From<&Timer> for TimerView {
@@ -130,6 +157,8 @@ impl From<&Timer> for TimerView {
                 Notify::Http(http) => http.timeout_ms,
                 Notify::Asyncflow(_) => None,
             },
+            next_run_timer: None,
+            next_run_time: None,
             create_time: rfc3339(t.create_time),
             modify_time: rfc3339(t.modify_time),
         }
