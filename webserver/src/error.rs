@@ -27,7 +27,7 @@ pub enum ApiError {
     #[error("{0}")]
     Invalid(String),
     /// The request body exceeds `ServerConfig::max_body_bytes`. 413.
-    #[error("request body is larger than the limit of {limit} bytes")]
+    #[error("request body is larger than the limit of {limit} bytes (server.max_body_bytes)")]
     BodyTooLarge {
         /// The limit, bytes.
         limit: usize,

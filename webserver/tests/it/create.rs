@@ -45,6 +45,8 @@ async fn cron_timer_round_trips_every_field() {
             },
             "retry": {"maxAttempts": 5, "backoffMs": 250},
             "misfire": "fire_all",
+            "nextRunTimer": null,
+            "nextRunTime": null,
             "createTime": NOW_RFC3339,
             "modifyTime": NOW_RFC3339
         })
@@ -77,6 +79,8 @@ async fn one_shot_timer_round_trips_with_defaults() {
             "notifyHTTPParam": {"url": "http://127.0.0.1:9/hook", "method": "POST", "header": {}, "body": null},
             "retry": {"maxAttempts": 3, "backoffMs": 1000},
             "misfire": "fire_once",
+            "nextRunTimer": null,
+            "nextRunTime": null,
             "createTime": NOW_RFC3339,
             "modifyTime": NOW_RFC3339
         })

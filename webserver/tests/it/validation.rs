@@ -251,11 +251,23 @@ async fn body_over_the_limit_is_a_413_naming_the_limit() {
     body["notifyHTTPParam"]["body"] = json!("x".repeat(2_000));
     let reply = app.create(&body).await;
     let msg = reply.err(StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(msg.contains("1024 bytes"), "{msg}");
+    assert!(msg.contains("1024 bytes (server.max_body_bytes)"), "{msg}");
     let big = format!(r#"{{"id": 1, "app": "{}"}}"#, "a".repeat(2_000));
     let reply = app.raw(Method::DELETE, "/xtimer/delTimer", Some("application/json"), big).await;
     reply.err(StatusCode::PAYLOAD_TOO_LARGE);
     // Under the limit it works.
     body["notifyHTTPParam"]["body"] = json!("x".repeat(500));
     app.create_ok(&body).await;
+}
+
+#[tokio::test]
+async fn a_callback_url_without_a_scheme_is_told_to_add_http() {
+    let app = crate::helpers::spawn_app().await;
+    for url in ["127.0.0.1:9000/hook", "localhost:9000/hook", "example.com/hook"] {
+        let mut body = crate::helpers::cron_timer("a", "no-scheme");
+        body["notifyHTTPParam"]["url"] = serde_json::json!(url);
+        let msg =
+            app.post_json("/api/xtimer/createTimer", &body).await.err(axum::http::StatusCode::BAD_REQUEST).to_owned();
+        assert!(msg.contains(&format!("add `http://`: `http://{url}`")), "{url}: {msg}");
+    }
 }

@@ -437,6 +437,11 @@ fn check_url(p: &mut Problems, url: &str) {
     if chars > MAX_URL_CHARS {
         return p.push(FIELD, format!("must be at most {MAX_URL_CHARS} characters, got {chars}"));
     }
+    // `host:port/path` reads as a URL whose scheme is the host: say what to add.
+    let no_scheme = !url.contains("://");
+    if no_scheme && format!("http://{url}").parse::<Uri>().is_ok_and(|u| u.host().is_some()) {
+        return p.push(FIELD, format!("`{url}` has no scheme: add `http://`: `http://{url}`"));
+    }
     let uri = match url.parse::<Uri>() {
         Ok(uri) => uri,
         Err(err) => return p.push(FIELD, format!("`{url}` is not a valid URL: {err}")),
