@@ -77,12 +77,14 @@ pub enum ApiError {
         path: String,
     },
     /// The path exists but not with this method. 405.
-    #[error("method {method} is not allowed on {path}")]
+    #[error("method {method} is not allowed on {path}{}", allow_hint(allow))]
     MethodNotAllowed {
         /// The request method.
         method: String,
         /// The request path.
         path: String,
+        /// The methods the path takes (its `Allow` header), when known.
+        allow: String,
     },
     /// No valid bearer token (401), or one of another app (403).
     #[error(transparent)]
@@ -228,5 +230,14 @@ mod tests {
     fn name_taken_from_the_store_is_a_conflict() {
         let err = ApiError::from(xtimer_store::Error::NameTaken { app: "a".into(), name: "n".into() });
         assert_eq!(err.status(), StatusCode::CONFLICT);
+    }
+}
+
+/// `; use GET, HEAD` after a 405's message, from the route's `Allow` header.
+fn allow_hint(allow: &str) -> String {
+    if allow.is_empty() {
+        String::new()
+    } else {
+        format!("; use {allow}")
     }
 }

@@ -133,9 +133,9 @@ impl std::ops::Deref for AppState {
 /// 5xx causes are logged; the bearer token is resolved into an
 /// [`auth::AuthContext`]; the caller's request rate is limited (429);
 /// bodies are limited to `max_body_bytes` (a 413 envelope when exceeded,
-/// which closes the connection).
+/// which closes the connection); a 405 names the methods its route takes.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/healthz", get(routes::health::health_check))
         .merge(routes::timers::routes("/api/xtimer"))
         .merge(routes::timers::routes("/xtimer"))
@@ -143,7 +143,11 @@ pub fn router(state: AppState) -> Router {
         .route("/xtimer/nodes", get(routes::nodes::nodes_list))
         .merge(routes::tasks::routes())
         .fallback(routes::no_route)
-        .method_not_allowed_fallback(routes::method_not_allowed)
+        .method_not_allowed_fallback(routes::method_not_allowed);
+    // Outside the routes: their `Allow` header is set by then.
+    Router::new()
+        .fallback_service(routes.with_state(state.clone()))
+        .layer(middleware::from_fn(routes::name_allowed_methods))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), limits::close_after_oversized_body))
         .layer(middleware::from_fn_with_state(state.clone(), limits::rate_limit))

@@ -179,3 +179,18 @@ async fn failed_expansion_on_create_is_a_500_that_leaves_the_name_free() {
     // Enabling needs the expansion too: a 500, retried once the store is back.
     assert_eq!(app.by_id("enableTimer", id, "a").await.err(StatusCode::INTERNAL_SERVER_ERROR), INTERNAL_ERROR_MSG);
 }
+
+#[tokio::test]
+async fn a_wrong_method_answers_405_with_allow_and_names_the_methods_the_route_takes() {
+    use tower::ServiceExt;
+    let app = spawn_app().await;
+    let request = axum::http::Request::get("/api/xtimer/createTimer").body(axum::body::Body::empty()).unwrap();
+    let response = app.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let allow = response.headers().get("allow").map(|v| v.to_str().unwrap().to_string());
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(allow.as_deref(), Some("POST"), "{body}");
+    let msg = body["msg"].as_str().unwrap();
+    assert!(msg.contains("method GET is not allowed on /api/xtimer/createTimer") && msg.contains("use POST"), "{msg}");
+}
