@@ -275,6 +275,7 @@ impl Node {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.executor.idle()).await;
         drop(self.executor);
         let _ = tokio::time::timeout(Duration::from_secs(30), self.recorder).await;
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.stores.database.close()).await;
         tracing::info!(node_id = self.node_id, "xtimer stopped.");
     }
 }

@@ -12,4 +12,5 @@ mod reliability;
 mod restart;
 mod security;
 mod slow_clients;
+mod stop;
 mod worker_sdk;
