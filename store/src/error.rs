@@ -18,6 +18,17 @@ pub enum Error {
     /// The schema could not be applied.
     #[error("applying the schema failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A server named by a setting could not be reached or opened at start.
+    #[error("cannot connect to {url} ({setting}): {}", crate::error::chain(source.as_ref()))]
+    Connect {
+        /// The setting that names the server (`database.url`, `redis.url`).
+        setting: &'static str,
+        /// The URL, its password hidden.
+        url: String,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
     /// A stored row that does not decode (edited by hand, or a newer version).
     #[error("corrupt row: {0}")]
     Corrupt(String),
@@ -25,3 +36,15 @@ pub enum Error {
 
 /// Result with the store error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error and its causes, joined by `": "`.
+pub(crate) fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

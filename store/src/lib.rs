@@ -59,13 +59,20 @@ impl Stores {
         shard: &ShardConfig,
         clock: SharedClock,
     ) -> Result<Self> {
+        let at = |setting: &'static str, url: &str| {
+            let url = redact(url);
+            move |source: Error| match source {
+                Error::UnsupportedUrl(_) => source,
+                source => Error::Connect { setting, url, source: Box::new(source) },
+            }
+        };
         type Sql = (Arc<dyn TimerRepo>, Arc<dyn FireRepo>, Arc<dyn NodeRepo>, Database, String);
         let (timers, fires, nodes, database, sql): Sql = if db.url.starts_with("sqlite:") {
-            let repo = Arc::new(sqlite::SqliteRepo::connect(db).await?);
+            let repo = Arc::new(sqlite::SqliteRepo::connect(db).await.map_err(at("database.url", &db.url))?);
             let database = repo.database();
             (repo.clone(), repo.clone(), repo, database, format!("SQLite at {}", db.url))
         } else if db.url.starts_with("postgres:") || db.url.starts_with("postgresql:") {
-            let repo = Arc::new(postgres::PgRepo::connect(db, None).await?);
+            let repo = Arc::new(postgres::PgRepo::connect(db, None).await.map_err(at("database.url", &db.url))?);
             let database = Database::Postgres(repo.pool().clone());
             (repo.clone(), repo.clone(), repo, database, format!("PostgreSQL at {}", redact(&db.url)))
         } else {
@@ -78,7 +85,9 @@ impl Stores {
                 "the embedded shard index and locks".into(),
             )
         } else {
-            let store = Arc::new(redis::RedisStore::connect(&redis.url, shard.clone()).await?.with_clock(clock));
+            let store =
+                redis::RedisStore::connect(&redis.url, shard.clone()).await.map_err(at("redis.url", &redis.url))?;
+            let store = Arc::new(store.with_clock(clock));
             (store.clone(), store, format!("Redis at {}", redact(&redis.url)))
         };
         Ok(Self { timers, fires, shards, locks, nodes, database, description: format!("{sql} with {index}") })

@@ -128,3 +128,28 @@ conformance_suite!(redis, crate::backend_redis::redis, ignore {
     locks::extend_with_a_long_ttl_is_the_done_marker: "Redis expires leases on its own clock, not the ManualClock; backend_redis::extend_with_a_long_ttl_is_the_done_marker and leases_and_the_done_marker_expire_on_the_server_clock",
     locks::locks_on_different_keys_are_independent: "Redis expires leases on its own clock, not the ManualClock; backend_redis::locks_on_different_keys_expire_independently",
 });
+
+/// A server that cannot be reached at start is named by its setting and URL
+/// (password hidden), with the reason.
+#[tokio::test]
+async fn an_unreachable_server_at_start_names_its_setting_and_url() {
+    use xtimer_core::config::{DatabaseConfig, RedisConfig, ShardConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = DatabaseConfig { url: format!("sqlite://{}", dir.path().join("x.db").display()), max_connections: 2 };
+    let clock: xtimer_core::SharedClock = std::sync::Arc::new(xtimer_core::SystemClock);
+    let redis = RedisConfig { url: "redis://:hunter2@127.0.0.1:1".into() };
+    let err =
+        xtimer_store::Stores::connect(&sqlite, &redis, &ShardConfig::default(), clock.clone()).await.err().unwrap();
+    let msg = err.to_string();
+    assert!(msg.starts_with("cannot connect to redis://:***@127.0.0.1:1 (redis.url): "), "{msg}");
+    assert!(!msg.contains("hunter2"), "{msg}");
+
+    let pg = DatabaseConfig { url: "postgres://xtimer:hunter2@127.0.0.1:1/xtimer".into(), max_connections: 2 };
+    let err = xtimer_store::Stores::connect(&pg, &RedisConfig::default(), &ShardConfig::default(), clock)
+        .await
+        .err()
+        .unwrap();
+    let msg = err.to_string();
+    assert!(msg.starts_with("cannot connect to postgres://xtimer:***@127.0.0.1:1/xtimer (database.url): "), "{msg}");
+    assert!(!msg.contains("hunter2"), "{msg}");
+}
