@@ -342,7 +342,7 @@ fn check_cfg(cfg: &TaskScheduleCfg) -> Result<()> {
     ];
     for (name, v, lo, hi) in ranges {
         if v < lo || v > hi {
-            return Err(Error::Invalid(format!("{name} must be {lo}..={hi}, not {v}")));
+            return Err(Error::Invalid(format!("{name} must be {lo} to {hi}, not {v}")));
         }
     }
     Ok(())

@@ -24,11 +24,11 @@ pub struct TaskId {
 pub enum TaskIdError {
     #[error("task_id {0:?} is not {{uuid}}_{{task_type}}_{{pos}}")]
     Shape(String),
-    #[error("task_id {0:?}: the uuid part must be 1..=64 hex digits and dashes")]
+    #[error("task_id {0:?}: the uuid part must be 1 to 64 hex digits and dashes")]
     Uuid(String),
     #[error("task_id {0:?}: the table position must be a whole number from 1")]
     Pos(String),
-    #[error("task_type {0:?} must be 1..=40 ASCII letters, digits and underscores")]
+    #[error("task_type {0:?} must be 1 to 40 ASCII letters, digits and underscores")]
     TaskType(String),
 }
 

@@ -540,7 +540,7 @@ impl Config {
         check(self.server.body_read_timeout_ms >= 1, "server.body_read_timeout_ms must be at least 1");
         check(self.server.idle_timeout_ms >= 1, "server.idle_timeout_ms must be at least 1");
         check(self.server.max_connections >= 1, "server.max_connections must be at least 1");
-        check(self.shard.buckets >= 1 && self.shard.buckets <= 4096, "shard.buckets must be 1..=4096");
+        check(self.shard.buckets >= 1 && self.shard.buckets <= 4096, "shard.buckets must be 1 to 4096");
         check(!self.shard.key_prefix.is_empty(), "shard.key_prefix must not be empty");
         check(self.migrator.step_ms >= 1_000, "migrator.step_ms must be at least 1000");
         check(self.migrator.page_size >= 1, "migrator.page_size must be at least 1");
@@ -553,7 +553,7 @@ impl Config {
         check(self.executor.concurrency >= 1, "executor.concurrency must be at least 1");
         check(
             self.executor.batch_size >= 1 && self.executor.batch_size <= 5_000,
-            "executor.batch_size must be 1..=5000",
+            "executor.batch_size must be 1 to 5000",
         );
         check(self.executor.timeout_ms >= 1, "executor.timeout_ms must be at least 1");
         check(
@@ -574,7 +574,7 @@ impl Config {
         check(self.asyncflow.governor_period_ms >= 10, "asyncflow.governor_period_ms must be at least 10");
         check(
             self.asyncflow.create_batch_size >= 1 && self.asyncflow.create_batch_size <= 5_000,
-            "asyncflow.create_batch_size must be 1..=5000",
+            "asyncflow.create_batch_size must be 1 to 5000",
         );
         check(self.database.max_connections >= 2, "database.max_connections must be at least 2");
         check(self.limits.timers_per_app >= 1, "limits.timers_per_app must be at least 1");

@@ -55,7 +55,7 @@ pub async fn tokens_issue(
     let ApiJson(input) = input?;
     let chars = input.app.chars().count();
     if chars == 0 || chars > MAX_APP_CHARS {
-        return Err(ApiError::invalid("app", format!("must be 1..={MAX_APP_CHARS} characters, got {chars}")));
+        return Err(ApiError::invalid("app", format!("must be 1 to {MAX_APP_CHARS} characters, got {chars}")));
     }
     let Some(repo) = auth.repo() else {
         return Err(ApiError::Invalid("this server keeps no token store: configure tokens in [auth.apps]".into()));

@@ -506,7 +506,7 @@ impl RetryParam {
             None => Some(default.max_attempts),
             Some(n) if (1..=i64::from(max)).contains(&n) => Some(n as u32),
             Some(n) => {
-                p.push("retry.maxAttempts", format!("must be 1..={max}, got {n}"));
+                p.push("retry.maxAttempts", format!("must be 1 to {max}, got {n}"));
                 None
             }
         };
@@ -515,7 +515,7 @@ impl RetryParam {
             None => Some(default.backoff_ms),
             Some(n) if (0..=max as i64).contains(&n) => Some(n as u64),
             Some(n) => {
-                p.push("retry.backoffMs", format!("must be 0..={max}, got {n}"));
+                p.push("retry.backoffMs", format!("must be 0 to {max}, got {n}"));
                 None
             }
         };
@@ -640,7 +640,7 @@ fn page(p: &mut Problems, index: Option<i64>, size: Option<i64>) -> Option<Page>
         ok = false;
     }
     if !(1..=MAX_PAGE_SIZE).contains(&size) {
-        p.push("pageSize", format!("must be 1..={MAX_PAGE_SIZE}, got {size}"));
+        p.push("pageSize", format!("must be 1 to {MAX_PAGE_SIZE}, got {size}"));
         ok = false;
     }
     if !ok {
