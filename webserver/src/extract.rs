@@ -121,7 +121,7 @@ fn parse_query<T: DeserializeOwned>(uri: &Uri) -> Result<T, ApiError> {
 /// Maps a `Json` rejection to a 400 (413 when the body is over `limit`).
 pub fn json_rejection(rejection: JsonRejection, limit: usize) -> ApiError {
     match rejection {
-        JsonRejection::JsonDataError(err) => ApiError::Invalid(inner_text(&err)),
+        JsonRejection::JsonDataError(err) => ApiError::Invalid(in_words(&inner_text(&err))),
         JsonRejection::JsonSyntaxError(err) => {
             ApiError::Invalid(format!("request body is not valid JSON: {}", inner_text(&err)))
         }
@@ -131,11 +131,37 @@ pub fn json_rejection(rejection: JsonRejection, limit: usize) -> ApiError {
     }
 }
 
+/// serde's Rust type names in a type mismatch, said in words: `expected
+/// i64` becomes `expected a whole number`.
+fn in_words(message: &str) -> String {
+    const TYPES: [(&str, &str); 8] = [
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected u64", "expected a whole number that is not negative"),
+        ("expected u32", "expected a whole number that is not negative"),
+        ("expected u16", "expected a whole number that is not negative"),
+        ("expected f64", "expected a number"),
+        ("expected a string", "expected a string (in double quotes)"),
+        ("expected a boolean", "expected true or false"),
+    ];
+    let mut out = message.to_string();
+    for (from, to) in TYPES {
+        if let Some(at) = out.find(from) {
+            // Only a whole word: `expected i64` but not `expected i640`.
+            let end = at + from.len();
+            if !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                out.replace_range(at..end, to);
+            }
+        }
+    }
+    out
+}
+
 /// Maps a `Query` rejection to a 400.
 pub fn query_rejection(rejection: QueryRejection) -> ApiError {
     match rejection {
         QueryRejection::FailedToDeserializeQueryString(err) => {
-            ApiError::Invalid(format!("query string: {}", inner_text(&err)))
+            ApiError::Invalid(format!("query string: {}", in_words(&inner_text(&err))))
         }
         other => ApiError::Invalid(other.body_text()),
     }

@@ -35,7 +35,14 @@ async fn every_invalid_create_field_is_a_400_naming_it() {
     let cases: Vec<(&str, Option<Value>, &[&str])> = vec![
         ("/app", Some(json!("")), &["app: must not be empty"]),
         ("/app", Some(json!("x".repeat(129))), &["app: must be at most 128 characters, got 129"]),
-        ("/app", Some(json!(5)), &["app: invalid type: integer `5`, expected a string"]),
+        ("/app", Some(json!(5)), &["app: invalid type: integer `5`, expected a string (in double quotes)"]),
+        ("/status", Some(json!("2")), &["status: must be 1 (disabled) or 2 (enabled), got \"2\""]),
+        ("/status", Some(json!(true)), &["status: must be 1 (disabled) or 2 (enabled), got true"]),
+        (
+            "/retry/maxAttempts",
+            Some(json!("3")),
+            &["retry.maxAttempts: invalid type: string \"3\", expected a whole number"],
+        ),
         ("/app", None, &["missing field `app`"]),
         ("/name", Some(json!("")), &["name: must not be empty"]),
         ("/name", Some(json!("é".repeat(257))), &["name: must be at most 256 characters, got 257"]),
@@ -47,7 +54,6 @@ async fn every_invalid_create_field_is_a_400_naming_it() {
         ("/cron", Some(json!(["*"])), &["cron: invalid type: sequence"]),
         ("/timezone", Some(json!("Mars/Olympus")), &["timezone: unknown time zone `Mars/Olympus`"]),
         ("/status", Some(json!(3)), &["status: must be 1 (disabled) or 2 (enabled), got 3"]),
-        ("/status", Some(json!("2")), &["status: invalid type: string \"2\""]),
         ("/notifyHTTPParam", None, &["notifyHTTPParam, notifyAsyncflowParam: one of them is required"]),
         (
             "/notifyAsyncflowParam",

@@ -76,9 +76,10 @@ pub struct CreateTimer {
     /// whose offset says it all.
     #[serde(default)]
     pub timezone: Option<String>,
-    /// 1 (disabled, the default) or 2 (enabled).
+    /// 1 (disabled, the default) or 2 (enabled). Read as any JSON value so
+    /// that a wrong one (`"2"`) is answered with the valid values.
     #[serde(default)]
-    pub status: Option<i64>,
+    pub status: Option<Value>,
     /// The callback; exactly one of this and `notifyAsyncflowParam`.
     #[serde(rename = "notifyHTTPParam", default, deserialize_with = "object")]
     pub notify_http_param: Option<NotifyHttpParam>,
@@ -195,10 +196,11 @@ impl CreateTimer {
         check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
         check_chars(&mut p, "name", &self.name, MAX_NAME_CHARS);
         let schedule = self.schedule(now_ms, &mut p);
-        let status = match self.status {
-            None | Some(1) => TimerStatus::Disabled,
-            Some(2) => TimerStatus::Enabled,
-            Some(other) => {
+        let status = match self.status.as_ref().map(|v| (v.as_i64(), v)) {
+            None | Some((Some(1), _)) => TimerStatus::Disabled,
+            Some((_, Value::Null)) => TimerStatus::Disabled,
+            Some((Some(2), _)) => TimerStatus::Enabled,
+            Some((_, other)) => {
                 p.push("status", format!("must be 1 (disabled) or 2 (enabled), got {other}"));
                 TimerStatus::Disabled
             }
