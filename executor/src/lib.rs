@@ -74,6 +74,12 @@ pub enum FireOutcome {
     Released,
 }
 
+/// How often, at most, one timer's failed fires are logged at `warn`, ms.
+pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
+
+/// Timers remembered for [`FAILURE_LOG_EVERY_MS`] before old entries are dropped.
+const FAILURE_LOG_TIMERS: usize = 10_000;
+
 /// Claims fires handed over by the trigger and dispatches them.
 pub struct Executor {
     handle: ExecutorHandle,
@@ -99,6 +105,8 @@ struct Inner {
     permits: Arc<Semaphore>,
     bulkheads: Bulkheads,
     statuses: status::StatusReader,
+    /// When each timer's failed fire was last logged, Unix ms.
+    failure_logged: DashMap<i64, i64>,
     results: mpsc::Sender<FireResult>,
     claim_seq: AtomicU64,
     tracker: TaskTracker,
@@ -134,6 +142,7 @@ impl Executor {
             permits: Arc::new(Semaphore::new(config.concurrency)),
             bulkheads: Bulkheads::new(&config, clock.clone()),
             statuses: status::StatusReader::spawn(timers.clone()),
+            failure_logged: DashMap::new(),
             config,
             node_id: node_id.to_string(),
             fires,
@@ -365,7 +374,7 @@ impl ExecutorHandle {
         }
         if answer.delivery.permanent() {
             // Every retry would fail the same way (the policy refuses the target).
-            tracing::warn!(timer_id = timer.id, app = %timer.app, output = %answer.output, "Fire failed for good.");
+            self.warn_failed(&timer, attempt, &answer.output);
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
             return FireOutcome::Failed;
         }
@@ -382,9 +391,35 @@ impl ExecutorHandle {
                 FireOutcome::RetryAt(at)
             }
             None => {
+                self.warn_failed(&timer, attempt, &answer.output);
                 self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
                 FireOutcome::Failed
             }
+        }
+    }
+
+    /// Logs a fire that ended failed at `warn`, at most once per
+    /// [`FAILURE_LOG_EVERY_MS`] per timer, so a failing receiver is seen at
+    /// the default log level without a line per fire.
+    fn warn_failed(&self, timer: &Timer, attempts: u32, output: &str) {
+        let now = self.inner.clock.now_ms();
+        let logged = &self.inner.failure_logged;
+        if logged.len() > FAILURE_LOG_TIMERS {
+            logged.retain(|_, at| now - *at < FAILURE_LOG_EVERY_MS);
+        }
+        let due = match logged.get(&timer.id) {
+            Some(at) => now - *at >= FAILURE_LOG_EVERY_MS,
+            None => true,
+        };
+        if due {
+            logged.insert(timer.id, now);
+            tracing::warn!(
+                timer_id = timer.id,
+                app = %timer.app,
+                attempts,
+                output,
+                "A fire failed after its attempts; this timer's next failures are logged at most once a minute."
+            );
         }
     }
 

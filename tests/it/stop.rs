@@ -34,3 +34,51 @@ fn sigterm_stops_cleanly_leaving_one_sqlite_file_and_stopped_as_the_last_line() 
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(files, vec!["xtimer.db".to_string()], "a clean stop leaves no -wal or -shm file");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_fires_are_logged_at_warn_once_a_minute_per_timer() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtimer"))
+        .arg("serve")
+        .env("XTIMER_LISTEN", format!("127.0.0.1:{port}"))
+        .env("XTIMER_DATABASE_URL", format!("sqlite://{}", dir.path().join("xtimer.db").display()))
+        .env("XTIMER_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // A per-second timer whose receiver refuses connections (nothing listens on port 1).
+    let body = serde_json::json!({
+        "app": "warned", "name": "t", "cron": "* * * * * *", "status": 2,
+        "notifyHTTPParam": {"url": "http://127.0.0.1:1/hook"}, "retry": {"maxAttempts": 1},
+    });
+    let http = reqwest::Client::new();
+    let mut created = false;
+    for _ in 0..100 {
+        let url = format!("http://127.0.0.1:{port}/api/xtimer/createTimer");
+        if let Ok(resp) = http.post(url).json(&body).send().await {
+            let reply: serde_json::Value = resp.json().await.unwrap();
+            assert_eq!(reply["code"], 0, "{reply}");
+            created = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(created, "the node did not answer");
+    // About five failed fires; one warning.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let lines: Vec<String> = rx.try_iter().collect();
+    let warned: Vec<&String> = lines.iter().filter(|l| l.contains("A fire failed after its attempts")).collect();
+    assert_eq!(warned.len(), 1, "one warning for the timer's failures: {lines:?}");
+    assert!(warned[0].contains("WARN") && warned[0].contains("app=warned"), "{}", warned[0]);
+}
