@@ -19,3 +19,16 @@ pub enum Error {
 
 /// Result with the domain error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error and each of its causes, joined by `": "`: the one line logs and
+/// fire outputs show.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

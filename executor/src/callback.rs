@@ -15,6 +15,7 @@ use std::time::Duration;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use reqwest::Method;
+use xtimer_core::error::error_chain;
 use xtimer_core::fire::FireKey;
 use xtimer_core::signature;
 use xtimer_core::target_policy::{Refusal, TargetPolicy};
@@ -281,17 +282,6 @@ fn retry_after_ms(response: &reqwest::Response) -> Option<u64> {
         }
     };
     Some(ms.min(MAX_RETRY_AFTER_MS))
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Cuts `text` to at most `max` bytes at a character boundary.

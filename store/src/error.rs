@@ -19,7 +19,7 @@ pub enum Error {
     #[error("applying the schema failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A server named by a setting could not be reached or opened at start.
-    #[error("cannot connect to {url} ({setting}): {}", crate::error::chain(source.as_ref()))]
+    #[error("cannot connect to {url} ({setting}): {}", xtimer_core::error::error_chain(source.as_ref()))]
     Connect {
         /// The setting that names the server (`database.url`, `redis.url`).
         setting: &'static str,
@@ -36,15 +36,3 @@ pub enum Error {
 
 /// Result with the store error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// An error and its causes, joined by `": "`.
-pub(crate) fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}

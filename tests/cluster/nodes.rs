@@ -19,35 +19,17 @@ impl ProcNode {
     /// until it answers.
     pub async fn start(db: &str, redis: &str, extra: &[(&str, &str)]) -> Self {
         let port = free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtimer"));
-        cmd.arg("serve")
-            .env("XTIMER_LISTEN", format!("127.0.0.1:{port}"))
-            .env("XTIMER_DATABASE_URL", db)
-            .env("XTIMER_REDIS__URL", redis)
-            .env("XTIMER_LOG", std::env::var("XTIMER_LOG").unwrap_or_else(|_| "warn".into()))
-            .stdout(Stdio::null());
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("xtimer binary");
-        let node = Self { base: format!("http://127.0.0.1:{port}"), child };
-        let http = reqwest::Client::new();
-        for _ in 0..200 {
-            if http.get(format!("{}/healthz", node.base)).send().await.is_ok() {
-                return node;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("node on port {port} did not start");
+        let extra: Vec<(String, String)> = extra.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Self::start_at(port, db, redis, &extra, None)
+            .await
+            .unwrap_or_else(|| panic!("node on port {port} did not start"))
     }
 
     /// Starts a node listening on 127.0.0.1:`port` with the product's
     /// default settings: only the listen address, the PostgreSQL and Redis
     /// URLs and the log level (`XTIMER_LOG`, else `warn`) are set, plus
     /// `extra`. Its output goes to `log` (appended) if given, else nowhere.
-    /// Waits until it answers; `None` if it does not within 20 s. (Used by
-    /// the chaos run, `tests/chaos.rs`, not by this binary.)
-    #[allow(dead_code)]
+    /// Waits until it answers; `None` if it does not within 20 s.
     pub async fn start_at(
         port: u16,
         db: &str,

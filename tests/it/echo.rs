@@ -1,6 +1,5 @@
 //! `xtimer echo`, the receiver of the README's walkthrough, as a process.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -17,13 +16,7 @@ async fn echo_answers_200_and_prints_each_request_without_colour_codes() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = crate::helpers::stdout_lines(&mut child);
     let http = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/hook");
     let mut answered = None;

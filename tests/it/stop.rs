@@ -48,13 +48,7 @@ async fn failing_fires_are_logged_at_warn_once_a_minute_per_timer() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = crate::helpers::stdout_lines(&mut child);
     // A per-second timer whose receiver refuses connections (nothing listens on port 1).
     let body = serde_json::json!({
         "app": "warned", "name": "t", "cron": "* * * * * *", "status": 2,

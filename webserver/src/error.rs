@@ -16,6 +16,9 @@ use axum::response::{IntoResponse, Response};
 
 use crate::envelope::error_response;
 
+/// An error and each of its causes, joined by `": "` (logs name every cause).
+pub use xtimer_core::error::error_chain;
+
 /// What a 5xx reply says; the cause goes to the log, not to the caller.
 pub const INTERNAL_ERROR_MSG: &str = "internal error: the server failed to handle the request; it has been logged";
 
@@ -179,18 +182,6 @@ pub async fn log_server_errors(request: Request, next: Next) -> Response {
         tracing::error!(%method, %path, error = %error_chain(err.as_ref()), "Request failed.");
     }
     response
-}
-
-/// An error and each of its causes, joined by `": "`.
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
 }
 
 /// For `CatchPanicLayer`: logs the panic and answers a 500 envelope.
