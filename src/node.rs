@@ -8,7 +8,6 @@ use axum::serve::ListenerExt;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
-use xtimer_asyncflow::store::TaskStore;
 use xtimer_asyncflow::{Governor, Tasks};
 use xtimer_core::config::Config;
 use xtimer_core::node::{Liveness, NodeInfo};
@@ -16,7 +15,7 @@ use xtimer_core::{SharedClock, SystemClock};
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler};
 use xtimer_migrator::Migrator;
 use xtimer_scheduler::Scheduler;
-use xtimer_store::{AuthRepo, Stores};
+use xtimer_store::Stores;
 use xtimer_trigger::{Trigger, TriggerChannels};
 use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
@@ -114,7 +113,7 @@ impl Node {
             clock.clone(),
             TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx },
         );
-        let task_store = TaskStore::new(stores.database.clone());
+        let task_store = stores.tasks.clone();
         let (tasks, task_writer) = Tasks::new(task_store.clone(), clock.clone(), &config.asyncflow);
         let governor =
             Governor::new(task_store, stores.locks.clone(), clock.clone(), config.asyncflow.clone(), &prefix, &node_id);
@@ -128,7 +127,7 @@ impl Node {
             stop_claiming.clone(),
             hard_stop.clone(),
         )?;
-        let auth_repo: Arc<dyn AuthRepo> = Arc::new(stores.database.clone());
+        let auth_repo = stores.auth.clone();
         let callbacks = Callbacks::load(&config.callback, &config.auth, auth_repo.clone(), clock.now_ms()).await?;
         let executor = executor.with_callbacks(callbacks)?.with_task_creator(Arc::new(TimerTasks(tasks.clone())));
         let handle = executor.handle();
@@ -227,7 +226,7 @@ impl Node {
         loops.spawn(async move { ("reconciler", reconciler.run(s).await.map_err(Into::into)) });
         let s = stop_claiming.clone();
         loops.spawn(async move { ("asyncflow governor", governor.run(s).await.map_err(Into::into)) });
-        if let Some(checkpointer) = stores.database.checkpointer(CHECKPOINT_PERIOD) {
+        if let Some(checkpointer) = stores.checkpointer(CHECKPOINT_PERIOD) {
             let s = stop_claiming.clone();
             loops.spawn(async move { ("checkpointer", checkpointer.run(s).await.map_err(Into::into)) });
         }
@@ -275,7 +274,7 @@ impl Node {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.executor.idle()).await;
         drop(self.executor);
         let _ = tokio::time::timeout(Duration::from_secs(30), self.recorder).await;
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.stores.database.close()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.stores.close()).await;
         tracing::info!(node_id = self.node_id, "xtimer stopped.");
     }
 }

@@ -15,10 +15,10 @@ use xtimer_core::SharedClock;
 
 use crate::holds::{Claim, HoldCombiner};
 use crate::retry::{order_time_ready, MAX_PRIORITY};
-use crate::store::{Positions, SetOutcome, TaskStore, TypeRow};
 use crate::task_id::{check_task_type, TaskId};
 use crate::wire::{TaskData, TaskScheduleCfg, TaskStatus};
 use crate::{Error, Result};
+use xtimer_store::tasks::{Positions, Registration, SetOutcome, TaskStore, TypeRow};
 
 /// Most tasks one hold returns, whatever it asks for.
 pub const MAX_HOLD: u32 = 2_000;
@@ -143,14 +143,18 @@ impl Tasks {
         check_task_type(&cfg.task_type)?;
         let cfg = cfg.with_defaults();
         check_cfg(&cfg)?;
-        self.store.register(&cfg, owner, self.now_ms()).await?;
+        match self.store.register(&cfg, owner, self.now_ms()).await? {
+            Registration::Registered(_) => {}
+            Registration::CaseClash { existing } => return Err(Error::TypeClash(cfg.task_type, existing)),
+            Registration::OwnedByOther => return Err(Error::NotOwner(cfg.task_type)),
+        }
         self.forget(&cfg.task_type);
         Ok(())
     }
 
     /// get_task_schedule_cfg_list, with each type's owner.
     pub async fn cfgs(&self) -> Result<Vec<TypeRow>> {
-        self.store.cfgs().await
+        Ok(self.store.cfgs().await?)
     }
 
     /// create_task: a pending task of a registered type, in the type's
@@ -288,7 +292,7 @@ impl Tasks {
             return Err(Error::Invalid(format!("limit must be 0 or more, not {limit}")));
         }
         let limit = if limit == 0 { DEFAULT_LIST } else { limit.min(i64::from(MAX_HOLD)) as u32 };
-        self.store.list(task_type, Positions { begin: 1, end: pos.end }, status, limit).await
+        Ok(self.store.list(task_type, Positions { begin: 1, end: pos.end }, status, limit).await?)
     }
 
     /// get_task_counts_by_type: every task of the type, in every table.
@@ -297,7 +301,7 @@ impl Tasks {
             return Err(Error::Invalid("task_type is required".into()));
         }
         let pos = self.store.positions(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))?;
-        self.store.count(task_type, pos.end).await
+        Ok(self.store.count(task_type, pos.end).await?)
     }
 }
 
@@ -312,15 +316,15 @@ struct TypeClaim {
 #[async_trait]
 impl Claim for TypeClaim {
     async fn claim(&self, total: u32) -> Result<Vec<TaskData>> {
-        self.store.hold(&self.task_type, self.pos, total, self.clock.now_ms()).await
+        Ok(self.store.hold(&self.task_type, self.pos, total, self.clock.now_ms()).await?)
     }
 
     async fn give_back(&self, tasks: Vec<TaskData>) {
         let now = self.clock.now_ms();
         for mut task in tasks {
             task.status = TaskStatus::Pending.code();
-            let given = match TaskId::parse(&task.task_id) {
-                Ok(id) => self.store.set(&id.task_type, id.pos, &task, now).await.map(|_| ()),
+            let given: Result<()> = match TaskId::parse(&task.task_id) {
+                Ok(id) => self.store.set(&id.task_type, id.pos, &task, now).await.map(|_| ()).map_err(Error::from),
                 Err(err) => Err(err.into()),
             };
             if let Err(err) = given {

@@ -26,15 +26,12 @@ pub enum Error {
     /// The type belongs to another app.
     #[error("task type {0:?} belongs to another app")]
     NotOwner(String),
-    /// The database failed.
-    #[error("database: {0}")]
-    Database(#[from] sqlx::Error),
+    /// The task tables failed.
+    #[error("task store")]
+    Store(#[from] xtimer_store::Error),
     /// A batched write failed (the cause is logged once for the batch).
     #[error("writing the task failed: {0}")]
     WriteFailed(String),
-    /// A stored row that does not decode.
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
     /// The engine is shutting down.
     #[error("the task engine is shutting down")]
     ShuttingDown,

@@ -11,9 +11,9 @@ use xtimer_core::SharedClock;
 use xtimer_store::LockStore;
 
 use crate::retry::apply_failure;
-use crate::store::TaskStore;
 use crate::wire::TaskScheduleCfg;
 use crate::Result;
+use xtimer_store::TaskStore;
 
 /// Timed-out tasks taken back per table per pass.
 const TIMEOUT_PAGE: u32 = 1_000;

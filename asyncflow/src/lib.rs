@@ -11,8 +11,6 @@
 //! With the `server` feature (default), the engine itself:
 //! - [`engine`]: [`Tasks`], the `/v1` operations with their rules, and the
 //!   [`engine::CreateBatcher`] that writes concurrent creates together.
-//! - [`store`]: [`store::TaskStore`], the cfg, pos and task tables in SQL
-//!   (one implementation for SQLite and PostgreSQL).
 //! - [`governor`]: the loop that takes timed-out tasks back, rolls full
 //!   tables and advances begin_pos, on one node at a time.
 //! - [`holds`]: concurrent holds of a type combined into one claim.
@@ -30,8 +28,6 @@ pub mod error;
 pub mod governor;
 #[cfg(feature = "server")]
 pub mod holds;
-#[cfg(feature = "server")]
-pub mod store;
 
 #[cfg(feature = "server")]
 pub use engine::Tasks;

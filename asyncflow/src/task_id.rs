@@ -46,9 +46,7 @@ pub fn check_task_type(task_type: &str) -> Result<(), TaskIdError> {
 }
 
 /// The table of `task_type`'s tasks at `pos`. `task_type` must have passed [`check_task_type`].
-pub fn table_name(task_type: &str, pos: u32) -> String {
-    format!("t_{task_type}_task_{pos}")
-}
+pub use xtimer_core::task::table_name;
 
 impl TaskId {
     /// A fresh id for a task of `task_type` stored at `pos`. The uuid is a

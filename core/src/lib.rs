@@ -3,6 +3,7 @@
 //! # Layout
 //!
 //! - [`timer`]: a timer as the user defined it (schedule, callback, policies).
+//! - [`task`]: the asyncflow task data model (tasks, task type configuration).
 //! - [`fire`]: one fire of a timer (`t_timer_task` row), its status and key.
 //! - [`node`]: a node's identity and liveness as it reports itself.
 //! - [`shard`]: the (minute, bucket) shard a fire belongs to, key formats.
@@ -22,6 +23,7 @@ pub mod node;
 pub mod shard;
 pub mod signature;
 pub mod target_policy;
+pub mod task;
 pub mod timer;
 
 pub use clock::{Clock, SharedClock, SystemClock};

@@ -7,7 +7,8 @@
 
 use async_trait::async_trait;
 
-use crate::{on_db, Database, Result};
+use crate::db::on_db;
+use crate::{Database, Result};
 
 /// App of the server-wide default signing secret.
 pub const SERVER_SECRET_APP: &str = "";
@@ -74,13 +75,12 @@ mod tests {
     use xtimer_core::config::DatabaseConfig;
 
     use super::*;
-    use crate::sqlite::SqliteRepo;
 
     #[tokio::test]
     async fn tokens_resolve_to_their_app_and_an_app_keeps_its_first_secret() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("a.db").display());
-        let db = SqliteRepo::connect(&DatabaseConfig { url, max_connections: 2 }).await.unwrap().database();
+        let db = Database::connect(&DatabaseConfig { url, max_connections: 2 }).await.unwrap();
         assert_eq!(db.token_app("h1").await.unwrap(), None);
         assert_eq!(db.issue_token("billing", "h1", "s1", 1).await.unwrap(), "s1");
         assert_eq!(db.issue_token("billing", "h2", "s2", 2).await.unwrap(), "s1", "a second token keeps the secret");

@@ -3,33 +3,46 @@
 //! # Layout
 //!
 //! - [`repo`]: the repository traits the other crates program against
-//!   ([`TimerRepo`], [`FireRepo`]) and their input and output types.
-//! - [`sqlite`]: those traits over SQLite (WAL), the embedded default.
-//! - [`postgres`]: those traits over PostgreSQL, for clusters.
+//!   ([`TimerRepo`], [`FireRepo`], [`NodeRepo`]) and their input and output types.
+//! - [`db`]: [`Database`], the SQL database as pools, and the one way every
+//!   repository reaches it (statements written once, dialect functions
+//!   side by side where the SQL really differs).
+//! - `timers`, `fires`, `nodes`, [`auth`], [`tasks`]: one file per
+//!   repository, each implemented once on [`Database`].
+//! - `sql`: what the dialects share: status codes from core's enums,
+//!   column lists, SQL fragments, row decoding.
+//! - [`sqlite`], [`postgres`]: opening each database (pragmas, pools,
+//!   connect errors, migrations) and SQLite's WAL checkpointer.
 //! - [`redis`]: the shard index and locks over Redis, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
 //! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
-//! - [`auth`]: API tokens and callback signing secrets ([`AuthRepo`]), over either dialect.
 //! - [`error`]: this crate's error type.
 
 pub mod auth;
+pub mod db;
 pub mod error;
+mod fires;
 pub mod lock;
+mod nodes;
 pub mod postgres;
-mod postgres_nodes;
 pub mod redis;
 pub mod repo;
-mod rows;
 pub mod shard;
+mod sql;
 pub mod sqlite;
+pub mod tasks;
+mod timers;
 
 use std::sync::Arc;
 
 pub use auth::AuthRepo;
+pub use db::Database;
 pub use error::{Error, Result};
 pub use lock::{LockStore, MemoryLocks};
 pub use repo::{ClaimOutcome, FireRepo, FireResult, NewFire, NodeRepo, Overdue, TimerRepo};
 pub use shard::{MemoryShards, ShardStore};
+pub use sql::SKIPPED_OUTPUT;
+pub use tasks::TaskStore;
 
 use xtimer_core::config::{DatabaseConfig, RedisConfig, ShardConfig};
 use xtimer_core::SharedClock;
@@ -39,12 +52,13 @@ use xtimer_core::SharedClock;
 pub struct Stores {
     pub timers: Arc<dyn TimerRepo>,
     pub fires: Arc<dyn FireRepo>,
+    pub nodes: Arc<dyn NodeRepo>,
+    pub auth: Arc<dyn AuthRepo>,
+    /// The asyncflow task tables.
+    pub tasks: TaskStore,
     pub shards: Arc<dyn ShardStore>,
     pub locks: Arc<dyn LockStore>,
-    pub nodes: Arc<dyn NodeRepo>,
-    /// The SQL database itself, for the parts that keep their own tables
-    /// there (the asyncflow engine).
-    pub database: Database,
+    database: Database,
     /// Human-readable description of the backends, for the start-up log.
     pub description: String,
 }
@@ -66,17 +80,10 @@ impl Stores {
                 source => Error::Connect { setting, url, source: Box::new(source) },
             }
         };
-        type Sql = (Arc<dyn TimerRepo>, Arc<dyn FireRepo>, Arc<dyn NodeRepo>, Database, String);
-        let (timers, fires, nodes, database, sql): Sql = if db.url.starts_with("sqlite:") {
-            let repo = Arc::new(sqlite::SqliteRepo::connect(db).await.map_err(at("database.url", &db.url))?);
-            let database = repo.database();
-            (repo.clone(), repo.clone(), repo, database, format!("SQLite at {}", db.url))
-        } else if db.url.starts_with("postgres:") || db.url.starts_with("postgresql:") {
-            let repo = Arc::new(postgres::PgRepo::connect(db, None).await.map_err(at("database.url", &db.url))?);
-            let database = Database::Postgres(repo.pool().clone());
-            (repo.clone(), repo.clone(), repo, database, format!("PostgreSQL at {}", redact(&db.url)))
-        } else {
-            return Err(Error::UnsupportedUrl(redact(&db.url)));
+        let database = Database::connect(db).await.map_err(at("database.url", &db.url))?;
+        let sql = match &database {
+            Database::Sqlite { .. } => format!("SQLite at {}", db.url),
+            Database::Postgres(_) => format!("PostgreSQL at {}", redact(&db.url)),
         };
         let (shards, locks, index): (Arc<dyn ShardStore>, Arc<dyn LockStore>, String) = if redis.url.is_empty() {
             (
@@ -90,62 +97,38 @@ impl Stores {
             let store = Arc::new(store.with_clock(clock));
             (store.clone(), store, format!("Redis at {}", redact(&redis.url)))
         };
-        Ok(Self { timers, fires, shards, locks, nodes, database, description: format!("{sql} with {index}") })
+        Ok(Self::over(database, shards, locks, format!("{sql} with {index}")))
     }
-}
 
-/// Runs `$body` with `$pool` bound to the write pool (`write`) or a read
-/// pool (`read`) of either dialect of a [`Database`]: one statement text
-/// (with `$n` placeholders, which SQLite reads too) serves both.
-#[macro_export]
-macro_rules! on_db {
-    ($db:expr, write, $pool:ident => $body:expr) => {
-        match $db {
-            $crate::Database::Sqlite { write: $pool, .. } => $body,
-            $crate::Database::Postgres($pool) => $body,
-        }
-    };
-    ($db:expr, read, $pool:ident => $body:expr) => {
-        match $db {
-            $crate::Database::Sqlite { read: $pool, .. } => $body,
-            $crate::Database::Postgres($pool) => $body,
-        }
-    };
-}
-
-/// The SQL database a node runs on, as pools.
-#[derive(Debug, Clone)]
-pub enum Database {
-    /// SQLite: every write goes through `write` (one connection), reads use `read`.
-    Sqlite { write: sqlx::SqlitePool, read: sqlx::SqlitePool },
-    /// PostgreSQL: one pool for all.
-    Postgres(sqlx::PgPool),
-}
-
-impl Database {
-    /// Closes every connection, for a clean stop. On SQLite the WAL is
-    /// copied into the database file first, and closing the last
-    /// connection removes the `-wal` and `-shm` files: a stopped node
-    /// leaves one file behind.
-    pub async fn close(&self) {
-        match self {
-            Self::Sqlite { write, read } => {
-                if let Err(err) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(write).await {
-                    tracing::warn!(error = %err, "Final WAL checkpoint failed; SQLite replays the WAL at the next start.");
-                }
-                read.close().await;
-                write.close().await;
-            }
-            Self::Postgres(pool) => pool.close().await,
+    /// The stores over an open database and shard index.
+    pub fn over(
+        database: Database,
+        shards: Arc<dyn ShardStore>,
+        locks: Arc<dyn LockStore>,
+        description: String,
+    ) -> Self {
+        let db = Arc::new(database.clone());
+        Self {
+            timers: db.clone(),
+            fires: db.clone(),
+            nodes: db.clone(),
+            auth: db,
+            tasks: TaskStore::new(database.clone()),
+            shards,
+            locks,
+            database,
+            description,
         }
     }
 
     /// The WAL checkpointer a node runs on SQLite; none on PostgreSQL.
     pub fn checkpointer(&self, period: std::time::Duration) -> Option<sqlite::Checkpointer> {
-        match self {
-            Self::Sqlite { read, .. } => Some(sqlite::Checkpointer::new(read.clone(), period)),
-            Self::Postgres(_) => None,
-        }
+        self.database.checkpointer(period)
+    }
+
+    /// Closes the database for a clean stop (see [`Database::close`]).
+    pub async fn close(&self) {
+        self.database.close().await
     }
 }
 

@@ -47,7 +47,7 @@ async fn every_callback_carries_a_signature_the_receiver_verifies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apps_own_secret_wins_and_the_generated_server_secret_is_kept() {
     let h = Harness::start(reconciler_config()).await;
-    let db: Arc<dyn AuthRepo> = Arc::new(h.repo.database());
+    let db: Arc<dyn AuthRepo> = h.repo.clone();
     let none = AuthConfig::default();
     let first = Callbacks::load(&CallbackConfig::default(), &none, db.clone(), T0).await.unwrap();
     let again = Callbacks::load(&CallbackConfig::default(), &none, db.clone(), T0).await.unwrap();

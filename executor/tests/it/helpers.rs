@@ -19,7 +19,7 @@ use xtimer_core::fire::{Fire, FireKey, FireStatus};
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::Clock;
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler};
-use xtimer_store::sqlite::SqliteRepo;
+use xtimer_store::Database;
 use xtimer_store::{FireRepo, MemoryLocks, NewFire, TimerRepo};
 
 /// 2026-03-01 12:34:00 UTC: where every test's clock starts.
@@ -105,7 +105,7 @@ impl Receiver {
 /// An executor (and its running recorder), a reconciler over it, the
 /// stores they share and a receiver.
 pub struct Harness {
-    pub repo: Arc<SqliteRepo>,
+    pub repo: Arc<Database>,
     pub clock: Arc<ManualClock>,
     pub locks: Arc<MemoryLocks>,
     pub executor: ExecutorHandle,
@@ -130,7 +130,7 @@ impl Harness {
     pub async fn start_with(config: ReconcilerConfig, callbacks: Callbacks) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("xtimer.db").display());
-        let repo = Arc::new(SqliteRepo::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("db"));
+        let repo = Arc::new(Database::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("db"));
         let clock = Arc::new(ManualClock::new(T0));
         let locks = Arc::new(MemoryLocks::new(clock.clone()));
         let executor_config = ExecutorConfig { timeout_ms: 5_000, lease_ms: LEASE_MS, ..ExecutorConfig::default() };
@@ -160,7 +160,7 @@ impl Harness {
 
     fn reconciler_on(
         config: &ReconcilerConfig,
-        repo: &Arc<SqliteRepo>,
+        repo: &Arc<Database>,
         locks: &Arc<MemoryLocks>,
         clock: &Arc<ManualClock>,
         executor: &ExecutorHandle,

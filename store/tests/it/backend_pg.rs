@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use xtimer_core::config::DatabaseConfig;
 use xtimer_core::fire::FireKey;
 use xtimer_core::timer::TimerStatus;
-use xtimer_store::postgres::PgRepo;
+use xtimer_store::{postgres, Database};
 use xtimer_store::{Error, NewFire};
 
 use crate::helpers::{self, timer, Backend, APP, T0};
@@ -20,7 +20,7 @@ pub fn database_url() -> String {
     std::env::var("XTIMER_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/postgres".into())
 }
 
-/// `PgRepo` on a fresh schema `t_<random hex>`, migrated, with the embedded
+/// The repositories on a fresh PostgreSQL schema `t_<random hex>`, migrated, with the embedded
 /// shard index and locks on a `ManualClock` at [`T0`].
 ///
 /// The schema is left behind: dropping it needs a guard in
@@ -32,7 +32,7 @@ pub async fn postgres() -> Backend {
     let url = database_url();
     let schema = format!("t_{:016x}", rand::random::<u64>());
     let config = DatabaseConfig { url: url.clone(), max_connections: 4 };
-    let repo = match PgRepo::connect(&config, Some(&schema)).await {
+    let repo = match postgres::connect(&config, Some(&schema)).await {
         Ok(repo) => Arc::new(repo),
         Err(e) => panic!("PostgreSQL at {url} (set XTIMER_TEST_DATABASE_URL): {}", chain(&e)),
     };
@@ -41,6 +41,14 @@ pub async fn postgres() -> Backend {
     backend.nodes = repo.clone();
     backend.fires = repo;
     backend
+}
+
+/// The pool of a PostgreSQL [`Database`].
+fn pool(db: &Database) -> &sqlx::PgPool {
+    match db {
+        Database::Postgres(pool) => pool,
+        Database::Sqlite { .. } => unreachable!("connected to PostgreSQL"),
+    }
 }
 
 /// An error and its causes, one line.
@@ -89,7 +97,7 @@ async fn an_unreachable_server_fails_fast_and_says_which() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("postgres://xtimer:secret@127.0.0.1:{port}/xtimer");
     let started = Instant::now();
-    let err = PgRepo::connect(&DatabaseConfig { url, max_connections: 2 }, None).await.unwrap_err();
+    let err = postgres::connect(&DatabaseConfig { url, max_connections: 2 }, None).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     assert!(matches!(err, Error::Database(_)), "{err:?}");
     let message = chain(&err);
@@ -105,17 +113,17 @@ async fn nodes_starting_at_once_create_and_migrate_one_schema() {
     let mut nodes = tokio::task::JoinSet::new();
     for _ in 0..4 {
         let (config, schema) = (config.clone(), schema.clone());
-        nodes.spawn(async move { PgRepo::connect(&config, Some(&schema)).await });
+        nodes.spawn(async move { postgres::connect(&config, Some(&schema)).await });
     }
     let mut repos = Vec::new();
     while let Some(started) = nodes.join_next().await {
         repos.push(started.unwrap().unwrap_or_else(|e| panic!("every node starts: {}", chain(&e))));
     }
     let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
-        .fetch_one(repos[0].pool())
+        .fetch_one(pool(&repos[0]))
         .await
         .unwrap();
     assert_eq!(applied as usize, sqlx::migrate!("../migrations/postgres").iter().count(), "each migration once");
-    let schema_of: String = sqlx::query_scalar("SELECT current_schema()").fetch_one(repos[3].pool()).await.unwrap();
+    let schema_of: String = sqlx::query_scalar("SELECT current_schema()").fetch_one(pool(&repos[3])).await.unwrap();
     assert_eq!(schema_of, schema);
 }

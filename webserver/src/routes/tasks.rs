@@ -344,7 +344,7 @@ async fn register_task(
                     return not_owner(&task_type);
                 }
                 let call =
-                    if matches!(e, Error::Database(_)) { code::REGISTER_CREATE_TABLE } else { code::REGISTER_INSERT };
+                    if matches!(e, Error::Store(_)) { code::REGISTER_CREATE_TABLE } else { code::REGISTER_INSERT };
                 Failure::engine(call, "register task", e)
             })?;
             Ok(Empty {})

@@ -138,7 +138,7 @@ async fn issued_tokens_act_for_their_app_only() {
         app.call(Method::POST, "/api/xtimer/createTimer", Some(&token), Some(&cron_timer("billing", "r"))).await;
     other.err(StatusCode::FORBIDDEN);
     // Only the hash is stored.
-    let db = app.repo.database();
+    let db = app.repo.clone();
     assert_eq!(db.token_app(&token_hash(&token)).await.unwrap().as_deref(), Some("reports"));
     assert_eq!(db.token_app(&token).await.unwrap(), None);
 }

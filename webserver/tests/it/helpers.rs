@@ -16,7 +16,7 @@ use xtimer_core::config::{
 };
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
-use xtimer_store::sqlite::SqliteRepo;
+use xtimer_store::Database;
 use xtimer_store::{FireRepo, MemoryLocks, MemoryShards, TimerRepo};
 use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
@@ -31,7 +31,7 @@ pub struct TestApp {
     pub router: Router,
     pub clock: Arc<ManualClock>,
     /// The database, to arrange fires directly.
-    pub repo: Arc<SqliteRepo>,
+    pub repo: Arc<Database>,
     _dir: TempDir,
 }
 
@@ -62,7 +62,7 @@ pub async fn spawn_secure(auth: AuthConfig, callback: CallbackConfig, limits: Li
 pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let repo = Arc::new(SqliteRepo::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("sqlite"));
+    let repo = Arc::new(Database::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("sqlite"));
     let clock = Arc::new(ManualClock::new(NOW_MS));
     let shared: SharedClock = clock.clone();
     let timers = fakes.timers.unwrap_or_else(|| repo.clone());
@@ -79,7 +79,7 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
     );
     let mut state = AppState::new(timers, fires, Arc::new(migrator), shared, config);
     if let Some((auth, callback, limits)) = fakes.security {
-        let tokens: Arc<dyn xtimer_store::AuthRepo> = Arc::new(repo.database());
+        let tokens: Arc<dyn xtimer_store::AuthRepo> = repo.clone();
         state = state.with_security(Security::new(&auth, &callback, &limits, Some(tokens)).expect("security"));
     }
     TestApp { router: router(state), clock, repo, _dir: dir }

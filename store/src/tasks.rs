@@ -1,21 +1,21 @@
-//! The task tables in SQL, one implementation for SQLite and PostgreSQL.
+//! The asyncflow task tables (`t_schedule_cfg`, `t_schedule_pos` and one
+//! table per type and position) on [`Database`]: what the task engine may
+//! ask of SQL. The engine keeps the rules; this keeps the statements.
 //!
-//! Statements are written once with `$n` placeholders (SQLite reads `$1`
-//! as parameter 1 too); the store's `on_db!` macro expands each call for
-//! both pools. What differs per dialect is small and named: the id column of a
-//! new task table, and `FOR UPDATE SKIP LOCKED` in holds (SQLite needs no
-//! lock: every write goes through its one writer connection, so a hold is
-//! one atomic statement).
+//! Statements are written once (see [`crate::db`]). What differs per
+//! dialect is small and named: the id column of a new task table, `FOR
+//! UPDATE SKIP LOCKED` in holds (SQLite needs no lock: every write goes
+//! through its one writer connection, so a hold is one atomic statement),
+//! the batch insert, and PostgreSQL's planner statistics.
 //!
-//! Table names come only from [`crate::task_id::table_name`] over a type
-//! that passed [`crate::task_id::check_task_type`], and are quoted.
+//! Table names come only from [`table_name`] over a type the engine checked
+//! (`check_task_type`: letters, digits and `_`), and are quoted.
 
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
-use xtimer_store::{on_db, Database};
+use xtimer_core::task::{rfc3339, table_name, TaskData, TaskScheduleCfg, TaskStatus};
 
-use crate::task_id::table_name;
-use crate::wire::{rfc3339, TaskData, TaskScheduleCfg, TaskStatus};
-use crate::{Error, Result};
+use crate::db::on_db;
+use crate::{Database, Error, Result};
 
 /// Columns of a task table every read selects, in order.
 const TASK_COLUMNS: &str = "user_id, task_id, task_type, task_stage, status, priority, crt_retry_num, \
@@ -72,6 +72,21 @@ pub struct Positions {
     pub end: u32,
 }
 
+/// What [`TaskStore::register`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// The type is registered (or re-configured); its table positions.
+    Registered(Positions),
+    /// A registered type differs from this one only in letter case (table
+    /// names are case-insensitive on SQLite); nothing was written.
+    CaseClash {
+        /// The registered type.
+        existing: String,
+    },
+    /// The type belongs to another app; nothing was written.
+    OwnedByOther,
+}
+
 /// Task configuration, positions and task tables over a [`Database`].
 #[derive(Debug, Clone)]
 pub struct TaskStore {
@@ -85,7 +100,7 @@ impl TaskStore {
     }
 
     fn is_postgres(&self) -> bool {
-        matches!(self.db, Database::Postgres(_))
+        self.db.is_postgres()
     }
 
     /// DDL of a task table and its indexes.
@@ -117,13 +132,13 @@ impl TaskStore {
     /// Registers (or re-configures) a type: its cfg row, its pos row (1, 1)
     /// if new, and the task table at its end position. A new type is owned
     /// by `owner`; an existing type keeps its owner, and another owner may
-    /// not change it ([`Error::NotOwner`]; `owner` `None` may).
-    pub async fn register(&self, cfg: &TaskScheduleCfg, owner: Option<&str>, now_ms: i64) -> Result<Positions> {
+    /// not change it ([`Registration::OwnedByOther`]; `owner` `None` may).
+    pub async fn register(&self, cfg: &TaskScheduleCfg, owner: Option<&str>, now_ms: i64) -> Result<Registration> {
         let clash: Option<String> = on_db!(&self.db, read, pool => sqlx::query_scalar(
             "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $1 LIMIT 1")
             .bind(&cfg.task_type).fetch_optional(pool).await?);
         if let Some(existing) = clash {
-            return Err(Error::TypeClash(cfg.task_type.clone(), existing));
+            return Ok(Registration::CaseClash { existing });
         }
         // The table first: the governor sees a type once its pos row exists.
         if self.positions(&cfg.task_type).await?.is_none() {
@@ -141,13 +156,16 @@ impl TaskStore {
             .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
             .bind(cfg.max_retry_interval).bind(now_ms).bind(owner).execute(pool).await?.rows_affected());
         if written == 0 {
-            return Err(Error::NotOwner(cfg.task_type.clone()));
+            return Ok(Registration::OwnedByOther);
         }
         on_db!(&self.db, write, pool => sqlx::query(
             "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
              VALUES ($1, 1, 1, $2, $2) ON CONFLICT (task_type) DO NOTHING")
             .bind(&cfg.task_type).bind(now_ms).execute(pool).await?.rows_affected());
-        self.positions(&cfg.task_type).await?.ok_or_else(|| Error::UnknownType(cfg.task_type.clone()))
+        let positions = self.positions(&cfg.task_type).await?;
+        let positions =
+            positions.ok_or_else(|| Error::Corrupt(format!("t_schedule_pos: no row for {}", cfg.task_type)))?;
+        Ok(Registration::Registered(positions))
     }
 
     /// Every type, by type.

@@ -1,0 +1,561 @@
+//! [`FireRepo`] on [`Database`]: `t_timer_task`. Reads, `mark_missed` and
+//! the overdue scan are written once; the hot batch statements (insert,
+//! claim, reclaim, record, release) differ by dialect and sit side by side:
+//!
+//! - SQLite batches are multi-row `VALUES` lists in one transaction on its
+//!   one writer connection, so a claim is atomic without row locks.
+//! - PostgreSQL batches bind one array per column and expand them with
+//!   `UNNEST` (one statement of a fixed text whatever the batch size);
+//!   claims lock the fires they take with `FOR UPDATE SKIP LOCKED`, so
+//!   concurrent claimers never wait for each other and never both win a
+//!   fire; inserts take keys in index order, so they cannot deadlock.
+
+use async_trait::async_trait;
+use const_format::formatcp;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
+use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
+
+use crate::db::on_db;
+use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue};
+use crate::sql::{
+    claim_taken_over, code, fire_from_row, fire_status, key_from_row, page_bound, push_id_list, rounds_by_task,
+    FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT, TIMER_ENABLED,
+};
+use crate::{Database, Result};
+
+const PENDING_BETWEEN: &str = formatcp!(
+    "SELECT timer_id, run_timer FROM t_timer_task
+     WHERE status = {} AND run_timer >= $1 AND run_timer < $2 ORDER BY run_timer LIMIT $3",
+    code::PENDING
+);
+// A text of its own rather than `$4 IS NULL OR timer_id = $4`, so each gets
+// a plan on its own index (a cached generic plan would serve both badly).
+const PENDING_BETWEEN_OF_TIMER: &str = formatcp!(
+    "SELECT timer_id, run_timer FROM t_timer_task
+     WHERE timer_id = $4 AND status = {} AND run_timer >= $1 AND run_timer < $2 ORDER BY run_timer LIMIT $3",
+    code::PENDING
+);
+const LIST: &str = formatcp!(
+    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
+     ORDER BY run_timer DESC LIMIT $3 OFFSET $4"
+);
+const COUNT: &str = "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)";
+
+#[async_trait]
+impl FireRepo for Database {
+    async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64> {
+        if fires.is_empty() {
+            return Ok(0);
+        }
+        match self {
+            Self::Sqlite { write, .. } => insert_sqlite(write, fires, now_ms).await,
+            Self::Postgres(pool) => insert_pg(pool, fires, now_ms).await,
+        }
+    }
+
+    async fn pending_between(
+        &self,
+        timer_id: Option<i64>,
+        from_ms: i64,
+        to_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<FireKey>> {
+        let sql = if timer_id.is_some() { PENDING_BETWEEN_OF_TIMER } else { PENDING_BETWEEN };
+        on_db!(self, read, pool => {
+            let mut query = sqlx::query(sql).bind(from_ms).bind(to_ms).bind(i64::from(limit));
+            if let Some(id) = timer_id {
+                query = query.bind(id);
+            }
+            query.fetch_all(pool).await?.iter().map(key_from_row).collect()
+        })
+    }
+
+    async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {
+        if keys.is_empty() {
+            return Ok(ClaimOutcome::default());
+        }
+        match self {
+            Self::Sqlite { write, .. } => claim_sqlite(write, keys, owner, lease_ms, now_ms).await,
+            Self::Postgres(pool) => claim_pg(pool, keys, owner, lease_ms, now_ms).await,
+        }
+    }
+
+    async fn reclaim(
+        &self,
+        task_ids: &[i64],
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        alive_since_ms: i64,
+    ) -> Result<ClaimOutcome> {
+        if task_ids.is_empty() {
+            return Ok(ClaimOutcome::default());
+        }
+        match self {
+            Self::Sqlite { write, .. } => {
+                reclaim_sqlite(write, task_ids, owner, lease_ms, now_ms, alive_since_ms).await
+            }
+            Self::Postgres(pool) => reclaim_pg(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms).await,
+        }
+    }
+
+    async fn record(&self, results: &[FireResult], now_ms: i64) -> Result<u64> {
+        if results.is_empty() {
+            return Ok(0);
+        }
+        match self {
+            Self::Sqlite { write, .. } => record_sqlite(write, results, now_ms).await,
+            Self::Postgres(pool) => record_pg(pool, results, now_ms).await,
+        }
+    }
+
+    async fn release(&self, claims: &[ClaimedFire], now_ms: i64) -> Result<u64> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        match self {
+            Self::Sqlite { write, .. } => release_sqlite(write, claims, now_ms).await,
+            Self::Postgres(pool) => release_pg(pool, claims, now_ms).await,
+        }
+    }
+
+    async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64> {
+        if task_ids.is_empty() {
+            return Ok(0);
+        }
+        on_db!(self, write, pool => {
+            let mut marked = 0;
+            let mut tx = pool.begin().await?;
+            for chunk in task_ids.chunks(MAX_PARAMS / 2) {
+                let mut qb = QueryBuilder::new(formatcp!("UPDATE t_timer_task SET status = {}, output = ", code::MISSED));
+                qb.push_bind(output).push(", modify_time = ").push_bind(now_ms);
+                qb.push(formatcp!(" WHERE status = {} AND ", code::PENDING));
+                push_id_list(&mut qb, chunk);
+                marked += qb.build().execute(&mut *tx).await?.rows_affected();
+            }
+            tx.commit().await?;
+            Ok(marked)
+        })
+    }
+
+    async fn overdue(
+        &self,
+        pending_before_ms: i64,
+        now_ms: i64,
+        alive_since_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Overdue>> {
+        // Two ranges of (status, run_timer), merged newest first.
+        const SQL: &str = formatcp!(
+            "SELECT task_id, timer_id, run_timer, status FROM (
+                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status FROM t_timer_task
+                 WHERE status = {pending} AND run_timer < $1
+                 UNION ALL
+                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status FROM t_timer_task f
+                 WHERE status = {running} AND run_timer < $2 AND {taken_over}
+             ) o ORDER BY run_timer DESC LIMIT $4",
+            pending = code::PENDING,
+            running = code::RUNNING,
+            taken_over = claim_taken_over!("f.owner", "$2", "$3"),
+        );
+        on_db!(self, read, pool => sqlx::query(SQL)
+            .bind(pending_before_ms)
+            .bind(now_ms)
+            .bind(alive_since_ms)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(|r| {
+                let task_id = r.try_get("task_id")?;
+                Ok(Overdue { task_id, key: key_from_row(r)?, status: fire_status(r.try_get("status")?, task_id)? })
+            })
+            .collect())
+    }
+
+    async fn list_fires(
+        &self,
+        timer_id: i64,
+        status: Option<FireStatus>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Fire>, u64)> {
+        let status = status.map(FireStatus::code);
+        let (fires, total) = on_db!(self, read, pool => {
+            let rows = sqlx::query(LIST)
+                .bind(timer_id)
+                .bind(status)
+                .bind(page_bound(limit))
+                .bind(page_bound(offset))
+                .fetch_all(pool)
+                .await?;
+            let total: i64 = sqlx::query_scalar(COUNT).bind(timer_id).bind(status).fetch_one(pool).await?;
+            (rows.iter().map(fire_from_row).collect::<Result<Vec<_>>>()?, total)
+        });
+        Ok((fires, total as u64))
+    }
+}
+
+// ---- SQLite -------------------------------------------------------------
+
+/// Appends `(VALUES (?, ?), ...) AS k`: fire keys to join on the unique
+/// index (an `IN (VALUES ...)` would scan the status index instead).
+fn push_key_values(qb: &mut QueryBuilder<'_, Sqlite>, keys: &[FireKey]) {
+    qb.push("(VALUES ");
+    let mut sep = qb.separated(", ");
+    for key in keys {
+        sep.push("(").push_bind_unseparated(key.timer_id).push_unseparated(", ");
+        sep.push_bind_unseparated(key.run_ms).push_unseparated(")");
+    }
+    qb.push(") AS k");
+}
+
+/// Joins `t_timer_task` (as `f`) to the keys of [`push_key_values`].
+const ON_KEYS: &str = "f.timer_id = k.column1 AND f.run_timer = k.column2";
+
+fn claimed_from_sqlite(row: &SqliteRow, owner: &str) -> Result<ClaimedFire> {
+    Ok(ClaimedFire {
+        task_id: row.try_get("task_id")?,
+        key: key_from_row(row)?,
+        attempt: row.try_get::<i64, _>("attempt")? as u32,
+        owner: owner.to_string(),
+    })
+}
+
+async fn insert_sqlite(write: &SqlitePool, fires: &[NewFire], now_ms: i64) -> Result<u64> {
+    let mut inserted = 0;
+    let mut tx = write.begin().await?;
+    for chunk in fires.chunks(MAX_PARAMS / 5) {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO t_timer_task (timer_id, app, run_timer, create_time, modify_time) ",
+        );
+        qb.push_values(chunk, |mut b, f| {
+            b.push_bind(f.key.timer_id).push_bind(&f.app).push_bind(f.key.run_ms).push_bind(now_ms).push_bind(now_ms);
+        });
+        qb.push(" ON CONFLICT (timer_id, run_timer) DO NOTHING");
+        inserted += qb.build().execute(&mut *tx).await?.rows_affected();
+    }
+    tx.commit().await?;
+    Ok(inserted)
+}
+
+async fn claim_sqlite(
+    write: &SqlitePool,
+    keys: &[FireKey],
+    owner: &str,
+    lease_ms: i64,
+    now_ms: i64,
+) -> Result<ClaimOutcome> {
+    let mut out = ClaimOutcome::default();
+    let mut tx = write.begin().await?;
+    for chunk in keys.chunks(MAX_PARAMS / 2) {
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(formatcp!("UPDATE t_timer_task AS f SET status = {}, owner = ", code::RUNNING));
+        // A fire claimed after its time still gets a whole lease.
+        qb.push_bind(owner).push(", lease_until = MAX(run_timer, ").push_bind(now_ms).push(") + ").push_bind(lease_ms);
+        qb.push(", modify_time = ").push_bind(now_ms).push(" FROM ");
+        push_key_values(&mut qb, chunk);
+        qb.push(formatcp!(" WHERE {ON_KEYS} AND f.status = {} AND {TIMER_ENABLED}", code::PENDING));
+        qb.push(" RETURNING task_id, timer_id, run_timer, attempt");
+        for row in qb.build().fetch_all(&mut *tx).await? {
+            out.claimed.push(claimed_from_sqlite(&row, owner)?);
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new(formatcp!(
+            "UPDATE t_timer_task AS f SET status = {}, output = ",
+            code::SKIPPED
+        ));
+        qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" FROM ");
+        push_key_values(&mut qb, chunk);
+        qb.push(formatcp!(" WHERE {ON_KEYS} AND f.status = {} AND NOT {TIMER_ENABLED}", code::PENDING));
+        out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+async fn reclaim_sqlite(
+    write: &SqlitePool,
+    task_ids: &[i64],
+    owner: &str,
+    lease_ms: i64,
+    now_ms: i64,
+    alive_since_ms: i64,
+) -> Result<ClaimOutcome> {
+    let mut out = ClaimOutcome::default();
+    // Literal integers, not binds: the id lists already use the binds.
+    let claimable = format!(
+        "(status = {} OR (status = {} AND {}))",
+        code::PENDING,
+        code::RUNNING,
+        claim_taken_over!("f.owner", "{now}", "{alive_since}")
+            .replace("{now}", &now_ms.to_string())
+            .replace("{alive_since}", &alive_since_ms.to_string())
+    );
+    let mut tx = write.begin().await?;
+    for chunk in task_ids.chunks(MAX_PARAMS / 2) {
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(formatcp!("UPDATE t_timer_task AS f SET status = {}, owner = ", code::RUNNING));
+        qb.push_bind(owner).push(", lease_until = ").push_bind(now_ms + lease_ms);
+        qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
+        push_id_list(&mut qb, chunk);
+        qb.push(" AND ").push(&claimable);
+        qb.push(formatcp!(" AND {TIMER_ENABLED} RETURNING task_id, timer_id, run_timer, attempt"));
+        for row in qb.build().fetch_all(&mut *tx).await? {
+            out.claimed.push(claimed_from_sqlite(&row, owner)?);
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new(formatcp!(
+            "UPDATE t_timer_task AS f SET status = {}, owner = NULL, output = ",
+            code::SKIPPED
+        ));
+        qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
+        push_id_list(&mut qb, chunk);
+        qb.push(" AND ").push(&claimable);
+        qb.push(formatcp!(" AND NOT {TIMER_ENABLED}"));
+        out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+async fn record_sqlite(write: &SqlitePool, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    let mut written = 0;
+    let mut tx = write.begin().await?;
+    for round in rounds_by_task(results) {
+        for chunk in round.chunks(MAX_PARAMS / 8) {
+            // VALUES columns: 1 task_id, 2 owner, 3 status, 4 attempt, 5 output, 6 cost_time, 7 lease_until
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "UPDATE t_timer_task AS f SET status = v.column3, attempt = v.column4, output = v.column5,
+                 cost_time = CASE WHEN f.attempt = 0 THEN v.column6 ELSE f.cost_time END,
+                 lease_until = v.column7, modify_time = ",
+            );
+            qb.push_bind(now_ms).push(" FROM (VALUES ");
+            let mut sep = qb.separated(", ");
+            for r in chunk {
+                sep.push("(").push_bind_unseparated(r.task_id);
+                sep.push_unseparated(", ").push_bind_unseparated(&r.owner);
+                sep.push_unseparated(", ").push_bind_unseparated(r.status.code());
+                sep.push_unseparated(", ").push_bind_unseparated(i64::from(r.attempt));
+                sep.push_unseparated(", ").push_bind_unseparated(&r.output);
+                sep.push_unseparated(", ").push_bind_unseparated(r.cost_time);
+                sep.push_unseparated(", ").push_bind_unseparated(r.lease_until);
+                sep.push_unseparated(")");
+            }
+            qb.push(formatcp!(
+                ") AS v WHERE f.task_id = v.column1 AND f.owner = v.column2 AND f.status = {}",
+                code::RUNNING
+            ));
+            written += qb.build().execute(&mut *tx).await?.rows_affected();
+        }
+    }
+    tx.commit().await?;
+    Ok(written)
+}
+
+async fn release_sqlite(write: &SqlitePool, claims: &[ClaimedFire], now_ms: i64) -> Result<u64> {
+    const SQL: &str = formatcp!(
+        "UPDATE t_timer_task SET status = {}, owner = NULL, lease_until = NULL, modify_time = $1
+         WHERE task_id = $2 AND owner = $3 AND status = {}",
+        code::PENDING,
+        code::RUNNING
+    );
+    let mut released = 0;
+    let mut tx = write.begin().await?;
+    for c in claims {
+        released +=
+            sqlx::query(SQL).bind(now_ms).bind(c.task_id).bind(&c.owner).execute(&mut *tx).await?.rows_affected();
+    }
+    tx.commit().await?;
+    Ok(released)
+}
+
+// ---- PostgreSQL ---------------------------------------------------------
+
+/// Splits the rows a claim statement returned into fires won (running) and
+/// a count of fires skipped.
+fn claim_outcome_pg(rows: &[PgRow], owner: &str) -> Result<ClaimOutcome> {
+    let mut out = ClaimOutcome::default();
+    for row in rows {
+        let task_id: i64 = row.try_get("task_id")?;
+        match fire_status(i64::from(row.try_get::<i16, _>("status")?), task_id)? {
+            FireStatus::Running => out.claimed.push(ClaimedFire {
+                task_id,
+                key: key_from_row(row)?,
+                attempt: row.try_get::<i32, _>("attempt")? as u32,
+                owner: owner.to_string(),
+            }),
+            _ => out.skipped += 1,
+        }
+    }
+    Ok(out)
+}
+
+/// The UPDATE after a claim's CTE `c` (the locked fires: `task_id`,
+/// `enabled`): a fire whose timer is enabled becomes running under `$owner`
+/// until `$lease`; any other becomes skipped (its owner set to
+/// `$skipped_owner`). Returns each fire with its new status. Arguments are
+/// SQL expressions.
+macro_rules! claim_update {
+    ($owner:literal, $lease:literal, $skipped_owner:literal, $now:literal, $skipped_output:literal) => {
+        formatcp!(
+            "UPDATE t_timer_task f SET
+                 status = CASE WHEN c.enabled THEN {running} ELSE {skipped} END,
+                 owner = CASE WHEN c.enabled THEN {} ELSE {} END,
+                 lease_until = CASE WHEN c.enabled THEN {} ELSE f.lease_until END,
+                 output = CASE WHEN c.enabled THEN f.output ELSE {} END,
+                 modify_time = {}
+             FROM c WHERE f.task_id = c.task_id
+             RETURNING f.task_id, f.timer_id, f.run_timer, f.attempt, f.status",
+            $owner,
+            $skipped_owner,
+            $lease,
+            $skipped_output,
+            $now,
+            running = code::RUNNING,
+            skipped = code::SKIPPED,
+        )
+    };
+}
+
+async fn insert_pg(pool: &PgPool, fires: &[NewFire], now_ms: i64) -> Result<u64> {
+    let timer_ids: Vec<i64> = fires.iter().map(|f| f.key.timer_id).collect();
+    let apps: Vec<&str> = fires.iter().map(|f| f.app.as_str()).collect();
+    let runs: Vec<i64> = fires.iter().map(|f| f.key.run_ms).collect();
+    // Keys in index order: two inserts of overlapping batches wait for
+    // each other's rows in the same order, so they cannot deadlock.
+    let done = sqlx::query(
+        "INSERT INTO t_timer_task (timer_id, app, run_timer, create_time, modify_time)
+         SELECT timer_id, app, run_timer, $4, $4
+         FROM UNNEST($1::bigint[], $2::text[], $3::bigint[]) AS v(timer_id, app, run_timer)
+         ORDER BY timer_id, run_timer
+         ON CONFLICT (timer_id, run_timer) DO NOTHING",
+    )
+    .bind(timer_ids)
+    .bind(apps)
+    .bind(runs)
+    .bind(now_ms)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+async fn claim_pg(pool: &PgPool, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {
+    // Compare-and-set on pending, joined to the timer's status. Rows
+    // another claimer holds are skipped rather than waited for: it holds
+    // them only to take them. A fire claimed after its time still gets a
+    // whole lease.
+    const SQL: &str = formatcp!(
+        "WITH k AS (
+             SELECT DISTINCT timer_id, run_timer FROM UNNEST($1::bigint[], $2::bigint[]) AS k(timer_id, run_timer)
+         ), c AS MATERIALIZED (
+             SELECT f.task_id, {TIMER_ENABLED} AS enabled
+             FROM t_timer_task f JOIN k ON f.timer_id = k.timer_id AND f.run_timer = k.run_timer
+             WHERE f.status = {}
+             FOR UPDATE OF f SKIP LOCKED
+         )
+         {}",
+        code::PENDING,
+        claim_update!("$3", "GREATEST(f.run_timer, $5) + $4", "f.owner", "$5", "$6")
+    );
+    let rows = sqlx::query(SQL)
+        .bind(keys.iter().map(|k| k.timer_id).collect::<Vec<_>>())
+        .bind(keys.iter().map(|k| k.run_ms).collect::<Vec<_>>())
+        .bind(owner)
+        .bind(lease_ms)
+        .bind(now_ms)
+        .bind(SKIPPED_OUTPUT)
+        .fetch_all(pool)
+        .await?;
+    claim_outcome_pg(&rows, owner)
+}
+
+async fn reclaim_pg(
+    pool: &PgPool,
+    task_ids: &[i64],
+    owner: &str,
+    lease_ms: i64,
+    now_ms: i64,
+    alive_since_ms: i64,
+) -> Result<ClaimOutcome> {
+    const SQL: &str = formatcp!(
+        "WITH c AS MATERIALIZED (
+             SELECT f.task_id, {TIMER_ENABLED} AS enabled
+             FROM t_timer_task f
+             WHERE f.task_id = ANY($1::bigint[]) AND (f.status = {} OR (f.status = {} AND {}))
+             FOR UPDATE OF f SKIP LOCKED
+         )
+         {}",
+        code::PENDING,
+        code::RUNNING,
+        claim_taken_over!("f.owner", "$4", "$6"),
+        claim_update!("$2", "$3", "NULL", "$4", "$5")
+    );
+    let rows = sqlx::query(SQL)
+        .bind(task_ids)
+        .bind(owner)
+        .bind(now_ms + lease_ms)
+        .bind(now_ms)
+        .bind(SKIPPED_OUTPUT)
+        .bind(alive_since_ms)
+        .fetch_all(pool)
+        .await?;
+    claim_outcome_pg(&rows, owner)
+}
+
+async fn record_pg(pool: &PgPool, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    const SQL: &str = formatcp!(
+        "UPDATE t_timer_task f SET status = v.status, attempt = v.attempt, output = v.output,
+             cost_time = CASE WHEN f.attempt = 0 THEN v.cost_time ELSE f.cost_time END,
+             lease_until = v.lease_until, modify_time = $8
+         FROM UNNEST($1::bigint[], $2::text[], $3::smallint[], $4::integer[], $5::text[], $6::bigint[], $7::bigint[])
+              AS v(task_id, owner, status, attempt, output, cost_time, lease_until)
+         WHERE f.task_id = v.task_id AND f.owner = v.owner AND f.status = {}",
+        code::RUNNING
+    );
+    fn bind_round<'q>(
+        round: &'q [&'q FireResult],
+        now_ms: i64,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        sqlx::query(SQL)
+            .bind(round.iter().map(|r| r.task_id).collect::<Vec<_>>())
+            .bind(round.iter().map(|r| r.owner.as_str()).collect::<Vec<_>>())
+            .bind(round.iter().map(|r| r.status.code() as i16).collect::<Vec<_>>())
+            .bind(round.iter().map(|r| i32::try_from(r.attempt).unwrap_or(i32::MAX)).collect::<Vec<_>>())
+            .bind(round.iter().map(|r| r.output.as_str()).collect::<Vec<_>>())
+            .bind(round.iter().map(|r| r.cost_time).collect::<Vec<_>>())
+            .bind(round.iter().map(|r| r.lease_until).collect::<Vec<_>>())
+            .bind(now_ms)
+    }
+
+    // One statement per round, all in one transaction. A final fire keeps
+    // its owner token: it names the node that fired it.
+    let rounds = rounds_by_task(results);
+    if let [round] = rounds.as_slice() {
+        return Ok(bind_round(round, now_ms).execute(pool).await?.rows_affected());
+    }
+    let mut written = 0;
+    let mut tx = pool.begin().await?;
+    for round in &rounds {
+        written += bind_round(round, now_ms).execute(&mut *tx).await?.rows_affected();
+    }
+    tx.commit().await?;
+    Ok(written)
+}
+
+async fn release_pg(pool: &PgPool, claims: &[ClaimedFire], now_ms: i64) -> Result<u64> {
+    const SQL: &str = formatcp!(
+        "UPDATE t_timer_task f SET status = {}, owner = NULL, lease_until = NULL, modify_time = $3
+         FROM UNNEST($1::bigint[], $2::text[]) AS v(task_id, owner)
+         WHERE f.task_id = v.task_id AND f.owner = v.owner AND f.status = {}",
+        code::PENDING,
+        code::RUNNING
+    );
+    let done = sqlx::query(SQL)
+        .bind(claims.iter().map(|c| c.task_id).collect::<Vec<_>>())
+        .bind(claims.iter().map(|c| c.owner.as_str()).collect::<Vec<_>>())
+        .bind(now_ms)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,43 @@
+//! [`NodeRepo`] on [`Database`]: `t_node`, one text for every dialect.
+
+use async_trait::async_trait;
+use xtimer_core::node::NodeInfo;
+
+use crate::db::on_db;
+use crate::repo::NodeRepo;
+use crate::sql::node_from_row;
+use crate::{Database, Result};
+
+#[async_trait]
+impl NodeRepo for Database {
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<()> {
+        const SQL: &str = "INSERT INTO t_node (node_id, host, listen, started_at, heartbeat_at, shards)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, shards = excluded.shards,
+             listen = excluded.listen";
+        let shards = serde_json::to_string(&node.shards).expect("strings serialize");
+        on_db!(self, write, pool => sqlx::query(SQL)
+            .bind(&node.id)
+            .bind(&node.host)
+            .bind(&node.listen)
+            .bind(node.started_at)
+            .bind(node.heartbeat_at)
+            .bind(shards)
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(())
+    }
+
+    async fn list_nodes(&self, since_ms: i64) -> Result<Vec<NodeInfo>> {
+        const SQL: &str = "SELECT node_id, host, listen, started_at, heartbeat_at, shards FROM t_node
+             WHERE heartbeat_at >= $1 ORDER BY node_id";
+        on_db!(self, read, pool => sqlx::query(SQL).bind(since_ms).fetch_all(pool).await?
+            .iter().map(node_from_row).collect())
+    }
+
+    async fn remove_node(&self, id: &str) -> Result<()> {
+        on_db!(self, write, pool => sqlx::query("DELETE FROM t_node WHERE node_id = $1").bind(id).execute(pool).await?.rows_affected());
+        Ok(())
+    }
+}

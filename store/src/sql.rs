@@ -1,0 +1,222 @@
+//! What every dialect shares: status codes as SQL text (from core's
+//! enums), column lists, SQL fragments, and how a row becomes a domain
+//! value. One place knows each.
+
+use std::collections::HashMap;
+
+use const_format::formatcp;
+use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
+use xtimer_core::fire::{Fire, FireKey, FireStatus};
+use xtimer_core::node::NodeInfo;
+use xtimer_core::timer::{MisfirePolicy, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
+
+use crate::repo::FireResult;
+use crate::{Error, Result};
+
+/// Storage codes of the statuses, for SQL text. They come from core's
+/// enums, so a statement can never disagree with the code that reads it.
+pub(crate) mod code {
+    use xtimer_core::fire::FireStatus;
+    use xtimer_core::timer::TimerStatus;
+
+    pub const TIMER_ENABLED: i64 = TimerStatus::Enabled as i64;
+    pub const TIMER_DELETED: i64 = TimerStatus::Deleted as i64;
+    pub const PENDING: i64 = FireStatus::Pending as i64;
+    pub const RUNNING: i64 = FireStatus::Running as i64;
+    pub const SKIPPED: i64 = FireStatus::Skipped as i64;
+    pub const MISSED: i64 = FireStatus::Missed as i64;
+}
+
+/// Bound parameters per statement stay well under SQLite's limit (32766).
+pub(crate) const MAX_PARAMS: usize = 30_000;
+
+/// Output of a fire skipped because its timer is disabled or deleted.
+pub const SKIPPED_OUTPUT: &str = "skipped: the timer is not enabled";
+
+/// The `t_timer_task` columns every fire query selects; small integers are
+/// read as 64-bit in every dialect.
+pub(crate) const FIRE_COLUMNS: &str = "task_id, timer_id, app, run_timer, CAST(status AS BIGINT) AS status, \
+     CAST(attempt AS BIGINT) AS attempt, output, cost_time, create_time, modify_time";
+
+/// The fire (`t_timer_task` as `f`) belongs to an enabled timer: a
+/// primary-key probe per row. A fire of a missing timer counts as not enabled.
+pub(crate) const TIMER_ENABLED: &str =
+    formatcp!("EXISTS (SELECT 1 FROM t_timer t WHERE t.timer_id = f.timer_id AND t.status = {})", code::TIMER_ENABLED);
+
+/// The `t_timer` columns every timer query selects, in order. `status` is
+/// read as a 64-bit integer in every dialect.
+pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
+     timezone, run_at, notify, retry, misfire, create_time, modify_time";
+
+/// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
+pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let id: i64 = row.try_get("timer_id")?;
+    let corrupt = |what: &str| Error::Corrupt(format!("t_timer {id}: {what}"));
+    let status = TimerStatus::from_code(row.try_get("status")?).ok_or_else(|| corrupt("status"))?;
+    let kind: String = row.try_get("kind")?;
+    let schedule = match kind.as_str() {
+        "cron" => Schedule::Cron {
+            expr: row.try_get::<Option<String>, _>("cron")?.ok_or_else(|| corrupt("cron"))?,
+            timezone: row.try_get("timezone")?,
+        },
+        "once" => {
+            Schedule::Once { run_at_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))? }
+        }
+        _ => return Err(corrupt("kind")),
+    };
+    let notify: Notify =
+        serde_json::from_str(&row.try_get::<String, _>("notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
+    let retry: RetryPolicy =
+        serde_json::from_str(&row.try_get::<String, _>("retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
+    let misfire = MisfirePolicy::parse(&row.try_get::<String, _>("misfire")?).ok_or_else(|| corrupt("misfire"))?;
+    Ok(Timer {
+        id,
+        app: row.try_get("app")?,
+        name: row.try_get("name")?,
+        status,
+        schedule,
+        notify,
+        retry,
+        misfire,
+        create_time: row.try_get("create_time")?,
+        modify_time: row.try_get("modify_time")?,
+    })
+}
+
+/// A `t_node` row as a [`NodeInfo`].
+pub(crate) fn node_from_row<'r, R>(row: &'r R) -> Result<NodeInfo>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let id: String = row.try_get("node_id")?;
+    let shards = serde_json::from_str(&row.try_get::<String, _>("shards")?)
+        .map_err(|e| Error::Corrupt(format!("t_node {id}: shards: {e}")))?;
+    Ok(NodeInfo {
+        id,
+        host: row.try_get("host")?,
+        listen: row.try_get("listen")?,
+        started_at: row.try_get("started_at")?,
+        heartbeat_at: row.try_get("heartbeat_at")?,
+        shards,
+    })
+}
+
+/// Maps a unique-index violation on insert to [`Error::NameTaken`] for `app`/`name`.
+pub(crate) fn name_taken_or(err: sqlx::Error, app: &str, name: &str) -> Error {
+    match err {
+        sqlx::Error::Database(e) if e.is_unique_violation() => Error::NameTaken { app: app.into(), name: name.into() },
+        e => e.into(),
+    }
+}
+
+/// SQL true when the claim of a running fire may be taken over: its lease
+/// ended before `now`, or the node named by its owner token
+/// (`{node_id}:{seq}`) has a `t_node` row with no heartbeat since
+/// `alive_since`: it died, and waiting for the lease would make a takeover
+/// a minute long. An owner with no row at all (a node that never reported)
+/// waits for its lease.
+/// `owner` is the owner column as the statement names it; `now` and
+/// `alive_since` are placeholders. The same text in every dialect, built at
+/// compile time.
+macro_rules! claim_taken_over {
+    ($owner:literal, $now:literal, $alive_since:literal) => {
+        const_format::formatcp!(
+            "(lease_until < {} OR EXISTS (SELECT 1 FROM t_node n WHERE n.heartbeat_at < {} \
+             AND substr({}, 1, length(n.node_id) + 1) = n.node_id || ':'))",
+            $now,
+            $alive_since,
+            $owner
+        )
+    };
+}
+pub(crate) use claim_taken_over;
+
+/// A fire row ([`FIRE_COLUMNS`]) as a [`Fire`].
+pub(crate) fn fire_from_row<'r, R>(row: &'r R) -> Result<Fire>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let task_id: i64 = row.try_get("task_id")?;
+    Ok(Fire {
+        task_id,
+        timer_id: row.try_get("timer_id")?,
+        app: row.try_get("app")?,
+        run_ms: row.try_get("run_timer")?,
+        status: fire_status(row.try_get("status")?, task_id)?,
+        attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
+        output: row.try_get("output")?,
+        cost_time: row.try_get("cost_time")?,
+        create_time: row.try_get("create_time")?,
+        modify_time: row.try_get("modify_time")?,
+    })
+}
+
+/// A fire's status code as a [`FireStatus`].
+pub(crate) fn fire_status(code: i64, task_id: i64) -> Result<FireStatus> {
+    FireStatus::from_code(code).ok_or_else(|| Error::Corrupt(format!("t_timer_task {task_id}: status")))
+}
+
+/// The key (`timer_id`, `run_timer`) of a fire row.
+pub(crate) fn key_from_row<'r, R>(row: &'r R) -> Result<FireKey>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(FireKey { timer_id: row.try_get("timer_id")?, run_ms: row.try_get("run_timer")? })
+}
+
+/// Appends `task_id IN (?, ...)` in any dialect.
+pub(crate) fn push_id_list<DB: sqlx::Database>(qb: &mut QueryBuilder<'_, DB>, ids: &[i64])
+where
+    i64: for<'q> sqlx::Encode<'q, DB> + Type<DB>,
+{
+    qb.push("task_id IN (");
+    let mut sep = qb.separated(", ");
+    for id in ids {
+        sep.push_bind(*id);
+    }
+    qb.push(")");
+}
+
+/// Splits results into rounds in which each fire appears at most once,
+/// keeping each fire's results in order across rounds: one statement
+/// joins each fire once.
+pub(crate) fn rounds_by_task(results: &[FireResult]) -> Vec<Vec<&FireResult>> {
+    let mut rounds: Vec<Vec<&FireResult>> = Vec::new();
+    let mut next_round: HashMap<i64, usize> = HashMap::new();
+    for r in results {
+        let round = next_round.entry(r.task_id).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(r);
+        *round += 1;
+    }
+    rounds
+}
+
+/// (kind, cron, timezone, run_at) columns of a schedule.
+pub(crate) fn schedule_columns(schedule: &Schedule) -> (&'static str, Option<&str>, &str, Option<i64>) {
+    match schedule {
+        Schedule::Cron { expr, timezone } => ("cron", Some(expr.as_str()), timezone.as_str(), None),
+        Schedule::Once { run_at_ms } => ("once", None, "UTC", Some(*run_at_ms)),
+    }
+}
+
+/// Clamps a page bound to what `LIMIT` / `OFFSET` take.
+pub(crate) fn page_bound(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,225 @@
+//! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every dialect;
+//! only the batch insert and the read by many ids differ, side by side.
+
+use async_trait::async_trait;
+use const_format::formatcp;
+use sqlx::{QueryBuilder, Row, Sqlite};
+use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
+
+use crate::db::on_db;
+use crate::repo::TimerRepo;
+use crate::sql::{code, name_taken_or, page_bound, schedule_columns, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::{Database, Error, Result};
+
+const INSERT: &str = "INSERT INTO t_timer \
+     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time) ";
+const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
+const LIST_APP: &str = formatcp!(
+    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
+    code::TIMER_DELETED
+);
+const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
+const SET_STATUS: &str = formatcp!(
+    "UPDATE t_timer SET status = $1, modify_time = $2 WHERE timer_id = $3 AND status <> {}",
+    code::TIMER_DELETED
+);
+const ENABLED: &str = formatcp!(
+    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND timer_id > $1 ORDER BY timer_id LIMIT $2",
+    code::TIMER_ENABLED
+);
+
+fn notify_json(t: &NewTimer) -> String {
+    serde_json::to_string(&t.notify).expect("notify serializes")
+}
+
+fn retry_json(t: &NewTimer) -> String {
+    serde_json::to_string(&t.retry).expect("retry serializes")
+}
+
+/// The error of a batch whose insert hit the unique name index.
+fn batch_name_taken(timers: &[NewTimer]) -> Error {
+    Error::NameTaken { app: timers[0].app.clone(), name: "(one of the batch)".into() }
+}
+
+#[async_trait]
+impl TimerRepo for Database {
+    async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
+        let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+        let sql = formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING timer_id");
+        let res: std::result::Result<i64, sqlx::Error> = on_db!(self, write, pool => sqlx::query_scalar(sql)
+            .bind(&t.app)
+            .bind(&t.name)
+            .bind(t.status.code())
+            .bind(kind)
+            .bind(cron)
+            .bind(timezone)
+            .bind(run_at)
+            .bind(notify_json(t))
+            .bind(retry_json(t))
+            .bind(t.misfire.as_str())
+            .bind(now_ms)
+            .fetch_one(pool)
+            .await);
+        match res {
+            Ok(id) => Ok(t.stored(id, now_ms)),
+            Err(e) => Err(name_taken_or(e, &t.app, &t.name)),
+        }
+    }
+
+    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
+        if timers.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self {
+            Self::Sqlite { write, .. } => create_timers_sqlite(write, timers, now_ms).await,
+            Self::Postgres(pool) => create_timers_pg(pool, timers, now_ms).await,
+        }
+    }
+
+    async fn get_timer(&self, id: i64) -> Result<Option<Timer>> {
+        let row = on_db!(self, read, pool => sqlx::query(GET).bind(id).fetch_optional(pool).await?
+            .as_ref().map(timer_from_row).transpose());
+        row
+    }
+
+    async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self {
+            Self::Sqlite { read, .. } => {
+                let mut out = Vec::with_capacity(ids.len());
+                for chunk in ids.chunks(MAX_PARAMS) {
+                    let mut qb = QueryBuilder::<Sqlite>::new(formatcp!(
+                        "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN ("
+                    ));
+                    let mut sep = qb.separated(", ");
+                    for id in chunk {
+                        sep.push_bind(*id);
+                    }
+                    qb.push(")");
+                    for row in qb.build().fetch_all(read).await? {
+                        out.push(timer_from_row(&row)?);
+                    }
+                }
+                Ok(out)
+            }
+            Self::Postgres(pool) => {
+                let sql = formatcp!(
+                    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = ANY($1::bigint[]) ORDER BY timer_id"
+                );
+                sqlx::query(sql).bind(ids).fetch_all(pool).await?.iter().map(timer_from_row).collect()
+            }
+        }
+    }
+
+    async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)> {
+        let (timers, total) = on_db!(self, read, pool => {
+            let rows = sqlx::query(LIST_APP)
+                .bind(app)
+                .bind(page_bound(limit))
+                .bind(page_bound(offset))
+                .fetch_all(pool)
+                .await?;
+            let total: i64 = sqlx::query_scalar(COUNT_APP).bind(app).fetch_one(pool).await?;
+            (rows.iter().map(timer_from_row).collect::<Result<Vec<_>>>()?, total)
+        });
+        Ok((timers, total as u64))
+    }
+
+    async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
+        let done = on_db!(self, write, pool => sqlx::query(SET_STATUS)
+            .bind(status.code())
+            .bind(now_ms)
+            .bind(id)
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(done == 1)
+    }
+
+    async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>> {
+        on_db!(self, read, pool => sqlx::query(ENABLED)
+            .bind(after_id)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(timer_from_row)
+            .collect())
+    }
+}
+
+/// SQLite: multi-row `VALUES` statements in one transaction.
+async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(timers.len());
+    let mut tx = write.begin().await?;
+    for chunk in timers.chunks(MAX_PARAMS / 12) {
+        let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
+        qb.push_values(chunk, |mut b, t| {
+            let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+            b.push_bind(t.app.clone())
+                .push_bind(t.name.clone())
+                .push_bind(t.status.code())
+                .push_bind(kind)
+                .push_bind(cron.map(str::to_string))
+                .push_bind(timezone.to_string())
+                .push_bind(run_at)
+                .push_bind(notify_json(t))
+                .push_bind(retry_json(t))
+                .push_bind(t.misfire.as_str())
+                .push_bind(now_ms)
+                .push_bind(now_ms);
+        });
+        qb.push(" RETURNING timer_id");
+        match qb.build().fetch_all(&mut *tx).await {
+            Ok(rows) => {
+                for row in rows {
+                    ids.push(row.try_get("timer_id")?);
+                }
+            }
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Err(batch_name_taken(chunk)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    tx.commit().await?;
+    Ok(ids)
+}
+
+/// PostgreSQL: one `INSERT ... SELECT FROM UNNEST` of one array per column,
+/// so the batch is one statement (all or nothing). Rows go in input order,
+/// so their ids, drawn from the sequence one after another, ascend in
+/// input order too.
+async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
+    let schedules: Vec<_> = timers.iter().map(|t| schedule_columns(&t.schedule)).collect();
+    let sql = formatcp!(
+        "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, $11, $11
+         FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+                     $8::text[], $9::text[], $10::text[])
+              WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, ord)
+         ORDER BY ord
+         RETURNING timer_id"
+    );
+    let res = sqlx::query_scalar::<_, i64>(sql)
+        .bind(timers.iter().map(|t| t.app.as_str()).collect::<Vec<_>>())
+        .bind(timers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>())
+        .bind(timers.iter().map(|t| t.status.code() as i16).collect::<Vec<_>>())
+        .bind(schedules.iter().map(|s| s.0).collect::<Vec<_>>())
+        .bind(schedules.iter().map(|s| s.1).collect::<Vec<_>>())
+        .bind(schedules.iter().map(|s| s.2).collect::<Vec<_>>())
+        .bind(schedules.iter().map(|s| s.3).collect::<Vec<_>>())
+        .bind(timers.iter().map(notify_json).collect::<Vec<_>>())
+        .bind(timers.iter().map(retry_json).collect::<Vec<_>>())
+        .bind(timers.iter().map(|t| t.misfire.as_str()).collect::<Vec<_>>())
+        .bind(now_ms)
+        .fetch_all(pool)
+        .await;
+    match res {
+        Ok(mut ids) => {
+            ids.sort_unstable();
+            Ok(ids)
+        }
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(batch_name_taken(timers)),
+        Err(e) => Err(e.into()),
+    }
+}
