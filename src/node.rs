@@ -10,12 +10,12 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use xtimer_asyncflow::{Governor, Tasks};
 use xtimer_core::config::Config;
-use xtimer_core::node::{Liveness, NodeInfo};
+use xtimer_core::node::{Liveness, NodeContext, NodeInfo};
 use xtimer_core::{SharedClock, SystemClock};
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler};
-use xtimer_migrator::Migrator;
+use xtimer_migrator::{Expander, Migrator};
 use xtimer_scheduler::Scheduler;
-use xtimer_store::Stores;
+use xtimer_store::{ShardLeases, Stores};
 use xtimer_trigger::{Trigger, TriggerChannels};
 use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
@@ -34,8 +34,10 @@ pub struct Node {
     pub node_id: String,
     /// The stores, for tests and tools that look inside.
     pub stores: Stores,
-    /// The migrator, for tests and tools that expand on demand.
-    pub migrator: Arc<Migrator>,
+    /// The migrator, for tools that run a step on demand.
+    pub migrator: Migrator,
+    /// The expander, for tests and tools that expand one timer on demand.
+    pub expander: Expander,
     /// The asyncflow task engine.
     pub tasks: Tasks,
     stop_claiming: CancellationToken,
@@ -82,35 +84,17 @@ impl Node {
         let (due_tx, due_rx) = mpsc::channel(4096);
         let (feed_tx, feed_rx) = broadcast::channel(1024);
 
-        let migrator = Arc::new(
-            Migrator::new(
-                config.migrator.clone(),
-                stores.timers.clone(),
-                stores.fires.clone(),
-                stores.shards.clone(),
-                stores.locks.clone(),
-                clock.clone(),
-                &prefix,
-                &node_id,
-            )
-            .with_feed(feed_tx),
-        );
-        let scheduler = Scheduler::new(
-            config.scheduler.clone(),
-            config.shard.buckets,
-            &prefix,
-            &node_id,
-            stores.locks.clone(),
-            clock.clone(),
-            won_tx,
-        );
+        let ctx = NodeContext::new(clock.clone(), node_id.clone(), prefix.clone());
+        let migrator = Migrator::new(config.migrator.clone(), &stores, &ctx, Some(feed_tx));
+        let expander = migrator.expander();
+        let leases =
+            ShardLeases::new(stores.locks.clone(), &ctx, config.scheduler.lease_ms, config.scheduler.done_ttl_ms);
+        let scheduler = Scheduler::new(config.scheduler.clone(), config.shard.buckets, leases.clone(), &ctx, won_tx);
         let trigger = Trigger::new(
             config.trigger.clone(),
-            config.scheduler.clone(),
-            &prefix,
+            leases,
             stores.shards.clone(),
-            stores.locks.clone(),
-            clock.clone(),
+            &ctx,
             TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx },
         );
         let task_store = stores.tasks.clone();
@@ -158,7 +142,7 @@ impl Node {
         let state = AppState::new(
             stores.timers.clone(),
             stores.fires.clone(),
-            migrator.clone(),
+            expander.clone(),
             clock.clone(),
             config.server.clone(),
         );
@@ -237,6 +221,7 @@ impl Node {
             node_id,
             stores,
             migrator,
+            expander,
             tasks,
             stop_claiming,
             hard_stop,

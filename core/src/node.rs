@@ -4,6 +4,30 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+/// What every part of a node shares: its clock, its id and the key
+/// prefix of its cluster. Built once at start and passed whole.
+#[derive(Clone)]
+pub struct NodeContext {
+    /// The injected wall clock.
+    pub clock: crate::SharedClock,
+    /// This node's id (owner tokens start with it).
+    pub node_id: String,
+    /// Prefix of every shard and lock key (`shard.key_prefix`).
+    pub key_prefix: String,
+}
+
+impl NodeContext {
+    /// A context for `node_id` in the cluster of `key_prefix`.
+    pub fn new(clock: crate::SharedClock, node_id: impl Into<String>, key_prefix: impl Into<String>) -> Self {
+        Self { clock, node_id: node_id.into(), key_prefix: key_prefix.into() }
+    }
+
+    /// Now, in Unix milliseconds, by the node's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
+
 /// One node's identity and liveness.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {

@@ -2,9 +2,11 @@
 //!
 //! # Layout
 //!
-//! - [`Migrator`]: the loop (`run`), one step (`run_once`), the start-up
-//!   catch-up (`catch_up`) and the per-timer expansion used when a timer is
-//!   enabled (`expand_timer`).
+//! - [`Migrator`]: the loop (`run`), one step (`run_once`) and the start-up
+//!   catch-up (`catch_up`).
+//! - [`Expander`]: expands one timer into fires and indexes them; cheap to
+//!   clone, so request handlers hold one and call `expand_timer` when a
+//!   timer is enabled.
 //! - [`expand`]: pure fire-time expansion of one timer over a window.
 //! - [`error`]: this crate's error type.
 //!
@@ -24,23 +26,35 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::MigratorConfig;
 use xtimer_core::fire::{FireFeed, FireKey};
+use xtimer_core::node::NodeContext;
 use xtimer_core::shard::{minute_of, MINUTE_MS};
 use xtimer_core::timer::Timer;
 use xtimer_core::SharedClock;
-use xtimer_store::{FireRepo, LockStore, NewFire, ShardStore, TimerRepo};
+use xtimer_store::{FireRepo, LockStore, NewFire, ShardStore, Stores, TimerRepo};
 
 pub use error::{Error, Result};
 
-/// Expands timers into fires and indexes them into shards.
+/// The migrator loop: every step, under a cluster-wide lock, expands every
+/// enabled timer through its [`Expander`]. Clones share everything.
+#[derive(Clone)]
 pub struct Migrator {
     config: MigratorConfig,
     timers: Arc<dyn TimerRepo>,
-    fires: Arc<dyn FireRepo>,
-    shards: Arc<dyn ShardStore>,
     locks: Arc<dyn LockStore>,
-    clock: SharedClock,
+    expander: Expander,
     lock_key: String,
     token: String,
+}
+
+/// Expands timers into fires and indexes them into shards. Clones share
+/// everything.
+#[derive(Clone)]
+pub struct Expander {
+    step_ms: u64,
+    max_fires_per_timer: usize,
+    fires: Arc<dyn FireRepo>,
+    shards: Arc<dyn ShardStore>,
+    clock: SharedClock,
     feed: Option<FireFeed>,
 }
 
@@ -56,45 +70,35 @@ pub struct StepReport {
 }
 
 impl Migrator {
-    /// A migrator; `key_prefix` names its cluster-wide lock.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        config: MigratorConfig,
-        timers: Arc<dyn TimerRepo>,
-        fires: Arc<dyn FireRepo>,
-        shards: Arc<dyn ShardStore>,
-        locks: Arc<dyn LockStore>,
-        clock: SharedClock,
-        key_prefix: &str,
-        node_id: &str,
-    ) -> Self {
+    /// A migrator over `stores`; every indexed fire is published to `feed`
+    /// as well, when given.
+    pub fn new(config: MigratorConfig, stores: &Stores, ctx: &NodeContext, feed: Option<FireFeed>) -> Self {
+        let expander = Expander {
+            step_ms: config.step_ms,
+            max_fires_per_timer: config.max_fires_per_timer,
+            fires: stores.fires.clone(),
+            shards: stores.shards.clone(),
+            clock: ctx.clock.clone(),
+            feed,
+        };
         Self {
             config,
-            timers,
-            fires,
-            shards,
-            locks,
-            clock,
-            lock_key: format!("{key_prefix}:lock:migrator"),
-            token: node_id.to_string(),
-            feed: None,
+            timers: stores.timers.clone(),
+            locks: stores.locks.clone(),
+            expander,
+            lock_key: format!("{}:lock:migrator", ctx.key_prefix),
+            token: ctx.node_id.clone(),
         }
     }
 
-    /// Publishes every indexed fire to `feed` as well.
-    pub fn with_feed(mut self, feed: FireFeed) -> Self {
-        self.feed = Some(feed);
-        self
-    }
-
-    /// End of the window a step started at `now_ms` covers.
-    pub fn horizon(&self, now_ms: i64) -> i64 {
-        now_ms + 2 * self.config.step_ms as i64
+    /// The expander, for request handlers.
+    pub fn expander(&self) -> Expander {
+        self.expander.clone()
     }
 
     /// Runs a catch-up step at once, then one step per `step_ms` until
     /// `shutdown`.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) -> Result<()> {
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         if let Err(err) = self.catch_up().await {
             tracing::warn!(error = %err, "Migrator catch-up failed; the next step retries.");
         }
@@ -128,8 +132,9 @@ impl Migrator {
     /// One step without the lock: expands every enabled timer and indexes
     /// the window. Run at start so a restarted node is whole at once.
     pub async fn catch_up(&self) -> Result<StepReport> {
-        let now = self.clock.now_ms();
-        let to = self.horizon(now);
+        let x = &self.expander;
+        let now = x.clock.now_ms();
+        let to = x.horizon(now);
         let mut report = StepReport::default();
         let mut after_id = 0;
         loop {
@@ -139,12 +144,19 @@ impl Migrator {
             report.timers += page.len() as u64;
             let mut batch = Vec::new();
             for timer in &page {
-                batch.extend(self.fires_of(timer, now, to, false));
+                batch.extend(x.fires_of(timer, now, to, false));
             }
-            report.inserted += self.fires.insert_fires(&batch, now).await?;
+            report.inserted += x.fires.insert_fires(&batch, now).await?;
         }
-        report.indexed = self.index(None, now, to).await?;
+        report.indexed = x.index(None, now, to).await?;
         Ok(report)
+    }
+}
+
+impl Expander {
+    /// End of the window a step started at `now_ms` covers.
+    pub fn horizon(&self, now_ms: i64) -> i64 {
+        now_ms + 2 * self.step_ms as i64
     }
 
     /// Expands one timer from now to the current horizon and indexes its
@@ -160,7 +172,7 @@ impl Migrator {
     }
 
     fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<NewFire> {
-        match expand::fire_times(timer, from, to, self.config.max_fires_per_timer, enabling) {
+        match expand::fire_times(timer, from, to, self.max_fires_per_timer, enabling) {
             Ok(times) => times
                 .into_iter()
                 .map(|run_ms| NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() })

@@ -20,13 +20,13 @@ pub mod error;
 use std::time::Duration;
 
 use rand::seq::SliceRandom;
-use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::SchedulerConfig;
+use xtimer_core::node::NodeContext;
 use xtimer_core::shard::{minute_of, ShardKey, ShardLease, MINUTE_MS};
 use xtimer_core::SharedClock;
-use xtimer_store::LockStore;
+use xtimer_store::ShardLeases;
 
 pub use error::{Error, Result};
 
@@ -45,25 +45,22 @@ pub fn due_minutes(now_ms: i64, lookahead_ms: u64) -> Vec<i64> {
 pub struct Scheduler {
     config: SchedulerConfig,
     buckets: u32,
-    key_prefix: String,
-    node_id: String,
-    locks: std::sync::Arc<dyn LockStore>,
+    leases: ShardLeases,
     clock: SharedClock,
     won: mpsc::Sender<ShardLease>,
 }
 
 impl Scheduler {
-    /// A scheduler for `buckets` buckets that sends won shards on `won`.
+    /// A scheduler for `buckets` buckets that takes shards through
+    /// `leases` and sends won shards on `won`.
     pub fn new(
         config: SchedulerConfig,
         buckets: u32,
-        key_prefix: &str,
-        node_id: &str,
-        locks: std::sync::Arc<dyn LockStore>,
-        clock: SharedClock,
+        leases: ShardLeases,
+        ctx: &NodeContext,
         won: mpsc::Sender<ShardLease>,
     ) -> Self {
-        Self { config, buckets, key_prefix: key_prefix.into(), node_id: node_id.into(), locks, clock, won }
+        Self { config, buckets, leases, clock: ctx.clock.clone(), won }
     }
 
     /// Ticks until `shutdown`.
@@ -108,10 +105,9 @@ impl Scheduler {
                     break;
                 }
                 let shard = ShardKey { minute_ms, bucket };
-                let token = format!("{}:{:016x}", self.node_id, rand::rng().random::<u64>());
-                if self.locks.acquire(&shard.lock_key(&self.key_prefix), &token, self.config.lease_ms).await? {
+                if let Some(lease) = self.leases.acquire(shard).await? {
                     tracing::debug!(%shard, "Shard claimed.");
-                    self.won.send(ShardLease { shard, token }).await.map_err(|_| Error::TriggerGone)?;
+                    self.won.send(lease).await.map_err(|_| Error::TriggerGone)?;
                     won.push(shard);
                     taken += 1;
                 }
@@ -121,12 +117,28 @@ impl Scheduler {
     }
 }
 
+/// A scheduler of node `node` in cluster `prefix` over `locks`, for tests.
+#[cfg(test)]
+fn scheduler(
+    config: &SchedulerConfig,
+    buckets: u32,
+    prefix: &str,
+    node: &str,
+    locks: &std::sync::Arc<dyn xtimer_store::LockStore>,
+    clock: &std::sync::Arc<xtimer_core::clock::ManualClock>,
+    won: mpsc::Sender<ShardLease>,
+) -> Scheduler {
+    let ctx = NodeContext::new(clock.clone(), node, prefix);
+    let leases = ShardLeases::new(locks.clone(), &ctx, config.lease_ms, config.done_ttl_ms);
+    Scheduler::new(config.clone(), buckets, leases, &ctx, won)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use xtimer_core::clock::ManualClock;
-    use xtimer_store::MemoryLocks;
+    use xtimer_store::{LockStore, MemoryLocks};
 
     use super::*;
 
@@ -144,8 +156,8 @@ mod tests {
         let locks: Arc<dyn LockStore> = Arc::new(MemoryLocks::new(clock.clone()));
         let (tx, mut rx) = mpsc::channel(64);
         let config = SchedulerConfig::default();
-        let a = Scheduler::new(config.clone(), 2, "t", "a", locks.clone(), clock.clone(), tx.clone());
-        let b = Scheduler::new(config.clone(), 2, "t", "b", locks.clone(), clock.clone(), tx);
+        let a = scheduler(&config, 2, "t", "a", &locks, &clock, tx.clone());
+        let b = scheduler(&config, 2, "t", "b", &locks, &clock, tx);
         assert_eq!(a.per_tick(), 2, "two buckets over five ticks of lookahead: one per tick, plus one");
         assert_eq!(a.run_once().await.unwrap().len(), 4, "previous and current minute, two buckets");
         assert!(b.run_once().await.unwrap().is_empty(), "held by a");
@@ -170,7 +182,7 @@ mod spread {
     use std::sync::Arc;
 
     use xtimer_core::clock::ManualClock;
-    use xtimer_store::MemoryLocks;
+    use xtimer_store::{LockStore, MemoryLocks};
 
     use super::*;
 
@@ -182,10 +194,8 @@ mod spread {
         let (tx, _rx) = mpsc::channel(1024);
         // No trigger renews the leases here: make them outlast the lookahead.
         let config = SchedulerConfig { lease_ms: 10_000, ..SchedulerConfig::default() };
-        let nodes: Vec<Scheduler> = ["a", "b", "c"]
-            .iter()
-            .map(|n| Scheduler::new(config.clone(), 16, "t", n, locks.clone(), clock.clone(), tx.clone()))
-            .collect();
+        let nodes: Vec<Scheduler> =
+            ["a", "b", "c"].iter().map(|n| scheduler(&config, 16, "t", n, &locks, &clock, tx.clone())).collect();
         let next = t0 + 5_000;
         let mut per_node = [0; 3];
         for _ in 0..5 {
@@ -197,7 +207,7 @@ mod spread {
         assert_eq!(per_node.iter().sum::<usize>(), 16, "{per_node:?}");
         assert!(per_node.iter().all(|&n| n >= 4), "shared: {per_node:?}");
 
-        let alone = Scheduler::new(config, 16, "u", "d", locks, clock.clone(), tx);
+        let alone = scheduler(&config, 16, "u", "d", &locks, &clock, tx);
         clock.set(t0);
         let mut taken = 0;
         for _ in 0..5 {

@@ -15,6 +15,7 @@
 //!   connect errors, migrations) and SQLite's WAL checkpointer.
 //! - [`redis`]: the shard index and locks over Redis, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
+//! - [`lease`]: the shard lease protocol (acquire, renew, finish, release), [`ShardLeases`].
 //! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
 //! - [`error`]: this crate's error type.
 
@@ -22,6 +23,7 @@ pub mod auth;
 pub mod db;
 pub mod error;
 mod fires;
+pub mod lease;
 pub mod lock;
 mod nodes;
 pub mod postgres;
@@ -38,6 +40,7 @@ use std::sync::Arc;
 pub use auth::AuthRepo;
 pub use db::Database;
 pub use error::{Error, Result};
+pub use lease::ShardLeases;
 pub use lock::{LockStore, MemoryLocks};
 pub use repo::{ClaimOutcome, FireRepo, FireResult, NewFire, NodeRepo, Overdue, TimerRepo};
 pub use shard::{MemoryShards, ShardStore};

@@ -46,7 +46,10 @@ impl TimerRepo for Database {
     async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
         let sql = formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING timer_id");
-        let res: std::result::Result<i64, sqlx::Error> = on_db!(self, write, pool => sqlx::query_scalar(sql)
+        // `fetch_all`, not `fetch_one`: SQLite commits a RETURNING statement
+        // only when it is stepped to its end, and an error there (a full
+        // disk) would be lost if the statement were dropped after one row.
+        let res: std::result::Result<Vec<i64>, sqlx::Error> = on_db!(self, write, pool => sqlx::query_scalar(sql)
             .bind(&t.app)
             .bind(&t.name)
             .bind(t.status.code())
@@ -58,10 +61,13 @@ impl TimerRepo for Database {
             .bind(retry_json(t))
             .bind(t.misfire.as_str())
             .bind(now_ms)
-            .fetch_one(pool)
+            .fetch_all(pool)
             .await);
         match res {
-            Ok(id) => Ok(t.stored(id, now_ms)),
+            Ok(ids) => match ids.first() {
+                Some(&id) => Ok(t.stored(id, now_ms)),
+                None => Err(Error::Corrupt("t_timer: an insert returned no id".into())),
+            },
             Err(e) => Err(name_taken_or(e, &t.app, &t.name)),
         }
     }

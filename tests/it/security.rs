@@ -102,7 +102,7 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
         misfire: MisfirePolicy::FireOnce,
     };
     let timer = node.node.stores.timers.create_timer(&timer, now_ms()).await.unwrap();
-    node.node.migrator.expand_timer(&timer).await.unwrap();
+    node.node.expander.expand_timer(&timer).await.unwrap();
 
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let failed = loop {

@@ -23,11 +23,12 @@ use dashmap::DashMap;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use xtimer_core::config::{SchedulerConfig, TriggerConfig};
+use xtimer_core::config::TriggerConfig;
 use xtimer_core::fire::FireKey;
+use xtimer_core::node::NodeContext;
 use xtimer_core::shard::{ShardKey, ShardLease};
 use xtimer_core::SharedClock;
-use xtimer_store::{LockStore, ShardStore};
+use xtimer_store::{ShardLeases, ShardStore};
 
 pub use error::{Error, Result};
 pub use wheel::{Wheel, WheelDriver};
@@ -50,10 +51,8 @@ pub struct Trigger {
 
 struct Shared {
     config: TriggerConfig,
-    scheduler: SchedulerConfig,
-    key_prefix: String,
+    leases: ShardLeases,
     shards: Arc<dyn ShardStore>,
-    locks: Arc<dyn LockStore>,
     clock: SharedClock,
     wheel: Arc<Wheel<FireKey>>,
     /// Shards this node holds, with the fires already put in the wheel.
@@ -61,23 +60,20 @@ struct Shared {
 }
 
 impl Trigger {
-    /// A trigger; `scheduler` gives the lease and done-marker timings.
+    /// A trigger that renews and finishes the shards it works through
+    /// `leases`.
     pub fn new(
         config: TriggerConfig,
-        scheduler: SchedulerConfig,
-        key_prefix: &str,
+        leases: ShardLeases,
         shards: Arc<dyn ShardStore>,
-        locks: Arc<dyn LockStore>,
-        clock: SharedClock,
+        ctx: &NodeContext,
         channels: TriggerChannels,
     ) -> Self {
         let shared = Shared {
             config,
-            scheduler,
-            key_prefix: key_prefix.into(),
+            leases,
             shards,
-            locks,
-            clock,
+            clock: ctx.clock.clone(),
             wheel: Arc::new(Wheel::new()),
             held: DashMap::new(),
         };
@@ -176,11 +172,10 @@ impl Shared {
     /// Loads the shard now and every `repoll_ms` until its minute is over,
     /// renewing the lease; then marks it done.
     async fn work(self: Arc<Self>, lease: ShardLease, shutdown: CancellationToken) {
-        let ShardLease { shard, token } = lease;
-        let lock_key = shard.lock_key(&self.key_prefix);
+        let shard = lease.shard;
         // Renewed every third of the lease (and every loop that finds half
         // of that passed), so one late renewal still leaves a third.
-        let renew_every = (self.scheduler.lease_ms / 3) as i64;
+        let renew_every = (self.leases.lease_ms() / 3) as i64;
         let repoll = self.config.repoll_ms as i64;
         self.held.insert(shard, HashSet::new());
         let mut renewed_at = self.clock.now_ms();
@@ -194,7 +189,7 @@ impl Shared {
                 break true;
             }
             if now - renewed_at >= renew_every / 2 {
-                match self.locks.extend(&lock_key, &token, self.scheduler.lease_ms).await {
+                match self.leases.renew(&lease).await {
                     Ok(true) => renewed_at = now,
                     Ok(false) => {
                         tracing::warn!(%shard, "Shard lease lost; another node owns it now.");
@@ -206,7 +201,7 @@ impl Shared {
             let wait = repoll.min(renew_every).min(shard.end_ms() + repoll - now).max(1) as u64;
             tokio::select! {
                 _ = shutdown.cancelled() => {
-                    let _ = self.locks.release(&lock_key, &token).await;
+                    let _ = self.leases.release(&lease).await;
                     self.held.remove(&shard);
                     return;
                 }
@@ -215,7 +210,7 @@ impl Shared {
         };
         self.held.remove(&shard);
         if finished {
-            match self.locks.extend(&lock_key, &token, self.scheduler.done_ttl_ms).await {
+            match self.leases.finish(&lease).await {
                 Ok(true) => tracing::debug!(%shard, "Shard done."),
                 Ok(false) => tracing::warn!(%shard, "Shard lease lost before it was marked done."),
                 Err(err) => tracing::warn!(%shard, error = %err, "Marking the shard done failed."),

@@ -45,13 +45,13 @@ use tower_http::trace::TraceLayer;
 use xtimer_asyncflow::Tasks;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::SharedClock;
-use xtimer_migrator::Migrator;
+use xtimer_migrator::Expander;
 use xtimer_store::{FireRepo, NodeRepo, TimerRepo};
 
 pub use envelope::Envelope;
 pub use error::ApiError;
 
-/// What every handler shares: the repositories, the migrator (to expand a
+/// What every handler shares: the repositories, the expander (to expand a
 /// timer into fires the moment it is enabled), the clock and the server
 /// configuration. One `Arc` to clone: axum clones the state for every
 /// extractor of every request.
@@ -63,7 +63,7 @@ pub struct AppState(Arc<Shared>);
 pub struct Shared {
     timers: Arc<dyn TimerRepo>,
     fires: Arc<dyn FireRepo>,
-    migrator: Arc<Migrator>,
+    expander: Expander,
     clock: SharedClock,
     config: Arc<ServerConfig>,
     nodes: Option<Arc<dyn NodeRepo>>,
@@ -77,14 +77,14 @@ impl AppState {
     pub fn new(
         timers: Arc<dyn TimerRepo>,
         fires: Arc<dyn FireRepo>,
-        migrator: Arc<Migrator>,
+        expander: Expander,
         clock: SharedClock,
         config: ServerConfig,
     ) -> Self {
         Self(Arc::new(Shared {
             timers,
             fires,
-            migrator,
+            expander,
             clock,
             config: Arc::new(config),
             nodes: None,

@@ -80,7 +80,7 @@ pub async fn timers_create(
     check_fire_rate(&state, &new.app, None, &new.schedule, alone, now).await?;
     let timer = state.timers.create_timer(&new, now).await?;
     if timer.status == TimerStatus::Enabled {
-        if let Err(err) = state.migrator.expand_timer(&timer).await {
+        if let Err(err) = state.expander.expand_timer(&timer).await {
             // Answer as if nothing was created, and make that true: a
             // caller seeing a 500 retries, and a kept timer would turn the
             // retry into a 409 while this one (say, a one-shot whose time
@@ -114,7 +114,7 @@ pub async fn timers_enable(
     }
     set_status(&state, &r, TimerStatus::Enabled).await?;
     timer.status = TimerStatus::Enabled;
-    state.migrator.expand_timer(&timer).await?;
+    state.expander.expand_timer(&timer).await?;
     Ok(Envelope(TimerId { id: timer.id }))
 }
 

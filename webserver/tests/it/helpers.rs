@@ -14,10 +14,11 @@ use xtimer_core::clock::ManualClock;
 use xtimer_core::config::{
     AuthConfig, CallbackConfig, DatabaseConfig, LimitsConfig, MigratorConfig, ServerConfig, ShardConfig,
 };
+use xtimer_core::node::NodeContext;
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
 use xtimer_store::Database;
-use xtimer_store::{FireRepo, MemoryLocks, MemoryShards, TimerRepo};
+use xtimer_store::{FireRepo, MemoryLocks, MemoryShards, Stores, TimerRepo};
 use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
 
@@ -67,17 +68,19 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
     let shared: SharedClock = clock.clone();
     let timers = fakes.timers.unwrap_or_else(|| repo.clone());
     let fires: Arc<dyn FireRepo> = repo.clone();
-    let migrator = Migrator::new(
-        MigratorConfig::default(),
-        timers.clone(),
-        fakes.migrator_fires.unwrap_or_else(|| fires.clone()),
+    let mut stores = Stores::over(
+        repo.as_ref().clone(),
         Arc::new(MemoryShards::new(ShardConfig::default(), shared.clone())),
         Arc::new(MemoryLocks::new(shared.clone())),
-        shared.clone(),
-        "xtimer-test",
-        "node-test",
+        "SQLite with the embedded shard index".into(),
     );
-    let mut state = AppState::new(timers, fires, Arc::new(migrator), shared, config);
+    stores.timers = timers.clone();
+    if let Some(migrator_fires) = fakes.migrator_fires {
+        stores.fires = migrator_fires;
+    }
+    let ctx = NodeContext::new(shared.clone(), "node-test", "xtimer-test");
+    let expander = Migrator::new(MigratorConfig::default(), &stores, &ctx, None).expander();
+    let mut state = AppState::new(timers, fires, expander, shared, config);
     if let Some((auth, callback, limits)) = fakes.security {
         let tokens: Arc<dyn xtimer_store::AuthRepo> = repo.clone();
         state = state.with_security(Security::new(&auth, &callback, &limits, Some(tokens)).expect("security"));
