@@ -69,6 +69,24 @@ fn rand_suffix() -> u16 {
     (nanos ^ (nanos >> 16)) as u16
 }
 
+/// The node's background loops, each named, all stopped by one token.
+struct Loops {
+    set: JoinSet<(&'static str, anyhow::Result<()>)>,
+    stop: CancellationToken,
+}
+
+impl Loops {
+    /// Spawns the loop `run(stop)` under `name`.
+    fn spawn<F, E>(&mut self, name: &'static str, run: impl FnOnce(CancellationToken) -> F)
+    where
+        F: std::future::Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<anyhow::Error>,
+    {
+        let fut = run(self.stop.clone());
+        self.set.spawn(async move { (name, fut.await.map_err(Into::into)) });
+    }
+}
+
 impl Node {
     /// Connects the stores, binds the listener and starts every loop.
     pub async fn start(config: Config) -> anyhow::Result<Self> {
@@ -186,34 +204,25 @@ impl Node {
                 }
             }
         });
-        let mut loops = JoinSet::new();
-        let s = stop_claiming.clone();
+        let mut loops = Loops { set: JoinSet::new(), stop: stop_claiming.clone() };
         // Handlers get the peer address (the rate limit keys anonymous callers
         // by it); slow and silent clients are bounded by the `server.*` limits.
         let http = xtimer_webserver::serve::Server::new(listener, app, &config.server);
-        loops.spawn(async move {
+        loops.spawn("http", |s| async move {
             http.run(s).await;
-            ("http", Ok(()))
+            Ok::<_, anyhow::Error>(())
         });
-        let s = stop_claiming.clone();
-        let m = migrator.clone();
-        loops.spawn(async move { ("migrator", m.run(s).await.map_err(Into::into)) });
-        let s = stop_claiming.clone();
-        loops.spawn(async move { ("heartbeat", heartbeat.run(s).await) });
-        let s = stop_claiming.clone();
-        loops.spawn(async move { ("scheduler", scheduler.run(s).await.map_err(Into::into)) });
-        let s = stop_claiming.clone();
-        loops.spawn(async move { ("trigger", trigger.run(s).await.map_err(Into::into)) });
-        let s = stop_claiming.clone();
-        loops.spawn(async move { ("executor", executor.run(s).await.map_err(Into::into)) });
-        let s = stop_claiming.clone();
-        loops.spawn(async move { ("reconciler", reconciler.run(s).await.map_err(Into::into)) });
-        let s = stop_claiming.clone();
-        loops.spawn(async move { ("asyncflow governor", governor.run(s).await.map_err(Into::into)) });
+        loops.spawn("migrator", |s| migrator.clone().run(s));
+        loops.spawn("heartbeat", |s| heartbeat.run(s));
+        loops.spawn("scheduler", |s| scheduler.run(s));
+        loops.spawn("trigger", |s| trigger.run(s));
+        loops.spawn("executor", |s| executor.run(s));
+        loops.spawn("reconciler", |s| reconciler.run(s));
+        loops.spawn("asyncflow governor", |s| governor.run(s));
         if let Some(checkpointer) = stores.checkpointer(CHECKPOINT_PERIOD) {
-            let s = stop_claiming.clone();
-            loops.spawn(async move { ("checkpointer", checkpointer.run(s).await.map_err(Into::into)) });
+            loops.spawn("checkpointer", |s| checkpointer.run(s));
         }
+        let loops = loops.set;
 
         tracing::info!(%addr, node_id, storage = %stores.description, "xtimer is listening.");
         Ok(Self {
