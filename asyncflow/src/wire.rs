@@ -65,6 +65,22 @@ impl TaskStatus {
     pub fn is_final(self) -> bool {
         matches!(self, Self::Success | Self::Failed)
     }
+    /// The status in words, as people read it: `pending`, `processing`,
+    /// `succeeded`, `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Processing => "processing",
+            Self::Success => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One task as Go workers send and decode it. Every key is always present
@@ -236,6 +252,13 @@ pub fn rfc3339(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statuses_read_as_words() {
+        let words: Vec<String> = (1..=4).map(|c| TaskStatus::from_code(c).unwrap().to_string()).collect();
+        assert_eq!(words, ["pending", "processing", "succeeded", "failed"]);
+        assert_eq!(TaskStatus::from_code(0), None);
+    }
 
     #[test]
     fn a_request_is_read_from_objects_only() {
