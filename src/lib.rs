@@ -5,6 +5,7 @@
 //! - [`node`]: builds the stores and loops from a [`Config`](xtimer_core::config::Config),
 //!   serves HTTP, and shuts down in order.
 //! - [`heartbeat`]: the node's report of itself, for the nodes endpoint.
+//! - [`backup`]: `xtimer backup`, a copy of the SQLite database taken while it runs.
 //! - [`bench`]: the load benchmark behind `xtimer bench`.
 //! - [`bench_tasks`]: its `/v1` task API scenarios (create-task, hold-tasks).
 //! - [`timer_tasks`]: timer fires that create asyncflow tasks.
@@ -12,6 +13,7 @@
 //! - [`receiver`]: a callback receiver that records what it got and when
 //!   (used by the benchmark and the end-to-end tests).
 
+pub mod backup;
 pub mod bench;
 pub mod bench_tasks;
 pub mod echo;
