@@ -46,6 +46,19 @@ enum Command {
         #[arg(long, env = "XTIMER_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Copy the SQLite database to a new file, while a node may be running
+    /// on it (`VACUUM INTO`: a consistent snapshot). PostgreSQL: use pg_dump.
+    Backup {
+        /// The new file to write; an existing file is never overwritten.
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+        /// Database URL (`sqlite://PATH`). Defaults to the configuration's.
+        #[arg(long, env = "XTIMER_DATABASE_URL")]
+        database_url: Option<String>,
+        /// TOML configuration file.
+        #[arg(long, env = "XTIMER_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Measure fires per second and lateness against a local receiver.
     Bench(xtimer::bench::BenchArgs),
     /// A callback receiver for trying timers out: answers every request
@@ -68,6 +81,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { listen, database_url, config } => runtime.block_on(serve(listen, database_url, config)),
         Command::Migrate { database_url, config } => runtime.block_on(migrate(database_url, config)),
+        Command::Backup { to, database_url, config } => runtime.block_on(backup(to, database_url, config)),
         Command::Bench(args) => runtime.block_on(xtimer::bench::run(args)),
         Command::Echo { listen } => runtime.block_on(echo(listen)),
     }
@@ -112,13 +126,26 @@ async fn migrate(database_url: Option<String>, file: Option<PathBuf>) -> anyhow:
     Ok(())
 }
 
+async fn backup(to: PathBuf, database_url: Option<String>, file: Option<PathBuf>) -> anyhow::Result<()> {
+    let config = load_config(file, None, database_url)?;
+    let bytes = xtimer_store::backup::backup(&config.database.url, &to).await?;
+    tracing::info!(database = %config.database.url, to = %to.display(), bytes, "Backup written.");
+    Ok(())
+}
+
 async fn serve(listen: Option<String>, database_url: Option<String>, file: Option<PathBuf>) -> anyhow::Result<()> {
     let config = load_config(file, listen, database_url)?;
     let mut node = Node::start(config).await?;
-    tokio::select! {
-        _ = shutdown_signal() => tracing::info!("Shutting down: finishing in-flight callbacks."),
-        why = node.exited() => tracing::error!(reason = why, "A loop exited; shutting down."),
-    }
+    let failed = tokio::select! {
+        _ = shutdown_signal() => {
+            tracing::info!("Shutting down: finishing in-flight callbacks.");
+            None
+        }
+        why = node.exited() => {
+            tracing::error!(reason = why, "A loop exited; shutting down.");
+            Some(why)
+        }
+    };
     // A second signal quits at once.
     tokio::spawn(async {
         shutdown_signal().await;
@@ -126,7 +153,11 @@ async fn serve(listen: Option<String>, database_url: Option<String>, file: Optio
         std::process::exit(130);
     });
     node.shutdown().await;
-    Ok(())
+    // A non-zero exit, so a supervisor (systemd `Restart=on-failure`) restarts it.
+    match failed {
+        Some(why) => anyhow::bail!("the node stopped because a loop exited: {why}"),
+        None => Ok(()),
+    }
 }
 
 async fn shutdown_signal() {

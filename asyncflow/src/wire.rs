@@ -138,6 +138,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn statuses_read_as_words() {
+        let words: Vec<String> = (1..=4).map(|c| TaskStatus::from_code(c).unwrap().to_string()).collect();
+        assert_eq!(words, ["pending", "processing", "succeeded", "failed"]);
+        assert_eq!(TaskStatus::from_code(0), None);
+    }
+
+    #[test]
     fn a_request_is_read_from_objects_only() {
         let ok: TaskDataRequest = serde_json::from_str(r#"{"task_data":{"task_type":"lark"},"task_id":"x"}"#).unwrap();
         assert_eq!((ok.task_data.task_type.as_str(), ok.task_id.as_deref()), ("lark", Some("x")));

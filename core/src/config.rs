@@ -471,20 +471,31 @@ impl Default for LimitsConfig {
 
 impl Config {
     /// Loads defaults, then `file` (TOML text) if any, then the `XTIMER_`
-    /// variables of `env`. Reports every invalid field, not just the first.
+    /// variables of `env`. Reports every problem at once, not just the
+    /// first: each unknown key and each value of the wrong type with its
+    /// key path (`server.lisn: unknown field ...`), then every value that
+    /// parses but makes no sense (see `problems`), checked on the settings
+    /// that did parse.
     pub fn load(file: Option<&str>, env: &BTreeMap<String, String>) -> Result<Self> {
         let mut errors = Vec::new();
-        let mut tree = toml::Value::try_from(Config::default()).expect("defaults serialize");
+        let defaults = toml::Value::try_from(Config::default()).expect("defaults serialize");
+        let mut tree = defaults.clone();
         if let Some(text) = file {
             match text.parse::<toml::Table>() {
-                Ok(table) => merge(&mut tree, toml::Value::Table(table)),
-                Err(err) => errors.push(format!("config file: {err}")),
+                Ok(mut table) => {
+                    rename_aliases(&mut table, &mut errors);
+                    merge(&mut tree, toml::Value::Table(table));
+                }
+                Err(err) => errors.push(format!("config file: {}", err.to_string().trim())),
             }
         }
         for (name, raw) in env {
             let Some(path) = name.strip_prefix("XTIMER_") else { continue };
             let Some((section, field)) = path.split_once("__") else { continue };
-            let (section, field) = (section.to_ascii_lowercase(), field.to_ascii_lowercase());
+            let (section, mut field) = (section.to_ascii_lowercase(), field.to_ascii_lowercase());
+            if let Some((_, _, to)) = ALIASES.iter().find(|(s, from, _)| *s == section && *from == field) {
+                field = (*to).to_string();
+            }
             let Some(toml::Value::Table(sec)) = tree.get_mut(&section) else {
                 errors.push(format!("{name}: unknown section `{section}`"));
                 continue;
@@ -512,11 +523,19 @@ impl Config {
             };
             sec.insert(field, value);
         }
-        let config = match tree.try_into::<Config>() {
+        let config = match tree.clone().try_into::<Config>() {
             Ok(config) => Some(config),
-            Err(err) => {
-                errors.push(err.to_string().trim().to_string());
-                None
+            Err(_) => {
+                // serde stops at the first bad key: find each one by trying
+                // every key alone on the defaults, then go on without them.
+                let mut bad = Vec::new();
+                let toml::Value::Table(table) = &tree else { unreachable!("the tree is a table") };
+                find_bad_keys(&defaults, &mut Vec::new(), table, &mut bad);
+                for (path, _) in &bad {
+                    remove_path(&mut tree, path);
+                }
+                errors.extend(bad.into_iter().map(|(path, msg)| format!("{}: {msg}", path.join("."))));
+                tree.try_into::<Config>().ok()
             }
         };
         if let Some(config) = &config {
@@ -524,7 +543,11 @@ impl Config {
         }
         match config {
             Some(config) if errors.is_empty() => Ok(config),
-            _ => Err(Error::Config(errors)),
+            Some(_) => Err(Error::Config(errors)),
+            None => {
+                errors.push("(the settings above could not be read; nothing else was checked)".into());
+                Err(Error::Config(errors))
+            }
         }
     }
 
@@ -591,6 +614,93 @@ impl Config {
     }
 }
 
+/// Old key names still read: (section, old name, name).
+const ALIASES: &[(&str, &str, &str)] = &[("reconciler", "misfire_window_ms", "misfire_threshold_ms")];
+
+/// Renames the old key names of a file's `table` to their names (both at
+/// once is a problem: which one is meant?).
+fn rename_aliases(table: &mut toml::Table, errors: &mut Vec<String>) {
+    for (section, from, to) in ALIASES {
+        let Some(toml::Value::Table(sec)) = table.get_mut(*section) else { continue };
+        let Some(value) = sec.remove(*from) else { continue };
+        if sec.contains_key(*to) {
+            errors.push(format!("{section}.{from}: an old name of {section}.{to}, which is set too; keep one"));
+        } else {
+            sec.insert((*to).to_string(), value);
+        }
+    }
+}
+
+/// Pushes to `bad` the path and problem of every key under `node` (at
+/// `path`) that does not deserialize when set alone on `defaults`: an
+/// unknown key, or a value of the wrong type. A table that fails as a
+/// whole is searched key by key; if no key of it fails alone, the table
+/// is reported.
+fn find_bad_keys(
+    defaults: &toml::Value,
+    path: &mut Vec<String>,
+    node: &toml::Table,
+    bad: &mut Vec<(Vec<String>, String)>,
+) {
+    for (key, value) in node {
+        path.push(key.clone());
+        let mut alone = defaults.clone();
+        set_path(&mut alone, path, value.clone());
+        if let Err(err) = alone.try_into::<Config>() {
+            let msg = plain_serde_message(&err.to_string());
+            let unknown_here = msg.starts_with(&format!("unknown field `{key}`"));
+            match value {
+                toml::Value::Table(children) if !unknown_here && !children.is_empty() => {
+                    let before = bad.len();
+                    find_bad_keys(defaults, path, children, bad);
+                    if bad.len() == before {
+                        bad.push((path.clone(), msg));
+                    }
+                }
+                _ => bad.push((path.clone(), msg)),
+            }
+        }
+        path.pop();
+    }
+}
+
+/// serde's message without toml's trailing "in `section`" (the caller
+/// names the whole key path) and with Rust type names in words.
+fn plain_serde_message(msg: &str) -> String {
+    let first = msg.trim().lines().next().unwrap_or_default().to_string();
+    ["usize", "u64", "u32", "u16", "u8", "i64", "i32"]
+        .iter()
+        .fold(first, |m, t| m.replace(&format!("expected {t}"), "expected a whole number"))
+}
+
+/// Sets `value` at `path` in `tree`, making the tables on the way.
+fn set_path(tree: &mut toml::Value, path: &[String], value: toml::Value) {
+    let (last, parents) = path.split_last().expect("a path has a key");
+    let mut node = tree;
+    for key in parents {
+        let toml::Value::Table(table) = node else { return };
+        node = table.entry(key.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    }
+    if let toml::Value::Table(table) = node {
+        table.insert(last.clone(), value);
+    }
+}
+
+/// Removes the key at `path` from `tree`, if it is there.
+fn remove_path(tree: &mut toml::Value, path: &[String]) {
+    let (last, parents) = path.split_last().expect("a path has a key");
+    let mut node = tree;
+    for key in parents {
+        match node.get_mut(key.as_str()) {
+            Some(next) => node = next,
+            None => return,
+        }
+    }
+    if let toml::Value::Table(table) = node {
+        table.remove(last);
+    }
+}
+
 /// Deep-merges `overlay` into `base`: tables merge, anything else replaces.
 fn merge(base: &mut toml::Value, overlay: toml::Value) {
     match (base, overlay) {
@@ -645,6 +755,68 @@ mod tests {
         assert!(text.contains("unknown section `nope`"), "{text}");
         assert!(text.contains("unknown field `nope`"), "{text}");
         assert!(text.contains("shard.buckets"), "{text}");
+    }
+
+    #[test]
+    fn a_file_with_several_mistakes_reports_each_with_its_key_path() {
+        let file = "[server]\nlisn = \"0.0.0.0:80\"\nlisten = \"0.0.0.0:81\"\n\
+                    [executor]\nconcurrency = \"lots\"\ntimeout = 5\n\
+                    [reconcilr]\nperiod_ms = 1\n\
+                    [auth.apps.billing]\ntokn = \"x\"\n[auth.apps.ops]\ntoken = \"y\"\n\
+                    [shard]\nbuckets = 0\n";
+        let Err(Error::Config(list)) = Config::load(Some(file), &BTreeMap::new()) else { panic!("refused") };
+        assert_eq!(
+            list,
+            [
+                "auth.apps.billing.tokn: unknown field `tokn`, expected `token` or `secret`",
+                "executor.concurrency: invalid type: string \"lots\", expected a whole number",
+                "executor.timeout: unknown field `timeout`, expected one of `concurrency`, `timeout_ms`, `lease_ms`, \
+                 `batch_size`, `max_output_bytes`, `claim_linger_ms`, `record_linger_ms`, `per_host_concurrency`, \
+                 `per_app_concurrency`, `breaker_failures`, `breaker_open_ms`",
+                "reconcilr: unknown field `reconcilr`, expected one of `server`, `database`, `redis`, `shard`, \
+                 `migrator`, `scheduler`, `trigger`, `executor`, `reconciler`, `asyncflow`, `auth`, `callback`, \
+                 `limits`",
+                "server.lisn: unknown field `lisn`, expected one of `listen`, `max_body_bytes`, \
+                 `shutdown_grace_ms`, `header_read_timeout_ms`, `body_read_timeout_ms`, `idle_timeout_ms`, \
+                 `max_connections`",
+                // The settings that did parse are checked too.
+                "shard.buckets must be 1 to 4096",
+            ]
+        );
+    }
+
+    #[test]
+    fn type_errors_and_nonsense_values_are_reported_together_with_env_problems() {
+        let file = "[scheduler]\ntick_ms = 5\nlease_ms = true\n[executor]\nbatch_size = 0\n";
+        let env = env(&[("XTIMER_SHARD__BUCKETS", "x"), ("XTIMER_AUTH__ENABLED", "maybe")]);
+        let Err(Error::Config(list)) = Config::load(Some(file), &env) else { panic!("refused") };
+        assert_eq!(
+            list,
+            [
+                "XTIMER_AUTH__ENABLED: `maybe` is not true or false",
+                "XTIMER_SHARD__BUCKETS: `x` is not a whole number",
+                "scheduler.lease_ms: invalid type: boolean `true`, expected a whole number",
+                "scheduler.tick_ms must be at least 10",
+                "executor.batch_size must be 1 to 5000",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_old_misfire_window_name_still_reads() {
+        let c = Config::load(Some("[reconciler]\nmisfire_window_ms = 5000\n"), &BTreeMap::new()).unwrap();
+        assert_eq!(c.reconciler.misfire_threshold_ms, 5_000);
+        let c = Config::load(None, &env(&[("XTIMER_RECONCILER__MISFIRE_WINDOW_MS", "7000")])).unwrap();
+        assert_eq!(c.reconciler.misfire_threshold_ms, 7_000);
+        let both = "[reconciler]\nmisfire_window_ms = 5000\nmisfire_threshold_ms = 6000\n";
+        let err = Config::load(Some(both), &BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("reconciler.misfire_window_ms: an old name of reconciler.misfire_threshold_ms"), "{err}");
+    }
+
+    #[test]
+    fn a_toml_syntax_error_names_its_line() {
+        let err = Config::load(Some("[server]\nlisten = \n"), &BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.starts_with("invalid configuration: config file: TOML parse error at line 2"), "{err}");
     }
 
     #[test]

@@ -37,6 +37,22 @@ impl TaskStatus {
     pub fn is_final(self) -> bool {
         matches!(self, Self::Success | Self::Failed)
     }
+    /// The status in words, as people read it: `pending`, `processing`,
+    /// `succeeded`, `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Processing => "processing",
+            Self::Success => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One task as Go workers send and decode it. Every key is always present

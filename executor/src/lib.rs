@@ -234,15 +234,33 @@ impl ExecutorHandle {
         Ok(won)
     }
 
-    /// Fires claimed fires, each at its run time (at once when past).
+    /// Fires claimed fires, each at its run time (at once when past), in
+    /// any order they come.
+    ///
+    /// Fires already due (late: an outage, a takeover, the reconciler)
+    /// leave in run-time order per timer: several late fires of one timer
+    /// go out one after another, oldest first, each once the one before it
+    /// has its answer, so a receiver sees `:30` before `:35`. A retry of
+    /// one of them waits on its own and holds up none of the later ones.
     pub async fn dispatch(&self, claimed: Vec<ClaimedFire>) -> Result<()> {
         if claimed.is_empty() {
             return Ok(());
         }
         self.load_timers(&claimed).await?;
+        let now = self.inner.clock.now_ms();
         let mut groups: BTreeMap<i64, Vec<ClaimedFire>> = BTreeMap::new();
+        let mut late: BTreeMap<i64, Vec<ClaimedFire>> = BTreeMap::new();
         for fire in claimed {
-            groups.entry(fire.key.run_ms).or_default().push(fire);
+            if fire.key.run_ms <= now {
+                late.entry(fire.key.timer_id).or_default().push(fire);
+            } else {
+                groups.entry(fire.key.run_ms).or_default().push(fire);
+            }
+        }
+        for (_, mut fires) in late {
+            fires.sort_by_key(|f| f.key.run_ms);
+            let this = self.clone();
+            self.inner.tracker.spawn(async move { this.fire_in_order(fires).await });
         }
         for (run_ms, group) in groups {
             let this = self.clone();
@@ -300,6 +318,22 @@ impl ExecutorHandle {
                     this.retry_at(fire, at).await;
                 }
             });
+        }
+    }
+
+    /// Fires `fires` (due, of one timer, oldest first) one after another:
+    /// each first attempt waits for the one before to end, so they leave in
+    /// run-time order. Retries go on in their own tasks.
+    async fn fire_in_order(&self, fires: Vec<ClaimedFire>) {
+        for fire in fires {
+            if self.inner.hard_stop.is_cancelled() {
+                self.release(std::slice::from_ref(&fire)).await;
+                continue;
+            }
+            if let FireOutcome::RetryAt(at) = self.attempt(&fire, fire.attempt + 1).await {
+                let this = self.clone();
+                self.inner.tracker.spawn(async move { this.retry_at(fire, at).await });
+            }
         }
     }
 

@@ -13,6 +13,13 @@
 //! `fire_all` fires it, `fire_once` fires the timer's latest overdue fire
 //! (unless a fire within the threshold already goes out) and marks the rest
 //! missed.
+//!
+//! Overdue fires are read newest first, so the first fire met of a timer is
+//! its latest (the one `fire_once` keeps), but they are dispatched oldest
+//! first, and the executor sends one timer's late fires one after another:
+//! a receiver sees them in run-time order. That order holds within a page
+//! (`page_size` fires); a timer with more overdue fires than a page has its
+//! newest page sent first.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -139,9 +146,11 @@ impl Reconciler {
                 report.missed += self.fires.mark_missed(&missed, output, now).await?;
             }
             let owner = self.executor.owner_token();
-            let outcome = self.fires.reclaim(&fire, &owner, self.lease_ms as i64, now, alive_since).await?;
+            let mut outcome = self.fires.reclaim(&fire, &owner, self.lease_ms as i64, now, alive_since).await?;
             report.skipped += outcome.skipped;
             report.fired += outcome.claimed.len() as u64;
+            // Read newest first (for the misfire policy); sent oldest first.
+            outcome.claimed.sort_by_key(|c| (c.key.run_ms, c.key.timer_id));
             self.executor.dispatch(outcome.claimed).await?;
             if !full {
                 break;

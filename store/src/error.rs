@@ -29,6 +29,32 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// `xtimer backup`: the target exists (a backup never overwrites a file).
+    #[error("backup target {} already exists: a backup never overwrites a file; name a new one", .0.display())]
+    BackupTargetExists(std::path::PathBuf),
+    /// `xtimer backup` on PostgreSQL, which has its own tools.
+    #[error(
+        "database.url is PostgreSQL ({0}): back it up with PostgreSQL's own tools, e.g. \
+         `pg_dump --format=custom --file=xtimer.dump URL`; `xtimer backup` copies SQLite databases"
+    )]
+    BackupPostgres(String),
+    /// `xtimer backup` on a URL that is not SQLite.
+    #[error("database.url `{0}` is not a SQLite URL (`sqlite://PATH`)")]
+    BackupNotSqlite(String),
+    /// `xtimer backup`: no database file at the URL's path.
+    #[error("no SQLite database at {0}: check database.url (or --database-url)")]
+    BackupNoDatabase(String),
+    /// `xtimer backup`: SQLite failed to open the database or to write the copy.
+    #[error("backing up {url} to {}", .to.display())]
+    Backup {
+        /// The database URL.
+        url: String,
+        /// The target.
+        to: std::path::PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: sqlx::Error,
+    },
     /// A stored row that does not decode (edited by hand, or a newer version).
     #[error("corrupt row: {0}")]
     Corrupt(String),

@@ -17,9 +17,11 @@
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
 //! - [`lease`]: the shard lease protocol (acquire, renew, finish, release), [`ShardLeases`].
 //! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
+//! - [`backup`]: an online copy of a SQLite database (`VACUUM INTO`).
 //! - [`error`]: this crate's error type.
 
 pub mod auth;
+pub mod backup;
 pub mod db;
 pub mod error;
 mod fires;

@@ -7,6 +7,7 @@ mod echo;
 mod fires;
 mod helpers;
 mod nodes;
+mod operations;
 mod race;
 mod reliability;
 mod restart;

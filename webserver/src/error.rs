@@ -47,17 +47,11 @@ pub enum ApiError {
         /// The timeout, ms.
         timeout_ms: u64,
     },
-    /// No timer with this id in this app: unknown, or another app's. 404.
-    #[error("no timer with id {id} in app `{app}`")]
+    /// No timer with this id in this app: unknown, deleted, or another
+    /// app's; one message for all three, so a caller cannot tell them
+    /// apart (ids do not leak across apps, deleted timers are gone). 404.
+    #[error("timer {id} not found in app `{app}` (it may have been deleted)")]
     TimerNotFound {
-        /// The id asked for.
-        id: i64,
-        /// The app asked for.
-        app: String,
-    },
-    /// The timer exists but is deleted, so it cannot change any more. 404.
-    #[error("timer {id} in app `{app}` is deleted")]
-    TimerDeleted {
         /// The id asked for.
         id: i64,
         /// The app asked for.
@@ -125,7 +119,7 @@ impl ApiError {
             Self::Invalid(_) => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyReadTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            Self::TimerNotFound { .. } | Self::TimerDeleted { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Self::TimerNotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::NameTaken { .. } => StatusCode::CONFLICT,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Auth(err) => err.status(),

@@ -2,7 +2,7 @@
 //! xtimer (or any asyncflow flowSvr):
 //!
 //! ```text
-//! cargo run -p xtimer-worker --example three_stage -- [ADDR] [--fail N]
+//! cargo run --release -p xtimer-worker --example three_stage -- [ADDR] [--fail N]
 //! ```
 //!
 //! ADDR defaults to `$XTIMER_ADDR`, then `http://127.0.0.1:8080`. `--fail N`
@@ -23,15 +23,20 @@ use xtimer_worker::{Client, Event, Outcome, TaskStatus, Worker, WorkerConfig};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Only warnings by default, so the stage lines below stand alone;
+    // `RUST_LOG=xtimer_worker=info` shows the worker's own log too.
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,xtimer_worker=info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
         .init();
     let (addr, fail) = args()?;
 
     let client = Client::new(&addr)?;
-    client.ping().await.map_err(|e| format!("no server at {addr} ({e}); start one with `cargo run -- serve`"))?;
+    client
+        .ping()
+        .await
+        .map_err(|e| format!("no server at {addr} ({e}); start one with `cargo run --release -- serve`"))?;
     if client.register_task_if_missing(&demo::cfg()).await? {
         println!("registered task type {}", demo::TASK_TYPE);
     }
@@ -45,9 +50,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let running = tokio::spawn(worker.run(shutdown.clone()));
 
     // Print this task's reports until it is final (or Ctrl-C).
-    let status = loop {
+    loop {
         let event = tokio::select! {
-            _ = tokio::signal::ctrl_c() => break None,
+            _ = tokio::signal::ctrl_c() => break,
             event = events.recv() => event?,
         };
         let Event::Reported { task, outcome } = event else { continue };
@@ -73,15 +78,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Outcome::Fatal(err) => println!("  {:<10} fatal: {err} -> failed", ran.stage),
         }
         if TaskStatus::from_code(task.status).is_some_and(TaskStatus::is_final) {
-            break TaskStatus::from_code(task.status);
+            break;
         }
-    };
+    }
     shutdown.cancel();
     running.await??;
 
     let task = client.get_task(&task_id).await?;
     let context: DemoContext = serde_json::from_str(&task.context).unwrap_or_default();
-    println!("task {task_id}: status {} ({:?}) after {} retries", task.status, status, task.crt_retry_num);
+    // In words (`succeeded`), with the wire code `get_task` shows.
+    let status = TaskStatus::from_code(task.status).map_or("unknown status", TaskStatus::as_str);
+    println!("task {task_id}: {status} (status {}) after {} retries", task.status, task.crt_retry_num);
     println!("final context: {}", serde_json::to_string_pretty(&context)?);
     Ok(())
 }

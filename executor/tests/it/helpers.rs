@@ -52,19 +52,27 @@ where
 type Hits = Arc<Mutex<HashMap<String, u32>>>;
 /// Each request's `X-Xtimer-Signature` (empty when missing) and body.
 type Signed = Arc<Mutex<Vec<(String, Bytes)>>>;
+/// Each request's `Idempotency-Key`, in arrival order.
+type Arrivals = Arc<Mutex<Vec<String>>>;
 
 /// A callback receiver on 127.0.0.1 that counts requests per `Idempotency-Key`.
 pub struct Receiver {
     pub addr: SocketAddr,
     hits: Hits,
     signed: Signed,
+    arrivals: Arrivals,
 }
 
-async fn count(State((hits, signed)): State<(Hits, Signed)>, headers: HeaderMap, body: Bytes) -> &'static str {
+async fn count(
+    State((hits, signed, arrivals)): State<(Hits, Signed, Arrivals)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> &'static str {
     let header = |name| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let key = header("idempotency-key");
     let key = if key.is_empty() { "<none>".to_string() } else { key };
-    *hits.lock().unwrap().entry(key).or_default() += 1;
+    *hits.lock().unwrap().entry(key.clone()).or_default() += 1;
+    arrivals.lock().unwrap().push(key);
     signed.lock().unwrap().push((header("x-xtimer-signature"), body));
     "ok"
 }
@@ -72,12 +80,17 @@ async fn count(State((hits, signed)): State<(Hits, Signed)>, headers: HeaderMap,
 impl Receiver {
     /// Starts on a free port.
     pub async fn start() -> Self {
-        let (hits, signed) = (Hits::default(), Signed::default());
-        let app = Router::new().fallback(count).with_state((hits.clone(), signed.clone()));
+        let (hits, signed, arrivals) = (Hits::default(), Signed::default(), Arrivals::default());
+        let app = Router::new().fallback(count).with_state((hits.clone(), signed.clone(), arrivals.clone()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { addr, hits, signed }
+        Self { addr, hits, signed, arrivals }
+    }
+
+    /// The `Idempotency-Key` of every request, in arrival order.
+    pub fn arrivals(&self) -> Vec<String> {
+        self.arrivals.lock().unwrap().clone()
     }
 
     /// Every request's signature header and body, in arrival order.

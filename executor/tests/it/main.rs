@@ -274,3 +274,29 @@ async fn one_node_sweeps_per_period() {
     h.wait_idle().await;
     assert_eq!(h.receiver.total(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_fires_of_one_timer_leave_in_run_time_order() {
+    // A timer whose last 25 fires (2 s apart) were held up by an outage (all within
+    // the misfire threshold, so all fire), and a second timer with fires
+    // interleaved in time: each timer's fires reach the receiver oldest first.
+    let h = Harness::start(reconciler_config()).await;
+    let t = h.timer("late", TimerStatus::Enabled, MisfirePolicy::FireOnce).await;
+    let u = h.timer("other", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
+    let offsets: Vec<i64> = (0..25).map(|i| -55_000 + i * 2_000).collect();
+    let mine = h.fires(&t, &offsets).await;
+    let shifted: Vec<i64> = offsets.iter().map(|o| o + 1_000).collect();
+    let theirs = h.fires(&u, &shifted).await;
+
+    assert_eq!(h.reconciler.run_once().await.unwrap(), report(50, 0, 0));
+    h.receiver.wait_for(&mine).await;
+    h.receiver.wait_for(&theirs).await;
+    h.wait_idle().await;
+    let arrivals = h.receiver.arrivals();
+    assert_eq!(arrivals.len(), 50, "each fire once: {arrivals:?}");
+    for keys in [&mine, &theirs] {
+        let want: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        let got: Vec<String> = arrivals.iter().filter(|k| want.contains(k)).cloned().collect();
+        assert_eq!(got, want, "timer {}'s fires in run-time order", keys[0].timer_id);
+    }
+}

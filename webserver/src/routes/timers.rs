@@ -2,8 +2,11 @@
 //!
 //! A timer is only visible to the app it belongs to: an id of another app
 //! answers 404 exactly as an unknown id does, so ids do not leak across
-//! apps. Deleted timers stay readable (`getTimer`, `getTimerTasks`: their
-//! fire history is kept) but can no longer change (404).
+//! apps. A deleted timer is gone from every route: `getTimer`,
+//! `enableTimer`, `unableTimer`, `delTimer` and `getTimerTasks` answer the
+//! same 404 as for an unknown id, and `getAppTimers` leaves it out. The
+//! store keeps its row (and its fires) and still returns it; the rule is
+//! kept here, in [`live_timer`].
 //!
 //! With auth on, every route needs a bearer token (401 without a valid
 //! one, before the input is read) of the app it names (403 otherwise), and
@@ -132,7 +135,8 @@ pub async fn timers_disable(
 }
 
 /// `DELETE delTimer` (query or JSON body `id`, `app`): deletes a timer; its
-/// name is free again, its fire history is kept.
+/// name is free again. From then on every route answers 404 for it, as
+/// for an unknown id (a second delete too).
 pub async fn timers_delete(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -146,14 +150,14 @@ pub async fn timers_delete(
     Ok(Envelope(TimerId { id: r.id }))
 }
 
-/// `GET getTimer`: one timer, deleted ones included (status 3).
+/// `GET getTimer`: one timer that is not deleted (status 1 or 2).
 pub async fn timers_get(
     State(state): State<AppState>,
     auth: AuthContext,
     r: Result<ApiQuery<TimerRef>, ApiError>,
 ) -> Result<Envelope<TimerView>, ApiError> {
     let r = authorized(&auth, r)?;
-    let timer = owned_timer(&state, &auth, &r).await?;
+    let timer = live_timer(&state, &auth, &r).await?;
     Ok(Envelope(TimerView::at(&timer, state.clock.now_ms())))
 }
 
@@ -173,7 +177,7 @@ pub async fn timers_list(
 }
 
 /// `GET getTimerTasks`: a page of a timer's fires, latest run time first,
-/// optionally of one status.
+/// optionally of one status; a 404 once the timer is deleted.
 pub async fn timer_tasks_list(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -183,7 +187,7 @@ pub async fn timer_tasks_list(
     let ApiQuery(q) = q?;
     authorize(&auth, &q.app)?;
     let (status, page) = q.validate()?;
-    owned_timer(&state, &auth, &TimerRef { id: q.id, app: q.app }).await?;
+    live_timer(&state, &auth, &TimerRef { id: q.id, app: q.app }).await?;
     let (fires, total) = state.fires.list_fires(q.id, status, page.offset, page.limit).await?;
     Ok(Envelope(List { list: fires.iter().map(FireView::from).collect(), total }))
 }
@@ -197,27 +201,25 @@ fn authorized(auth: &AuthContext, r: Result<ApiQuery<TimerRef>, ApiError>) -> Re
     Ok(r)
 }
 
-/// The timer `r` names, if it belongs to `r.app`; deleted ones included.
-/// Another app's timer is a 404 with auth off (ids do not leak across
-/// apps) and a 403 with auth on.
-async fn owned_timer(state: &AppState, auth: &AuthContext, r: &TimerRef) -> Result<Timer, ApiError> {
+/// The timer `r` names, if it is not deleted and belongs to `r.app`. A
+/// deleted timer (of any app) and an unknown id are the same 404; another
+/// app's timer is that 404 too with auth off (ids do not leak across apps)
+/// and a 403 with auth on.
+async fn live_timer(state: &AppState, auth: &AuthContext, r: &TimerRef) -> Result<Timer, ApiError> {
     r.validate()?;
     match state.timers.get_timer(r.id).await? {
+        Some(timer) if timer.status == TimerStatus::Deleted => Err(not_found(r)),
         Some(timer) if timer.app == r.app => Ok(timer),
         Some(timer) if auth.enabled() => {
             Err(AuthError::Forbidden(format!("timer {} belongs to another app than `{}`", timer.id, r.app)).into())
         }
-        _ => Err(ApiError::TimerNotFound { id: r.id, app: r.app.clone() }),
+        _ => Err(not_found(r)),
     }
 }
 
-/// The timer `r` names, if it belongs to `r.app` and is not deleted.
-async fn live_timer(state: &AppState, auth: &AuthContext, r: &TimerRef) -> Result<Timer, ApiError> {
-    let timer = owned_timer(state, auth, r).await?;
-    if timer.status == TimerStatus::Deleted {
-        return Err(ApiError::TimerDeleted { id: r.id, app: r.app.clone() });
-    }
-    Ok(timer)
+/// The one 404 of a timer that is unknown, deleted or (auth off) another app's.
+fn not_found(r: &TimerRef) -> ApiError {
+    ApiError::TimerNotFound { id: r.id, app: r.app.clone() }
 }
 
 /// Sets the status of a timer [`live_timer`] found; a 404 if it was deleted
@@ -226,7 +228,7 @@ async fn set_status(state: &AppState, r: &TimerRef, status: TimerStatus) -> Resu
     if state.timers.set_timer_status(r.id, status, state.clock.now_ms()).await? {
         Ok(())
     } else {
-        Err(ApiError::TimerDeleted { id: r.id, app: r.app.clone() })
+        Err(not_found(r))
     }
 }
 

@@ -95,6 +95,31 @@ async fn every_endpoint_refuses_another_apps_token() {
 }
 
 #[tokio::test]
+async fn a_deleted_timer_is_a_404_with_auth_on_whichever_app_asks() {
+    let app = secure_app().await;
+    let id = app.call(Method::POST, "/api/xtimer/createTimer", Some(BILLING), Some(&cron_timer("billing", "t"))).await;
+    let id = id.ok()["id"].as_i64().unwrap();
+    let del = format!("/api/xtimer/delTimer?id={id}&app=billing");
+    app.call(Method::DELETE, &del, Some(BILLING), None).await.ok();
+    // Its own app, and another app naming itself: gone for both (no 403
+    // about a timer that no longer exists).
+    for (token, name) in [(BILLING, "billing"), (OPS, "ops")] {
+        for (method, uri, body) in endpoints("/api/xtimer", id, name) {
+            if uri.contains("createTimer") || uri.contains("getAppTimers") {
+                continue;
+            }
+            let reply = app.call(method.clone(), &uri, Some(token), body.as_ref()).await;
+            let msg = reply.err(StatusCode::NOT_FOUND);
+            assert_eq!(
+                msg,
+                format!("timer {id} not found in app `{name}` (it may have been deleted)"),
+                "{method} {uri}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
 async fn the_right_token_works_on_every_endpoint() {
     let app = secure_app().await;
     let id = app.call(Method::POST, "/api/xtimer/createTimer", Some(BILLING), Some(&cron_timer("billing", "t"))).await;

@@ -193,7 +193,12 @@ impl TestApp {
 
     /// The `result` of `getTimerTasks` with extra query `extra` (`&status=0`...).
     pub async fn tasks(&self, id: i64, app: &str, extra: &str) -> Value {
-        self.get(&format!("/api/xtimer/getTimerTasks?id={id}&app={app}{extra}")).await.ok().clone()
+        self.tasks_reply(id, app, extra).await.ok().clone()
+    }
+
+    /// The reply of `getTimerTasks` with extra query `extra`.
+    pub async fn tasks_reply(&self, id: i64, app: &str, extra: &str) -> Reply {
+        self.get(&format!("/api/xtimer/getTimerTasks?id={id}&app={app}{extra}")).await
     }
 }
 

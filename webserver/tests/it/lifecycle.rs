@@ -29,17 +29,57 @@ async fn enable_disable_delete_lifecycle() {
     assert_eq!(timer["createTime"], "2030-01-01T00:00:00.000Z");
 
     assert_eq!(app.delete(id, "a").await.ok(), &json!({"id": id}));
-    assert_eq!(app.timer(id, "a").await["status"], 3);
-    // The fire history of a deleted timer stays readable.
-    assert_eq!(app.tasks(id, "a", "").await["total"], 1);
+    // From here on it is gone (`a_deleted_timer_is_gone_from_every_route`).
+    app.by_id("getTimer", id, "a").await.err(StatusCode::NOT_FOUND);
+}
 
-    // A deleted timer cannot change any more.
-    for route in ["enableTimer", "unableTimer"] {
-        let msg = app.by_id(route, id, "a").await.err(StatusCode::NOT_FOUND).to_owned();
-        assert!(msg.contains(&id.to_string()) && msg.contains("deleted"), "{route}: {msg}");
+/// The one 404 message of a timer that is unknown, deleted or another app's.
+fn not_found(id: i64, app: &str) -> String {
+    format!("timer {id} not found in app `{app}` (it may have been deleted)")
+}
+
+#[tokio::test]
+async fn a_deleted_timer_is_gone_from_every_route() {
+    let app = spawn_app().await;
+    let mut body = once_timer("a", "t", NOW_MS + 30_000);
+    body["status"] = json!(2);
+    let id = app.create_ok(&body).await;
+    let kept = app.create_ok(&once_timer("a", "kept", NOW_MS + 30_000)).await;
+    assert_eq!(app.tasks(id, "a", "").await["total"], 1, "it has a fire before the delete");
+    assert_eq!(app.delete(id, "a").await.ok(), &json!({"id": id}));
+
+    let want = not_found(id, "a");
+    for route in ["getTimer", "enableTimer", "unableTimer", "getTimerTasks"] {
+        assert_eq!(app.by_id(route, id, "a").await.err(StatusCode::NOT_FOUND), want, "{route}");
     }
-    app.delete(id, "a").await.err(StatusCode::NOT_FOUND);
-    assert_eq!(app.timer(id, "a").await["status"], 3);
+    assert_eq!(app.tasks_reply(id, "a", "&status=0").await.err(StatusCode::NOT_FOUND), want);
+    // A second delete, by query and by JSON body.
+    assert_eq!(app.delete(id, "a").await.err(StatusCode::NOT_FOUND), want);
+    let json_body = json!({"id": id, "app": "a"}).to_string();
+    let reply = app.raw(Method::DELETE, "/xtimer/delTimer", Some("application/json"), json_body).await;
+    assert_eq!(reply.err(StatusCode::NOT_FOUND), want);
+    // The listing leaves it out.
+    let list = app.get("/api/xtimer/getAppTimers?app=a").await;
+    assert_eq!(list.ok()["total"], 1, "{}", list.body);
+    assert_eq!(list.ok()["list"][0]["id"], kept);
+    // Enabling it did not bring it back.
+    assert_eq!(app.by_id("getTimer", id, "a").await.err(StatusCode::NOT_FOUND), want);
+}
+
+#[tokio::test]
+async fn a_deleted_timer_answers_exactly_as_an_unknown_id() {
+    let app = spawn_app().await;
+    let id = app.create_ok(&once_timer("a", "t", NOW_MS + 30_000)).await;
+    app.delete(id, "a").await.ok();
+    let unknown = id + 1_000;
+    for route in ["getTimer", "enableTimer", "unableTimer", "getTimerTasks"] {
+        let deleted = app.by_id(route, id, "a").await;
+        let never = app.by_id(route, unknown, "a").await;
+        assert_eq!(deleted.err(StatusCode::NOT_FOUND), not_found(id, "a"), "{route}");
+        assert_eq!(never.err(StatusCode::NOT_FOUND), not_found(unknown, "a"), "{route}");
+        assert_eq!(deleted.body["code"], never.body["code"], "{route}");
+    }
+    assert_eq!(app.delete(unknown, "a").await.err(StatusCode::NOT_FOUND), not_found(unknown, "a"));
 }
 
 #[tokio::test]
@@ -59,8 +99,7 @@ async fn another_apps_timer_is_a_404_and_stays_untouched() {
     let id = app.create_ok(&once_timer("a", "t", NOW_MS + 30_000)).await;
     for route in ["getTimer", "enableTimer", "unableTimer", "getTimerTasks"] {
         let reply = app.by_id(route, id, "b").await;
-        let msg = reply.err(StatusCode::NOT_FOUND);
-        assert!(msg.contains(&format!("no timer with id {id} in app `b`")), "{route}: {msg}");
+        assert_eq!(reply.err(StatusCode::NOT_FOUND), not_found(id, "b"), "{route}");
     }
     app.delete(id, "b").await.err(StatusCode::NOT_FOUND);
     let timer = app.timer(id, "a").await;
@@ -84,7 +123,7 @@ async fn del_timer_accepts_a_json_body() {
     let body = json!({"id": id, "app": "a"}).to_string();
     let reply = app.raw(Method::DELETE, "/xtimer/delTimer", Some("application/json"), body.clone()).await;
     assert_eq!(reply.ok(), &json!({"id": id}));
-    assert_eq!(app.timer(id, "a").await["status"], 3);
+    app.by_id("getTimer", id, "a").await.err(StatusCode::NOT_FOUND);
     // Also without a content type; now it is gone.
     app.raw(Method::DELETE, "/xtimer/delTimer", None, body).await.err(StatusCode::NOT_FOUND);
 }
