@@ -10,9 +10,11 @@
 //! - [`signature`]: the HMAC signature of callbacks (`X-Xtimer-Signature`), signing and verifying.
 //! - [`target_policy`]: which addresses callbacks may reach (SSRF defence).
 //! - [`clock`]: the injected wall clock.
+//! - [`cache`]: [`TtlCache`], the bounded cache with expiry on the injected clock.
 //! - [`config`]: the one configuration tree, loaded from defaults, a file and the environment.
 //! - [`error`]: the domain error type.
 
+pub mod cache;
 pub mod clock;
 pub mod config;
 pub mod cron;
@@ -24,5 +26,6 @@ pub mod signature;
 pub mod target_policy;
 pub mod timer;
 
+pub use cache::TtlCache;
 pub use clock::{Clock, SharedClock, SystemClock};
 pub use error::{Error, Result};
