@@ -195,6 +195,15 @@ pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
     error_response(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MSG)
 }
 
+/// `; use GET, HEAD` after a 405's message, from the route's `Allow` header.
+fn allow_hint(allow: &str) -> String {
+    if allow.is_empty() {
+        String::new()
+    } else {
+        format!("; use {allow}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,14 +230,5 @@ mod tests {
     fn name_taken_from_the_store_is_a_conflict() {
         let err = ApiError::from(xtimer_store::Error::NameTaken { app: "a".into(), name: "n".into() });
         assert_eq!(err.status(), StatusCode::CONFLICT);
-    }
-}
-
-/// `; use GET, HEAD` after a 405's message, from the route's `Allow` header.
-fn allow_hint(allow: &str) -> String {
-    if allow.is_empty() {
-        String::new()
-    } else {
-        format!("; use {allow}")
     }
 }
