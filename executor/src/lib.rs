@@ -47,7 +47,7 @@ use tokio_util::task::TaskTracker;
 use xtimer_core::config::ExecutorConfig;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, Timer, TimerStatus};
-use xtimer_core::SharedClock;
+use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, TimerRepo};
 
 use crate::bulkhead::Bulkheads;
@@ -80,6 +80,17 @@ pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
 /// Timers remembered for [`FAILURE_LOG_EVERY_MS`] before old entries are dropped.
 const FAILURE_LOG_TIMERS: usize = 10_000;
 
+/// Most timers whose definition the executor keeps between their fires.
+/// Past it the oldest is dropped and read again at its next fire, so the
+/// cache follows the timers that are due, not every timer registered.
+pub const TIMER_CACHE_CAPACITY: usize = 100_000;
+
+/// How long a timer's definition is reused. What a fire reads from it
+/// (app, notify, retry policy) does not change after create, and its status
+/// is read apart, so this only lets a timer that stopped firing leave the
+/// cache.
+pub const TIMER_CACHE_TTL: Duration = Duration::from_secs(600);
+
 /// Claims fires handed over by the trigger and dispatches them.
 pub struct Executor {
     handle: ExecutorHandle,
@@ -101,7 +112,7 @@ struct Inner {
     http: reqwest::Client,
     callbacks: Callbacks,
     tasks: Option<Arc<dyn TaskCreator>>,
-    cache: DashMap<i64, Arc<Timer>>,
+    cache: TtlCache<i64, Arc<Timer>>,
     permits: Arc<Semaphore>,
     bulkheads: Bulkheads,
     statuses: status::StatusReader,
@@ -147,11 +158,11 @@ impl Executor {
             node_id: node_id.to_string(),
             fires,
             timers,
+            cache: TtlCache::new(TIMER_CACHE_CAPACITY, TIMER_CACHE_TTL, clock.clone()),
             clock,
             http,
             callbacks,
             tasks: None,
-            cache: DashMap::new(),
             results,
             claim_seq: AtomicU64::new(0),
             tracker: TaskTracker::new(),
@@ -265,7 +276,7 @@ impl ExecutorHandle {
 
     async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<()> {
         let mut missing: Vec<i64> =
-            claimed.iter().map(|c| c.key.timer_id).filter(|id| !self.inner.cache.contains_key(id)).collect();
+            claimed.iter().map(|c| c.key.timer_id).filter(|id| !self.inner.cache.contains(id)).collect();
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
@@ -341,7 +352,7 @@ impl ExecutorHandle {
     /// lateness is recorded; the store keeps the first attempt's.
     async fn attempt(&self, fire: &ClaimedFire, attempt: u32) -> FireOutcome {
         let inner = &self.inner;
-        let timer = match inner.cache.get(&fire.key.timer_id).map(|t| t.clone()) {
+        let timer = match inner.cache.get(&fire.key.timer_id) {
             Some(timer) => timer,
             None => match inner.timers.get_timer(fire.key.timer_id).await {
                 Ok(Some(timer)) => {

@@ -77,10 +77,10 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
         "xtimer-test",
         "node-test",
     );
-    let mut state = AppState::new(timers, fires, Arc::new(migrator), shared, config);
+    let mut state = AppState::new(timers, fires, Arc::new(migrator), shared.clone(), config);
     if let Some((auth, callback, limits)) = fakes.security {
         let tokens: Arc<dyn xtimer_store::AuthRepo> = Arc::new(repo.database());
-        state = state.with_security(Security::new(&auth, &callback, &limits, Some(tokens)).expect("security"));
+        state = state.with_security(Security::new(&auth, &callback, &limits, Some(tokens), shared).expect("security"));
     }
     TestApp { router: router(state), clock, repo, _dir: dir }
 }
