@@ -45,6 +45,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use xtimer_core::config::ExecutorConfig;
+use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
@@ -57,7 +58,7 @@ pub use error::{Error, Result};
 pub use reconciler::Reconciler;
 pub use recorder::Recorder;
 pub use secrets::{AppSecrets, Callbacks};
-pub use task_creator::TaskCreator;
+pub use task_creator::{CreateTaskError, TaskCreator};
 
 /// How one attempt of a fire ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -384,7 +385,8 @@ impl ExecutorHandle {
             return FireOutcome::Fired;
         }
         if answer.delivery.permanent() {
-            // Every retry would fail the same way (the policy refuses the target).
+            // Every retry would fail the same way (the policy refuses the
+            // target, or the task engine refuses the task as it is).
             self.warn_failed(&timer, attempt, &answer.output);
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
             return FireOutcome::Failed;
@@ -481,18 +483,24 @@ impl ExecutorHandle {
         Some((answer, sent_at - key.run_ms))
     }
 
-    /// The fire of a timer that creates a task: success is the task created.
+    /// The fire of a timer that creates a task: success is the task
+    /// created; a task the engine refuses as it is (an unknown type, another
+    /// app's type, invalid input) fails the fire at once, a storage failure
+    /// is retried.
     async fn create_task(&self, app: &str, task: &AsyncflowNotify, key: FireKey) -> (Answer, i64) {
         let cost = self.inner.clock.now_ms() - key.run_ms;
         let created = match &self.inner.tasks {
             Some(tasks) => tasks.create_task(app, task, key).await,
-            None => Err("this node has no task engine".to_string()),
+            None => Err(CreateTaskError::NoEngine),
         };
         let answer = match created {
             Ok(task_id) => Answer { delivery: Delivery::Delivered, output: format!("created task {task_id}") },
             Err(err) => Answer {
-                delivery: Delivery::NotSent { permanent: false },
-                output: format!("creating the task failed: {err}"),
+                delivery: Delivery::NotSent { permanent: err.is_permanent() },
+                output: callback::truncate(
+                    format!("creating the task failed: {}", error_chain(&err)),
+                    self.inner.config.max_output_bytes,
+                ),
             },
         };
         (answer, cost)

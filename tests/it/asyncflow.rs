@@ -14,10 +14,10 @@ use xtimer_asyncflow::wire::{TaskData, TaskScheduleCfg};
 use xtimer::timer_tasks::{fire_uuid, TimerTasks};
 use xtimer_core::config::{AppCredentials, Secret};
 use xtimer_core::fire::FireKey;
-use xtimer_core::timer::AsyncflowNotify;
+use xtimer_core::timer::{AsyncflowNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
 use xtimer_executor::TaskCreator;
 
-use crate::helpers::{now_ms, Stack, Storage, TestNode, PATIENCE};
+use crate::helpers::{now_ms, wait_for, Stack, Storage, TestNode, PATIENCE};
 use crate::on_both_stacks;
 
 /// A Go worker's view of the server: raw requests, JSON replies.
@@ -513,6 +513,36 @@ async fn a_cron_timer_with_an_asyncflow_notify_creates_one_task_per_fire(stack: 
     node.stop().await;
 }
 
+/// A fire whose task type is not registered fails at once, with the reason
+/// as its output: retrying cannot register the type. createTimer refuses
+/// such a timer, so this one is stored behind the API's back (as a timer
+/// whose type is missing from a restored database would be).
+async fn a_fire_whose_task_type_is_unknown_fails_after_one_attempt(stack: Stack) {
+    let node = TestNode::spawn(stack).await;
+    let ghost = NewTimer {
+        app: "it".into(),
+        name: "ghost".into(),
+        status: TimerStatus::Disabled,
+        schedule: Schedule::Once { run_at_ms: now_ms() + 1_000 },
+        notify: Notify::Asyncflow(AsyncflowNotify {
+            task_type: "ghost".into(),
+            task_stage: String::new(),
+            context: String::new(),
+        }),
+        retry: RetryPolicy { max_attempts: 3, backoff_ms: 100 },
+        misfire: MisfirePolicy::FireAll,
+    };
+    let id = node.node.stores.timers.create_timer(&ghost, now_ms()).await.unwrap().id;
+    assert_eq!(node.act("enableTimer", id, "it").await["code"], 0);
+    let fire = wait_for("the fire ends failed", || async {
+        node.fires(id, "it").await.into_iter().find(|f| f["status"] == 3)
+    })
+    .await;
+    assert_eq!(fire["attempt"], 1, "an unknown type is not retried: {fire}");
+    assert_eq!(fire["output"], "creating the task failed: task type `ghost` is not registered", "{fire}");
+    node.stop().await;
+}
+
 /// With auth on, a type registered with an app's token is that app's: every
 /// call on it with another app's token answers 403 in the asyncflow shape,
 /// and the cfg list shows each app only what it may use.
@@ -614,4 +644,5 @@ on_both_stacks!(
     a_crashed_workers_task_comes_back,
     tables_roll_and_tasks_keep_flowing,
     a_cron_timer_with_an_asyncflow_notify_creates_one_task_per_fire,
+    a_fire_whose_task_type_is_unknown_fails_after_one_attempt,
 );
