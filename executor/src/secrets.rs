@@ -56,13 +56,13 @@ impl AppSecrets {
     ) -> Result<Self> {
         let configured = auth
             .credentials()
-            .map_err(|e| Error::CallbackSetup(e.to_string()))?
+            .map_err(Error::CallbackConfig)?
             .into_iter()
             .filter(|(_, c)| !c.secret.is_empty())
             .map(|(app, c)| (app, c.secret.expose().to_string()))
             .collect();
         let default = if callback.signing_secret.is_empty() {
-            let candidate = random_secret().map_err(|e| Error::CallbackSetup(format!("generating a secret: {e}")))?;
+            let candidate = random_secret().map_err(Error::SecretGeneration)?;
             repo.ensure_secret(SERVER_SECRET_APP, &candidate, clock.now_ms()).await?
         } else {
             callback.signing_secret.expose().to_string()
@@ -127,7 +127,7 @@ impl Callbacks {
         repo: Arc<dyn AuthRepo>,
         clock: &SharedClock,
     ) -> Result<Self> {
-        let policy = TargetPolicy::from_config(callback).map_err(Error::CallbackSetup)?;
+        let policy = TargetPolicy::from_config(callback).map_err(Error::CallbackConfig)?;
         let secrets = AppSecrets::load(callback, auth, repo, clock).await?;
         Ok(Self { policy: Arc::new(policy), secrets: Arc::new(secrets) })
     }

@@ -84,7 +84,7 @@ impl Security {
         repo: Option<Arc<dyn AuthRepo>>,
         clock: SharedClock,
     ) -> xtimer_core::Result<Self> {
-        let policy = TargetPolicy::from_config(callback).map_err(|e| xtimer_core::Error::Config(vec![e]))?;
+        let policy = TargetPolicy::from_config(callback)?;
         Ok(Self {
             auth: Auth::new(auth, repo, clock)?,
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
