@@ -465,12 +465,17 @@ async fn a_cron_timer_with_an_asyncflow_notify_creates_one_task_per_fire(stack: 
     .await
     .expect("three fires succeed");
     assert_eq!(node.act("unableTimer", id, "it").await["code"], 0);
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
 
-    let fires: Vec<Value> = node.fires(id, "it").await.into_iter().filter(|f| f["status"] == 2).collect();
+    // The fires in flight at the disable settle: every task created has
+    // its fire recorded succeeded.
+    let (fires, reply, tasks) = wait_for("the tasks and the succeeded fires agree", || async {
+        let fires: Vec<Value> = node.fires(id, "it").await.into_iter().filter(|f| f["status"] == 2).collect();
+        let reply = go.get("/v1/get_task_list?task_type=tick&limit=1000").await;
+        let tasks: Vec<TaskData> = serde_json::from_value(reply["task_list"].clone()).unwrap();
+        (tasks.len() == fires.len()).then_some((fires, reply, tasks))
+    })
+    .await;
     assert!(fires.len() >= fired.iter().filter(|f| f["status"] == 2).count());
-    let reply = go.get("/v1/get_task_list?task_type=tick&limit=1000").await;
-    let tasks: Vec<TaskData> = serde_json::from_value(reply["task_list"].clone()).unwrap();
     assert_eq!(tasks.len(), fires.len(), "one task per succeeded fire: {reply}");
     for fire in &fires {
         let key = FireKey { timer_id: id, run_ms: fire["runTimer"].as_i64().unwrap() };
