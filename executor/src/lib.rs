@@ -40,7 +40,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -78,7 +77,8 @@ pub enum FireOutcome {
 /// How often, at most, one timer's failed fires are logged at `warn`, ms.
 pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
 
-/// Timers remembered for [`FAILURE_LOG_EVERY_MS`] before old entries are dropped.
+/// Most timers whose last failure log is remembered; past it the oldest is
+/// forgotten (and may be logged again within the minute).
 const FAILURE_LOG_TIMERS: usize = 10_000;
 
 /// Most timers whose definition the executor keeps between their fires.
@@ -117,8 +117,8 @@ struct Inner {
     permits: Arc<Semaphore>,
     bulkheads: Bulkheads,
     statuses: status::StatusReader,
-    /// When each timer's failed fire was last logged, Unix ms.
-    failure_logged: DashMap<i64, i64>,
+    /// Timers whose failed fire was logged within [`FAILURE_LOG_EVERY_MS`].
+    failure_logged: TtlCache<i64, ()>,
     results: mpsc::Sender<FireResult>,
     claim_seq: AtomicU64,
     tracker: TaskTracker,
@@ -154,7 +154,11 @@ impl Executor {
             permits: Arc::new(Semaphore::new(config.concurrency)),
             bulkheads: Bulkheads::new(&config, clock.clone()),
             statuses: status::StatusReader::spawn(timers.clone()),
-            failure_logged: DashMap::new(),
+            failure_logged: TtlCache::new(
+                FAILURE_LOG_TIMERS,
+                Duration::from_millis(FAILURE_LOG_EVERY_MS as u64),
+                clock.clone(),
+            ),
             config,
             node_id: node_id.to_string(),
             fires,
@@ -415,17 +419,9 @@ impl ExecutorHandle {
     /// [`FAILURE_LOG_EVERY_MS`] per timer, so a failing receiver is seen at
     /// the default log level without a line per fire.
     fn warn_failed(&self, timer: &Timer, attempts: u32, output: &str) {
-        let now = self.inner.clock.now_ms();
         let logged = &self.inner.failure_logged;
-        if logged.len() > FAILURE_LOG_TIMERS {
-            logged.retain(|_, at| now - *at < FAILURE_LOG_EVERY_MS);
-        }
-        let due = match logged.get(&timer.id) {
-            Some(at) => now - *at >= FAILURE_LOG_EVERY_MS,
-            None => true,
-        };
-        if due {
-            logged.insert(timer.id, now);
+        if !logged.contains(&timer.id) {
+            logged.insert(timer.id, ());
             tracing::warn!(
                 timer_id = timer.id,
                 app = %timer.app,
