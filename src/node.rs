@@ -130,7 +130,7 @@ impl Node {
             hard_stop.clone(),
         )?;
         let auth_repo = stores.auth.clone();
-        let callbacks = Callbacks::load(&config.callback, &config.auth, auth_repo.clone(), clock.now_ms()).await?;
+        let callbacks = Callbacks::load(&config.callback, &config.auth, auth_repo.clone(), &clock).await?;
         let executor = executor.with_callbacks(callbacks)?.with_task_creator(Arc::new(TimerTasks(tasks.clone())));
         let handle = executor.handle();
         // Heartbeats come every third of the node timeout; a gap of half of
@@ -164,7 +164,7 @@ impl Node {
             clock.clone(),
             config.server.clone(),
         );
-        let security = Security::new(&config.auth, &config.callback, &config.limits, Some(auth_repo))?;
+        let security = Security::new(&config.auth, &config.callback, &config.limits, Some(auth_repo), clock.clone())?;
         let state = state.with_security(security);
         let app = router(state.with_nodes(stores.nodes.clone()).with_tasks(tasks.clone()));
         if !config.auth.enabled && !addr.ip().is_loopback() {
@@ -215,7 +215,10 @@ impl Node {
         loops.spawn("migrator", |s| migrator.clone().run(s));
         loops.spawn("heartbeat", |s| heartbeat.run(s));
         loops.spawn("scheduler", |s| scheduler.run(s));
-        loops.spawn("trigger", |s| trigger.run(s));
+        loops.spawn("trigger", |s| async move {
+            trigger.run(s).await;
+            Ok::<_, anyhow::Error>(())
+        });
         loops.spawn("executor", |s| executor.run(s));
         loops.spawn("reconciler", |s| reconciler.run(s));
         loops.spawn("asyncflow governor", |s| governor.run(s));

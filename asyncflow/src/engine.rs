@@ -4,14 +4,14 @@
 //! by a [`CreateBatcher`], so many concurrent creates share a transaction.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::AsyncflowConfig;
-use xtimer_core::SharedClock;
+use xtimer_core::{SharedClock, TtlCache};
 
 use crate::holds::{Claim, HoldCombiner};
 use crate::retry::{order_time_ready, MAX_PRIORITY};
@@ -27,17 +27,15 @@ pub const DEFAULT_LIST: u32 = 100;
 /// How long a type's cfg and positions are reused before being read again.
 /// Another node's register or roll is seen within this.
 const CACHE_TTL: Duration = Duration::from_secs(1);
+/// Most task types whose cfg (and, apart, positions) are cached; past it
+/// the oldest is read again at its next use.
+pub const CACHED_TYPES: usize = 10_000;
 /// How long the create writer waits for more creates before a write.
 const CREATE_LINGER: Duration = Duration::from_millis(2);
 /// Longest user_id and task_stage, bytes.
 pub const MAX_SHORT_TEXT: usize = 256;
 /// Longest context and schedule_log, bytes.
 pub const MAX_LONG_TEXT: usize = 1 << 20;
-
-struct Cached<T> {
-    value: T,
-    at: Instant,
-}
 
 /// A create waiting for its batch.
 struct PendingCreate {
@@ -52,8 +50,10 @@ pub struct Tasks {
     store: TaskStore,
     clock: SharedClock,
     creates: mpsc::Sender<PendingCreate>,
-    cfgs: Arc<Mutex<HashMap<String, Cached<Option<TypeRow>>>>>,
-    positions: Arc<Mutex<HashMap<String, Cached<Option<Positions>>>>>,
+    /// Each type's cfg as last read (`None`: not registered).
+    cfgs: Arc<TtlCache<String, Option<TypeRow>>>,
+    /// Each type's table positions as last read (`None`: not registered).
+    positions: Arc<TtlCache<String, Option<Positions>>>,
     holds: HoldCombiner,
 }
 
@@ -66,10 +66,10 @@ impl Tasks {
             CreateBatcher { store: store.clone(), clock: clock.clone(), rx, batch_size: config.create_batch_size };
         let tasks = Self {
             store,
+            cfgs: Arc::new(TtlCache::new(CACHED_TYPES, CACHE_TTL, clock.clone())),
+            positions: Arc::new(TtlCache::new(CACHED_TYPES, CACHE_TTL, clock.clone())),
             clock,
             creates: tx,
-            cfgs: Arc::default(),
-            positions: Arc::default(),
             holds: HoldCombiner::default(),
         };
         (tasks, batcher)
@@ -85,27 +85,20 @@ impl Tasks {
     }
 
     async fn cached_cfg(&self, task_type: &str) -> Result<Option<TypeRow>> {
-        if let Some(c) = self.cfgs.lock().expect("cfg cache").get(task_type) {
-            if c.at.elapsed() < CACHE_TTL {
-                return Ok(c.value.clone());
-            }
+        if let Some(value) = self.cfgs.get(task_type) {
+            return Ok(value);
         }
         let value = self.store.cfg(task_type).await?;
-        self.cfgs
-            .lock()
-            .expect("cfg cache")
-            .insert(task_type.into(), Cached { value: value.clone(), at: Instant::now() });
+        self.cfgs.insert(task_type.into(), value.clone());
         Ok(value)
     }
 
     async fn cached_positions(&self, task_type: &str) -> Result<Option<Positions>> {
-        if let Some(c) = self.positions.lock().expect("pos cache").get(task_type) {
-            if c.at.elapsed() < CACHE_TTL {
-                return Ok(c.value);
-            }
+        if let Some(value) = self.positions.get(task_type) {
+            return Ok(value);
         }
         let value = self.store.positions(task_type).await?;
-        self.positions.lock().expect("pos cache").insert(task_type.into(), Cached { value, at: Instant::now() });
+        self.positions.insert(task_type.into(), value);
         Ok(value)
     }
 
@@ -132,8 +125,8 @@ impl Tasks {
 
     /// Forgets what is cached of a type (after this node changed it).
     pub fn forget(&self, task_type: &str) {
-        self.cfgs.lock().expect("cfg cache").remove(task_type);
-        self.positions.lock().expect("pos cache").remove(task_type);
+        self.cfgs.invalidate(task_type);
+        self.positions.invalidate(task_type);
     }
 
     /// register_task: creates or re-configures a type; fields left at zero

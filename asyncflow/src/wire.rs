@@ -35,6 +35,30 @@ pub mod code {
     pub const REGISTER_INSERT: i32 = 8048;
 }
 
+/// The path of every `/v1` call: the one route table the server's router,
+/// the worker SDK's client and the SDK's test server share, so none of them
+/// can name a call the others do not.
+pub mod path {
+    /// `POST`: create a task.
+    pub const CREATE_TASK: &str = "/v1/create_task";
+    /// `POST`: claim due tasks of a type (query `task_type`, `limit`).
+    pub const HOLD_TASKS: &str = "/v1/hold_tasks";
+    /// `POST`: report on a task.
+    pub const SET_TASK: &str = "/v1/set_task";
+    /// `GET`: one task by id.
+    pub const GET_TASK: &str = "/v1/get_task";
+    /// `GET`: tasks of a type, of one status or any.
+    pub const GET_TASK_LIST: &str = "/v1/get_task_list";
+    /// `GET`: every registered type's scheduling configuration.
+    pub const GET_TASK_SCHEDULE_CFG_LIST: &str = "/v1/get_task_schedule_cfg_list";
+    /// `GET`: how many tasks a type has.
+    pub const GET_TASK_COUNTS_BY_TYPE: &str = "/v1/get_task_counts_by_type";
+    /// `POST`: register a type or change its configuration.
+    pub const REGISTER_TASK: &str = "/v1/register_task";
+    /// `GET`: liveness, `{"message": "pong"}`.
+    pub const PING: &str = "/v1/ping";
+}
+
 /// `{"task_data": ...}`: the body of create_task and set_task. set_task
 /// also takes a top-level `task_id` (older workers send it there).
 ///

@@ -607,8 +607,10 @@ impl Config {
             "limits.request_burst must be at least 1",
         );
         check(self.limits.callback_max_body_bytes >= 1, "limits.callback_max_body_bytes must be at least 1");
-        if let Err(err) = crate::target_policy::TargetPolicy::from_config(&self.callback) {
-            p.push(err);
+        match crate::target_policy::TargetPolicy::from_config(&self.callback) {
+            Err(crate::Error::Config(problems)) => p.extend(problems),
+            Err(other) => p.push(other.to_string()),
+            Ok(_) => {}
         }
         p
     }

@@ -11,9 +11,11 @@
 //! - [`signature`]: the HMAC signature of callbacks (`X-Xtimer-Signature`), signing and verifying.
 //! - [`target_policy`]: which addresses callbacks may reach (SSRF defence).
 //! - [`clock`]: the injected wall clock.
+//! - [`cache`]: [`TtlCache`], the bounded cache with expiry on the injected clock.
 //! - [`config`]: the one configuration tree, loaded from defaults, a file and the environment.
 //! - [`error`]: the domain error type.
 
+pub mod cache;
 pub mod clock;
 pub mod config;
 pub mod cron;
@@ -26,5 +28,6 @@ pub mod target_policy;
 pub mod task;
 pub mod timer;
 
+pub use cache::TtlCache;
 pub use clock::{Clock, SharedClock, SystemClock};
 pub use error::{Error, Result};

@@ -25,6 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 
 use crate::config::CallbackConfig;
+use crate::Error;
 
 /// Ranges refused unless `allow` names them.
 pub const DEFAULT_DENY: &[&str] = &[
@@ -76,20 +77,32 @@ impl Default for TargetPolicy {
 
 impl TargetPolicy {
     /// A policy with these extra allow and deny ranges (CIDR, or a bare
-    /// address for a single host) on top of [`DEFAULT_DENY`]. Fails naming
-    /// the first entry that is not a range.
-    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, String> {
-        let parse = |list: &[String], name: &str| -> Result<Vec<IpNet>, String> {
-            list.iter().map(|s| parse_net(s).map_err(|e| format!("callback.{name}: `{s}` {e}"))).collect()
+    /// address for a single host) on top of [`DEFAULT_DENY`]. Fails with
+    /// [`Error::Config`] naming every entry that is not a range.
+    pub fn new(allow: &[String], deny: &[String]) -> crate::Result<Self> {
+        let mut problems = Vec::new();
+        let mut parse = |list: &[String], name: &str| -> Vec<IpNet> {
+            list.iter()
+                .filter_map(|s| match parse_net(s) {
+                    Ok(net) => Some(net),
+                    Err(e) => {
+                        problems.push(format!("callback.{name}: `{s}` {e}"));
+                        None
+                    }
+                })
+                .collect()
         };
-        let allow = parse(allow, "allow_cidrs")?;
-        let mut deny = parse(deny, "deny_cidrs")?;
+        let allow = parse(allow, "allow_cidrs");
+        let mut deny = parse(deny, "deny_cidrs");
+        if !problems.is_empty() {
+            return Err(Error::Config(problems));
+        }
         deny.extend(DEFAULT_DENY.iter().map(|s| s.parse::<IpNet>().expect("default range")));
         Ok(Self { allow, deny })
     }
 
     /// The policy the configuration names.
-    pub fn from_config(config: &CallbackConfig) -> Result<Self, String> {
+    pub fn from_config(config: &CallbackConfig) -> crate::Result<Self> {
         Self::new(&config.allow_cidrs, &config.deny_cidrs)
     }
 
@@ -234,7 +247,8 @@ mod tests {
 
     #[test]
     fn a_bad_range_is_named() {
-        let err = TargetPolicy::new(&[], &["10.0.0.0/33".into()]).unwrap_err();
+        let err = TargetPolicy::new(&["x".into()], &["10.0.0.0/33".into()]).unwrap_err().to_string();
         assert!(err.contains("callback.deny_cidrs: `10.0.0.0/33`"), "{err}");
+        assert!(err.contains("callback.allow_cidrs: `x`"), "every bad entry is named: {err}");
     }
 }

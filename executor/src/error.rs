@@ -9,10 +9,13 @@ pub enum Error {
     /// The HTTP client could not be built (bad TLS set-up).
     #[error("building the HTTP client failed")]
     Client(#[source] reqwest::Error),
-    /// The callback policy or signing secrets could not be set up (a bad
-    /// CIDR range, an unreadable tokens file, no randomness).
-    #[error("setting up callbacks failed: {0}")]
-    CallbackSetup(String),
+    /// The callback configuration is invalid (a bad CIDR range, an
+    /// unreadable tokens file).
+    #[error("setting up callbacks failed: the configuration is invalid")]
+    CallbackConfig(#[source] xtimer_core::Error),
+    /// The server-wide signing secret could not be generated (no randomness).
+    #[error("setting up callbacks failed: generating the signing secret failed")]
+    SecretGeneration(#[source] std::io::Error),
 }
 
 /// Result with the executor error.

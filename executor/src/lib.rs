@@ -40,14 +40,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use xtimer_core::config::ExecutorConfig;
+use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, Timer, TimerStatus};
-use xtimer_core::SharedClock;
+use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, TimerRepo};
 
 use crate::bulkhead::Bulkheads;
@@ -57,7 +57,7 @@ pub use error::{Error, Result};
 pub use reconciler::Reconciler;
 pub use recorder::Recorder;
 pub use secrets::{AppSecrets, Callbacks};
-pub use task_creator::TaskCreator;
+pub use task_creator::{CreateTaskError, TaskCreator};
 
 /// How one attempt of a fire ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,8 +77,20 @@ pub enum FireOutcome {
 /// How often, at most, one timer's failed fires are logged at `warn`, ms.
 pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
 
-/// Timers remembered for [`FAILURE_LOG_EVERY_MS`] before old entries are dropped.
+/// Most timers whose last failure log is remembered; past it the oldest is
+/// forgotten (and may be logged again within the minute).
 const FAILURE_LOG_TIMERS: usize = 10_000;
+
+/// Most timers whose definition the executor keeps between their fires.
+/// Past it the oldest is dropped and read again at its next fire, so the
+/// cache follows the timers that are due, not every timer registered.
+pub const TIMER_CACHE_CAPACITY: usize = 100_000;
+
+/// How long a timer's definition is reused. What a fire reads from it
+/// (app, notify, retry policy) does not change after create, and its status
+/// is read apart, so this only lets a timer that stopped firing leave the
+/// cache.
+pub const TIMER_CACHE_TTL: Duration = Duration::from_secs(600);
 
 /// Claims fires handed over by the trigger and dispatches them.
 pub struct Executor {
@@ -101,12 +113,12 @@ struct Inner {
     http: reqwest::Client,
     callbacks: Callbacks,
     tasks: Option<Arc<dyn TaskCreator>>,
-    cache: DashMap<i64, Arc<Timer>>,
+    cache: TtlCache<i64, Arc<Timer>>,
     permits: Arc<Semaphore>,
     bulkheads: Bulkheads,
     statuses: status::StatusReader,
-    /// When each timer's failed fire was last logged, Unix ms.
-    failure_logged: DashMap<i64, i64>,
+    /// Timers whose failed fire was logged within [`FAILURE_LOG_EVERY_MS`].
+    failure_logged: TtlCache<i64, ()>,
     results: mpsc::Sender<FireResult>,
     claim_seq: AtomicU64,
     tracker: TaskTracker,
@@ -142,16 +154,20 @@ impl Executor {
             permits: Arc::new(Semaphore::new(config.concurrency)),
             bulkheads: Bulkheads::new(&config, clock.clone()),
             statuses: status::StatusReader::spawn(timers.clone()),
-            failure_logged: DashMap::new(),
+            failure_logged: TtlCache::new(
+                FAILURE_LOG_TIMERS,
+                Duration::from_millis(FAILURE_LOG_EVERY_MS as u64),
+                clock.clone(),
+            ),
             config,
             node_id: node_id.to_string(),
             fires,
             timers,
+            cache: TtlCache::new(TIMER_CACHE_CAPACITY, TIMER_CACHE_TTL, clock.clone()),
             clock,
             http,
             callbacks,
             tasks: None,
-            cache: DashMap::new(),
             results,
             claim_seq: AtomicU64::new(0),
             tracker: TaskTracker::new(),
@@ -283,7 +299,7 @@ impl ExecutorHandle {
 
     async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<()> {
         let mut missing: Vec<i64> =
-            claimed.iter().map(|c| c.key.timer_id).filter(|id| !self.inner.cache.contains_key(id)).collect();
+            claimed.iter().map(|c| c.key.timer_id).filter(|id| !self.inner.cache.contains(id)).collect();
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
@@ -375,7 +391,7 @@ impl ExecutorHandle {
     /// lateness is recorded; the store keeps the first attempt's.
     async fn attempt(&self, fire: &ClaimedFire, attempt: u32) -> FireOutcome {
         let inner = &self.inner;
-        let timer = match inner.cache.get(&fire.key.timer_id).map(|t| t.clone()) {
+        let timer = match inner.cache.get(&fire.key.timer_id) {
             Some(timer) => timer,
             None => match inner.timers.get_timer(fire.key.timer_id).await {
                 Ok(Some(timer)) => {
@@ -407,7 +423,8 @@ impl ExecutorHandle {
             return FireOutcome::Fired;
         }
         if answer.delivery.permanent() {
-            // Every retry would fail the same way (the policy refuses the target).
+            // Every retry would fail the same way (the policy refuses the
+            // target, or the task engine refuses the task as it is).
             self.warn_failed(&timer, attempt, &answer.output);
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
             return FireOutcome::Failed;
@@ -436,17 +453,9 @@ impl ExecutorHandle {
     /// [`FAILURE_LOG_EVERY_MS`] per timer, so a failing receiver is seen at
     /// the default log level without a line per fire.
     fn warn_failed(&self, timer: &Timer, attempts: u32, output: &str) {
-        let now = self.inner.clock.now_ms();
         let logged = &self.inner.failure_logged;
-        if logged.len() > FAILURE_LOG_TIMERS {
-            logged.retain(|_, at| now - *at < FAILURE_LOG_EVERY_MS);
-        }
-        let due = match logged.get(&timer.id) {
-            Some(at) => now - *at >= FAILURE_LOG_EVERY_MS,
-            None => true,
-        };
-        if due {
-            logged.insert(timer.id, now);
+        if !logged.contains(&timer.id) {
+            logged.insert(timer.id, ());
             tracing::warn!(
                 timer_id = timer.id,
                 app = %timer.app,
@@ -504,18 +513,24 @@ impl ExecutorHandle {
         Some((answer, sent_at - key.run_ms))
     }
 
-    /// The fire of a timer that creates a task: success is the task created.
+    /// The fire of a timer that creates a task: success is the task
+    /// created; a task the engine refuses as it is (an unknown type, another
+    /// app's type, invalid input) fails the fire at once, a storage failure
+    /// is retried.
     async fn create_task(&self, app: &str, task: &AsyncflowNotify, key: FireKey) -> (Answer, i64) {
         let cost = self.inner.clock.now_ms() - key.run_ms;
         let created = match &self.inner.tasks {
             Some(tasks) => tasks.create_task(app, task, key).await,
-            None => Err("this node has no task engine".to_string()),
+            None => Err(CreateTaskError::NoEngine),
         };
         let answer = match created {
             Ok(task_id) => Answer { delivery: Delivery::Delivered, output: format!("created task {task_id}") },
             Err(err) => Answer {
-                delivery: Delivery::NotSent { permanent: false },
-                output: format!("creating the task failed: {err}"),
+                delivery: Delivery::NotSent { permanent: err.is_permanent() },
+                output: callback::truncate(
+                    format!("creating the task failed: {}", error_chain(&err)),
+                    self.inner.config.max_output_bytes,
+                ),
             },
         };
         (answer, cost)

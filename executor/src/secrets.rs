@@ -5,16 +5,17 @@
 //! issued tokens (`t_app_secret`); the server-wide secret
 //! (`callback.signing_secret`, or one generated at first start and kept in
 //! the database so every node signs alike). Stored secrets are cached for
-//! [`SECRET_TTL`], so a secret issued on another node is used within that.
+//! [`SECRET_TTL`] (at most [`SECRET_CACHE_CAPACITY`] apps), so a secret
+//! issued on another node is used within that.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use dashmap::DashMap;
 use xtimer_core::config::{AuthConfig, CallbackConfig};
 use xtimer_core::signature::random_secret;
 use xtimer_core::target_policy::TargetPolicy;
+use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::auth::SERVER_SECRET_APP;
 use xtimer_store::AuthRepo;
 
@@ -23,42 +24,51 @@ use crate::{Error, Result};
 /// How long a secret read from the database is reused.
 pub const SECRET_TTL: Duration = Duration::from_secs(30);
 
+/// Most apps whose stored secret is cached; past it the oldest is read
+/// again at its next callback.
+pub const SECRET_CACHE_CAPACITY: usize = 10_000;
+
 /// The signing secrets of every app.
 pub struct AppSecrets {
     configured: HashMap<String, String>,
     default: String,
-    repo: Option<Arc<dyn AuthRepo>>,
-    cache: DashMap<String, (Option<String>, Instant)>,
+    stored: Option<StoredSecrets>,
 }
+
+/// Where issued secrets are stored, and what was read of them per app
+/// (`None`: the app has no stored secret).
+type StoredSecrets = (Arc<dyn AuthRepo>, TtlCache<String, Option<String>>);
 
 impl AppSecrets {
     /// Every app signs with `default`.
     pub fn fixed(default: impl Into<String>) -> Self {
-        Self { configured: HashMap::new(), default: default.into(), repo: None, cache: DashMap::new() }
+        Self { configured: HashMap::new(), default: default.into(), stored: None }
     }
 
     /// The secrets the configuration and the database name; generates and
-    /// stores the server-wide secret when neither sets one.
+    /// stores the server-wide secret when neither sets one. Stored secrets
+    /// are cached on `clock`.
     pub async fn load(
         callback: &CallbackConfig,
         auth: &AuthConfig,
         repo: Arc<dyn AuthRepo>,
-        now_ms: i64,
+        clock: &SharedClock,
     ) -> Result<Self> {
         let configured = auth
             .credentials()
-            .map_err(|e| Error::CallbackSetup(e.to_string()))?
+            .map_err(Error::CallbackConfig)?
             .into_iter()
             .filter(|(_, c)| !c.secret.is_empty())
             .map(|(app, c)| (app, c.secret.expose().to_string()))
             .collect();
         let default = if callback.signing_secret.is_empty() {
-            let candidate = random_secret().map_err(|e| Error::CallbackSetup(format!("generating a secret: {e}")))?;
-            repo.ensure_secret(SERVER_SECRET_APP, &candidate, now_ms).await?
+            let candidate = random_secret().map_err(Error::SecretGeneration)?;
+            repo.ensure_secret(SERVER_SECRET_APP, &candidate, clock.now_ms()).await?
         } else {
             callback.signing_secret.expose().to_string()
         };
-        Ok(Self { configured, default, repo: Some(repo), cache: DashMap::new() })
+        let cache = TtlCache::new(SECRET_CACHE_CAPACITY, SECRET_TTL, clock.clone());
+        Ok(Self { configured, default, stored: Some((repo, cache)) })
     }
 
     /// The server-wide secret.
@@ -71,22 +81,20 @@ impl AppSecrets {
         if let Some(secret) = self.configured.get(app) {
             return secret.clone();
         }
-        let Some(repo) = &self.repo else { return self.default.clone() };
-        if let Some(entry) = self.cache.get(app) {
-            if entry.1.elapsed() < SECRET_TTL {
-                return entry.0.clone().unwrap_or_else(|| self.default.clone());
-            }
+        let Some((repo, cache)) = &self.stored else { return self.default.clone() };
+        if let Some(found) = cache.get(app) {
+            return found.unwrap_or_else(|| self.default.clone());
         }
         match repo.app_secret(app).await {
             Ok(found) => {
-                self.cache.insert(app.to_string(), (found.clone(), Instant::now()));
+                cache.insert(app.to_string(), found.clone());
                 found.unwrap_or_else(|| self.default.clone())
             }
             Err(err) => {
                 // Keep signing with what we knew; a receiver refusing a
                 // wrong signature makes the fire fail and retry anyway.
                 tracing::warn!(app, error = %err, "Reading an app's signing secret failed; using the last known one.");
-                self.cache.get(app).and_then(|e| e.0.clone()).unwrap_or_else(|| self.default.clone())
+                cache.get_stale(app).flatten().unwrap_or_else(|| self.default.clone())
             }
         }
     }
@@ -117,10 +125,10 @@ impl Callbacks {
         callback: &CallbackConfig,
         auth: &AuthConfig,
         repo: Arc<dyn AuthRepo>,
-        now_ms: i64,
+        clock: &SharedClock,
     ) -> Result<Self> {
-        let policy = TargetPolicy::from_config(callback).map_err(Error::CallbackSetup)?;
-        let secrets = AppSecrets::load(callback, auth, repo, now_ms).await?;
+        let policy = TargetPolicy::from_config(callback).map_err(Error::CallbackConfig)?;
+        let secrets = AppSecrets::load(callback, auth, repo, clock).await?;
         Ok(Self { policy: Arc::new(policy), secrets: Arc::new(secrets) })
     }
 }

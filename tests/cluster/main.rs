@@ -61,6 +61,7 @@ async fn run_window(
         hits.iter().filter(|h| in_window(h.run_ms)).map(|h| &h.key).collect::<HashSet<_>>().len() >= expected.len()
     })
     .await;
+    // Time for a repeated fire to show up, if there were one.
     tokio::time::sleep(Duration::from_secs(2)).await;
     for id in &ids {
         node.disable(*id).await;
@@ -213,6 +214,7 @@ async fn kill_9_and_restart_on_sqlite_refires_what_the_dead_node_held_and_loses_
     for i in 0..20 {
         ids.push(first.create_every_second(&format!("t{i}"), &rx.url("/hook")).await);
     }
+    // Five seconds of steady fires before the kill.
     tokio::time::sleep(Duration::from_secs(5)).await;
     // Kill it just before a second's fires leave: they are claimed (500 ms
     // ahead) but not sent.
@@ -234,6 +236,7 @@ async fn kill_9_and_restart_on_sqlite_refires_what_the_dead_node_held_and_loses_
             expected.iter().all(|k| got.contains(k))
         })
         .await;
+    // Time for a repeated fire to show up, if there were one.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let hits = rx.hits();
     let mut seen: HashMap<&str, Vec<f64>> = HashMap::new();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 use xtimer::receiver::Receiver;
 
-use crate::helpers::{every_second, now_ms, Stack, TestNode, PATIENCE};
+use crate::helpers::{every_second, now_ms, wait_for, Stack, TestNode, PATIENCE};
 
 pub async fn per_second_cron_fires_on_consecutive_seconds_without_gaps_or_duplicates(stack: Stack) {
     let app = TestNode::spawn(stack).await;
@@ -33,8 +33,12 @@ pub async fn per_second_cron_fires_on_consecutive_seconds_without_gaps_or_duplic
         assert_eq!(&hit.body[..], b"{\"n\":1}");
     }
     // Every fire the receiver saw is recorded succeeded.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let fires = app.fires(id, "it").await;
+    let fires = wait_for("every fire the receiver saw is recorded", || async {
+        let fires = app.fires(id, "it").await;
+        let recorded = |run_ms: i64| fires.iter().any(|f| f["runTimer"] == run_ms && f["status"].as_i64() > Some(1));
+        hits.iter().all(|hit| recorded(hit.run_ms)).then_some(fires)
+    })
+    .await;
     for hit in &hits {
         let fire = fires.iter().find(|f| f["runTimer"] == hit.run_ms).expect("recorded");
         assert_eq!(fire["status"], 2, "{fire}");
@@ -56,13 +60,18 @@ pub async fn one_shot_timer_fires_once_on_time(stack: Stack) {
         }))
         .await;
     assert!(rx.wait_until(PATIENCE, |h| !h.is_empty()).await);
+    // Time for a second delivery to show up, if there were one.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let hits = rx.hits();
     assert_eq!(hits.len(), 1, "exactly once");
     assert_eq!(hits[0].run_ms, run_at);
     assert_eq!(hits[0].method, "PUT");
     assert!(hits[0].lateness_ms() < 500.0, "late by {} ms", hits[0].lateness_ms());
-    let fires = app.fires(id, "it").await;
+    let fires = wait_for("the fire is recorded", || async {
+        let fires = app.fires(id, "it").await;
+        fires.iter().all(|f| f["status"].as_i64() > Some(1)).then_some(fires)
+    })
+    .await;
     assert_eq!(fires.len(), 1);
     assert_eq!(fires[0]["status"], 2);
     app.stop().await;
@@ -76,11 +85,16 @@ pub async fn disable_stops_fires_and_enable_resumes_them(stack: Stack) {
 
     assert_eq!(app.act("unableTimer", id, "it").await["code"], 0);
     let disabled_at = now_ms();
+    // Time for fires that should not come: three seconds of a disabled timer.
     tokio::time::sleep(Duration::from_millis(3_000)).await;
     let late: Vec<i64> = rx.hits().iter().map(|h| h.run_ms).filter(|&r| r > disabled_at + 1_000).collect();
     assert!(late.is_empty(), "fires more than 1 s after disabling: {late:?}");
-    let fires = app.fires(id, "it").await;
-    assert!(fires.iter().any(|f| f["status"] == 4), "fires during the pause are recorded skipped");
+    let skipped = wait_for("a fire during the pause is recorded", || async {
+        let fires = app.fires(id, "it").await;
+        fires.iter().any(|f| f["status"] == 4).then_some(true)
+    })
+    .await;
+    assert!(skipped, "fires during the pause are recorded skipped");
 
     assert_eq!(app.act("enableTimer", id, "it").await["code"], 0);
     let enabled_at = now_ms();
@@ -95,6 +109,7 @@ pub async fn delete_stops_fires(stack: Stack) {
     assert!(rx.wait_until(PATIENCE, |h| !h.is_empty()).await);
     assert_eq!(app.act("delTimer", id, "it").await["code"], 0);
     let deleted_at = now_ms();
+    // Time for fires that should not come after the delete.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert!(rx.hits().iter().all(|h| h.run_ms <= deleted_at + 1_000), "no fire after delete");
     let timer = app.act("getTimer", id, "it").await;
@@ -116,13 +131,18 @@ pub async fn a_receiver_failing_twice_sees_three_attempts_and_the_fire_ends_succ
         }))
         .await;
     assert!(rx.wait_until(PATIENCE, |h| h.len() >= 3).await);
+    // Time for a fourth attempt to show up, if there were one.
     tokio::time::sleep(Duration::from_millis(800)).await;
     let hits = rx.hits();
     assert_eq!(hits.len(), 3, "three attempts, no more");
     assert!(hits.iter().all(|h| h.key == hits[0].key), "one fire, one idempotency key");
     let gap_ms = (hits[2].arrival_us - hits[1].arrival_us) / 1000;
     assert!(gap_ms >= 380, "backoff doubles: second gap {gap_ms} ms");
-    let fires = app.fires(id, "it").await;
+    let fires = wait_for("the fire's result is recorded", || async {
+        let fires = app.fires(id, "it").await;
+        fires.iter().all(|f| f["status"].as_i64() > Some(1)).then_some(fires)
+    })
+    .await;
     assert_eq!(fires.len(), 1);
     assert_eq!(fires[0]["status"], 2, "{}", fires[0]);
     assert_eq!(fires[0]["attempt"], 3);

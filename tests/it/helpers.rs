@@ -159,6 +159,27 @@ pub fn now_ms() -> i64 {
 /// Generous wait for real-clock tests.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
+/// How often [`wait_for`] looks again.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Calls `probe` every [`POLL`] until it returns `Some`, for at most
+/// [`PATIENCE`]; panics naming `what` when it never does. Tests wait for
+/// an outcome with it instead of sleeping a fixed time and hoping.
+pub async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(found) = probe().await {
+            return found;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: not within {PATIENCE:?}");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// Runs each listed `async fn(Stack)` body as two tests, `embedded` and
 /// `postgres_redis`, under a module named after the body.
 #[macro_export]

@@ -70,6 +70,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
     assert_eq!(a + b, keys.len(), "every fire claimed exactly once between the two: {a} + {b}");
 
     assert!(rx.wait_until(Duration::from_secs(10), |h| h.len() >= keys.len()).await);
+    // Time for a second call of a fire to show up, if there were one.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(rx.count(), keys.len(), "each fire called once");
     for h in &handles {

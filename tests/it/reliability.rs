@@ -2,7 +2,7 @@
 //! hangs does not delay anyone else's timers, and a full disk delays fires
 //! without losing or repeating one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::Command;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use xtimer::receiver::Receiver;
 use xtimer_core::config::{ExecutorConfig, ReconcilerConfig, SchedulerConfig, TriggerConfig};
 
-use crate::helpers::{now_ms, Stack, Storage, TestNode, PATIENCE};
+use crate::helpers::{now_ms, wait_for, Stack, Storage, TestNode, PATIENCE, POLL};
 
 /// A listener on 127.0.0.1 that accepts connections and never answers.
 struct HungHost {
@@ -71,14 +71,18 @@ pub async fn a_hung_receiver_does_not_delay_other_timers(stack: Stack) {
     // its circuit has opened.
     let from = now_ms() + 1_000;
     let to = from + 20_000;
-    tokio::time::sleep(Duration::from_millis((to - now_ms()) as u64 + 2_000)).await;
+    let expected = 20 * 20;
+    let window_keys = |hits: &[xtimer::receiver::Hit]| {
+        hits.iter().filter(|h| h.run_ms >= from && h.run_ms < to).map(|h| h.key.clone()).collect::<HashSet<_>>().len()
+    };
+    let patience = Duration::from_millis((to - now_ms()) as u64) + PATIENCE;
+    assert!(rx.wait_until(patience, |hits| window_keys(hits) >= expected).await, "the window's fires arrive");
 
     let in_window: Vec<_> = rx.hits().into_iter().filter(|h| h.run_ms >= from && h.run_ms < to).collect();
     let mut per_key: HashMap<&str, usize> = HashMap::new();
     for h in &in_window {
         *per_key.entry(h.key.as_str()).or_default() += 1;
     }
-    let expected = 20 * 20;
     assert_eq!(per_key.len(), expected, "every healthy fire of the window arrived");
     assert!(per_key.values().all(|&n| n == 1), "and once");
     let late = p99(in_window.iter().map(|h| h.lateness_ms()).collect());
@@ -87,11 +91,16 @@ pub async fn a_hung_receiver_does_not_delay_other_timers(stack: Stack) {
 
     // The hung host's fires fail as busy or with its circuit open, not by
     // waiting their turn forever.
-    let fires = node.fires(hung_ids[99], "hung").await;
-    let cut_off = fires.iter().filter(|f| {
+    let cut = |f: &Value| {
         let out = f["output"].as_str().unwrap_or_default();
         out.contains("circuit open") || out.contains("callbacks in flight")
-    });
+    };
+    let fires = wait_for("a hung host's fire is cut off", || async {
+        let fires = node.fires(hung_ids[99], "hung").await;
+        fires.iter().any(cut).then_some(fires)
+    })
+    .await;
+    let cut_off = fires.iter().filter(|f| cut(f));
     assert!(cut_off.count() > 0, "the hung host was cut off: {:?}", &fires[..fires.len().min(5)]);
     node.stop().await;
 }
@@ -152,6 +161,7 @@ async fn a_full_disk_delays_fires_but_loses_and_repeats_none() {
 
     disk.fill();
     let full_from = now_ms();
+    // Six seconds of fires due while the disk is full.
     tokio::time::sleep(Duration::from_secs(6)).await;
     // Reads keep answering while writes fail.
     let reply = node.act("getTimer", ids[0], "disk").await;
@@ -172,6 +182,7 @@ async fn a_full_disk_delays_fires_but_loses_and_repeats_none() {
     }
     let refused = refused.expect("a write on a full disk fails");
     assert!(refused["code"].as_i64().unwrap() >= 500, "a full disk is the server's error: {refused}");
+    // Full a while longer, with the failed write behind it.
     tokio::time::sleep(Duration::from_secs(3)).await;
     disk.free();
     let freed_at = now_ms();
@@ -191,6 +202,7 @@ async fn a_full_disk_delays_fires_but_loses_and_repeats_none() {
                 >= expected
         })
         .await;
+    // Time for a repeated fire to show up, if there were one.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut per_key: HashMap<String, usize> = HashMap::new();
     for h in rx.hits().into_iter().filter(|h| h.run_ms >= from && h.run_ms < to) {
@@ -200,13 +212,20 @@ async fn a_full_disk_delays_fires_but_loses_and_repeats_none() {
     let repeated: Vec<_> = per_key.iter().filter(|(_, &n)| n > 1).collect();
     assert!(repeated.is_empty(), "repeated: {repeated:?}");
     // And they are recorded: the node wrote what it held once space came back.
-    tokio::time::sleep(Duration::from_secs(2)).await;
     for &id in &ids {
-        let fires = node.fires(id, "disk").await;
-        let done = fires
-            .iter()
-            .filter(|f| (from..to - 2_000).contains(&f["runTimer"].as_i64().unwrap()))
-            .all(|f| f["status"] == 2);
+        let all_done = |fires: &[Value]| {
+            fires
+                .iter()
+                .filter(|f| (from..to - 2_000).contains(&f["runTimer"].as_i64().unwrap()))
+                .all(|f| f["status"] == 2)
+        };
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let mut fires = node.fires(id, "disk").await;
+        while !all_done(&fires) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(POLL).await;
+            fires = node.fires(id, "disk").await;
+        }
+        let done = all_done(&fires);
         assert!(done, "timer {id}: {:?}", fires.iter().map(|f| (&f["runTimer"], &f["status"])).collect::<Vec<_>>());
     }
     node.stop().await;

@@ -18,6 +18,7 @@ pub async fn a_restart_on_the_same_database_neither_loses_nor_repeats_a_fire(sta
     assert!(rx.wait_until(PATIENCE, |h| h.len() >= 3).await);
     first.stop().await;
     let stopped_at = now_ms();
+    // Down for a while: the fires of these seconds are due while no node runs.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
 
     let second = TestNode::spawn_with(storage.config.clone()).await;

@@ -7,12 +7,13 @@
 //!
 //! - [`Trigger`]: the loop taking won shards and fed fires (`run`).
 //! - [`wheel`]: the millisecond timer wheel and its driver.
-//! - [`error`]: this crate's error type.
+//!
+//! The trigger has no error type: a shard it cannot load, renew or finish
+//! is logged and left to its lease, so its loop never fails.
 //!
 //! Fires wake `claim_ahead` early so the executor can claim them in a batch
 //! and still send each callback on its millisecond.
 
-pub mod error;
 pub mod wheel;
 
 use std::collections::HashSet;
@@ -30,7 +31,6 @@ use xtimer_core::shard::{ShardKey, ShardLease};
 use xtimer_core::SharedClock;
 use xtimer_store::{ShardLeases, ShardStore};
 
-pub use error::{Error, Result};
 pub use wheel::{Wheel, WheelDriver};
 
 /// Channels the trigger reads and writes.
@@ -92,7 +92,7 @@ impl Trigger {
 
     /// Works shards until `shutdown`; then releases the shards it holds so
     /// another node (or this one restarted) takes them at once.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+    pub async fn run(self, shutdown: CancellationToken) {
         let Self { shared, mut channels } = self;
         let mut tasks = JoinSet::new();
         let driver = WheelDriver { wheel: shared.wheel.clone(), clock: shared.clock.clone(), out: channels.due };
@@ -116,7 +116,6 @@ impl Trigger {
         }
         shutdown.cancel();
         while tasks.join_next().await.is_some() {}
-        Ok(())
     }
 }
 

@@ -18,20 +18,20 @@
 //! `POST /api/xtimer/admin/issueToken`, which stores only their SHA-256
 //! (`t_api_token`); lookups are cached for [`TOKEN_TTL`] (unknown ones for
 //! [`UNKNOWN_TOKEN_TTL`], so a flood of made-up tokens does not reach the
-//! database at its own rate).
+//! database at its own rate), at most [`MAX_CACHED`] of each.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
-use dashmap::DashMap;
 use xtimer_core::config::AuthConfig;
 use xtimer_core::signature::token_hash;
+use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::AuthRepo;
 
 use crate::{ApiError, AppState};
@@ -40,8 +40,9 @@ use crate::{ApiError, AppState};
 pub const TOKEN_TTL: Duration = Duration::from_secs(60);
 /// How long an unknown token stays unknown without asking the database.
 pub const UNKNOWN_TOKEN_TTL: Duration = Duration::from_secs(5);
-/// Most cached token lookups; past it the cache is emptied.
-const MAX_CACHED: usize = 100_000;
+/// Most cached token lookups, known and unknown each; past it the oldest
+/// (or an expired one) is dropped.
+pub const MAX_CACHED: usize = 100_000;
 
 /// Who is calling, as the bearer token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,20 +154,29 @@ pub struct Auth {
     enabled: bool,
     admin_hash: Option<String>,
     configured: HashMap<String, String>,
-    repo: Option<Arc<dyn AuthRepo>>,
-    cache: DashMap<String, (Option<String>, Instant)>,
+    issued: Option<IssuedTokens>,
+}
+
+/// The store of issued tokens and what was read of it, by token hash.
+struct IssuedTokens {
+    repo: Arc<dyn AuthRepo>,
+    /// Hash -> app, for [`TOKEN_TTL`].
+    known: TtlCache<String, String>,
+    /// Hashes the store did not know, for [`UNKNOWN_TOKEN_TTL`].
+    unknown: TtlCache<String, ()>,
 }
 
 impl Default for Auth {
     /// Auth off, no admin token.
     fn default() -> Self {
-        Self { enabled: false, admin_hash: None, configured: HashMap::new(), repo: None, cache: DashMap::new() }
+        Self { enabled: false, admin_hash: None, configured: HashMap::new(), issued: None }
     }
 }
 
 impl Auth {
-    /// The tokens `config` names; issued tokens are looked up in `repo`.
-    pub fn new(config: &AuthConfig, repo: Option<Arc<dyn AuthRepo>>) -> xtimer_core::Result<Self> {
+    /// The tokens `config` names; issued tokens are looked up in `repo`,
+    /// and the lookups cached on `clock`.
+    pub fn new(config: &AuthConfig, repo: Option<Arc<dyn AuthRepo>>, clock: SharedClock) -> xtimer_core::Result<Self> {
         let configured = config
             .credentials()?
             .into_iter()
@@ -174,7 +184,12 @@ impl Auth {
             .map(|(app, c)| (token_hash(c.token.expose()), app))
             .collect();
         let admin_hash = (!config.admin_token.is_empty()).then(|| token_hash(config.admin_token.expose()));
-        Ok(Self { enabled: config.enabled, admin_hash, configured, repo, cache: DashMap::new() })
+        let issued = repo.map(|repo| IssuedTokens {
+            repo,
+            known: TtlCache::new(MAX_CACHED, TOKEN_TTL, clock.clone()),
+            unknown: TtlCache::new(MAX_CACHED, UNKNOWN_TOKEN_TTL, clock),
+        });
+        Ok(Self { enabled: config.enabled, admin_hash, configured, issued })
     }
 
     /// Whether calls need a token.
@@ -184,7 +199,7 @@ impl Auth {
 
     /// The store of issued tokens, if any.
     pub fn repo(&self) -> Option<&Arc<dyn AuthRepo>> {
-        self.repo.as_ref()
+        self.issued.as_ref().map(|issued| &issued.repo)
     }
 
     /// Whether `headers` carry the admin token (with auth on or off).
@@ -202,7 +217,10 @@ impl Auth {
 
     /// Remembers a token just issued, so this node knows it at once.
     pub fn remember(&self, hash: String, app: String) {
-        self.cache.insert(hash, (Some(app), Instant::now()));
+        if let Some(issued) = &self.issued {
+            issued.unknown.invalidate(&hash);
+            issued.known.insert(hash, app);
+        }
     }
 
     /// Who `headers` say is calling.
@@ -225,20 +243,22 @@ impl Auth {
     }
 
     async fn lookup(&self, hash: String) -> Option<String> {
-        if let Some(entry) = self.cache.get(&hash) {
-            let ttl = if entry.0.is_some() { TOKEN_TTL } else { UNKNOWN_TOKEN_TTL };
-            if entry.1.elapsed() < ttl {
-                return entry.0.clone();
-            }
+        let issued = self.issued.as_ref()?;
+        if let Some(app) = issued.known.get(&hash) {
+            return Some(app);
         }
-        let repo = self.repo.as_ref()?;
-        match repo.token_app(&hash).await {
-            Ok(app) => {
-                if self.cache.len() >= MAX_CACHED {
-                    self.cache.clear();
-                }
-                self.cache.insert(hash, (app.clone(), Instant::now()));
-                app
+        if issued.unknown.contains(&hash) {
+            return None;
+        }
+        match issued.repo.token_app(&hash).await {
+            Ok(Some(app)) => {
+                issued.known.insert(hash, app.clone());
+                Some(app)
+            }
+            Ok(None) => {
+                issued.known.invalidate(&hash);
+                issued.unknown.insert(hash, ());
+                None
             }
             Err(err) => {
                 // Fail closed: an unreadable token store lets no one in.
@@ -282,7 +302,7 @@ mod tests {
     fn auth() -> Auth {
         let mut config = AuthConfig { enabled: true, admin_token: Secret::new("adm"), ..AuthConfig::default() };
         config.apps.insert("billing".into(), AppCredentials { token: Secret::new("tb"), secret: Secret::default() });
-        Auth::new(&config, None).unwrap()
+        Auth::new(&config, None, Arc::new(xtimer_core::SystemClock)).unwrap()
     }
 
     #[tokio::test]

@@ -95,9 +95,12 @@ pub enum ApiError {
         /// When to try again, if it is a rate.
         retry_after: Option<std::time::Duration>,
     },
-    /// Something the server needs failed (named for the log only). 500.
-    #[error("{0}")]
-    Internal(String),
+    /// The task engine failed (reading a task type's owner). 500.
+    #[error("the task engine failed")]
+    Tasks(#[source] xtimer_asyncflow::Error),
+    /// The system's randomness failed (issuing a token). 500.
+    #[error("no randomness")]
+    Randomness(#[source] std::io::Error),
     /// The timer or fire store failed. 500.
     #[error("the timer store failed")]
     Store(#[source] xtimer_store::Error),
@@ -124,7 +127,9 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Auth(err) => err.status(),
             Self::LimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Store(_) | Self::Expand(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Store(_) | Self::Expand(_) | Self::Tasks(_) | Self::Randomness(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }

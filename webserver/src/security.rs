@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use xtimer_core::config::{AuthConfig, CallbackConfig, LimitsConfig};
 use xtimer_core::target_policy::TargetPolicy;
+use xtimer_core::SharedClock;
 use xtimer_store::AuthRepo;
 
 use crate::auth::Auth;
@@ -74,16 +75,18 @@ impl Default for Security {
 }
 
 impl Security {
-    /// The settings the configuration names; issued tokens live in `repo`.
+    /// The settings the configuration names; issued tokens live in `repo`
+    /// (their lookups cached on `clock`).
     pub fn new(
         auth: &AuthConfig,
         callback: &CallbackConfig,
         limits: &LimitsConfig,
         repo: Option<Arc<dyn AuthRepo>>,
+        clock: SharedClock,
     ) -> xtimer_core::Result<Self> {
-        let policy = TargetPolicy::from_config(callback).map_err(|e| xtimer_core::Error::Config(vec![e]))?;
+        let policy = TargetPolicy::from_config(callback)?;
         Ok(Self {
-            auth: Auth::new(auth, repo)?,
+            auth: Auth::new(auth, repo, clock)?,
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
             limits: limits.clone(),
             policy: Arc::new(policy),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use xtimer_asyncflow::wire::{
-    CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskData, TaskDataBody, TaskDataRequest, TaskListBody,
+    path, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskData, TaskDataBody, TaskDataRequest, TaskListBody,
     TaskScheduleCfg, TaskStatus,
 };
 
@@ -61,8 +61,9 @@ impl Client {
         &self.base
     }
 
+    /// The URL of a `/v1` call, `path` one of [`path`]'s.
     fn url(&self, path: &str) -> String {
-        format!("{}/v1/{path}", self.base)
+        format!("{}{path}", self.base)
     }
 
     fn post(&self, path: &str) -> reqwest::RequestBuilder {
@@ -86,7 +87,7 @@ impl Client {
     /// Returns the new task id.
     pub async fn create_task(&self, task: &TaskData) -> Result<String> {
         let body = TaskDataRequest { task_data: task.clone(), task_id: None };
-        let req = self.post("create_task").json(&body);
+        let req = self.post(path::CREATE_TASK).json(&body);
         let reply: CreateTaskBody = send("create_task", req).await?;
         Ok(reply.task_id)
     }
@@ -99,7 +100,7 @@ impl Client {
     /// Sent exactly as Go workers send it: a POST with `task_type` and
     /// `limit` in the query string and no body.
     pub async fn hold_tasks(&self, task_type: &str, limit: i64) -> Result<Vec<TaskData>> {
-        let req = self.post("hold_tasks").query(&[("task_type", task_type), ("limit", &limit.to_string())]);
+        let req = self.post(path::HOLD_TASKS).query(&[("task_type", task_type), ("limit", &limit.to_string())]);
         let reply: TaskListBody = send("hold_tasks", req).await?;
         Ok(reply.task_list.unwrap_or_default())
     }
@@ -109,14 +110,14 @@ impl Client {
     /// `task.task_id` is required. A task already final is left alone.
     pub async fn set_task(&self, task: &TaskData) -> Result<()> {
         let body = TaskDataRequest { task_data: task.clone(), task_id: None };
-        let req = self.post("set_task").json(&body);
+        let req = self.post(path::SET_TASK).json(&body);
         let _: Empty = send("set_task", req).await?;
         Ok(())
     }
 
     /// One task by id.
     pub async fn get_task(&self, task_id: &str) -> Result<TaskData> {
-        let req = self.get("get_task").query(&[("task_id", task_id)]);
+        let req = self.get(path::GET_TASK).query(&[("task_id", task_id)]);
         let reply: TaskDataBody = send("get_task", req).await?;
         reply.task_data.ok_or(Error::Missing { op: "get_task", field: "task_data" })
     }
@@ -132,21 +133,21 @@ impl Client {
         if let Some(status) = status {
             query.push(("status", status.code().to_string()));
         }
-        let req = self.get("get_task_list").query(&query);
+        let req = self.get(path::GET_TASK_LIST).query(&query);
         let reply: TaskListBody = send("get_task_list", req).await?;
         Ok(reply.task_list.unwrap_or_default())
     }
 
     /// The scheduling configuration of every registered type.
     pub async fn get_task_schedule_cfg_list(&self) -> Result<Vec<TaskScheduleCfg>> {
-        let req = self.get("get_task_schedule_cfg_list");
+        let req = self.get(path::GET_TASK_SCHEDULE_CFG_LIST);
         let reply: CfgListBody = send("get_task_schedule_cfg_list", req).await?;
         Ok(reply.task_schedule_cfg_list.unwrap_or_default())
     }
 
     /// How many tasks of `task_type` exist, in every table.
     pub async fn get_task_counts_by_type(&self, task_type: &str) -> Result<i64> {
-        let req = self.get("get_task_counts_by_type").query(&[("task_type", task_type)]);
+        let req = self.get(path::GET_TASK_COUNTS_BY_TYPE).query(&[("task_type", task_type)]);
         let reply: CountsBody = send("get_task_counts_by_type", req).await?;
         Ok(reply.counts)
     }
@@ -167,7 +168,7 @@ impl Client {
                 "max_retry_interval": cfg.max_retry_interval,
             }
         });
-        let req = self.post("register_task").json(&body);
+        let req = self.post(path::REGISTER_TASK).json(&body);
         let _: Empty = send("register_task", req).await?;
         Ok(())
     }
@@ -186,7 +187,7 @@ impl Client {
     /// `GET /v1/ping`: Ok when the server answers `{"message": "pong"}`.
     pub async fn ping(&self) -> Result<()> {
         const OP: &str = "ping";
-        let resp = self.get("ping").send().await.map_err(|source| Error::Http { op: OP, source })?;
+        let resp = self.get(path::PING).send().await.map_err(|source| Error::Http { op: OP, source })?;
         let bytes = read_ok(OP, resp).await?;
         let value: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|source| Error::Decode { op: OP, source })?;
@@ -248,6 +249,6 @@ mod tests {
     #[test]
     fn base_must_be_http() {
         assert!(matches!(Client::new("127.0.0.1:8080"), Err(Error::BadAddress(_))));
-        assert_eq!(Client::new("http://h:1/").unwrap().url("ping"), "http://h:1/v1/ping");
+        assert_eq!(Client::new("http://h:1/").unwrap().url(path::PING), "http://h:1/v1/ping");
     }
 }

@@ -9,6 +9,8 @@ use xtimer_core::fire::FireStatus;
 use xtimer_core::signature::{self, VerifyError};
 use xtimer_core::target_policy::TargetPolicy;
 use xtimer_core::timer::{MisfirePolicy, RetryPolicy, TimerStatus};
+use xtimer_core::SharedClock;
+use xtimer_executor::secrets::SECRET_TTL;
 use xtimer_executor::{AppSecrets, Callbacks};
 use xtimer_store::AuthRepo;
 
@@ -48,9 +50,10 @@ async fn every_callback_carries_a_signature_the_receiver_verifies() {
 async fn an_apps_own_secret_wins_and_the_generated_server_secret_is_kept() {
     let h = Harness::start(reconciler_config()).await;
     let db: Arc<dyn AuthRepo> = h.repo.clone();
+    let clock: SharedClock = h.clock.clone();
     let none = AuthConfig::default();
-    let first = Callbacks::load(&CallbackConfig::default(), &none, db.clone(), T0).await.unwrap();
-    let again = Callbacks::load(&CallbackConfig::default(), &none, db.clone(), T0).await.unwrap();
+    let first = Callbacks::load(&CallbackConfig::default(), &none, db.clone(), &clock).await.unwrap();
+    let again = Callbacks::load(&CallbackConfig::default(), &none, db.clone(), &clock).await.unwrap();
     let server = first.secrets.default_secret().to_string();
     assert_eq!(server.len(), 64);
     assert_eq!(again.secrets.default_secret(), server, "generated once, then read back");
@@ -65,10 +68,27 @@ async fn an_apps_own_secret_wins_and_the_generated_server_secret_is_kept() {
         "ops".into(),
         xtimer_core::config::AppCredentials { token: Secret::new("t"), secret: Secret::new("static") },
     );
-    let c = Callbacks::load(&configured, &auth, db, T0).await.unwrap();
+    let c = Callbacks::load(&configured, &auth, db, &clock).await.unwrap();
     assert_eq!(c.secrets.default_secret(), "conf");
     assert_eq!(c.secrets.secret_for("ops").await, "static", "configuration wins over the database");
     assert_eq!(c.secrets.secret_for("it").await, "conf");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_issued_elsewhere_is_used_once_the_cached_read_expires() {
+    let h = Harness::start(reconciler_config()).await;
+    let db: Arc<dyn AuthRepo> = h.repo.clone();
+    let clock: SharedClock = h.clock.clone();
+    let c = Callbacks::load(&CallbackConfig::default(), &AuthConfig::default(), db.clone(), &clock).await.unwrap();
+    let server = c.secrets.default_secret().to_string();
+    assert_eq!(c.secrets.secret_for("late").await, server, "no secret of its own yet");
+
+    // Issued by another node: this one keeps its cached read for the ttl.
+    db.issue_token("late", "late-hash", "late-secret", T0).await.unwrap();
+    h.clock.advance(SECRET_TTL.as_millis() as i64 - 1);
+    assert_eq!(c.secrets.secret_for("late").await, server, "cached within the ttl");
+    h.clock.advance(1);
+    assert_eq!(c.secrets.secret_for("late").await, "late-secret", "read again after the ttl");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

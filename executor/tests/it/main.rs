@@ -6,6 +6,7 @@
 
 mod callbacks;
 mod helpers;
+mod task_fires;
 
 use xtimer_core::config::ReconcilerConfig;
 use xtimer_core::fire::{FireKey, FireStatus};

@@ -1,4 +1,4 @@
-//! The PostgreSQL backend: [`PgRepo`] on a fresh schema of the server at
+//! The PostgreSQL backend: the repositories on a fresh schema of the server at
 //! `XTIMER_TEST_DATABASE_URL`, with the in-process shard index and locks
 //! (the Redis half has its own backend). Also the tests only PostgreSQL
 //! needs: concurrent claimers, and a clear error for an unreachable server.

@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use xtimer_asyncflow::wire::{
-    code, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskDataBody, TaskDataRequest, TaskListBody,
+    code, path, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskDataBody, TaskDataRequest, TaskListBody,
     TaskScheduleCfg,
 };
 use xtimer_asyncflow::{Error, TaskId, Tasks};
@@ -37,15 +37,15 @@ use crate::AppState;
 /// The `/v1` routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/v1/create_task", post(create_task))
-        .route("/v1/hold_tasks", post(hold_tasks))
-        .route("/v1/set_task", post(set_task))
-        .route("/v1/get_task", get(get_task))
-        .route("/v1/get_task_list", get(get_task_list))
-        .route("/v1/get_task_schedule_cfg_list", get(get_task_schedule_cfg_list))
-        .route("/v1/get_task_counts_by_type", get(get_task_counts_by_type))
-        .route("/v1/register_task", post(register_task))
-        .route("/v1/ping", get(ping))
+        .route(path::CREATE_TASK, post(create_task))
+        .route(path::HOLD_TASKS, post(hold_tasks))
+        .route(path::SET_TASK, post(set_task))
+        .route(path::GET_TASK, get(get_task))
+        .route(path::GET_TASK_LIST, get(get_task_list))
+        .route(path::GET_TASK_SCHEDULE_CFG_LIST, get(get_task_schedule_cfg_list))
+        .route(path::GET_TASK_COUNTS_BY_TYPE, get(get_task_counts_by_type))
+        .route(path::REGISTER_TASK, post(register_task))
+        .route(path::PING, get(ping))
 }
 
 /// A failed call: its code and a message a caller can act on (and the

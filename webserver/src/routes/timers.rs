@@ -257,7 +257,7 @@ async fn check_task_type(state: &AppState, app: &str, task_type: &str) -> Result
         }
         Ok(_) => Ok(()),
         Err(err) if err.is_caller_fault() => Err(ApiError::invalid(FIELD, err)),
-        Err(err) => Err(ApiError::Internal(err.to_string())),
+        Err(err) => Err(ApiError::Tasks(err)),
     }
 }
 

@@ -6,7 +6,9 @@ use axum::http::{Method, StatusCode};
 use serde_json::{json, Value};
 use xtimer_core::config::{AppCredentials, AuthConfig, CallbackConfig, LimitsConfig, Secret};
 use xtimer_core::signature::token_hash;
+use xtimer_core::Clock;
 use xtimer_store::AuthRepo;
+use xtimer_webserver::auth::{TOKEN_TTL, UNKNOWN_TOKEN_TTL};
 
 use crate::helpers::{cron_timer, spawn_app, spawn_secure, TestApp};
 
@@ -166,6 +168,25 @@ async fn issued_tokens_act_for_their_app_only() {
     let db = app.repo.clone();
     assert_eq!(db.token_app(&token_hash(&token)).await.unwrap().as_deref(), Some("reports"));
     assert_eq!(db.token_app(&token).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_token_issued_on_another_node_works_once_its_unknown_lookup_expires() {
+    let app = secure_app().await;
+    let uri = "/api/xtimer/getAppTimers?app=reports";
+    let token = "xt_issued-elsewhere";
+    app.call(Method::GET, uri, Some(token), None).await.err(StatusCode::UNAUTHORIZED);
+
+    // Another node issues it: this one remembers "unknown" for its ttl.
+    let db = app.repo.clone();
+    db.issue_token("reports", &token_hash(token), "reports-secret", app.clock.now_ms()).await.unwrap();
+    app.clock.advance(UNKNOWN_TOKEN_TTL.as_millis() as i64 - 1);
+    app.call(Method::GET, uri, Some(token), None).await.err(StatusCode::UNAUTHORIZED);
+    app.clock.advance(1);
+    app.call(Method::GET, uri, Some(token), None).await.ok();
+    // Known now, and kept for the longer ttl of a known token.
+    app.clock.advance(TOKEN_TTL.as_millis() as i64 - 1);
+    app.call(Method::GET, uri, Some(token), None).await.ok();
 }
 
 #[tokio::test]

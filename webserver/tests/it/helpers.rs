@@ -80,10 +80,10 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
     }
     let ctx = NodeContext::new(shared.clone(), "node-test", "xtimer-test");
     let expander = Migrator::new(MigratorConfig::default(), &stores, &ctx, None).expander();
-    let mut state = AppState::new(timers, fires, expander, shared, config);
+    let mut state = AppState::new(timers, fires, expander, shared.clone(), config);
     if let Some((auth, callback, limits)) = fakes.security {
         let tokens: Arc<dyn xtimer_store::AuthRepo> = repo.clone();
-        state = state.with_security(Security::new(&auth, &callback, &limits, Some(tokens)).expect("security"));
+        state = state.with_security(Security::new(&auth, &callback, &limits, Some(tokens), shared).expect("security"));
     }
     TestApp { router: router(state), clock, repo, _dir: dir }
 }

@@ -1,4 +1,11 @@
-//! A fake flowSvr: serves a queue of tasks and records every request.
+//! A scripted flowSvr: serves a queue of tasks and records every request.
+//!
+//! Not the real `/v1` router on purpose: these tests need a server that
+//! answers as told (a cfg list that fails once, tasks with chosen ids, a
+//! call it does not serve) and records the raw bytes it gets. The SDK
+//! against the real server is tested end to end in the root
+//! `tests/it/worker_sdk.rs`. Its routes are the real ones, by name:
+//! [`path`] is the one table the server's router and the client use too.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -11,7 +18,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::Value;
 use xtimer_asyncflow::wire::{
-    CfgListBody, CreateTaskBody, Empty, Reply, TaskData, TaskDataBody, TaskDataRequest, TaskListBody, TaskScheduleCfg,
+    path, CfgListBody, CreateTaskBody, Empty, Reply, TaskData, TaskDataBody, TaskDataRequest, TaskListBody,
+    TaskScheduleCfg,
 };
 use xtimer_worker::{Client, WorkerConfig};
 
@@ -65,12 +73,12 @@ impl FakeServer {
         let state = Arc::new(Fake::default());
         *state.cfgs.lock().unwrap() = cfgs;
         let app = Router::new()
-            .route("/v1/get_task_schedule_cfg_list", get(cfg_list))
-            .route("/v1/hold_tasks", post(hold))
-            .route("/v1/set_task", post(ok_empty))
-            .route("/v1/register_task", post(ok_empty))
-            .route("/v1/create_task", post(create))
-            .route("/v1/get_task", get(get_task))
+            .route(path::GET_TASK_SCHEDULE_CFG_LIST, get(cfg_list))
+            .route(path::HOLD_TASKS, post(hold))
+            .route(path::SET_TASK, post(ok_empty))
+            .route(path::REGISTER_TASK, post(ok_empty))
+            .route(path::CREATE_TASK, post(create))
+            .route(path::GET_TASK, get(get_task))
             .layer(axum::middleware::from_fn_with_state(state.clone(), record))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

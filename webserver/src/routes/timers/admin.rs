@@ -60,7 +60,7 @@ pub async fn tokens_issue(
     let Some(repo) = auth.repo() else {
         return Err(ApiError::Invalid("this server keeps no token store: configure tokens in [auth.apps]".into()));
     };
-    let random = || random_secret().map_err(|e| ApiError::Internal(format!("no randomness: {e}")));
+    let random = || random_secret().map_err(ApiError::Randomness);
     let token = format!("xt_{}", random()?);
     let hash = token_hash(&token);
     let secret = repo.issue_token(&input.app, &hash, &random()?, state.clock.now_ms()).await?;

@@ -33,14 +33,10 @@ pub const MAX_NAME_CHARS: usize = 256;
 pub const MAX_CRON_CHARS: usize = 256;
 /// Longest callback URL, characters.
 pub const MAX_URL_CHARS: usize = 2048;
-/// Most callback headers, by default (`limits.callback_max_headers`).
-pub const MAX_HEADERS: usize = 32;
 /// Longest callback header name, bytes.
 pub const MAX_HEADER_NAME_BYTES: usize = 128;
 /// Longest callback header value, bytes.
 pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
-/// Largest callback body, bytes, by default (`limits.callback_max_body_bytes`).
-pub const MAX_CALLBACK_BODY_BYTES: usize = 64 * 1024;
 /// Callback methods accepted.
 pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 /// How far in the past a `runAt` may be and still be accepted, ms: room for
