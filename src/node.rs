@@ -12,7 +12,7 @@ use xtimer_asyncflow::{Governor, Tasks};
 use xtimer_core::config::Config;
 use xtimer_core::node::{Liveness, NodeContext, NodeInfo};
 use xtimer_core::{SharedClock, SystemClock};
-use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler};
+use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler, Wiring};
 use xtimer_migrator::{Expander, Migrator};
 use xtimer_scheduler::Scheduler;
 use xtimer_store::{ShardLeases, Stores};
@@ -119,19 +119,15 @@ impl Node {
         let (tasks, task_writer) = Tasks::new(task_store.clone(), clock.clone(), &config.asyncflow);
         let governor =
             Governor::new(task_store, stores.locks.clone(), clock.clone(), config.asyncflow.clone(), &prefix, &node_id);
-        let (executor, recorder) = Executor::new(
-            config.executor.clone(),
-            &node_id,
-            stores.fires.clone(),
-            stores.timers.clone(),
-            clock.clone(),
-            due_rx,
-            stop_claiming.clone(),
-            hard_stop.clone(),
-        )?;
-        let auth_repo = stores.auth.clone();
-        let callbacks = Callbacks::load(&config.callback, &config.auth, auth_repo.clone(), &clock).await?;
-        let executor = executor.with_callbacks(callbacks)?.with_task_creator(Arc::new(TimerTasks(tasks.clone())));
+        let callbacks = Callbacks::load(&config.callback, &config.auth, stores.auth.clone(), &clock).await?;
+        let wiring = Wiring {
+            due: due_rx,
+            callbacks,
+            tasks: Some(Arc::new(TimerTasks(tasks.clone()))),
+            stop_claiming: stop_claiming.clone(),
+            hard_stop: hard_stop.clone(),
+        };
+        let (executor, recorder) = Executor::new(config.executor.clone(), &stores, &ctx, wiring)?;
         let handle = executor.handle();
         // Heartbeats come every third of the node timeout; a gap of half of
         // it means this node was not beating steadily.
@@ -139,13 +135,9 @@ impl Node {
         let reconciler = Reconciler::new(
             config.reconciler.clone(),
             config.executor.lease_ms,
-            stores.fires.clone(),
-            stores.timers.clone(),
-            stores.locks.clone(),
-            clock.clone(),
+            &stores,
+            &ctx,
             handle.clone(),
-            &prefix,
-            &node_id,
             liveness.clone(),
         );
 
@@ -164,7 +156,8 @@ impl Node {
             clock.clone(),
             config.server.clone(),
         );
-        let security = Security::new(&config.auth, &config.callback, &config.limits, Some(auth_repo), clock.clone())?;
+        let security =
+            Security::new(&config.auth, &config.callback, &config.limits, Some(stores.auth.clone()), clock.clone())?;
         let state = state.with_security(security);
         let app = router(state.with_nodes(stores.nodes.clone()).with_tasks(tasks.clone()));
         if !config.auth.enabled && !addr.ip().is_loopback() {

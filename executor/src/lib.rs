@@ -46,9 +46,10 @@ use tokio_util::task::TaskTracker;
 use xtimer_core::config::ExecutorConfig;
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
+use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
-use xtimer_store::{FireRepo, FireResult, TimerRepo};
+use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
 use crate::bulkhead::Bulkheads;
 use crate::callback::{Answer, Delivery};
@@ -126,25 +127,33 @@ struct Inner {
     hard_stop: CancellationToken,
 }
 
+/// What an executor is wired to besides its configuration and the stores.
+pub struct Wiring {
+    /// Batches of due fires, from the trigger.
+    pub due: mpsc::Receiver<Vec<FireKey>>,
+    /// The callback target policy (in the HTTP client's resolver and for
+    /// literal addresses) and the signing secrets.
+    pub callbacks: Callbacks,
+    /// Creates the task of a timer whose notify is an asyncflow task;
+    /// without it such fires fail.
+    pub tasks: Option<Arc<dyn TaskCreator>>,
+    /// Cancelled to stop claiming new fires.
+    pub stop_claiming: CancellationToken,
+    /// Cancelled to abandon in-flight callbacks (their claims are given back).
+    pub hard_stop: CancellationToken,
+}
+
 impl Executor {
-    /// An executor and the [`Recorder`] that writes its results (run both).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        config: ExecutorConfig,
-        node_id: &str,
-        fires: Arc<dyn FireRepo>,
-        timers: Arc<dyn TimerRepo>,
-        clock: SharedClock,
-        due: mpsc::Receiver<Vec<FireKey>>,
-        stop_claiming: CancellationToken,
-        hard_stop: CancellationToken,
-    ) -> Result<(Self, Recorder)> {
-        let callbacks = Callbacks::default();
+    /// An executor over `stores` and the [`Recorder`] that writes its
+    /// results (run both).
+    pub fn new(config: ExecutorConfig, stores: &Stores, ctx: &NodeContext, wiring: Wiring) -> Result<(Self, Recorder)> {
+        let Wiring { due, callbacks, tasks, stop_claiming, hard_stop } = wiring;
+        let clock = ctx.clock.clone();
         let http = callback::client_with_policy(config.timeout_ms, config.concurrency, callbacks.policy.clone())
             .map_err(Error::Client)?;
         let (results, results_rx) = mpsc::channel(config.batch_size * 16);
         let recorder = Recorder::new(
-            fires.clone(),
+            stores.fires.clone(),
             clock.clone(),
             results_rx,
             config.batch_size,
@@ -153,21 +162,21 @@ impl Executor {
         let inner = Inner {
             permits: Arc::new(Semaphore::new(config.concurrency)),
             bulkheads: Bulkheads::new(&config, clock.clone()),
-            statuses: status::StatusReader::spawn(timers.clone()),
+            statuses: status::StatusReader::spawn(stores.timers.clone()),
             failure_logged: TtlCache::new(
                 FAILURE_LOG_TIMERS,
                 Duration::from_millis(FAILURE_LOG_EVERY_MS as u64),
                 clock.clone(),
             ),
             config,
-            node_id: node_id.to_string(),
-            fires,
-            timers,
+            node_id: ctx.node_id.clone(),
+            fires: stores.fires.clone(),
+            timers: stores.timers.clone(),
             cache: TtlCache::new(TIMER_CACHE_CAPACITY, TIMER_CACHE_TTL, clock.clone()),
             clock,
             http,
             callbacks,
-            tasks: None,
+            tasks,
             results,
             claim_seq: AtomicU64::new(0),
             tracker: TaskTracker::new(),
@@ -175,27 +184,6 @@ impl Executor {
             hard_stop,
         };
         Ok((Self { handle: ExecutorHandle { inner: Arc::new(inner) }, due }, recorder))
-    }
-
-    /// Makes callbacks obey `callbacks`: its target policy (in the HTTP
-    /// client's resolver and for literal addresses) and its signing
-    /// secrets. [`Executor::new`] starts with [`Callbacks::default`]. Call
-    /// before [`Executor::handle`].
-    pub fn with_callbacks(mut self, callbacks: Callbacks) -> Result<Self> {
-        let inner = Arc::get_mut(&mut self.handle.inner).expect("with_callbacks is called before handle()");
-        inner.http =
-            callback::client_with_policy(inner.config.timeout_ms, inner.config.concurrency, callbacks.policy.clone())
-                .map_err(Error::Client)?;
-        inner.callbacks = callbacks;
-        Ok(self)
-    }
-
-    /// Lets timers whose notify is an asyncflow task fire through `tasks`
-    /// (without it their fires fail). Call before [`Executor::handle`].
-    pub fn with_task_creator(mut self, tasks: Arc<dyn TaskCreator>) -> Self {
-        let inner = Arc::get_mut(&mut self.handle.inner).expect("with_task_creator is called before handle()");
-        inner.tasks = Some(tasks);
-        self
     }
 
     /// A handle for dispatching and for waiting on in-flight work.

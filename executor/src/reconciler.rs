@@ -28,10 +28,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::ReconcilerConfig;
 use xtimer_core::fire::FireStatus;
-use xtimer_core::node::Liveness;
+use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::timer::{MisfirePolicy, TimerStatus};
 use xtimer_core::SharedClock;
-use xtimer_store::{FireRepo, LockStore, Overdue, TimerRepo};
+use xtimer_store::{FireRepo, LockStore, Overdue, Stores, TimerRepo};
 
 use crate::{ExecutorHandle, Result};
 
@@ -67,29 +67,24 @@ impl Reconciler {
     /// A reconciler dispatching through `executor`; `lease_ms` is the
     /// executor's claim lease; `liveness` tells whether this node's own
     /// heartbeats are steady enough to judge others dead.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: ReconcilerConfig,
         lease_ms: u64,
-        fires: Arc<dyn FireRepo>,
-        timers: Arc<dyn TimerRepo>,
-        locks: Arc<dyn LockStore>,
-        clock: SharedClock,
+        stores: &Stores,
+        ctx: &NodeContext,
         executor: ExecutorHandle,
-        key_prefix: &str,
-        node_id: &str,
         liveness: Arc<Liveness>,
     ) -> Self {
         Self {
             config,
             lease_ms,
-            fires,
-            timers,
-            locks,
-            clock,
+            fires: stores.fires.clone(),
+            timers: stores.timers.clone(),
+            locks: stores.locks.clone(),
+            clock: ctx.clock.clone(),
             executor,
-            lock_key: format!("{key_prefix}:lock:reconciler"),
-            node_id: node_id.to_string(),
+            lock_key: format!("{}:lock:reconciler", ctx.key_prefix),
+            node_id: ctx.node_id.clone(),
             liveness,
         }
     }

@@ -8,9 +8,10 @@ use tokio_util::sync::CancellationToken;
 use xtimer::receiver::Receiver;
 use xtimer_core::config::ExecutorConfig;
 use xtimer_core::fire::FireKey;
+use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
 use xtimer_core::{SharedClock, SystemClock};
-use xtimer_executor::Executor;
+use xtimer_executor::{Callbacks, Executor, Wiring};
 use xtimer_store::{NewFire, Stores};
 
 use crate::helpers::{now_ms, Stack, Storage};
@@ -51,17 +52,15 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
     for node in ["a", "b"] {
         let (_tx, due) = mpsc::channel(1);
         let stop = CancellationToken::new();
-        let (executor, recorder) = Executor::new(
-            ExecutorConfig::default(),
-            node,
-            fires.clone(),
-            timers.clone(),
-            clock.clone(),
+        let wiring = Wiring {
             due,
-            stop.child_token(),
-            stop,
-        )
-        .unwrap();
+            callbacks: Callbacks::default(),
+            tasks: None,
+            stop_claiming: stop.child_token(),
+            hard_stop: stop,
+        };
+        let ctx = NodeContext::new(clock.clone(), node, "race");
+        let (executor, recorder) = Executor::new(ExecutorConfig::default(), &stores, &ctx, wiring).unwrap();
         handles.push(executor.handle());
         recorders.push(tokio::spawn(recorder.run()));
     }

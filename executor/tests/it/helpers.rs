@@ -14,13 +14,14 @@ use axum::Router;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::clock::ManualClock;
-use xtimer_core::config::{DatabaseConfig, ExecutorConfig, ReconcilerConfig};
+use xtimer_core::config::{DatabaseConfig, ExecutorConfig, ReconcilerConfig, ShardConfig};
 use xtimer_core::fire::{Fire, FireKey, FireStatus};
+use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::Clock;
-use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler};
+use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler, Wiring};
 use xtimer_store::Database;
-use xtimer_store::{FireRepo, MemoryLocks, NewFire, TimerRepo};
+use xtimer_store::{FireRepo, MemoryLocks, MemoryShards, NewFire, Stores, TimerRepo};
 
 /// 2026-03-01 12:34:00 UTC: where every test's clock starts.
 pub const T0: i64 = 1_772_368_440_000;
@@ -119,8 +120,8 @@ impl Receiver {
 /// stores they share and a receiver.
 pub struct Harness {
     pub repo: Arc<Database>,
+    pub stores: Stores,
     pub clock: Arc<ManualClock>,
-    pub locks: Arc<MemoryLocks>,
     pub executor: ExecutorHandle,
     pub reconciler: Reconciler,
     pub config: ReconcilerConfig,
@@ -148,49 +149,42 @@ impl Harness {
         let locks = Arc::new(MemoryLocks::new(clock.clone()));
         let executor_config = ExecutorConfig { timeout_ms: 5_000, lease_ms: LEASE_MS, ..ExecutorConfig::default() };
         let (_due_tx, due_rx) = mpsc::channel(16);
-        let (executor, recorder) = Executor::new(
-            executor_config,
-            "node-a",
-            repo.clone(),
-            repo.clone(),
-            clock.clone(),
-            due_rx,
-            CancellationToken::new(),
-            CancellationToken::new(),
-        )
-        .expect("executor");
-        let executor = executor.with_callbacks(callbacks).expect("callbacks");
+        let stores = Stores::over(
+            repo.as_ref().clone(),
+            Arc::new(MemoryShards::new(ShardConfig::default(), clock.clone())),
+            locks.clone(),
+            "SQLite with the embedded shard index".into(),
+        );
+        let wiring = Wiring {
+            due: due_rx,
+            callbacks,
+            tasks: None,
+            stop_claiming: CancellationToken::new(),
+            hard_stop: CancellationToken::new(),
+        };
+        let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
+        let (executor, recorder) = Executor::new(executor_config, &stores, &ctx, wiring).expect("executor");
         tokio::spawn(recorder.run());
         let handle = executor.handle();
-        let reconciler = Self::reconciler_on(&config, &repo, &locks, &clock, &handle, "node-a");
-        Self { repo, clock, locks, executor: handle, reconciler, config, receiver: Receiver::start().await, _dir: dir }
+        let reconciler = Self::reconciler_on(&config, &stores, &clock, &handle, "node-a");
+        Self { repo, stores, clock, executor: handle, reconciler, config, receiver: Receiver::start().await, _dir: dir }
     }
 
     /// A reconciler of node `node_id` sharing this harness's stores and executor.
     pub fn reconciler(&self, node_id: &str) -> Reconciler {
-        Self::reconciler_on(&self.config, &self.repo, &self.locks, &self.clock, &self.executor, node_id)
+        Self::reconciler_on(&self.config, &self.stores, &self.clock, &self.executor, node_id)
     }
 
     fn reconciler_on(
         config: &ReconcilerConfig,
-        repo: &Arc<Database>,
-        locks: &Arc<MemoryLocks>,
+        stores: &Stores,
         clock: &Arc<ManualClock>,
         executor: &ExecutorHandle,
         node_id: &str,
     ) -> Reconciler {
-        Reconciler::new(
-            config.clone(),
-            LEASE_MS,
-            repo.clone(),
-            repo.clone(),
-            locks.clone(),
-            clock.clone(),
-            executor.clone(),
-            "xtimer-test",
-            node_id,
-            std::sync::Arc::new(xtimer_core::node::Liveness::steady()),
-        )
+        let ctx = NodeContext::new(clock.clone(), node_id, "xtimer-test");
+        let liveness = Arc::new(xtimer_core::node::Liveness::steady());
+        Reconciler::new(config.clone(), LEASE_MS, stores, &ctx, executor.clone(), liveness)
     }
 
     /// The clock's reading.
