@@ -13,6 +13,9 @@ pub enum TimerStatus {
     Enabled = 2,
     /// Deleted; kept for its fire history, never fires again.
     Deleted = 3,
+    /// A one-shot timer whose fire has ended: never read again by the
+    /// migrator. Enabling it again is allowed (its fire does not repeat).
+    Completed = 4,
 }
 
 impl TimerStatus {
@@ -26,6 +29,7 @@ impl TimerStatus {
             1 => Some(Self::Disabled),
             2 => Some(Self::Enabled),
             3 => Some(Self::Deleted),
+            4 => Some(Self::Completed),
             _ => None,
         }
     }

@@ -10,9 +10,12 @@
 //! - [`expand`]: pure fire-time expansion of one timer over a window.
 //! - [`error`]: this crate's error type.
 //!
-//! Every step, under a cluster-wide lock, it inserts the fires of every
-//! enabled timer in `[now, now + 2 * step)` (idempotent on the unique key),
-//! then indexes every pending fire of that window into the shard store.
+//! Every step, under a cluster-wide lock, it inserts the fires in
+//! `[now, now + 2 * step)` of every enabled timer due before that horizon
+//! (idempotent on the unique key) and moves each one's next fire past it,
+//! so a timer is read only in the step before it fires: a million timers
+//! that fire tomorrow cost a step nothing today. Then it indexes every
+//! pending fire of that window into the shard store.
 //! Re-indexing from SQL each step makes the shard index self-healing: an
 //! index that lost data (restart of the embedded store, a flushed Redis) is
 //! whole again within one step.
@@ -52,6 +55,7 @@ pub struct Migrator {
 pub struct Expander {
     step_ms: u64,
     max_fires_per_timer: usize,
+    timers: Arc<dyn TimerRepo>,
     fires: Arc<dyn FireRepo>,
     shards: Arc<dyn ShardStore>,
     clock: SharedClock,
@@ -67,6 +71,8 @@ pub struct StepReport {
     pub inserted: u64,
     /// Pending fires (re)indexed into shards.
     pub indexed: u64,
+    /// One-shot timers marked completed.
+    pub completed: u64,
 }
 
 impl Migrator {
@@ -76,6 +82,7 @@ impl Migrator {
         let expander = Expander {
             step_ms: config.step_ms,
             max_fires_per_timer: config.max_fires_per_timer,
+            timers: stores.timers.clone(),
             fires: stores.fires.clone(),
             shards: stores.shards.clone(),
             clock: ctx.clock.clone(),
@@ -129,29 +136,42 @@ impl Migrator {
         self.catch_up().await.map(Some)
     }
 
-    /// One step without the lock: expands every enabled timer and indexes
+    /// One step without the lock: expands every enabled timer due before
+    /// the horizon (the next-fire index: timers not due soon are not
+    /// read), completes one-shot timers whose fire has ended, and indexes
     /// the window. Run at start so a restarted node is whole at once.
     pub async fn catch_up(&self) -> Result<StepReport> {
         let x = &self.expander;
         let now = x.clock.now_ms();
         let to = x.horizon(now);
         let mut report = StepReport::default();
-        let mut after_id = 0;
-        loop {
-            let page = self.timers.enabled_timers(after_id, self.config.page_size).await?;
-            let Some(last) = page.last() else { break };
-            after_id = last.id;
+        // Each page moves its timers' next fire to the horizon or beyond,
+        // so the next read starts after them; the bound only guards
+        // against a store that does not keep what it was told.
+        for _ in 0..MAX_PAGES_PER_STEP {
+            let page = self.timers.due_timers(to, self.config.page_size).await?;
+            if page.is_empty() {
+                break;
+            }
             report.timers += page.len() as u64;
             let mut batch = Vec::new();
+            let mut next = Vec::with_capacity(page.len());
             for timer in &page {
                 batch.extend(x.fires_of(timer, now, to, false));
+                next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
             }
             report.inserted += x.fires.insert_fires(&batch, now).await?;
+            self.timers.set_next_runs(&next).await?;
         }
+        report.completed = self.timers.complete_fired_once(now).await?;
         report.indexed = x.index(None, now, to).await?;
         Ok(report)
     }
 }
+
+/// Pages of due timers one step reads at most (with the default page size,
+/// ten million timers).
+const MAX_PAGES_PER_STEP: usize = 20_000;
 
 impl Expander {
     /// End of the window a step started at `now_ms` covers.
@@ -166,6 +186,7 @@ impl Expander {
         let to = self.horizon(now);
         let fires = self.fires_of(timer, now, to, true);
         self.fires.insert_fires(&fires, now).await?;
+        self.timers.set_next_runs(&[(timer.id, expand::next_fire_at_or_after(timer, to))]).await?;
         // A one-shot timer enabled after its time still fires, once, now.
         let from = fires.iter().map(|f| f.key.run_ms).min().unwrap_or(now).min(now);
         self.index(Some(timer.id), from, to).await

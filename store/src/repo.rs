@@ -22,10 +22,19 @@ pub trait TimerRepo: Send + Sync {
     async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
     /// A page of an app's timers that are not deleted, by id, and their total.
     async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
-    /// Sets a timer's status; false when the id does not exist or is deleted.
+    /// Sets a timer's status; false when the id does not exist or is
+    /// deleted. Enabling marks it for expansion at the next migrator step.
     async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool>;
     /// Enabled timers with id > `after_id`, by id, at most `limit`.
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>>;
+    /// Enabled timers whose next unexpanded fire is before `before_ms`,
+    /// soonest first, at most `limit` (the next-fire index).
+    async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>>;
+    /// Sets each timer's next unexpanded fire (`None`: nothing left to expand).
+    async fn set_next_runs(&self, next: &[(i64, Option<i64>)]) -> Result<()>;
+    /// Marks completed every enabled one-shot timer with nothing left to
+    /// expand whose fire has ended; returns how many.
+    async fn complete_fired_once(&self, now_ms: i64) -> Result<u64>;
 }
 
 /// A fire to insert (idempotent on (timer_id, run_ms)).

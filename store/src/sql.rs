@@ -21,6 +21,7 @@ pub(crate) mod code {
 
     pub const TIMER_ENABLED: i64 = TimerStatus::Enabled as i64;
     pub const TIMER_DELETED: i64 = TimerStatus::Deleted as i64;
+    pub const TIMER_COMPLETED: i64 = TimerStatus::Completed as i64;
     pub const PENDING: i64 = FireStatus::Pending as i64;
     pub const RUNNING: i64 = FireStatus::Running as i64;
     pub const SKIPPED: i64 = FireStatus::Skipped as i64;

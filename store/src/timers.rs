@@ -11,8 +11,10 @@ use crate::repo::TimerRepo;
 use crate::sql::{code, name_taken_or, page_bound, schedule_columns, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
 use crate::{Database, Error, Result};
 
+// `next_run` starts at 0: an enabled timer is expanded at the next
+// migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
-     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time) ";
+     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time, next_run) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
@@ -20,8 +22,25 @@ const LIST_APP: &str = formatcp!(
 );
 const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
 const SET_STATUS: &str = formatcp!(
-    "UPDATE t_timer SET status = $1, modify_time = $2 WHERE timer_id = $3 AND status <> {}",
-    code::TIMER_DELETED
+    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END
+     WHERE timer_id = $3 AND status <> {deleted}",
+    enabled = code::TIMER_ENABLED,
+    deleted = code::TIMER_DELETED
+);
+const DUE: &str = formatcp!(
+    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND next_run < $1 ORDER BY next_run LIMIT $2",
+    code::TIMER_ENABLED
+);
+const SET_NEXT_RUN: &str = "UPDATE t_timer SET next_run = $1 WHERE timer_id = $2";
+const COMPLETE_FIRED_ONCE: &str = formatcp!(
+    "UPDATE t_timer SET status = {completed}, modify_time = $1
+     WHERE status = {enabled} AND next_run IS NULL AND kind = 'once'
+       AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
+                   AND f.status NOT IN ({pending}, {running}))",
+    completed = code::TIMER_COMPLETED,
+    enabled = code::TIMER_ENABLED,
+    pending = code::PENDING,
+    running = code::RUNNING
 );
 const ENABLED: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND timer_id > $1 ORDER BY timer_id LIMIT $2",
@@ -45,7 +64,8 @@ fn batch_name_taken(timers: &[NewTimer]) -> Error {
 impl TimerRepo for Database {
     async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
-        let sql = formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING timer_id");
+        let sql =
+            formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, 0) RETURNING timer_id");
         // `fetch_all`, not `fetch_one`: SQLite commits a RETURNING statement
         // only when it is stepped to its end, and an error there (a full
         // disk) would be lost if the statement were dropped after one row.
@@ -144,6 +164,51 @@ impl TimerRepo for Database {
         Ok(done == 1)
     }
 
+    async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
+        on_db!(self, read, pool => sqlx::query(DUE)
+            .bind(before_ms)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(timer_from_row)
+            .collect())
+    }
+
+    async fn set_next_runs(&self, next: &[(i64, Option<i64>)]) -> Result<()> {
+        if next.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Self::Sqlite { write, .. } => {
+                let mut tx = write.begin().await?;
+                for (id, run) in next {
+                    sqlx::query(SET_NEXT_RUN).bind(run).bind(id).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }
+            Self::Postgres(pool) => {
+                sqlx::query(
+                    "UPDATE t_timer t SET next_run = v.next_run
+                     FROM UNNEST($1::bigint[], $2::bigint[]) AS v(timer_id, next_run) WHERE t.timer_id = v.timer_id",
+                )
+                .bind(next.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+                .bind(next.iter().map(|(_, run)| *run).collect::<Vec<_>>())
+                .execute(pool)
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn complete_fired_once(&self, now_ms: i64) -> Result<u64> {
+        Ok(on_db!(self, write, pool => sqlx::query(COMPLETE_FIRED_ONCE)
+            .bind(now_ms)
+            .execute(pool)
+            .await?
+            .rows_affected()))
+    }
+
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>> {
         on_db!(self, read, pool => sqlx::query(ENABLED)
             .bind(after_id)
@@ -160,7 +225,7 @@ impl TimerRepo for Database {
 async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(timers.len());
     let mut tx = write.begin().await?;
-    for chunk in timers.chunks(MAX_PARAMS / 12) {
+    for chunk in timers.chunks(MAX_PARAMS / 13) {
         let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
         qb.push_values(chunk, |mut b, t| {
             let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
@@ -175,7 +240,8 @@ async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now
                 .push_bind(retry_json(t))
                 .push_bind(t.misfire.as_str())
                 .push_bind(now_ms)
-                .push_bind(now_ms);
+                .push_bind(now_ms)
+                .push_bind(0_i64);
         });
         qb.push(" RETURNING timer_id");
         match qb.build().fetch_all(&mut *tx).await {
@@ -199,7 +265,7 @@ async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now
 async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
     let schedules: Vec<_> = timers.iter().map(|t| schedule_columns(&t.schedule)).collect();
     let sql = formatcp!(
-        "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, $11, $11
+        "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, $11, $11, 0
          FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
                      $8::text[], $9::text[], $10::text[])
               WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, ord)

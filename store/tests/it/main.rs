@@ -47,6 +47,8 @@ macro_rules! conformance_suite {
                     status_changes_until_the_timer_is_deleted,
                     names_are_unique_per_app_among_live_timers,
                     enabled_timers_page_by_id,
+                    due_timers_follow_the_next_fire_index,
+                    a_one_shot_completes_once_its_fire_has_ended,
                 }
                 fires {
                     insert_fires_is_idempotent,

@@ -3,7 +3,7 @@
 use xtimer_core::timer::{MisfirePolicy, RetryPolicy, Schedule, TimerStatus};
 use xtimer_store::Error;
 
-use crate::helpers::{new_timer, timer, Backend, APP};
+use crate::helpers::{claim_all, insert, new_timer, succeeded, timer, Backend, APP};
 
 pub async fn created_timer_reads_back_field_for_field(b: Backend) {
     let mut input = new_timer(APP, "cron", TimerStatus::Enabled);
@@ -139,4 +139,57 @@ pub async fn create_timers_is_one_all_or_nothing_batch(b: Backend) {
     let (_, total) = b.timers.list_app_timers(APP, 0, 100).await.unwrap();
     assert_eq!(total, 3, "a failed batch stores none of its timers");
     assert!(b.timers.create_timers(&[], b.now()).await.unwrap().is_empty());
+}
+
+pub async fn due_timers_follow_the_next_fire_index(b: Backend) {
+    let ids = |list: Vec<xtimer_core::timer::Timer>| list.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    let a = timer(&b, "a", TimerStatus::Enabled).await;
+    let c = timer(&b, "c", TimerStatus::Enabled).await;
+    let off = timer(&b, "off", TimerStatus::Disabled).await;
+    let mut due = ids(b.timers.due_timers(b.now(), 100).await.unwrap());
+    due.sort();
+    assert_eq!(due, vec![a.id, c.id], "a new enabled timer is due for expansion at once");
+
+    let later = b.now() + 3_600_000;
+    b.timers.set_next_runs(&[(a.id, Some(later)), (c.id, None)]).await.unwrap();
+    assert!(b.timers.due_timers(b.now() + 120_000, 100).await.unwrap().is_empty(), "not due within the horizon");
+    assert_eq!(ids(b.timers.due_timers(later + 1, 100).await.unwrap()), vec![a.id], "nothing left to expand: never");
+
+    assert!(b.timers.set_timer_status(off.id, TimerStatus::Enabled, b.now()).await.unwrap());
+    assert!(b.timers.set_timer_status(c.id, TimerStatus::Disabled, b.now()).await.unwrap());
+    assert!(b.timers.set_timer_status(c.id, TimerStatus::Enabled, b.now()).await.unwrap());
+    let mut due = ids(b.timers.due_timers(b.now(), 100).await.unwrap());
+    due.sort();
+    assert_eq!(due, vec![c.id, off.id], "enabling marks a timer for expansion");
+    assert!(b.timers.set_timer_status(a.id, TimerStatus::Disabled, b.now()).await.unwrap());
+    assert!(!ids(b.timers.due_timers(later + 1, 100).await.unwrap()).contains(&a.id), "a disabled timer is not due");
+}
+
+pub async fn a_one_shot_completes_once_its_fire_has_ended(b: Backend) {
+    let mut once = new_timer(APP, "once", TimerStatus::Enabled);
+    once.schedule = Schedule::Once { run_at_ms: b.now() + 1_000 };
+    let once = b.timers.create_timer(&once, b.now()).await.unwrap();
+    let cron = timer(&b, "cron", TimerStatus::Enabled).await;
+    let keys = insert(&b, &once, &[once_run(&once)]).await;
+    insert(&b, &cron, &[b.now() + 1_000]).await;
+    b.timers.set_next_runs(&[(once.id, None), (cron.id, None)]).await.unwrap();
+
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 0, "its fire is still pending");
+    let claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 0, "its fire is running");
+    assert_eq!(b.fires.record(&[succeeded(&claims[0], 3)], b.now()).await.unwrap(), 1);
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 1);
+    let got = b.timers.get_timer(once.id).await.unwrap().unwrap();
+    assert_eq!(got.status, TimerStatus::Completed);
+    assert_eq!(b.timers.get_timer(cron.id).await.unwrap().unwrap().status, TimerStatus::Enabled, "cron timers never");
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 0, "once");
+    let (listed, total) = b.timers.list_app_timers(APP, 0, 10).await.unwrap();
+    assert_eq!((listed.len(), total), (2, 2), "a completed timer is still listed");
+}
+
+fn once_run(t: &xtimer_core::timer::Timer) -> i64 {
+    match t.schedule {
+        Schedule::Once { run_at_ms } => run_at_ms,
+        Schedule::Cron { .. } => unreachable!("a one-shot timer"),
+    }
 }

@@ -89,6 +89,15 @@ impl TimerRepo for BrokenTimers {
     async fn enabled_timers(&self, _: i64, _: u32) -> xtimer_store::Result<Vec<Timer>> {
         self.fail()
     }
+    async fn due_timers(&self, _: i64, _: u32) -> xtimer_store::Result<Vec<Timer>> {
+        self.fail()
+    }
+    async fn set_next_runs(&self, _: &[(i64, Option<i64>)]) -> xtimer_store::Result<()> {
+        self.fail()
+    }
+    async fn complete_fired_once(&self, _: i64) -> xtimer_store::Result<u64> {
+        self.fail()
+    }
 }
 
 #[tokio::test]
