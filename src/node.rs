@@ -13,7 +13,7 @@ use xtimer_core::config::Config;
 use xtimer_core::node::{Liveness, NodeContext, NodeInfo};
 use xtimer_core::{SharedClock, SystemClock};
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler, Wiring};
-use xtimer_migrator::{Expander, Migrator};
+use xtimer_migrator::{Expander, Migrator, Retention};
 use xtimer_scheduler::Scheduler;
 use xtimer_store::{ShardLeases, Stores};
 use xtimer_trigger::{Trigger, TriggerChannels};
@@ -215,6 +215,8 @@ impl Node {
         loops.spawn("executor", |s| executor.run(s));
         loops.spawn("reconciler", |s| reconciler.run(s));
         loops.spawn("asyncflow governor", |s| governor.run(s));
+        let retention = Retention::new(config.retention.clone(), &stores, &ctx);
+        loops.spawn("retention", |s| retention.run(s));
         if let Some(checkpointer) = stores.checkpointer(CHECKPOINT_PERIOD) {
             loops.spawn("checkpointer", |s| checkpointer.run(s));
         }

@@ -25,6 +25,7 @@ pub struct Config {
     pub trigger: TriggerConfig,
     pub executor: ExecutorConfig,
     pub reconciler: ReconcilerConfig,
+    pub retention: RetentionConfig,
     pub asyncflow: AsyncflowConfig,
     pub auth: AuthConfig,
     pub callback: CallbackConfig,
@@ -135,6 +136,25 @@ pub struct MigratorConfig {
 impl Default for MigratorConfig {
     fn default() -> Self {
         Self { step_ms: 60_000, page_size: 500, max_fires_per_timer: 1_000 }
+    }
+}
+
+/// Retention: fire records past their keep time are deleted, in small
+/// batches, by one node at a time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// How long a fire record is kept after its run time, ms. Defaults to 604800000 (7 days).
+    pub keep_fires_ms: u64,
+    /// How often expired records are deleted, ms. Defaults to 60000.
+    pub period_ms: u64,
+    /// Records deleted per statement. Defaults to 5000.
+    pub batch_size: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self { keep_fires_ms: 7 * 24 * 3_600_000, period_ms: 60_000, batch_size: 5_000 }
     }
 }
 
@@ -566,6 +586,9 @@ impl Config {
         check(self.shard.buckets >= 1 && self.shard.buckets <= 4096, "shard.buckets must be 1 to 4096");
         check(!self.shard.key_prefix.is_empty(), "shard.key_prefix must not be empty");
         check(self.migrator.step_ms >= 1_000, "migrator.step_ms must be at least 1000");
+        check(self.retention.keep_fires_ms >= 60_000, "retention.keep_fires_ms must be at least 60000 (one minute)");
+        check(self.retention.period_ms >= 1_000, "retention.period_ms must be at least 1000");
+        check(self.retention.batch_size >= 1, "retention.batch_size must be at least 1");
         check(self.migrator.page_size >= 1, "migrator.page_size must be at least 1");
         check(self.scheduler.tick_ms >= 10, "scheduler.tick_ms must be at least 10");
         check(self.scheduler.lease_ms >= 3 * self.scheduler.tick_ms, "scheduler.lease_ms must be at least 3 ticks");

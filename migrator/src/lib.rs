@@ -8,6 +8,7 @@
 //!   clone, so request handlers hold one and call `expand_timer` when a
 //!   timer is enabled.
 //! - [`expand`]: pure fire-time expansion of one timer over a window.
+//! - [`retention`]: the loop that deletes fire records past their keep time.
 //! - [`error`]: this crate's error type.
 //!
 //! Every step, under a cluster-wide lock, it inserts the fires in
@@ -22,6 +23,7 @@
 
 pub mod error;
 pub mod expand;
+pub mod retention;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +38,7 @@ use xtimer_core::SharedClock;
 use xtimer_store::{FireRepo, LockStore, NewFire, ShardStore, Stores, TimerRepo};
 
 pub use error::{Error, Result};
+pub use retention::Retention;
 
 /// The migrator loop: every step, under a cluster-wide lock, expands every
 /// enabled timer through its [`Expander`]. Clones share everything.

@@ -83,3 +83,46 @@ async fn a_step_reads_only_the_timers_due_before_its_horizon() {
     assert_eq!((third.timers, third.completed), (2, 1));
     assert_eq!(stores.timers.get_timer(once).await.unwrap().unwrap().status, TimerStatus::Completed);
 }
+
+#[tokio::test]
+async fn retention_deletes_ended_fires_past_their_keep_time_one_node_at_a_time() {
+    use xtimer_core::config::RetentionConfig;
+    use xtimer_migrator::Retention;
+    use xtimer_store::NewFire;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("r.db").display());
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = DatabaseConfig { url, max_connections: 2 };
+    let stores = Stores::connect(&db, &RedisConfig::default(), &ShardConfig::default(), clock.clone()).await.unwrap();
+    let id = stores.timers.create_timer(&timer("kept", cron("* * * * * *")), T0).await.unwrap().id;
+    // Five fires two minutes ago, all ended, and one a second ago.
+    let runs: Vec<i64> = (0..5).map(|i| T0 - 120_000 + i * 1_000).chain([T0 - 1_000]).collect();
+    let new: Vec<NewFire> =
+        runs.iter().map(|&run_ms| NewFire { key: FireKey { timer_id: id, run_ms }, app: "step".into() }).collect();
+    stores.fires.insert_fires(&new, T0 - 130_000).await.unwrap();
+    let keys: Vec<FireKey> = new.iter().map(|f| f.key).collect();
+    let claimed = stores.fires.claim(&keys, "node-a:1", 60_000, T0).await.unwrap().claimed;
+    let results: Vec<FireResult> = claimed
+        .iter()
+        .map(|c| FireResult {
+            task_id: c.task_id,
+            owner: c.owner.clone(),
+            status: FireStatus::Succeeded,
+            attempt: 1,
+            output: "HTTP 200".into(),
+            cost_time: 1,
+            lease_until: None,
+        })
+        .collect();
+    assert_eq!(stores.fires.record(&results, T0).await.unwrap(), 6);
+
+    let config = RetentionConfig { keep_fires_ms: 60_000, period_ms: 60_000, batch_size: 2 };
+    let a = Retention::new(config.clone(), &stores, &NodeContext::new(clock.clone(), "node-a", "xtimer-test"));
+    let b = Retention::new(config, &stores, &NodeContext::new(clock.clone(), "node-b", "xtimer-test"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    assert_eq!(a.run_once(&stop).await.unwrap(), Some(5), "every old record, in batches of two");
+    assert_eq!(b.run_once(&stop).await.unwrap(), None, "one node at a time");
+    let (left, total) = stores.fires.list_fires(id, None, 0, 10).await.unwrap();
+    assert_eq!((left[0].run_ms, total), (T0 - 1_000, 1), "a record younger than the keep time stays");
+}

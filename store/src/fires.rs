@@ -175,6 +175,25 @@ impl FireRepo for Database {
             .collect())
     }
 
+    async fn delete_ended_before(&self, before_ms: i64, limit: u32) -> Result<u64> {
+        // By the (status, run_timer) index: one short range per ended status.
+        const SQL: &str = formatcp!(
+            "DELETE FROM t_timer_task WHERE task_id IN (
+                 SELECT task_id FROM t_timer_task
+                 WHERE status IN ({}, {}, {}, {}) AND run_timer < $1 LIMIT $2)",
+            code::SUCCEEDED,
+            code::FAILED,
+            code::SKIPPED,
+            code::MISSED
+        );
+        Ok(on_db!(self, write, pool => sqlx::query(SQL)
+            .bind(before_ms)
+            .bind(i64::from(limit))
+            .execute(pool)
+            .await?
+            .rows_affected()))
+    }
+
     async fn list_fires(
         &self,
         timer_id: i64,

@@ -130,6 +130,9 @@ pub trait FireRepo: Send + Sync {
         alive_since_ms: i64,
         limit: u32,
     ) -> Result<Vec<Overdue>>;
+    /// Deletes at most `limit` ended fires (not pending, not running) that
+    /// ran before `before_ms`; returns how many.
+    async fn delete_ended_before(&self, before_ms: i64, limit: u32) -> Result<u64>;
     /// A page of a timer's fires, newest first, and their total.
     async fn list_fires(
         &self,

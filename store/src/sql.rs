@@ -24,6 +24,8 @@ pub(crate) mod code {
     pub const TIMER_COMPLETED: i64 = TimerStatus::Completed as i64;
     pub const PENDING: i64 = FireStatus::Pending as i64;
     pub const RUNNING: i64 = FireStatus::Running as i64;
+    pub const SUCCEEDED: i64 = FireStatus::Succeeded as i64;
+    pub const FAILED: i64 = FireStatus::Failed as i64;
     pub const SKIPPED: i64 = FireStatus::Skipped as i64;
     pub const MISSED: i64 = FireStatus::Missed as i64;
 }

@@ -460,3 +460,24 @@ pub async fn claim_of_a_repeated_key_claims_it_once(b: Backend) {
     let outcome = b.fires.claim(&[k, k], "node-a:2", 60_000, b.now()).await.unwrap();
     assert_eq!((outcome.claimed.len(), outcome.skipped), (0, 1), "skipped counts fires, not keys");
 }
+
+pub async fn delete_ended_before_takes_only_old_ended_fires(b: Backend) {
+    let t = timer(&b, "old", TimerStatus::Enabled).await;
+    let now = b.now();
+    let keys = insert(&b, &t, &[now - 5_000, now - 4_000, now - 3_000, now - 2_000, now + 1_000]).await;
+    let mut claims = claim_all(&b, &keys[..3], "node-a:1", 60_000).await;
+    claims.sort_by_key(|c| c.key.run_ms);
+    // Two ended (succeeded, failed), one still running, one pending, one in the future.
+    let ended = [succeeded(&claims[0], 1), result(&claims[1], FireStatus::Failed, 1, "HTTP 500", 1, None)];
+    assert_eq!(b.fires.record(&ended, now).await.unwrap(), 2);
+    assert_eq!(b.fires.mark_missed(&[fire(&b, keys[3]).await.task_id], "missed", now).await.unwrap(), 1);
+
+    assert_eq!(b.fires.delete_ended_before(now - 4_500, 10).await.unwrap(), 1, "only what ran before the cut");
+    assert_eq!(b.fires.delete_ended_before(now, 1).await.unwrap(), 1, "at most the limit");
+    assert_eq!(b.fires.delete_ended_before(now, 10).await.unwrap(), 1, "then the rest");
+    assert_eq!(b.fires.delete_ended_before(now + 10_000, 10).await.unwrap(), 0, "running and pending stay");
+    let (left, total) = b.fires.list_fires(t.id, None, 0, 10).await.unwrap();
+    let mut runs: Vec<i64> = left.iter().map(|f| f.run_ms).collect();
+    runs.sort();
+    assert_eq!((runs, total), (vec![now - 3_000, now + 1_000], 2));
+}

@@ -142,6 +142,9 @@ impl FireRepo for BrokenFires {
     async fn insert_fires(&self, _: &[NewFire], _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
+    async fn delete_ended_before(&self, _: i64, _: u32) -> xtimer_store::Result<u64> {
+        store_down()
+    }
     async fn pending_between(&self, _: Option<i64>, _: i64, _: i64, _: u32) -> xtimer_store::Result<Vec<FireKey>> {
         store_down()
     }

@@ -1,0 +1,84 @@
+//! Retention: fire records older than `retention.keep_fires_ms` are
+//! deleted every `retention.period_ms`, by one node at a time (a
+//! cluster-wide lock), in batches of `retention.batch_size` with a pause
+//! between them, so the deletes stay off the fire path. Only ended fires
+//! go; a pending or running one is the reconciler's.
+//!
+//! On SQLite the freed pages are reused by later inserts, so at steady
+//! state the file stops growing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use xtimer_core::config::RetentionConfig;
+use xtimer_core::node::NodeContext;
+use xtimer_core::SharedClock;
+use xtimer_store::{FireRepo, LockStore, Stores};
+
+use crate::Result;
+
+/// Pause between two delete batches: the single SQLite writer serves the
+/// fire path in between.
+const BATCH_PAUSE: Duration = Duration::from_millis(20);
+
+/// The retention loop.
+pub struct Retention {
+    config: RetentionConfig,
+    fires: Arc<dyn FireRepo>,
+    locks: Arc<dyn LockStore>,
+    clock: SharedClock,
+    lock_key: String,
+    token: String,
+}
+
+impl Retention {
+    /// Retention over `stores`.
+    pub fn new(config: RetentionConfig, stores: &Stores, ctx: &NodeContext) -> Self {
+        Self {
+            config,
+            fires: stores.fires.clone(),
+            locks: stores.locks.clone(),
+            clock: ctx.clock.clone(),
+            lock_key: format!("{}:lock:retention", ctx.key_prefix),
+            token: ctx.node_id.clone(),
+        }
+    }
+
+    /// Deletes expired records every period until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let mut tick = tokio::time::interval(Duration::from_millis(self.config.period_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tick.tick() => {}
+            }
+            match self.run_once(&shutdown).await {
+                Ok(Some(0)) | Ok(None) => {}
+                Ok(Some(deleted)) => tracing::debug!(deleted, "Expired fire records deleted."),
+                Err(err) => tracing::warn!(error = %err, "Retention failed; the next period retries."),
+            }
+        }
+    }
+
+    /// One pass, if this node wins the retention lock: deletes every
+    /// record past its keep time, batch by batch. `None` when another node
+    /// has the lock.
+    pub async fn run_once(&self, shutdown: &CancellationToken) -> Result<Option<u64>> {
+        let hold = self.config.period_ms * 9 / 10;
+        if !self.locks.acquire(&self.lock_key, &self.token, hold).await? {
+            return Ok(None);
+        }
+        let before = self.clock.now_ms() - self.config.keep_fires_ms as i64;
+        let mut deleted = 0;
+        loop {
+            let n = self.fires.delete_ended_before(before, self.config.batch_size).await?;
+            deleted += n;
+            if n < u64::from(self.config.batch_size) || shutdown.is_cancelled() {
+                return Ok(Some(deleted));
+            }
+            tokio::time::sleep(BATCH_PAUSE).await;
+        }
+    }
+}
