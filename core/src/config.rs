@@ -40,6 +40,9 @@ pub struct ServerConfig {
     pub listen: String,
     /// Largest request body accepted, bytes. Defaults to 65536.
     pub max_body_bytes: usize,
+    /// Largest body of a batch call (`createTimers`, up to 1,000 timers),
+    /// bytes. Defaults to 2097152.
+    pub max_batch_body_bytes: usize,
     /// Grace period for in-flight work at shutdown, ms. Defaults to 10000.
     pub shutdown_grace_ms: u64,
     /// How long a connection may take to send a whole request head
@@ -70,6 +73,7 @@ impl Default for ServerConfig {
         Self {
             listen: "127.0.0.1:8080".into(),
             max_body_bytes: 64 * 1024,
+            max_batch_body_bytes: 2 * 1024 * 1024,
             shutdown_grace_ms: 10_000,
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 10_000,
@@ -799,10 +803,10 @@ mod tests {
                  `batch_size`, `max_output_bytes`, `claim_linger_ms`, `record_linger_ms`, `per_host_concurrency`, \
                  `per_app_concurrency`, `breaker_failures`, `breaker_open_ms`",
                 "reconcilr: unknown field `reconcilr`, expected one of `server`, `database`, `redis`, `shard`, \
-                 `migrator`, `scheduler`, `trigger`, `executor`, `reconciler`, `asyncflow`, `auth`, `callback`, \
-                 `limits`",
+                 `migrator`, `scheduler`, `trigger`, `executor`, `reconciler`, `retention`, `asyncflow`, `auth`, \
+                 `callback`, `limits`",
                 "server.lisn: unknown field `lisn`, expected one of `listen`, `max_body_bytes`, \
-                 `shutdown_grace_ms`, `header_read_timeout_ms`, `body_read_timeout_ms`, `idle_timeout_ms`, \
+                 `max_batch_body_bytes`, `shutdown_grace_ms`, `header_read_timeout_ms`, `body_read_timeout_ms`, `idle_timeout_ms`, \
                  `max_connections`",
                 // The settings that did parse are checked too.
                 "shard.buckets must be 1 to 4096",

@@ -195,6 +195,31 @@ impl Expander {
         self.index(Some(timer.id), from, to).await
     }
 
+    /// Expands many timers just created or enabled, in one insert, and
+    /// indexes their new fires; returns how many fires it indexed.
+    pub async fn expand_timers(&self, timers: &[Timer]) -> Result<u64> {
+        let now = self.clock.now_ms();
+        let to = self.horizon(now);
+        let mut fires = Vec::new();
+        let mut next = Vec::with_capacity(timers.len());
+        for timer in timers {
+            fires.extend(self.fires_of(timer, now, to, true));
+            next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
+        }
+        self.fires.insert_fires(&fires, now).await?;
+        self.timers.set_next_runs(&next).await?;
+        // New fires are pending; a key that existed already is re-added
+        // harmlessly (its claim is a compare-and-set on pending).
+        let keys: Vec<FireKey> = fires.into_iter().map(|f| f.key).collect();
+        if !keys.is_empty() {
+            self.shards.add(&keys).await?;
+            if let Some(feed) = &self.feed {
+                let _ = feed.send(keys.clone().into());
+            }
+        }
+        Ok(keys.len() as u64)
+    }
+
     fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<NewFire> {
         match expand::fire_times(timer, from, to, self.max_fires_per_timer, enabling) {
             Ok(times) => times

@@ -29,11 +29,14 @@ pub enum ApiError {
     /// the field at fault and says what is wrong. 400.
     #[error("{0}")]
     Invalid(String),
-    /// The request body exceeds `ServerConfig::max_body_bytes`. 413.
-    #[error("request body is larger than the limit of {limit} bytes (server.max_body_bytes)")]
+    /// The request body exceeds the route's limit (`server.max_body_bytes`,
+    /// or `server.max_batch_body_bytes` for a batch). 413.
+    #[error("request body is larger than the limit of {limit} bytes ({setting})")]
     BodyTooLarge {
         /// The limit, bytes.
         limit: usize,
+        /// The setting that sets it.
+        setting: &'static str,
     },
     /// The request body did not arrive in full within
     /// `ServerConfig::body_read_timeout_ms` of its head. 408, and the

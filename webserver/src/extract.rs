@@ -41,11 +41,12 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let limit = state.config.max_body_bytes;
+        let limit = BodyLimit::for_path(&state.config, req.uri().path());
         if !is_json(req.headers()) {
             return Err(ApiError::Invalid(NOT_JSON_MSG.into()));
         }
         let body = Bytes::from_request(req, state).await.map_err(|rejection| bytes_rejection(rejection, limit))?;
+        limit.check(body.len())?;
         match body.iter().find(|b| !b.is_ascii_whitespace()) {
             Some(b'{') => {}
             Some(_) => return Err(ApiError::Invalid(NOT_OBJECT_MSG.into())),
@@ -54,6 +55,47 @@ where
         Json::<T>::from_bytes(&body)
             .map(|Json(value)| Self(value))
             .map_err(|rejection| json_rejection(rejection, limit))
+    }
+}
+
+/// The body limit of a route and the setting that sets it: batch calls
+/// (`createTimers`) take `server.max_batch_body_bytes`, every other route
+/// `server.max_body_bytes`.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit {
+    /// Largest body, bytes.
+    pub bytes: usize,
+    /// The setting, for the 413's message.
+    pub setting: &'static str,
+}
+
+impl BodyLimit {
+    /// The limit of the route at `path`.
+    pub fn for_path(config: &xtimer_core::config::ServerConfig, path: &str) -> Self {
+        if path.ends_with("/createTimers") {
+            Self { bytes: config.max_batch_body_bytes, setting: "server.max_batch_body_bytes" }
+        } else {
+            Self { bytes: config.max_body_bytes, setting: "server.max_body_bytes" }
+        }
+    }
+
+    /// The largest limit of any route: what the body layer enforces.
+    pub fn largest(config: &xtimer_core::config::ServerConfig) -> usize {
+        config.max_body_bytes.max(config.max_batch_body_bytes)
+    }
+
+    /// A 413 when `len` is over the limit.
+    pub fn check(self, len: usize) -> Result<(), ApiError> {
+        if len > self.bytes {
+            Err(self.exceeded())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The 413 of this limit.
+    pub fn exceeded(self) -> ApiError {
+        ApiError::BodyTooLarge { limit: self.bytes, setting: self.setting }
     }
 }
 
@@ -100,9 +142,10 @@ where
         if req.uri().query().is_some_and(|q| !q.is_empty()) {
             return parse_query(req.uri()).map(Self);
         }
-        let limit = state.config.max_body_bytes;
+        let limit = BodyLimit::for_path(&state.config, req.uri().path());
         let uri = req.uri().clone();
         let body = Bytes::from_request(req, state).await.map_err(|rejection| bytes_rejection(rejection, limit))?;
+        limit.check(body.len())?;
         match body.iter().find(|b| !b.is_ascii_whitespace()) {
             None => return parse_query(&uri).map(Self),
             Some(b'{') => {}
@@ -119,7 +162,7 @@ fn parse_query<T: DeserializeOwned>(uri: &Uri) -> Result<T, ApiError> {
 }
 
 /// Maps a `Json` rejection to a 400 (413 when the body is over `limit`).
-pub fn json_rejection(rejection: JsonRejection, limit: usize) -> ApiError {
+pub fn json_rejection(rejection: JsonRejection, limit: BodyLimit) -> ApiError {
     match rejection {
         JsonRejection::JsonDataError(err) => ApiError::Invalid(in_words(&inner_text(&err))),
         JsonRejection::JsonSyntaxError(err) => {
@@ -169,12 +212,12 @@ pub fn query_rejection(rejection: QueryRejection) -> ApiError {
 
 /// Maps a body-buffering rejection to a 413 over `limit`, a 408 when the
 /// body missed `server.body_read_timeout_ms` ([`BodyReadTimeout`]), else a 400.
-pub fn bytes_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
+pub fn bytes_rejection(rejection: BytesRejection, limit: BodyLimit) -> ApiError {
     if let Some(timeout) = body_read_timeout(&rejection) {
         return ApiError::BodyReadTimeout { timeout_ms: timeout.timeout_ms };
     }
     match rejection {
-        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => ApiError::BodyTooLarge { limit },
+        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => limit.exceeded(),
         other => ApiError::Invalid(format!("request body could not be read: {}", inner_text(&other))),
     }
 }

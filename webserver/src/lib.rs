@@ -148,7 +148,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .fallback_service(routes.with_state(state.clone()))
         .layer(middleware::from_fn(routes::name_allowed_methods))
-        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(DefaultBodyLimit::max(extract::BodyLimit::largest(&state.config)))
         .layer(middleware::from_fn_with_state(state.clone(), limits::close_after_oversized_body))
         .layer(middleware::from_fn_with_state(state.clone(), limits::rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), auth::resolve))

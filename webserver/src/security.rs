@@ -52,9 +52,24 @@ impl Default for AppLocks {
 impl AppLocks {
     /// Waits for `app`'s lock.
     pub async fn lock(&self, app: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        self.0[self.stripe(app)].clone().lock_owned().await
+    }
+
+    /// Waits for the locks of every app in `apps`, taking each stripe once
+    /// and in one order, so two batches cannot wait for each other.
+    pub async fn lock_all<'a>(&self, apps: impl IntoIterator<Item = &'a str>) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+        let stripes: std::collections::BTreeSet<usize> = apps.into_iter().map(|app| self.stripe(app)).collect();
+        let mut guards = Vec::with_capacity(stripes.len());
+        for stripe in stripes {
+            guards.push(self.0[stripe].clone().lock_owned().await);
+        }
+        guards
+    }
+
+    fn stripe(&self, app: &str) -> usize {
         use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
         let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(app);
-        self.0[hash as usize % self.0.len()].clone().lock_owned().await
+        hash as usize % self.0.len()
     }
 }
 

@@ -16,6 +16,7 @@
 //! concurrent calls cannot overshoot them) and the callback target policy.
 
 pub mod admin;
+pub mod batch;
 
 pub mod input;
 pub mod view;
@@ -39,6 +40,7 @@ use crate::{ApiError, AppState, Envelope};
 pub fn routes(prefix: &str) -> Router<AppState> {
     Router::new()
         .route(&format!("{prefix}/createTimer"), post(timers_create))
+        .route(&format!("{prefix}/createTimers"), post(batch::timers_create_batch))
         .route(&format!("{prefix}/enableTimer"), get(timers_enable))
         .route(&format!("{prefix}/unableTimer"), get(timers_disable))
         .route(&format!("{prefix}/delTimer"), delete(timers_delete))
@@ -80,7 +82,7 @@ pub async fn timers_create(
     }
     // A disabled timer is checked alone here, and with the others when enabled.
     let alone = new.status != TimerStatus::Enabled;
-    check_fire_rate(&state, &new.app, None, &new.schedule, alone, now).await?;
+    check_fire_rate(&state, &new.app, None, &[&new.schedule], alone, now).await?;
     let timer = state.timers.create_timer(&new, now).await?;
     if timer.status == TimerStatus::Enabled {
         if let Err(err) = state.expander.expand_timer(&timer).await {
@@ -113,7 +115,7 @@ pub async fn timers_enable(
     let _app_lock = state.security.app_locks.lock(&r.app).await;
     let mut timer = live_timer(&state, &auth, &r).await?;
     if timer.status != TimerStatus::Enabled {
-        check_fire_rate(&state, &timer.app, Some(timer.id), &timer.schedule, false, state.clock.now_ms()).await?;
+        check_fire_rate(&state, &timer.app, Some(timer.id), &[&timer.schedule], false, state.clock.now_ms()).await?;
     }
     set_status(&state, &r, TimerStatus::Enabled).await?;
     timer.status = TimerStatus::Enabled;
@@ -234,7 +236,7 @@ async fn set_status(state: &AppState, r: &TimerRef, status: TimerStatus) -> Resu
 
 /// 400 when the callback URL's host is, or resolves to, an address the
 /// target policy refuses.
-async fn check_target(state: &AppState, url: &str) -> Result<(), ApiError> {
+pub(crate) async fn check_target(state: &AppState, url: &str) -> Result<(), ApiError> {
     let Some(host) = url.parse::<Uri>().ok().and_then(|u| u.host().map(str::to_owned)) else { return Ok(()) };
     let policy = &state.security.policy;
     let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -248,7 +250,7 @@ async fn check_target(state: &AppState, url: &str) -> Result<(), ApiError> {
 
 /// 400 unless `task_type` is registered with the task API and owned by
 /// `app` or by no app.
-async fn check_task_type(state: &AppState, app: &str, task_type: &str) -> Result<(), ApiError> {
+pub(crate) async fn check_task_type(state: &AppState, app: &str, task_type: &str) -> Result<(), ApiError> {
     const FIELD: &str = "notifyAsyncflowParam.taskType";
     let tasks = state.tasks.as_ref().ok_or_else(|| ApiError::invalid(FIELD, "the task API is not enabled"))?;
     match tasks.owner_of(task_type).await {
@@ -261,21 +263,22 @@ async fn check_task_type(state: &AppState, app: &str, task_type: &str) -> Result
     }
 }
 
-/// 400 when `schedule`, added to the app's enabled timers (but `except`;
-/// none when `alone`), would make its busiest minute of the next hour
-/// exceed `limits.fires_per_minute_per_app`. The other timers count only
-/// while the app has at most [`FIRE_CHECK_MAX_TIMERS`].
-async fn check_fire_rate(
+/// 400 when `new` (one timer's schedule, or a batch's enabled ones), added
+/// to the app's enabled timers (but `except`; none when `alone`), would
+/// make its busiest minute of the next hour exceed
+/// `limits.fires_per_minute_per_app`. The other timers count only while the
+/// app has at most [`FIRE_CHECK_MAX_TIMERS`].
+pub(crate) async fn check_fire_rate(
     state: &AppState,
     app: &str,
     except: Option<i64>,
-    schedule: &Schedule,
+    new: &[&Schedule],
     alone: bool,
     now_ms: i64,
 ) -> Result<(), ApiError> {
     let max = state.security.limits.fires_per_minute_per_app;
-    let (own, _) = busiest_minute([schedule], now_ms);
-    let mut schedules = vec![schedule.clone()];
+    let (own, _) = busiest_minute(new.iter().copied(), now_ms);
+    let mut schedules: Vec<Schedule> = new.iter().map(|s| (*s).clone()).collect();
     if own <= max && !alone {
         let (timers, total) = state.timers.list_app_timers(app, 0, FIRE_CHECK_MAX_TIMERS).await?;
         if total <= FIRE_CHECK_MAX_TIMERS {
@@ -291,9 +294,19 @@ async fn check_fire_rate(
     if busiest <= max {
         return Ok(());
     }
-    let whose = if own > max { "this timer alone" } else { "this timer with the app's enabled timers" };
+    let whose = match (new.len(), own > max) {
+        (1, true) => "this timer alone",
+        (1, false) => "this timer with the app's enabled timers",
+        (_, true) => "this batch alone",
+        (_, false) => "this batch with the app's enabled timers",
+    };
+    let field = match new {
+        [Schedule::Once { .. }] => "runAt",
+        [_] => "cron",
+        _ => "timers",
+    };
     Err(ApiError::invalid(
-        if matches!(schedule, Schedule::Cron { .. }) { "cron" } else { "runAt" },
+        field,
         format!(
             "{whose} would fire {busiest} times in the minute from {}, more than app `{app}` may \
              (limits.fires_per_minute_per_app = {max})",

@@ -3,6 +3,7 @@
 //! `slow_clients`) behind the real accept loop over TCP.
 
 mod auth;
+mod batch;
 mod create;
 mod helpers;
 mod lifecycle;
