@@ -35,6 +35,10 @@ pub enum Scenario {
     CreateTask,
     /// `/v1/hold_tasks?limit=100` from `--clients` connections over `--count` queued tasks.
     HoldTasks,
+    /// `--timers` daily timers not due within the hour, registered through
+    /// `createTimers`: create rate, migrator step, idle CPU, database size;
+    /// then `--due` per-second timers' lateness over `--seconds`.
+    Registered,
 }
 
 /// Arguments of `xtimer bench`.
@@ -79,6 +83,12 @@ pub struct BenchArgs {
     /// burst, cron): the figures are the healthy timers' alone.
     #[arg(long, default_value_t = 0)]
     pub hung: u64,
+    /// Per-second timers added after the registered ones (registered).
+    #[arg(long, default_value_t = 1_000)]
+    pub due: u64,
+    /// Seconds over which idle CPU is measured (registered).
+    #[arg(long, default_value_t = 60)]
+    pub idle_seconds: u64,
 }
 
 /// Figures of one run.
@@ -100,6 +110,9 @@ pub struct Figures {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if matches!(args.scenario, Scenario::CreateTask | Scenario::HoldTasks) {
         return crate::bench_tasks::run(&args).await;
+    }
+    if matches!(args.scenario, Scenario::Registered) {
+        return crate::bench_registered::run(&args).await;
     }
     let mut all = Vec::new();
     println!("scenario {:?}: {}", args.scenario, describe(&args));
@@ -143,7 +156,7 @@ fn describe(a: &BenchArgs) -> String {
         }
         Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
         Scenario::Http => format!("{} callbacks, no timers, 256 in flight", a.count),
-        Scenario::CreateTask | Scenario::HoldTasks => String::new(),
+        Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered => String::new(),
     }
 }
 
@@ -399,7 +412,7 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
                 .collect();
             Plan { schedules, start_ms, end_ms: start_ms + 1000 }
         }
-        Scenario::Http | Scenario::CreateTask | Scenario::HoldTasks => {
+        Scenario::Http | Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered => {
             Plan { schedules: Vec::new(), start_ms, end_ms: start_ms }
         }
         Scenario::Cron => {
@@ -411,7 +424,7 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
     }
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -425,7 +438,7 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Peak resident set size of this process (VmHWM), MB.
-fn peak_rss_mb() -> f64 {
+pub(crate) fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))

@@ -13,6 +13,7 @@
 //!   (used by the benchmark and the end-to-end tests).
 
 pub mod bench;
+pub mod bench_registered;
 pub mod bench_tasks;
 pub mod echo;
 pub mod heartbeat;

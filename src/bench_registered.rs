@@ -1,0 +1,212 @@
+//! `xtimer bench --scenario registered`: what registered timers that are
+//! not due cost a node.
+//!
+//! Each run starts a node (the embedded default, or `--database-url` /
+//! `--redis-url`), registers `--timers` daily timers that fire more than an
+//! hour from now through `POST createTimers` (1,000 per call, `--clients`
+//! calls at a time), and reports:
+//! - the create rate, timers/s;
+//! - a migrator step's time (median of three), with those timers registered;
+//! - idle CPU: the process's CPU over `--idle-seconds` with nothing due, as
+//!   a percentage of one core;
+//! - the database's size;
+//! - then `--due` per-second timers are added and fire for `--seconds`:
+//!   their lateness, duplicates and misses, and the peak RSS.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use xtimer_core::fire::FireKey;
+
+use crate::bench::{fresh_config, median, peak_rss_mb, percentile, BenchArgs};
+use crate::node::Node;
+use crate::receiver::Receiver;
+
+/// Timers per `createTimers` call.
+const BATCH: usize = 1_000;
+
+/// Figures of one run.
+#[derive(Debug, Clone, Default)]
+struct Figures {
+    creates_per_sec: f64,
+    step_ms: f64,
+    idle_cpu_pct: f64,
+    db_mb: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    duplicates: u64,
+    misses: u64,
+    rss_mb: f64,
+}
+
+/// Runs the scenario `args.runs` times and prints each run and the medians.
+pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    println!(
+        "scenario Registered: {} daily timers not due, then {} per-second timers for {} s",
+        args.timers, args.due, args.seconds
+    );
+    println!(
+        "{:>4} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
+        "run", "creates/s", "step ms", "idle cpu", "db MB", "p50 ms", "p99 ms", "dups", "misses", "rss MB"
+    );
+    let mut all = Vec::new();
+    for run in 1..=args.runs {
+        let f = run_once(args).await?;
+        print_row(&run.to_string(), &f);
+        all.push(f);
+    }
+    if all.len() > 1 {
+        let med = |get: fn(&Figures) -> f64| median(all.iter().map(get).collect());
+        let m = Figures {
+            creates_per_sec: med(|f| f.creates_per_sec),
+            step_ms: med(|f| f.step_ms),
+            idle_cpu_pct: med(|f| f.idle_cpu_pct),
+            db_mb: med(|f| f.db_mb),
+            p50_ms: med(|f| f.p50_ms),
+            p99_ms: med(|f| f.p99_ms),
+            duplicates: med(|f| f.duplicates as f64) as u64,
+            misses: med(|f| f.misses as f64) as u64,
+            rss_mb: med(|f| f.rss_mb),
+        };
+        print_row("med", &m);
+    }
+    Ok(())
+}
+
+fn print_row(label: &str, f: &Figures) {
+    println!(
+        "{label:>4} {:>10.0} {:>8.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
+        f.creates_per_sec, f.step_ms, f.idle_cpu_pct, f.db_mb, f.p50_ms, f.p99_ms, f.duplicates, f.misses, f.rss_mb
+    );
+}
+
+async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
+    let dir = tempfile::tempdir()?;
+    let config = fresh_config(args, dir.path()).await?;
+    let db_path = dir.path().join("bench.db");
+    let node = Node::start(config).await?;
+    let base = format!("http://{}/api/xtimer/createTimers", node.addr);
+    let client = reqwest::Client::new();
+    let receiver = Receiver::start(false).await?;
+    let url = receiver.url("/bench");
+
+    // Daily timers at an hour more than an hour away, spread over its minutes.
+    let hour = (chrono::Utc::now().timestamp() / 3_600 + 12) % 24;
+    let daily = |i: u64| {
+        serde_json::json!({
+            "app": format!("reg{}", i % 10), "name": format!("d{i}"), "status": 2,
+            "cron": format!("{} {} {} * * *", i % 60, (i / 60) % 60, hour),
+            "notifyHTTPParam": {"url": url},
+        })
+    };
+    let started = Instant::now();
+    create_all(&client, &base, args.timers, args.clients, &daily).await?;
+    let creates_per_sec = args.timers as f64 / started.elapsed().as_secs_f64().max(1e-9);
+
+    let mut steps = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        node.migrator.catch_up().await?;
+        steps.push(t.elapsed().as_secs_f64() * 1_000.0);
+    }
+    let step_ms = median(steps);
+
+    let cpu_before = cpu_seconds();
+    let idle = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
+    let idle_cpu_pct = (cpu_seconds() - cpu_before) / idle.elapsed().as_secs_f64() * 100.0;
+    let db_mb = db_bytes(&db_path) as f64 / 1e6;
+
+    // The due timers: per-second crons, measured from a whole second after set-up.
+    let due = |i: u64| {
+        serde_json::json!({
+            "app": "due", "name": format!("s{i}"), "status": 2, "cron": "* * * * * *",
+            "notifyHTTPParam": {"url": url},
+        })
+    };
+    create_all(&client, &base, args.due, args.clients, &due).await?;
+    let start_ms = (chrono::Utc::now().timestamp_millis() / 1_000 + args.lead as i64) * 1_000;
+    let end_ms = start_ms + args.seconds as i64 * 1_000;
+    let in_window = |h: &crate::receiver::Hit| h.run_ms >= start_ms && h.run_ms < end_ms;
+    let expected = (args.due * args.seconds) as usize;
+    let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
+    receiver.wait_until(wait, |hits| hits.iter().filter(|h| in_window(h)).count() >= expected).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let hits: Vec<_> = receiver.hits().into_iter().filter(in_window).collect();
+    let mut seen: HashMap<&str, u64> = HashMap::new();
+    for h in &hits {
+        *seen.entry(h.key.as_str()).or_default() += 1;
+    }
+    let duplicates = seen.values().map(|n| n - 1).sum();
+    let got: HashSet<(i64, i64)> =
+        seen.keys().filter_map(|k| FireKey::parse_member(k)).map(|k| (k.timer_id, k.run_ms)).collect();
+    let mut late: Vec<f64> = hits.iter().map(|h| h.lateness_ms()).collect();
+    late.sort_by(|a, b| a.total_cmp(b));
+    let figures = Figures {
+        creates_per_sec,
+        step_ms,
+        idle_cpu_pct,
+        db_mb,
+        p50_ms: percentile(&late, 0.50),
+        p99_ms: percentile(&late, 0.99),
+        duplicates,
+        misses: expected.saturating_sub(got.len()) as u64,
+        rss_mb: peak_rss_mb(),
+    };
+    node.shutdown().await;
+    Ok(figures)
+}
+
+/// Creates `count` timers built by `timer(i)` through `createTimers`,
+/// [`BATCH`] per call, `clients` calls at a time.
+async fn create_all(
+    client: &reqwest::Client,
+    url: &str,
+    count: u64,
+    clients: usize,
+    timer: &(dyn Fn(u64) -> serde_json::Value + Sync),
+) -> anyhow::Result<()> {
+    let batches: Vec<Vec<u8>> = (0..count)
+        .step_by(BATCH)
+        .map(|from| {
+            let timers: Vec<_> = (from..(from + BATCH as u64).min(count)).map(timer).collect();
+            serde_json::to_vec(&serde_json::json!({ "timers": timers })).expect("JSON")
+        })
+        .collect();
+    let queue = Arc::new(tokio::sync::Mutex::new(batches));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..clients.max(1) {
+        let (client, url, queue) = (client.clone(), url.to_string(), queue.clone());
+        tasks.spawn(async move {
+            loop {
+                let Some(body) = queue.lock().await.pop() else { return anyhow::Ok(()) };
+                let reply = client.post(&url).header("content-type", "application/json").body(body).send().await?;
+                let status = reply.status();
+                let text = reply.text().await?;
+                anyhow::ensure!(status.is_success(), "createTimers answered {status}: {text}");
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+/// CPU time of this process so far (user + system), seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after ')'.
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after ')'.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Bytes of the SQLite database and its WAL (0 on PostgreSQL).
+fn db_bytes(path: &std::path::Path) -> u64 {
+    let size = |p: std::path::PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    size(path.to_path_buf()) + size(path.with_extension("db-wal"))
+}
