@@ -95,7 +95,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let hour = (chrono::Utc::now().timestamp() / 3_600 + 12) % 24;
     let daily = |i: u64| {
         serde_json::json!({
-            "app": format!("reg{}", i % 10), "name": format!("d{i}"), "status": 2,
+            "app": format!("reg{}", (i / BATCH as u64) % 10), "name": format!("d{i}"), "status": 2,
             "cron": format!("{} {} {} * * *", i % 60, (i / 60) % 60, hour),
             "notifyHTTPParam": {"url": url},
         })
