@@ -39,6 +39,9 @@ pub enum Scenario {
     /// `createTimers`: create rate, migrator step, idle CPU, database size;
     /// then `--due` per-second timers' lateness over `--seconds`.
     Registered,
+    /// `--timers` per-second timers for `--seconds`, printing the
+    /// database's size every minute (retention at work).
+    History,
 }
 
 /// Arguments of `xtimer bench`.
@@ -114,6 +117,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if matches!(args.scenario, Scenario::Registered) {
         return crate::bench_registered::run(&args).await;
     }
+    if matches!(args.scenario, Scenario::History) {
+        return crate::bench_registered::history(&args).await;
+    }
     let mut all = Vec::new();
     println!("scenario {:?}: {}", args.scenario, describe(&args));
     println!(
@@ -156,7 +162,7 @@ fn describe(a: &BenchArgs) -> String {
         }
         Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
         Scenario::Http => format!("{} callbacks, no timers, 256 in flight", a.count),
-        Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered => String::new(),
+        Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered | Scenario::History => String::new(),
     }
 }
 
@@ -412,7 +418,7 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
                 .collect();
             Plan { schedules, start_ms, end_ms: start_ms + 1000 }
         }
-        Scenario::Http | Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered => {
+        Scenario::Http | Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered | Scenario::History => {
             Plan { schedules: Vec::new(), start_ms, end_ms: start_ms }
         }
         Scenario::Cron => {

@@ -210,3 +210,36 @@ fn db_bytes(path: &std::path::Path) -> u64 {
     let size = |p: std::path::PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     size(path.to_path_buf()) + size(path.with_extension("db-wal"))
 }
+
+/// `--scenario history`: `--timers` per-second timers fire for `--seconds`
+/// while retention runs (set `XTIMER_RETENTION__KEEP_FIRES_MS` to see it
+/// act within the run); prints the database's size every minute.
+pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let config = fresh_config(args, dir.path()).await?;
+    println!(
+        "scenario History: {} per-second timers for {} s, fire records kept {} ms",
+        args.timers, args.seconds, config.retention.keep_fires_ms
+    );
+    println!("{:>6} {:>10} {:>8}", "minute", "fires", "db MB");
+    let db_path = dir.path().join("bench.db");
+    let node = Node::start(config).await?;
+    let base = format!("http://{}/api/xtimer/createTimers", node.addr);
+    let receiver = Receiver::start(false).await?;
+    let url = receiver.url("/bench");
+    let timer = |i: u64| {
+        serde_json::json!({
+            "app": "history", "name": format!("s{i}"), "status": 2, "cron": "* * * * * *",
+            "notifyHTTPParam": {"url": url},
+        })
+    };
+    create_all(&reqwest::Client::new(), &base, args.timers, args.clients, &timer).await?;
+    let started = Instant::now();
+    for minute in 1..=args.seconds.div_ceil(60) {
+        let due = started + Duration::from_secs(minute * 60);
+        tokio::time::sleep_until(due.into()).await;
+        println!("{minute:>6} {:>10} {:>8.1}", receiver.hits().len(), db_bytes(&db_path) as f64 / 1e6);
+    }
+    node.shutdown().await;
+    Ok(())
+}
