@@ -18,7 +18,7 @@ use sqlx::{PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
 use crate::db::on_db;
-use crate::repo::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue};
+use crate::repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
 use crate::sql::{
     claim_taken_over, code, fire_from_row, fire_status, key_from_row, page_bound, push_id_list, rounds_by_task,
     FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT, TIMER_ENABLED,
@@ -42,6 +42,22 @@ const LIST: &str = formatcp!(
      ORDER BY run_timer DESC LIMIT $3 OFFSET $4"
 );
 const COUNT: &str = "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)";
+const LIST_DUE: &str = formatcp!(
+    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
+     AND run_timer <= $5 ORDER BY run_timer DESC LIMIT $3 OFFSET $4"
+);
+const COUNT_DUE: &str =
+    "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2) AND run_timer <= $3";
+const LIST_UPCOMING: &str = formatcp!(
+    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
+     AND status = {pending} AND run_timer > $5 ORDER BY run_timer LIMIT $3 OFFSET $4",
+    pending = code::PENDING
+);
+const COUNT_UPCOMING: &str = formatcp!(
+    "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
+     AND status = {pending} AND run_timer > $3",
+    pending = code::PENDING
+);
 
 #[async_trait]
 impl FireRepo for Database {
@@ -201,16 +217,32 @@ impl FireRepo for Database {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<Fire>, u64)> {
+        self.list_fires_in(timer_id, status, FireWindow::All, offset, limit).await
+    }
+
+    async fn list_fires_in(
+        &self,
+        timer_id: i64,
+        status: Option<FireStatus>,
+        window: FireWindow,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Fire>, u64)> {
         let status = status.map(FireStatus::code);
+        let (list, count, at) = match window {
+            FireWindow::All => (LIST, COUNT, None),
+            FireWindow::DueBy(at) => (LIST_DUE, COUNT_DUE, Some(at)),
+            FireWindow::UpcomingAfter(at) => (LIST_UPCOMING, COUNT_UPCOMING, Some(at)),
+        };
         let (fires, total) = on_db!(self, read, pool => {
-            let rows = sqlx::query(LIST)
-                .bind(timer_id)
-                .bind(status)
-                .bind(page_bound(limit))
-                .bind(page_bound(offset))
-                .fetch_all(pool)
-                .await?;
-            let total: i64 = sqlx::query_scalar(COUNT).bind(timer_id).bind(status).fetch_one(pool).await?;
+            let mut rows = sqlx::query(list).bind(timer_id).bind(status).bind(page_bound(limit)).bind(page_bound(offset));
+            let mut total = sqlx::query_scalar(count).bind(timer_id).bind(status);
+            if let Some(at) = at {
+                rows = rows.bind(at);
+                total = total.bind(at);
+            }
+            let rows = rows.fetch_all(pool).await?;
+            let total: i64 = total.fetch_one(pool).await?;
             (rows.iter().map(fire_from_row).collect::<Result<Vec<_>>>()?, total)
         });
         Ok((fires, total as u64))

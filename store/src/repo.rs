@@ -78,6 +78,17 @@ pub struct Overdue {
     pub status: FireStatus,
 }
 
+/// Which of a timer's fires a listing shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FireWindow {
+    /// Every fire, newest first.
+    All,
+    /// Fires due by this time (Unix ms), newest first.
+    DueBy(i64),
+    /// Pending fires after this time (Unix ms), soonest first.
+    UpcomingAfter(i64),
+}
+
 /// Fires (`t_timer_task`).
 #[async_trait]
 pub trait FireRepo: Send + Sync {
@@ -133,6 +144,15 @@ pub trait FireRepo: Send + Sync {
     /// Deletes at most `limit` ended fires (not pending, not running) that
     /// ran before `before_ms`; returns how many.
     async fn delete_ended_before(&self, before_ms: i64, limit: u32) -> Result<u64>;
+    /// A page of a timer's fires in `window`, and their total.
+    async fn list_fires_in(
+        &self,
+        timer_id: i64,
+        status: Option<FireStatus>,
+        window: FireWindow,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Fire>, u64)>;
     /// A page of a timer's fires, newest first, and their total.
     async fn list_fires(
         &self,

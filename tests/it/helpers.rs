@@ -113,12 +113,15 @@ impl TestNode {
         req.send().await.unwrap().json().await.unwrap()
     }
 
-    /// Every fire record of a timer, oldest first.
+    /// Every fire record of a timer (those due and those planned), oldest first.
     pub async fn fires(&self, id: i64, app: &str) -> Vec<Value> {
-        let url = format!("{}/api/xtimer/getTimerTasks?id={id}&app={app}&pageSize=500", self.base);
-        let reply: Value = self.http.get(url).send().await.unwrap().json().await.unwrap();
-        assert_eq!(reply["code"], 0, "{reply}");
-        let mut list = reply["result"]["list"].as_array().unwrap().clone();
+        let mut list = Vec::new();
+        for window in ["", "&upcoming=true"] {
+            let url = format!("{}/api/xtimer/getTimerTasks?id={id}&app={app}&pageSize=500{window}", self.base);
+            let reply: Value = self.http.get(url).send().await.unwrap().json().await.unwrap();
+            assert_eq!(reply["code"], 0, "{reply}");
+            list.extend(reply["result"]["list"].as_array().unwrap().iter().cloned());
+        }
         list.sort_by_key(|f| f["runTimer"].as_i64());
         list
     }

@@ -3,7 +3,7 @@
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::TimerStatus;
-use xtimer_store::{NewFire, Overdue};
+use xtimer_store::{FireWindow, NewFire, Overdue};
 
 use crate::helpers::{claim_all, fire, insert, key, result, succeeded, timer, Backend, APP, T0};
 
@@ -480,4 +480,25 @@ pub async fn delete_ended_before_takes_only_old_ended_fires(b: Backend) {
     let mut runs: Vec<i64> = left.iter().map(|f| f.run_ms).collect();
     runs.sort();
     assert_eq!((runs, total), (vec![now - 3_000, now + 1_000], 2));
+}
+
+pub async fn listing_windows_split_due_from_upcoming(b: Backend) {
+    let t = timer(&b, "w", TimerStatus::Enabled).await;
+    let now = b.now();
+    let keys = insert(&b, &t, &[now - 2_000, now - 1_000, now, now + 1_000, now + 2_000]).await;
+    let claims = claim_all(&b, &keys[..1], "node-a:1", 60_000).await;
+    assert_eq!(b.fires.record(&[succeeded(&claims[0], 2)], now).await.unwrap(), 1);
+    let runs =
+        |(list, total): (Vec<xtimer_core::fire::Fire>, u64)| (list.iter().map(|f| f.run_ms).collect::<Vec<_>>(), total);
+
+    let due = b.fires.list_fires_in(t.id, None, FireWindow::DueBy(now), 0, 10).await.unwrap();
+    assert_eq!(runs(due), (vec![now, now - 1_000, now - 2_000], 3), "due by now, newest first");
+    let due = b.fires.list_fires_in(t.id, None, FireWindow::DueBy(now), 1, 1).await.unwrap();
+    assert_eq!(runs(due), (vec![now - 1_000], 3), "paged");
+    let done = b.fires.list_fires_in(t.id, Some(FireStatus::Succeeded), FireWindow::DueBy(now), 0, 10).await.unwrap();
+    assert_eq!(runs(done), (vec![now - 2_000], 1));
+    let upcoming = b.fires.list_fires_in(t.id, None, FireWindow::UpcomingAfter(now), 0, 10).await.unwrap();
+    assert_eq!(runs(upcoming), (vec![now + 1_000, now + 2_000], 2), "planned, soonest first");
+    let all = b.fires.list_fires_in(t.id, None, FireWindow::All, 0, 10).await.unwrap();
+    assert_eq!(all.1, 5);
 }

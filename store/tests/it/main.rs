@@ -53,6 +53,7 @@ macro_rules! conformance_suite {
                 fires {
                     insert_fires_is_idempotent,
                     delete_ended_before_takes_only_old_ended_fires,
+                    listing_windows_split_due_from_upcoming,
                     pending_between_is_a_half_open_window_with_a_timer_filter,
                     claim_is_a_compare_and_set,
                     claim_of_a_repeated_key_claims_it_once,

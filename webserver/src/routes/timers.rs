@@ -26,6 +26,7 @@ use axum::http::Uri;
 use axum::routing::{delete, get, post};
 use axum::Router;
 use xtimer_core::timer::{Notify, Schedule, Timer, TimerStatus};
+use xtimer_store::FireWindow;
 
 use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 use self::view::{FireView, List, TimerId, TimerView};
@@ -178,7 +179,8 @@ pub async fn timers_list(
     Ok(Envelope(List { list: timers.iter().map(|t| TimerView::at(t, now)).collect(), total }))
 }
 
-/// `GET getTimerTasks`: a page of a timer's fires, latest run time first,
+/// `GET getTimerTasks`: a page of a timer's fires already due, newest
+/// first, or with `upcoming=true` its planned ones, soonest first;
 /// optionally of one status; a 404 once the timer is deleted.
 pub async fn timer_tasks_list(
     State(state): State<AppState>,
@@ -190,7 +192,9 @@ pub async fn timer_tasks_list(
     authorize(&auth, &q.app)?;
     let (status, page) = q.validate()?;
     live_timer(&state, &auth, &TimerRef { id: q.id, app: q.app }).await?;
-    let (fires, total) = state.fires.list_fires(q.id, status, page.offset, page.limit).await?;
+    let now = state.clock.now_ms();
+    let window = if q.upcoming == Some(true) { FireWindow::UpcomingAfter(now) } else { FireWindow::DueBy(now) };
+    let (fires, total) = state.fires.list_fires_in(q.id, status, window, page.offset, page.limit).await?;
     Ok(Envelope(List { list: fires.iter().map(FireView::from).collect(), total }))
 }
 

@@ -14,12 +14,12 @@ async fn enable_disable_delete_lifecycle() {
     assert_eq!(app.by_id("enableTimer", id, "a").await.ok(), &json!({"id": id}));
     assert_eq!(app.timer(id, "a").await["status"], 2);
     // Enabling expanded the timer into its fire before answering.
-    let tasks = app.tasks(id, "a", "&status=0").await;
+    let tasks = app.tasks(id, "a", "&status=0&upcoming=true").await;
     assert_eq!(tasks["total"], 1, "{tasks}");
     assert_eq!(tasks["list"][0]["runTimer"], NOW_MS + 30_000);
     // Enabling again is harmless and adds no second fire.
     app.by_id("enableTimer", id, "a").await.ok();
-    assert_eq!(app.tasks(id, "a", "").await["total"], 1);
+    assert_eq!(app.tasks(id, "a", "&upcoming=true").await["total"], 1);
 
     app.clock.advance(1_000);
     assert_eq!(app.by_id("unableTimer", id, "a").await.ok(), &json!({"id": id}));
@@ -45,7 +45,7 @@ async fn a_deleted_timer_is_gone_from_every_route() {
     body["status"] = json!(2);
     let id = app.create_ok(&body).await;
     let kept = app.create_ok(&once_timer("a", "kept", NOW_MS + 30_000)).await;
-    assert_eq!(app.tasks(id, "a", "").await["total"], 1, "it has a fire before the delete");
+    assert_eq!(app.tasks(id, "a", "&upcoming=true").await["total"], 1, "it has a fire before the delete");
     assert_eq!(app.delete(id, "a").await.ok(), &json!({"id": id}));
 
     let want = not_found(id, "a");

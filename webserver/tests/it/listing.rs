@@ -52,6 +52,17 @@ async fn timer_tasks_are_paged_newest_first_and_filtered_by_status() {
         .collect();
     app.repo.insert_fires(&fires, NOW_MS).await.unwrap();
 
+    // By default the fires already due, newest first; `upcoming=true`: the
+    // planned ones, soonest first.
+    let due = app.tasks(id, "a", "").await;
+    assert_eq!((due["total"].as_i64(), due["list"][0]["runTimer"].as_i64()), (Some(1), Some(NOW_MS)), "{due}");
+    let upcoming = app.tasks(id, "a", "&upcoming=true&pageSize=3").await;
+    let soonest: Vec<i64> =
+        upcoming["list"].as_array().unwrap().iter().map(|f| f["runTimer"].as_i64().unwrap()).collect();
+    assert_eq!((upcoming["total"].as_i64(), soonest), (Some(24), vec![NOW_MS + 1_000, NOW_MS + 2_000, NOW_MS + 3_000]));
+
+    // Once every fire is due, paging walks them newest first.
+    app.clock.advance(30_000);
     let mut runs = Vec::new();
     for (index, len) in [(1, 10), (2, 10), (3, 5), (4, 0)] {
         let page = app.tasks(id, "a", &format!("&pageIndex={index}&pageSize=10")).await;

@@ -29,7 +29,7 @@ async fn every_route_answers_with_and_without_api() {
         let id = app.post_json(&format!("{base}/createTimer"), &body).await.ok()["id"].as_i64().unwrap();
         let q = format!("id={id}&app={app_name}");
         assert_eq!(app.get(&format!("{base}/getTimer?{q}")).await.ok()["status"], 2, "{base}");
-        assert_eq!(app.get(&format!("{base}/getTimerTasks?{q}")).await.ok()["total"], 1, "{base}");
+        assert_eq!(app.get(&format!("{base}/getTimerTasks?{q}&upcoming=true")).await.ok()["total"], 1, "{base}");
         assert_eq!(app.get(&format!("{base}/getAppTimers?app={app_name}")).await.ok()["total"], 1, "{base}");
         assert_eq!(app.get(&format!("{base}/unableTimer?{q}")).await.ok()["id"], id, "{base}");
         assert_eq!(app.get(&format!("{base}/getTimer?{q}")).await.ok()["status"], 1, "{base}");
@@ -143,6 +143,16 @@ impl FireRepo for BrokenFires {
         store_down()
     }
     async fn delete_ended_before(&self, _: i64, _: u32) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn list_fires_in(
+        &self,
+        _: i64,
+        _: Option<FireStatus>,
+        _: xtimer_store::FireWindow,
+        _: u64,
+        _: u64,
+    ) -> xtimer_store::Result<(Vec<Fire>, u64)> {
         store_down()
     }
     async fn pending_between(&self, _: Option<i64>, _: i64, _: i64, _: u32) -> xtimer_store::Result<Vec<FireKey>> {

@@ -570,6 +570,10 @@ pub struct TimerTasksQuery {
     /// Only fires with this status (0..=5).
     #[serde(default)]
     pub status: Option<i64>,
+    /// `true`: the planned fires (pending, not yet due), soonest first;
+    /// otherwise the fires already due, newest first.
+    #[serde(default)]
+    pub upcoming: Option<bool>,
     /// 1-based page number; defaults to 1.
     #[serde(default)]
     pub page_index: Option<i64>,
