@@ -79,11 +79,6 @@ impl BodyLimit {
         }
     }
 
-    /// The largest limit of any route: what the body layer enforces.
-    pub fn largest(config: &xtimer_core::config::ServerConfig) -> usize {
-        config.max_body_bytes.max(config.max_batch_body_bytes)
-    }
-
     /// A 413 when `len` is over the limit.
     pub fn check(self, len: usize) -> Result<(), ApiError> {
         if len > self.bytes {

@@ -21,10 +21,11 @@ pub mod batch;
 pub mod input;
 pub mod view;
 
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::Uri;
 use axum::routing::{delete, get, post};
 use axum::Router;
+use xtimer_core::config::ServerConfig;
 use xtimer_core::timer::{Notify, Schedule, Timer, TimerStatus};
 use xtimer_store::FireWindow;
 
@@ -37,11 +38,13 @@ use crate::limits::{busiest_minute, FIRE_CHECK_MAX_TIMERS};
 use crate::security::CREATE_RESOLVE_TIMEOUT;
 use crate::{ApiError, AppState, Envelope};
 
-/// The timer routes under `prefix` (`/api/xtimer` or `/xtimer`).
-pub fn routes(prefix: &str) -> Router<AppState> {
+/// The timer routes under `prefix` (`/api/xtimer` or `/xtimer`); a batch
+/// call's body may be up to `config.max_batch_body_bytes`.
+pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
+    let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
     Router::new()
         .route(&format!("{prefix}/createTimer"), post(timers_create))
-        .route(&format!("{prefix}/createTimers"), post(batch::timers_create_batch))
+        .route(&format!("{prefix}/createTimers"), post(batch::timers_create_batch).layer(batch_limit))
         .route(&format!("{prefix}/enableTimer"), get(timers_enable))
         .route(&format!("{prefix}/unableTimer"), get(timers_disable))
         .route(&format!("{prefix}/delTimer"), delete(timers_delete))
