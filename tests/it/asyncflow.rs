@@ -621,6 +621,20 @@ async fn task_types_belong_to_the_app_that_registered_them(stack: Stack) {
     }
     let ping = node.http.get(format!("{}/v1/ping", node.base)).send().await.unwrap();
     assert_eq!(ping.status(), 200);
+    // An unmodified Go worker at http://alpha:alpha-token@host:port sends
+    // Basic credentials: they work as alpha's token, and only as alpha's.
+    let basic = |user: &str, token: &str| {
+        node.http.get(format!("{}/v1/get_task?task_id={task_id}", node.base)).basic_auth(user, Some(token)).send()
+    };
+    let reply: Value = basic("alpha", "alpha-token").await.unwrap().json().await.unwrap();
+    assert_eq!((&reply["code"], &reply["task_data"]["task_id"]), (&json!(0), &json!(task_id)), "{reply}");
+    for (user, token) in [("beta", "alpha-token"), ("alpha", "beta-token"), ("alpha", "nope")] {
+        let resp = basic(user, token).await.unwrap();
+        let status = resp.status();
+        let reply: Value = resp.json().await.unwrap();
+        assert!(status == 401 || status == 403, "{user}:{token}: {status} {reply}");
+        assert_eq!(reply["code"], 8020, "{user}:{token}: {reply}");
+    }
     // Even past the route's check (another node's cache), the store keeps the owner's cfg.
     let cfg = TaskScheduleCfg { task_type: "alpha_jobs".into(), schedule_limit: 1, ..Default::default() };
     let err = node.node.tasks.register(cfg, Some("beta")).await.unwrap_err();

@@ -228,17 +228,20 @@ impl Auth {
         if !self.enabled {
             return AuthContext::Disabled;
         }
-        let Some(token) = bearer(headers) else { return AuthContext::Missing };
-        let hash = token_hash(token);
+        let Some(credentials) = credentials(headers) else { return AuthContext::Missing };
+        let hash = token_hash(&credentials.token);
         if self.admin_hash.as_deref().is_some_and(|admin| constant_time_eq(admin.as_bytes(), hash.as_bytes())) {
             return AuthContext::Admin;
         }
-        if let Some(app) = self.configured.get(&hash) {
-            return AuthContext::App(AuthApp { app: app.clone() });
-        }
-        match self.lookup(hash).await {
-            Some(app) => AuthContext::App(AuthApp { app }),
-            None => AuthContext::Unknown,
+        let app = match self.configured.get(&hash) {
+            Some(app) => Some(app.clone()),
+            None => self.lookup(hash).await,
+        };
+        match app {
+            // Basic credentials name the app as their user: a token of
+            // another app is not these credentials.
+            Some(app) if credentials.user.as_ref().is_none_or(|user| *user == app) => AuthContext::App(AuthApp { app }),
+            _ => AuthContext::Unknown,
         }
     }
 
@@ -270,6 +273,33 @@ impl Auth {
 }
 
 /// The token of `Authorization: Bearer <token>` (scheme in any case).
+/// The token a request carries: `Authorization: Bearer TOKEN`, or
+/// `Authorization: Basic` of `APP:TOKEN` (what a Go asyncflow worker sends
+/// when its server address is `http://APP:TOKEN@host:port`).
+pub struct Credentials {
+    /// The API token.
+    pub token: String,
+    /// The app named as the Basic user, if Basic.
+    pub user: Option<String>,
+}
+
+/// The [`Credentials`] of `headers`, if any.
+pub fn credentials(headers: &HeaderMap) -> Option<Credentials> {
+    if let Some(token) = bearer(headers) {
+        return Some(Credentials { token: token.to_string(), user: None });
+    }
+    use base64::Engine;
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let (user, token) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    (!token.is_empty()).then(|| Credentials { token: token.to_string(), user: Some(user.to_string()) })
+}
+
+/// The bearer token of `headers`, if any.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
@@ -310,7 +340,19 @@ mod tests {
         let a = auth();
         assert_eq!(a.context(&HeaderMap::new()).await, AuthContext::Missing);
         assert_eq!(a.context(&headers("Bearer nope")).await, AuthContext::Unknown);
-        assert_eq!(a.context(&headers("Basic tb")).await, AuthContext::Missing);
+        assert_eq!(a.context(&headers("Basic tb")).await, AuthContext::Missing, "not base64 of user:token");
+        // Basic of `billing:tb` (a Go worker at http://billing:tb@host:port).
+        let basic = |pair: &str| {
+            use base64::Engine;
+            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))
+        };
+        assert_eq!(
+            a.context(&headers(&basic("billing:tb"))).await,
+            AuthContext::App(AuthApp { app: "billing".into() })
+        );
+        assert_eq!(a.context(&headers(&basic("ops:tb"))).await, AuthContext::Unknown, "the user must be the app");
+        assert_eq!(a.context(&headers(&basic("billing:nope"))).await, AuthContext::Unknown);
+        assert_eq!(a.context(&headers(&basic("billing:"))).await, AuthContext::Missing);
         assert_eq!(a.context(&headers("bearer  tb ")).await, AuthContext::App(AuthApp { app: "billing".into() }));
         assert_eq!(a.context(&headers("Bearer adm")).await, AuthContext::Admin);
         assert!(a.is_admin(&headers("Bearer adm")));

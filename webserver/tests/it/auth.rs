@@ -205,3 +205,25 @@ async fn with_auth_off_tokens_are_ignored() {
     // Another app's id stays a 404: ids do not leak across apps.
     app.call(Method::GET, &format!("/api/xtimer/getTimer?id={id}&app=b"), None, None).await.err(StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn basic_credentials_name_the_app_and_carry_its_token() {
+    use axum::body::Body;
+    use axum::http::{header, Request};
+    use base64::Engine;
+    let app = secure_app().await;
+    let basic = |pair: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair));
+    let create = |auth: String| {
+        Request::post("/api/xtimer/createTimer")
+            .header(header::AUTHORIZATION, auth)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(cron_timer("billing", "by-basic").to_string()))
+            .unwrap()
+    };
+    let refused = app.send(create(basic(&format!("ops:{BILLING}")))).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "the user must be the token's app: {}", refused.body);
+    let refused = app.send(create(basic("billing:wrong"))).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
+    let created = app.send(create(basic(&format!("billing:{BILLING}")))).await;
+    assert!(created.ok()["id"].as_i64().unwrap() > 0);
+}
