@@ -270,7 +270,8 @@ impl Tasks {
         }
     }
 
-    /// get_task_list: tasks of a type with a status (0: any), oldest order_time first.
+    /// get_task_list: tasks of a type with a status (0: any) whose
+    /// order_time has come, oldest order_time first (as the reference does).
     pub async fn list(&self, task_type: &str, status: i32, limit: i64) -> Result<Vec<TaskData>> {
         if task_type.is_empty() {
             return Err(Error::Invalid("task_type is required".into()));
@@ -285,7 +286,8 @@ impl Tasks {
             return Err(Error::Invalid(format!("limit must be 0 or more, not {limit}")));
         }
         let limit = if limit == 0 { DEFAULT_LIST } else { limit.min(i64::from(MAX_HOLD)) as u32 };
-        Ok(self.store.list(task_type, Positions { begin: 1, end: pos.end }, status, limit).await?)
+        let now_s = self.now_ms().div_euclid(1_000);
+        Ok(self.store.list(task_type, Positions { begin: 1, end: pos.end }, status, now_s, limit).await?)
     }
 
     /// get_task_counts_by_type: every task of the type, in every table.

@@ -303,6 +303,7 @@ impl TaskStore {
         task_type: &str,
         pos: Positions,
         status: Option<i32>,
+        due_by_s: i64,
         limit: u32,
     ) -> Result<Vec<TaskData>> {
         let mut out = Vec::new();
@@ -311,12 +312,12 @@ impl TaskStore {
             if want == 0 {
                 break;
             }
-            let filter = status.map(|s| format!("WHERE status = {s}")).unwrap_or_default();
+            let filter = status.map(|s| format!("AND status = {s}")).unwrap_or_default();
             let sql = format!(
-                "SELECT {TASK_COLUMNS} FROM \"{}\" {filter} ORDER BY order_time LIMIT $1",
+                "SELECT {TASK_COLUMNS} FROM \"{}\" WHERE order_time <= $2 {filter} ORDER BY order_time LIMIT $1",
                 table_name(task_type, p)
             );
-            let rows = on_db!(&self.db, read, pool => sqlx::query(&sql).bind(want as i64).fetch_all(pool).await?
+            let rows = on_db!(&self.db, read, pool => sqlx::query(&sql).bind(want as i64).bind(due_by_s).fetch_all(pool).await?
                 .iter().map(task_from_row).collect::<Result<Vec<_>>>()?);
             out.extend(rows.into_iter().map(|t| t.data));
         }

@@ -655,8 +655,29 @@ async fn task_types_belong_to_the_app_that_registered_them(stack: Stack) {
     node.stop().await;
 }
 
+/// get_task_list, as the reference: only tasks whose order_time has come.
+async fn get_task_list_shows_only_tasks_whose_time_has_come(stack: Stack) {
+    let node = TestNode::spawn(stack).await;
+    let go = GoWorker::new(&node);
+    go.register(json!({"task_type": "later"})).await;
+    let now_id = go.create("later", "now").await;
+    // A negative priority puts order_time an hour ahead.
+    let body = json!({"task_data": {"task_type": "later", "context": "in-an-hour", "priority": -3600}});
+    let reply = go.post_json("/v1/create_task", &body.to_string()).await;
+    assert_eq!(reply["code"], 0, "{reply}");
+    for query in ["status=1", "status=0"] {
+        let list = go.get(&format!("/v1/get_task_list?task_type=later&{query}&limit=10")).await;
+        let ids: Vec<&str> =
+            list["task_list"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
+        assert_eq!(ids, vec![now_id.as_str()], "{query}: {list}");
+    }
+    assert_eq!(go.counts("later").await, 2, "both exist");
+    node.stop().await;
+}
+
 on_both_stacks!(
     task_types_belong_to_the_app_that_registered_them,
+    get_task_list_shows_only_tasks_whose_time_has_come,
     go_worker_wire,
     concurrent_holds_never_share_a_task,
     a_failing_task_delays_no_other,
