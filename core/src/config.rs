@@ -515,7 +515,12 @@ impl Config {
         }
         for (name, raw) in env {
             let Some(path) = name.strip_prefix("XTIMER_") else { continue };
-            let Some((section, field)) = path.split_once("__") else { continue };
+            let Some((section, field)) = path.split_once("__") else {
+                if !NOT_SETTINGS.contains(&path) && !HARNESS_PREFIXES.iter().any(|p| path.starts_with(p)) {
+                    errors.push(unknown_variable(name, &defaults));
+                }
+                continue;
+            };
             let (section, mut field) = (section.to_ascii_lowercase(), field.to_ascii_lowercase());
             if let Some((_, _, to)) = ALIASES.iter().find(|(s, from, _)| *s == section && *from == field) {
                 field = (*to).to_string();
@@ -644,6 +649,53 @@ impl Config {
 }
 
 /// Old key names still read: (section, old name, name).
+/// `XTIMER_` variables that are not settings: the command line's own
+/// (`--listen`, `--database-url`, `--config`), the log level, the worker
+/// example's server address and the binary the scripts run.
+const NOT_SETTINGS: &[&str] = &["LISTEN", "DATABASE_URL", "CONFIG", "LOG", "ADDR", "BIN"];
+
+/// Prefixes (after `XTIMER_`) of the test, chaos and adversarial harnesses'
+/// own variables, which the nodes they start inherit.
+const HARNESS_PREFIXES: &[&str] = &["TEST_", "CHAOS_", "ADVERSARIAL_"];
+
+/// The error of an `XTIMER_` variable that names no setting, with the
+/// setting it most likely meant (`XTIMER_REDIS_URL`: `XTIMER_REDIS__URL`).
+fn unknown_variable(name: &str, defaults: &toml::Value) -> String {
+    let mut settings = Vec::new();
+    if let toml::Value::Table(sections) = defaults {
+        for (section, fields) in sections {
+            if let toml::Value::Table(fields) = fields {
+                for field in fields.keys() {
+                    settings.push(format!("XTIMER_{}__{}", section.to_uppercase(), field.to_uppercase()));
+                }
+            }
+        }
+    }
+    let nearest = settings.iter().min_by_key(|s| edit_distance(s, name)).filter(|s| edit_distance(s, name) <= 4);
+    match nearest {
+        Some(setting) => format!(
+            "{name} names no setting (a setting is XTIMER_<SECTION>__<FIELD>, two underscores): did you mean {setting}?"
+        ),
+        None => format!("{name} names no setting (a setting is XTIMER_<SECTION>__<FIELD>, two underscores)"),
+    }
+}
+
+/// Levenshtein distance between two short ASCII names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 const ALIASES: &[(&str, &str, &str)] = &[("reconciler", "misfire_window_ms", "misfire_threshold_ms")];
 
 /// Renames the old key names of a file's `table` to their names (both at
@@ -769,6 +821,33 @@ mod tests {
         assert_eq!(c.executor.concurrency, 20);
         assert_eq!(c.executor.timeout_ms, 2000);
         assert_eq!(c.server.listen, "0.0.0.0:9");
+    }
+
+    #[test]
+    fn a_variable_that_names_no_setting_stops_the_start_with_the_nearest_name() {
+        let Err(Error::Config(list)) = Config::load(None, &env(&[("XTIMER_REDIS_URL", "redis://10.0.0.5:6379")]))
+        else {
+            panic!("refused")
+        };
+        assert_eq!(
+            list,
+            ["XTIMER_REDIS_URL names no setting (a setting is XTIMER_<SECTION>__<FIELD>, two underscores): \
+              did you mean XTIMER_REDIS__URL?"]
+        );
+        let Err(Error::Config(list)) = Config::load(None, &env(&[("XTIMER_WHATEVER", "1")])) else { panic!() };
+        assert_eq!(
+            list,
+            ["XTIMER_WHATEVER names no setting (a setting is XTIMER_<SECTION>__<FIELD>, two underscores)"]
+        );
+        // The command line's own variables, the log level and tests' variables are not settings.
+        let fine = env(&[
+            ("XTIMER_DATABASE_URL", "sqlite://x.db"),
+            ("XTIMER_LOG", "debug"),
+            ("XTIMER_CONFIG", "/etc/xtimer.toml"),
+            ("XTIMER_TEST_REDIS_URL", "redis://127.0.0.1:1"),
+        ]);
+        assert_eq!(Config::load(None, &fine).unwrap(), Config::default());
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 
     #[test]

@@ -128,3 +128,20 @@ async fn backup_refuses_postgres_and_a_missing_database_saying_what_to_do() {
     assert!(!missing.exists(), "no database was created by mistake");
     assert!(!target.exists(), "no backup file was left behind");
 }
+
+#[tokio::test]
+async fn a_misspelt_setting_variable_stops_the_start_and_names_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(&dir.path().join("never.db"));
+    let out = Command::new(env!("CARGO_BIN_EXE_xtimer"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
+        .env("XTIMER_REDIS_URL", "redis://10.0.0.5:6379")
+        .env_remove("XTIMER_CONFIG")
+        .output()
+        .expect("xtimer runs");
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "a node meant for a cluster must not start alone: {stderr}");
+    assert!(stderr.contains("XTIMER_REDIS_URL names no setting"), "{stderr}");
+    assert!(stderr.contains("did you mean XTIMER_REDIS__URL?"), "{stderr}");
+    assert!(!dir.path().join("never.db").exists(), "nothing was started");
+}
