@@ -8,12 +8,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::AsyncflowConfig;
 use xtimer_core::SharedClock;
-use xtimer_store::LockStore;
+use xtimer_store::{LockStore, TaskStore};
 
 use crate::retry::apply_failure;
-use crate::wire::TaskScheduleCfg;
+use crate::schedule_log::{ScheduleData, ScheduleLog};
+use crate::wire::{TaskScheduleCfg, TaskStatus};
 use crate::Result;
-use xtimer_store::TaskStore;
 
 /// Timed-out tasks taken back per table per pass.
 const TIMEOUT_PAGE: u32 = 1_000;
@@ -108,11 +108,20 @@ impl Governor {
             for stale in self.store.timed_out(t, p, cutoff, TIMEOUT_PAGE).await? {
                 let mut task = stale.data;
                 apply_failure(&mut task, cfg.max_retry_interval, now.div_euclid(1_000));
-                task.schedule_log = serde_json::json!({
-                    "last_error": format!("processing for over {} s (max_processing_time); taken back", cfg.max_processing_time),
-                    "taken_back_at": crate::wire::rfc3339(now),
-                })
-                .to_string();
+                // Appended to the worker's log in the shape Go workers read.
+                let mut log = ScheduleLog::parse(&task.schedule_log);
+                log.push(ScheduleData {
+                    err_msg: format!(
+                        "processing for over {} s (max_processing_time); taken back",
+                        cfg.max_processing_time
+                    ),
+                    stage: task.task_stage.clone(),
+                    outcome: if task.status == TaskStatus::Failed.code() { "fatal" } else { "retry" }.into(),
+                    start_time: crate::wire::rfc3339(stale.modify_ms),
+                    end_time: crate::wire::rfc3339(now),
+                    ..ScheduleData::default()
+                });
+                task.schedule_log = serde_json::to_string(&log).unwrap_or_default();
                 if self.store.requeue(p, &task, stale.modify_ms, now).await? {
                     report.requeued += 1;
                 }

@@ -7,6 +7,7 @@
 //! - [`wire`]: TaskData, TaskScheduleCfg, the replies and their codes.
 //! - [`task_id`]: `{uuid}_{type}_{pos}` ids and the tables they name.
 //! - [`retry`]: order_time and the retry rule.
+//! - [`schedule_log`]: a task's `schedule_log`, as Go workers shape it.
 //!
 //! With the `server` feature (default), the engine itself:
 //! - [`engine`]: [`Tasks`], the `/v1` operations with their rules, and the
@@ -17,6 +18,7 @@
 //! - [`error`]: this crate's error type, with the wire code of each case.
 
 pub mod retry;
+pub mod schedule_log;
 pub mod task_id;
 pub mod wire;
 

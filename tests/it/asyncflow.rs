@@ -364,7 +364,16 @@ async fn a_crashed_workers_task_comes_back(stack: Stack) {
     .await
     .expect("the task comes back");
     assert_eq!(back.crt_retry_num, 1, "{back:?}");
-    assert!(back.schedule_log.contains("max_processing_time"), "{back:?}");
+    // The take-back is the log's latest entry, in the shape Go workers decode:
+    // {"LastData": {"TraceId", "ErrMsg", "Cost", ...}, "HistoryDatas": [...]}.
+    let log: Value = serde_json::from_str(&back.schedule_log).unwrap();
+    let last = &log["LastData"];
+    assert!(last["ErrMsg"].as_str().unwrap().contains("max_processing_time"), "{log}");
+    assert_eq!(
+        (last["TraceId"].as_str(), last["Cost"].as_str(), last["Outcome"].as_str()),
+        (Some(""), Some(""), Some("retry"))
+    );
+    assert!(log["HistoryDatas"].is_array(), "{log}");
     // And another worker gets it once its retry delay has passed.
     let again = tokio::time::timeout(PATIENCE, async {
         loop {

@@ -10,73 +10,14 @@
 //! Cost}`, with the stage, the outcome and the times added, so tools that
 //! read Go workers' logs read ours.
 
-use serde::{Deserialize, Serialize};
 use xtimer_asyncflow::retry::{apply_failure, apply_next_stage};
+pub use xtimer_asyncflow::schedule_log::{ScheduleData, ScheduleLog, HISTORY_LEN};
 use xtimer_asyncflow::wire::{rfc3339, TaskData, TaskStatus};
 
 use crate::handler::Outcome;
 
-/// How many earlier attempts a schedule_log keeps besides the last.
-pub const HISTORY_LEN: usize = 9;
-
 /// Longest error text kept in a schedule_log entry, in bytes.
 pub const MAX_ERR_LEN: usize = 512;
-
-/// The `schedule_log` JSON of a task.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ScheduleLog {
-    /// The latest attempt.
-    #[serde(rename = "LastData")]
-    pub last_data: ScheduleData,
-    /// Earlier attempts, newest first, at most [`HISTORY_LEN`].
-    #[serde(rename = "HistoryDatas", deserialize_with = "null_as_empty")]
-    pub history_datas: Vec<ScheduleData>,
-}
-
-/// One attempt at one stage.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ScheduleData {
-    /// Identifies the attempt in this worker's logs.
-    #[serde(rename = "TraceId")]
-    pub trace_id: String,
-    /// The error of a `Retry` or `Fatal`; empty on success.
-    #[serde(rename = "ErrMsg")]
-    pub err_msg: String,
-    /// How long the handler ran, e.g. `"12ms"`.
-    #[serde(rename = "Cost")]
-    pub cost: String,
-    /// The stage that ran.
-    #[serde(rename = "Stage")]
-    pub stage: String,
-    /// `next`, `done`, `retry` or `fatal`.
-    #[serde(rename = "Outcome")]
-    pub outcome: String,
-    /// When the handler started (RFC 3339).
-    #[serde(rename = "StartTime")]
-    pub start_time: String,
-    /// When it returned (RFC 3339).
-    #[serde(rename = "EndTime")]
-    pub end_time: String,
-}
-
-impl ScheduleLog {
-    /// Parses a task's schedule_log; anything else (empty, another
-    /// worker's format) starts a fresh log.
-    pub fn parse(text: &str) -> Self {
-        serde_json::from_str(text).unwrap_or_default()
-    }
-
-    /// Makes `data` the last attempt, moving the previous one to history.
-    pub fn push(&mut self, data: ScheduleData) {
-        let previous = std::mem::replace(&mut self.last_data, data);
-        if previous != ScheduleData::default() {
-            self.history_datas.insert(0, previous);
-            self.history_datas.truncate(HISTORY_LEN);
-        }
-    }
-}
 
 /// One run of a handler: what the schedule_log records besides the outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,11 +88,6 @@ pub fn report(
 /// retry counted, so the next worker takes it first.
 pub fn hand_back(held: &TaskData) -> TaskData {
     TaskData { status: TaskStatus::Pending.code(), create_time: None, modify_time: None, ..held.clone() }
-}
-
-/// Go encodes an empty history (a nil slice) as `null`.
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ScheduleData>, D::Error> {
-    Ok(Option::<Vec<ScheduleData>>::deserialize(d)?.unwrap_or_default())
 }
 
 fn truncate(text: &str, max: usize) -> String {
