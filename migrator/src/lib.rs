@@ -167,7 +167,7 @@ impl Migrator {
             self.timers.set_next_runs(&next).await?;
         }
         report.completed = self.timers.complete_fired_once(now).await?;
-        report.indexed = x.index(None, now, to).await?;
+        report.indexed = x.index(now, to).await?;
         Ok(report)
     }
 }
@@ -185,18 +185,12 @@ impl Expander {
     /// Expands one timer from now to the current horizon and indexes its
     /// fires; called when a timer is enabled, so it fires on time.
     pub async fn expand_timer(&self, timer: &Timer) -> Result<u64> {
-        let now = self.clock.now_ms();
-        let to = self.horizon(now);
-        let fires = self.fires_of(timer, now, to, true);
-        self.fires.insert_fires(&fires, now).await?;
-        self.timers.set_next_runs(&[(timer.id, expand::next_fire_at_or_after(timer, to))]).await?;
-        // A one-shot timer enabled after its time still fires, once, now.
-        let from = fires.iter().map(|f| f.key.run_ms).min().unwrap_or(now).min(now);
-        self.index(Some(timer.id), from, to).await
+        self.expand_timers(std::slice::from_ref(timer)).await
     }
 
     /// Expands many timers just created or enabled, in one insert, and
-    /// indexes their new fires; returns how many fires it indexed.
+    /// indexes their fires; returns how many fires it indexed. A one-shot
+    /// timer enabled after its time still fires, once, now.
     pub async fn expand_timers(&self, timers: &[Timer]) -> Result<u64> {
         let now = self.clock.now_ms();
         let to = self.horizon(now);
@@ -234,13 +228,13 @@ impl Expander {
     }
 
     /// Indexes pending fires in `[from, to)` minute by minute.
-    async fn index(&self, timer_id: Option<i64>, from: i64, to: i64) -> Result<u64> {
+    async fn index(&self, from: i64, to: i64) -> Result<u64> {
         let mut indexed = 0;
         let mut minute = minute_of(from);
         while minute < to {
             let start = minute.max(from);
             let end = (minute + MINUTE_MS).min(to);
-            let keys = self.fires.pending_between(timer_id, start, end, u32::MAX).await?;
+            let keys = self.fires.pending_between(None, start, end, u32::MAX).await?;
             if !keys.is_empty() {
                 self.shards.add(&keys).await?;
                 indexed += keys.len() as u64;

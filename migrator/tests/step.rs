@@ -126,3 +126,46 @@ async fn retention_deletes_ended_fires_past_their_keep_time_one_node_at_a_time()
     let (left, total) = stores.fires.list_fires(id, None, 0, 10).await.unwrap();
     assert_eq!((left[0].run_ms, total), (T0 - 1_000, 1), "a record younger than the keep time stays");
 }
+
+#[tokio::test]
+async fn retention_with_the_defaults_keeps_a_week_of_history() {
+    use xtimer_core::config::RetentionConfig;
+    use xtimer_migrator::Retention;
+    use xtimer_store::NewFire;
+
+    const DAY: i64 = 24 * 3_600_000;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("d.db").display());
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = DatabaseConfig { url, max_connections: 2 };
+    let stores = Stores::connect(&db, &RedisConfig::default(), &ShardConfig::default(), clock.clone()).await.unwrap();
+    let id = stores.timers.create_timer(&timer("week", cron("0 0 12 * * *")), T0).await.unwrap().id;
+    let runs = [T0 - 8 * DAY, T0 - 6 * DAY, T0 - DAY];
+    let new: Vec<NewFire> =
+        runs.iter().map(|&run_ms| NewFire { key: FireKey { timer_id: id, run_ms }, app: "step".into() }).collect();
+    stores.fires.insert_fires(&new, T0 - 9 * DAY).await.unwrap();
+    let keys: Vec<FireKey> = new.iter().map(|f| f.key).collect();
+    let claimed = stores.fires.claim(&keys, "node-a:1", 60_000, T0).await.unwrap().claimed;
+    let results: Vec<FireResult> = claimed
+        .iter()
+        .map(|c| FireResult {
+            task_id: c.task_id,
+            owner: c.owner.clone(),
+            status: FireStatus::Succeeded,
+            attempt: 1,
+            output: "HTTP 200".into(),
+            cost_time: 1,
+            lease_until: None,
+        })
+        .collect();
+    assert_eq!(stores.fires.record(&results, T0).await.unwrap(), 3);
+
+    let retention =
+        Retention::new(RetentionConfig::default(), &stores, &NodeContext::new(clock.clone(), "node-a", "xtimer-test"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    assert_eq!(retention.run_once(&stop).await.unwrap(), Some(1), "only the record older than 7 days");
+    let (left, total) = stores.fires.list_fires(id, None, 0, 10).await.unwrap();
+    let mut kept: Vec<i64> = left.iter().map(|f| f.run_ms).collect();
+    kept.sort();
+    assert_eq!((kept, total), (vec![T0 - 6 * DAY, T0 - DAY], 2));
+}
