@@ -5,7 +5,9 @@
 //! `--redis-url`), registers `--timers` daily timers that fire more than an
 //! hour from now through `POST createTimers` (1,000 per call, `--clients`
 //! calls at a time), and reports:
-//! - the create rate, timers/s;
+//! - the create rate through `createTimers`, timers/s;
+//! - the create rate through `createTimer`, one timer a call from 64
+//!   keep-alive clients for 5 s, with those timers registered;
 //! - a migrator step's time (median of three), with those timers registered;
 //! - idle CPU: the process's CPU over `--idle-seconds` with nothing due, as
 //!   a percentage of one core;
@@ -25,11 +27,15 @@ use crate::receiver::Receiver;
 
 /// Timers per `createTimers` call.
 const BATCH: usize = 1_000;
+/// Clients calling `createTimer` at once, and for how long.
+const SINGLE_CLIENTS: usize = 64;
+const SINGLE_SECONDS: u64 = 5;
 
 /// Figures of one run.
 #[derive(Debug, Clone, Default)]
 struct Figures {
     creates_per_sec: f64,
+    single_per_sec: f64,
     step_ms: f64,
     idle_cpu_pct: f64,
     db_mb: f64,
@@ -47,8 +53,8 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         args.timers, args.due, args.seconds
     );
     println!(
-        "{:>4} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
-        "run", "creates/s", "step ms", "idle cpu", "db MB", "p50 ms", "p99 ms", "dups", "misses", "rss MB"
+        "{:>4} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
+        "run", "creates/s", "single/s", "step ms", "idle cpu", "db MB", "p50 ms", "p99 ms", "dups", "misses", "rss MB"
     );
     let mut all = Vec::new();
     for run in 1..=args.runs {
@@ -60,6 +66,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let med = |get: fn(&Figures) -> f64| median(all.iter().map(get).collect());
         let m = Figures {
             creates_per_sec: med(|f| f.creates_per_sec),
+            single_per_sec: med(|f| f.single_per_sec),
             step_ms: med(|f| f.step_ms),
             idle_cpu_pct: med(|f| f.idle_cpu_pct),
             db_mb: med(|f| f.db_mb),
@@ -76,8 +83,17 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
 fn print_row(label: &str, f: &Figures) {
     println!(
-        "{label:>4} {:>10.0} {:>8.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
-        f.creates_per_sec, f.step_ms, f.idle_cpu_pct, f.db_mb, f.p50_ms, f.p99_ms, f.duplicates, f.misses, f.rss_mb
+        "{label:>4} {:>10.0} {:>10.0} {:>8.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
+        f.creates_per_sec,
+        f.single_per_sec,
+        f.step_ms,
+        f.idle_cpu_pct,
+        f.db_mb,
+        f.p50_ms,
+        f.p99_ms,
+        f.duplicates,
+        f.misses,
+        f.rss_mb
     );
 }
 
@@ -103,6 +119,8 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let started = Instant::now();
     create_all(&client, &base, args.timers, args.clients, &daily).await?;
     let creates_per_sec = args.timers as f64 / started.elapsed().as_secs_f64().max(1e-9);
+    let single = format!("http://{}/api/xtimer/createTimer", node.addr);
+    let single_per_sec = create_singly(&client, &single, &url, SINGLE_CLIENTS, SINGLE_SECONDS).await?;
 
     let mut steps = Vec::new();
     for _ in 0..3 {
@@ -145,6 +163,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     late.sort_by(|a, b| a.total_cmp(b));
     let figures = Figures {
         creates_per_sec,
+        single_per_sec,
         step_ms,
         idle_cpu_pct,
         db_mb,
@@ -192,6 +211,45 @@ async fn create_all(
         done??;
     }
     Ok(())
+}
+
+/// `createTimer` calls from `clients` keep-alive clients for `seconds`,
+/// each an enabled one-shot timer due in a day; the rate of successes.
+async fn create_singly(
+    client: &reqwest::Client,
+    url: &str,
+    callback: &str,
+    clients: usize,
+    seconds: u64,
+) -> anyhow::Result<f64> {
+    let run_at = xtimer_core::clock::rfc3339(chrono::Utc::now().timestamp_millis() + 86_400_000);
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..clients {
+        let (client, url, callback, run_at) = (client.clone(), url.to_string(), callback.to_string(), run_at.clone());
+        tasks.spawn(async move {
+            let mut made = 0u64;
+            while Instant::now() < until {
+                let body = serde_json::json!({
+                    "app": format!("single{}", c % 10), "name": format!("o{c}-{made}"), "status": 2,
+                    "runAt": run_at, "notifyHTTPParam": {"url": callback},
+                });
+                let body = serde_json::to_vec(&body)?;
+                let reply = client.post(&url).header("content-type", "application/json").body(body).send().await?;
+                let status = reply.status();
+                let text = reply.text().await?;
+                anyhow::ensure!(status.is_success(), "createTimer answered {status}: {text}");
+                made += 1;
+            }
+            anyhow::Ok(made)
+        });
+    }
+    let mut made = 0;
+    while let Some(done) = tasks.join_next().await {
+        made += done??;
+    }
+    Ok(made as f64 / started.elapsed().as_secs_f64().max(1e-9))
 }
 
 /// CPU time of this process so far (user + system), seconds.

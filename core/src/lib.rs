@@ -21,6 +21,7 @@ pub mod config;
 pub mod cron;
 pub mod error;
 pub mod fire;
+pub mod load;
 pub mod node;
 pub mod shard;
 pub mod signature;

@@ -15,6 +15,7 @@
 //!   connect errors, migrations) and SQLite's WAL checkpointer.
 //! - [`redis`]: the shard index and locks over Redis, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
+//! - [`usage`]: what each app uses, kept as its timers change, for O(1) limits.
 //! - [`lease`]: the shard lease protocol (acquire, renew, finish, release), [`ShardLeases`].
 //! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
 //! - [`backup`]: an online copy of a SQLite database (`VACUUM INTO`).
@@ -36,6 +37,7 @@ mod sql;
 pub mod sqlite;
 pub mod tasks;
 mod timers;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -48,6 +50,7 @@ pub use repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;
+pub use usage::{Quota, Refusal};
 
 use xtimer_core::config::{DatabaseConfig, RedisConfig, ShardConfig};
 use xtimer_core::SharedClock;

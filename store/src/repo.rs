@@ -7,24 +7,59 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
-use crate::Result;
+use crate::usage::{Quota, Refusal};
+use crate::{Error, Result};
 
 /// Timers (`t_timer`).
 #[async_trait]
 pub trait TimerRepo: Send + Sync {
-    /// Stores a new timer and returns it with its id.
-    async fn create_timer(&self, timer: &NewTimer, now_ms: i64) -> Result<Timer>;
-    /// Stores many timers in one transaction (bulk import); returns their ids in order.
-    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>>;
+    /// Stores timers in one transaction, each checked against `quota` and
+    /// its app's usage (the timers before it in the call included); the
+    /// outcome of each in input order. A refused timer is not stored; the
+    /// others are (group commit of independent creates).
+    async fn create_each(
+        &self,
+        timers: &[NewTimer],
+        now_ms: i64,
+        quota: &Quota,
+    ) -> Result<Vec<std::result::Result<i64, Refusal>>>;
+    /// Stores timers in one transaction, all or none, checked against
+    /// `quota`; their ids in input order, or [`Error::NameTaken`] /
+    /// [`Error::Refused`] naming the first refused one.
+    async fn create_timers_within(&self, timers: &[NewTimer], now_ms: i64, quota: &Quota) -> Result<Vec<i64>>;
+    /// Sets a timer's status, keeping its app's usage; enabling is checked
+    /// against `quota` ([`Error::Refused`]). False when the id does not
+    /// exist or is deleted. Enabling marks it for expansion at the next
+    /// migrator step.
+    async fn set_status_within(&self, id: i64, status: TimerStatus, now_ms: i64, quota: &Quota) -> Result<bool>;
+    /// Forgets the one-shot counts of minutes before `before_minute` (Unix minutes).
+    async fn forget_minutes(&self, before_minute: i64) -> Result<u64>;
+
+    /// Stores a new timer, no quota, and returns it with its id.
+    async fn create_timer(&self, timer: &NewTimer, now_ms: i64) -> Result<Timer> {
+        let outcome = self.create_each(std::slice::from_ref(timer), now_ms, &Quota::default()).await?;
+        match outcome.into_iter().next() {
+            Some(Ok(id)) => Ok(timer.stored(id, now_ms)),
+            Some(Err(Refusal::NameTaken)) => Err(Error::NameTaken { app: timer.app.clone(), name: timer.name.clone() }),
+            Some(Err(refusal)) => Err(Error::Refused { app: timer.app.clone(), index: 0, refusal }),
+            None => Err(Error::Corrupt("t_timer: an insert returned no id".into())),
+        }
+    }
+    /// Stores many timers in one transaction, all or none, no quota;
+    /// returns their ids in order.
+    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
+        self.create_timers_within(timers, now_ms, &Quota::default()).await
+    }
+    /// [`TimerRepo::set_status_within`] without a quota.
+    async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
+        self.set_status_within(id, status, now_ms, &Quota::default()).await
+    }
     /// One timer by id, deleted ones included.
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>>;
     /// Several timers by id; missing ids are left out.
     async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
     /// A page of an app's timers that are not deleted, by id, and their total.
     async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
-    /// Sets a timer's status; false when the id does not exist or is
-    /// deleted. Enabling marks it for expansion at the next migrator step.
-    async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool>;
     /// Enabled timers with id > `after_id`, by id, at most `limit`.
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>>;
     /// Enabled timers whose next unexpanded fire is before `before_ms`,

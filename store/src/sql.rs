@@ -113,14 +113,6 @@ where
     })
 }
 
-/// Maps a unique-index violation on insert to [`Error::NameTaken`] for `app`/`name`.
-pub(crate) fn name_taken_or(err: sqlx::Error, app: &str, name: &str) -> Error {
-    match err {
-        sqlx::Error::Database(e) if e.is_unique_violation() => Error::NameTaken { app: app.into(), name: name.into() },
-        e => e.into(),
-    }
-}
-
 /// SQL true when the claim of a running fire may be taken over: its lease
 /// ended before `now`, or the node named by its owner token
 /// (`{node_id}:{seq}`) has a `t_node` row with no heartbeat since

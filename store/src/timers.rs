@@ -1,28 +1,35 @@
 //! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every dialect;
 //! only the batch insert and the read by many ids differ, side by side.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
 use async_trait::async_trait;
 use const_format::formatcp;
 use sqlx::{QueryBuilder, Row, Sqlite};
+use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::on_db;
 use crate::repo::TimerRepo;
-use crate::sql::{code, name_taken_or, page_bound, schedule_columns, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::sql::{code, page_bound, schedule_columns, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Quota, Refusal, Tx};
 use crate::{Database, Error, Result};
 
 // `next_run` starts at 0: an enabled timer is expanded at the next
 // migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
-     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time, next_run) ";
+     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time, next_run, \
+      peak_fpm) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
+const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
     code::TIMER_DELETED
 );
 const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
 const SET_STATUS: &str = formatcp!(
-    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END
+    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END,
+            peak_fpm = $4
      WHERE timer_id = $3 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
@@ -55,51 +62,79 @@ fn retry_json(t: &NewTimer) -> String {
     serde_json::to_string(&t.retry).expect("retry serializes")
 }
 
-/// The error of a batch whose insert hit the unique name index.
-fn batch_name_taken(timers: &[NewTimer]) -> Error {
-    Error::NameTaken { app: timers[0].app.clone(), name: "(one of the batch)".into() }
-}
-
 #[async_trait]
 impl TimerRepo for Database {
-    async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
-        let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
-        let sql =
-            formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, 0) RETURNING timer_id");
-        // `fetch_all`, not `fetch_one`: SQLite commits a RETURNING statement
-        // only when it is stepped to its end, and an error there (a full
-        // disk) would be lost if the statement were dropped after one row.
-        let res: std::result::Result<Vec<i64>, sqlx::Error> = on_db!(self, write, pool => sqlx::query_scalar(sql)
-            .bind(&t.app)
-            .bind(&t.name)
-            .bind(t.status.code())
-            .bind(kind)
-            .bind(cron)
-            .bind(timezone)
-            .bind(run_at)
-            .bind(notify_json(t))
-            .bind(retry_json(t))
-            .bind(t.misfire.as_str())
-            .bind(now_ms)
-            .fetch_all(pool)
-            .await);
-        match res {
-            Ok(ids) => match ids.first() {
-                Some(&id) => Ok(t.stored(id, now_ms)),
-                None => Err(Error::Corrupt("t_timer: an insert returned no id".into())),
-            },
-            Err(e) => Err(name_taken_or(e, &t.app, &t.name)),
-        }
+    async fn create_each(
+        &self,
+        timers: &[NewTimer],
+        now_ms: i64,
+        quota: &Quota,
+    ) -> Result<Vec<std::result::Result<i64, Refusal>>> {
+        let mut tx = Tx::begin(self).await?;
+        let outcomes = insert_checked(&mut tx, timers, now_ms, quota).await?;
+        tx.commit().await?;
+        Ok(outcomes)
     }
 
-    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
+    async fn create_timers_within(&self, timers: &[NewTimer], now_ms: i64, quota: &Quota) -> Result<Vec<i64>> {
         if timers.is_empty() {
             return Ok(Vec::new());
         }
-        match self {
-            Self::Sqlite { write, .. } => create_timers_sqlite(write, timers, now_ms).await,
-            Self::Postgres(pool) => create_timers_pg(pool, timers, now_ms).await,
+        let mut tx = Tx::begin(self).await?;
+        let outcomes = insert_checked(&mut tx, timers, now_ms, quota).await?;
+        let mut ids = Vec::with_capacity(outcomes.len());
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok(id) => ids.push(id),
+                // Dropping the transaction rolls the whole batch back.
+                Err(Refusal::NameTaken) => {
+                    return Err(Error::NameTaken { app: timers[index].app.clone(), name: timers[index].name.clone() })
+                }
+                Err(refusal) => return Err(Error::Refused { app: timers[index].app.clone(), index, refusal }),
+            }
         }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    async fn set_status_within(&self, id: i64, status: TimerStatus, now_ms: i64, quota: &Quota) -> Result<bool> {
+        let mut tx = Tx::begin(self).await?;
+        // The app first, to lock its usage; then the row as it is under that lock.
+        let Some((timer, _)) = timer_with_peak(&mut tx, id).await? else { return Ok(false) };
+        let mut usage = AppUsage::read(&mut tx, &timer.app, now_ms).await?;
+        let Some((timer, peak)) = timer_with_peak(&mut tx, id).await? else { return Ok(false) };
+        if timer.status == TimerStatus::Deleted {
+            return Ok(false);
+        }
+        let load = load_of(&timer.schedule, peak, now_ms);
+        if timer.status != status {
+            if counts_as_timer(timer.status) && !counts_as_timer(status) {
+                usage.remove_timer();
+            }
+            if timer.status == TimerStatus::Enabled {
+                usage.disable(load);
+            }
+            if status == TimerStatus::Enabled {
+                if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
+                    return Err(Error::Refused { app: timer.app, index: 0, refusal });
+                }
+            }
+        }
+        on_tx!(&mut tx, c => sqlx::query(SET_STATUS)
+            .bind(status.code())
+            .bind(now_ms)
+            .bind(id)
+            .bind(peak_column(load))
+            .execute(&mut *c)
+            .await?
+            .rows_affected());
+        usage.write(&mut tx).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn forget_minutes(&self, before_minute: i64) -> Result<u64> {
+        usage::forget_minutes(self, before_minute).await
     }
 
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>> {
@@ -151,17 +186,6 @@ impl TimerRepo for Database {
             (rows.iter().map(timer_from_row).collect::<Result<Vec<_>>>()?, total)
         });
         Ok((timers, total as u64))
-    }
-
-    async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
-        let done = on_db!(self, write, pool => sqlx::query(SET_STATUS)
-            .bind(status.code())
-            .bind(now_ms)
-            .bind(id)
-            .execute(pool)
-            .await?
-            .rows_affected());
-        Ok(done == 1)
     }
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
@@ -221,77 +245,164 @@ impl TimerRepo for Database {
     }
 }
 
-/// SQLite: multi-row `VALUES` statements in one transaction.
-async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
-    let mut ids = Vec::with_capacity(timers.len());
-    let mut tx = write.begin().await?;
-    for chunk in timers.chunks(MAX_PARAMS / 13) {
-        let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
-        qb.push_values(chunk, |mut b, t| {
-            let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
-            b.push_bind(t.app.clone())
-                .push_bind(t.name.clone())
-                .push_bind(t.status.code())
-                .push_bind(kind)
-                .push_bind(cron.map(str::to_string))
-                .push_bind(timezone.to_string())
-                .push_bind(run_at)
-                .push_bind(notify_json(t))
-                .push_bind(retry_json(t))
-                .push_bind(t.misfire.as_str())
-                .push_bind(now_ms)
-                .push_bind(now_ms)
-                .push_bind(0_i64);
-        });
-        qb.push(" RETURNING timer_id");
-        match qb.build().fetch_all(&mut *tx).await {
-            Ok(rows) => {
-                for row in rows {
-                    ids.push(row.try_get("timer_id")?);
+/// Inserts `timers` in `tx`, each checked against its app's usage (read
+/// and locked per app, in app order); the outcome of each, in input order.
+/// A refused timer is not inserted and not counted; the others are.
+async fn insert_checked(
+    tx: &mut Tx,
+    timers: &[NewTimer],
+    now_ms: i64,
+    quota: &Quota,
+) -> Result<Vec<std::result::Result<i64, Refusal>>> {
+    let mut usages: BTreeMap<&str, AppUsage> = BTreeMap::new();
+    for app in timers.iter().map(|t| t.app.as_str()).collect::<BTreeSet<_>>() {
+        usages.insert(app, AppUsage::read(tx, app, now_ms).await?);
+    }
+    let mut checked = Vec::with_capacity(timers.len());
+    let mut outcomes: Vec<std::result::Result<i64, Refusal>> = Vec::with_capacity(timers.len());
+    for t in timers {
+        let usage = usages.get_mut(t.app.as_str()).expect("every app's usage was read");
+        let load = Load::of(&t.schedule, now_ms);
+        let mut outcome = usage.add_timer(quota).map(|()| 0);
+        if outcome.is_ok() {
+            // A disabled timer is checked alone: one that could never be
+            // enabled is refused now rather than at its enable.
+            let checked = match (t.status, load) {
+                (TimerStatus::Enabled, _) => usage.enable(tx, load, quota).await?,
+                (_, Load::Cron(own)) if own > quota.fires_per_minute_per_app => {
+                    Err(Refusal::TooManyFires { fires: own, own, max: quota.fires_per_minute_per_app })
                 }
+                _ => Ok(()),
+            };
+            if let Err(refusal) = checked {
+                usage.remove_timer();
+                outcome = Err(refusal);
             }
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Err(batch_name_taken(chunk)),
-            Err(e) => return Err(e.into()),
+        }
+        if outcome.is_ok() {
+            checked.push((t, load));
+        }
+        outcomes.push(outcome);
+    }
+    let inserted = on_tx!(tx, c => insert_rows(c, &checked, now_ms).await?);
+    // The first of a name in the call gets its row; a name taken before, or
+    // by an earlier item of the call, is refused and uncounted.
+    let mut ids: HashMap<(&str, &str), i64> =
+        inserted.iter().map(|(id, app, name)| ((app.as_str(), name.as_str()), *id)).collect();
+    let mut checked = checked.into_iter();
+    for (t, outcome) in timers.iter().zip(outcomes.iter_mut()) {
+        if outcome.is_err() {
+            continue;
+        }
+        let (_, load) = checked.next().expect("one checked entry per accepted timer");
+        match ids.remove(&(t.app.as_str(), t.name.as_str())) {
+            Some(id) => *outcome = Ok(id),
+            None => {
+                let usage = usages.get_mut(t.app.as_str()).expect("every app's usage was read");
+                usage.remove_timer();
+                if t.status == TimerStatus::Enabled {
+                    usage.disable(load);
+                }
+                *outcome = Err(Refusal::NameTaken);
+            }
         }
     }
-    tx.commit().await?;
-    Ok(ids)
+    for usage in usages.into_values() {
+        usage.write(tx).await?;
+    }
+    Ok(outcomes)
+}
+
+/// Rows of the timers: the stored columns (and the load's peak) of each.
+trait InsertRows {
+    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>>;
+}
+
+/// Inserts `timers` in order, skipping any whose name is taken; returns
+/// `(timer_id, app, name)` of each row made.
+async fn insert_rows<C: InsertRows>(
+    c: &mut C,
+    timers: &[(&NewTimer, Load)],
+    now_ms: i64,
+) -> Result<Vec<(i64, String, String)>> {
+    if timers.is_empty() {
+        return Ok(Vec::new());
+    }
+    c.insert_rows(timers, now_ms).await
+}
+
+const ON_NAME_TAKEN: &str = formatcp!(
+    " ON CONFLICT (app, name) WHERE status <> {} DO NOTHING RETURNING timer_id, app, name",
+    code::TIMER_DELETED
+);
+
+/// SQLite: multi-row `VALUES` statements.
+impl InsertRows for sqlx::SqliteConnection {
+    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
+        let mut made = Vec::with_capacity(timers.len());
+        for chunk in timers.chunks(MAX_PARAMS / 14) {
+            let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
+            qb.push_values(chunk, |mut b, (t, load)| {
+                let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+                b.push_bind(t.app.clone())
+                    .push_bind(t.name.clone())
+                    .push_bind(t.status.code())
+                    .push_bind(kind)
+                    .push_bind(cron.map(str::to_string))
+                    .push_bind(timezone.to_string())
+                    .push_bind(run_at)
+                    .push_bind(notify_json(t))
+                    .push_bind(retry_json(t))
+                    .push_bind(t.misfire.as_str())
+                    .push_bind(now_ms)
+                    .push_bind(now_ms)
+                    .push_bind(0_i64)
+                    .push_bind(peak_column(*load));
+            });
+            qb.push(ON_NAME_TAKEN);
+            for row in qb.build().fetch_all(&mut *self).await? {
+                made.push((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+            }
+        }
+        Ok(made)
+    }
 }
 
 /// PostgreSQL: one `INSERT ... SELECT FROM UNNEST` of one array per column,
-/// so the batch is one statement (all or nothing). Rows go in input order,
-/// so their ids, drawn from the sequence one after another, ascend in
-/// input order too.
-async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
-    let schedules: Vec<_> = timers.iter().map(|t| schedule_columns(&t.schedule)).collect();
-    let sql = formatcp!(
-        "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, $11, $11, 0
-         FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                     $8::text[], $9::text[], $10::text[])
-              WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, ord)
-         ORDER BY ord
-         RETURNING timer_id"
-    );
-    let res = sqlx::query_scalar::<_, i64>(sql)
-        .bind(timers.iter().map(|t| t.app.as_str()).collect::<Vec<_>>())
-        .bind(timers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>())
-        .bind(timers.iter().map(|t| t.status.code() as i16).collect::<Vec<_>>())
-        .bind(schedules.iter().map(|s| s.0).collect::<Vec<_>>())
-        .bind(schedules.iter().map(|s| s.1).collect::<Vec<_>>())
-        .bind(schedules.iter().map(|s| s.2).collect::<Vec<_>>())
-        .bind(schedules.iter().map(|s| s.3).collect::<Vec<_>>())
-        .bind(timers.iter().map(notify_json).collect::<Vec<_>>())
-        .bind(timers.iter().map(retry_json).collect::<Vec<_>>())
-        .bind(timers.iter().map(|t| t.misfire.as_str()).collect::<Vec<_>>())
-        .bind(now_ms)
-        .fetch_all(pool)
-        .await;
-    match res {
-        Ok(mut ids) => {
-            ids.sort_unstable();
-            Ok(ids)
-        }
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(batch_name_taken(timers)),
-        Err(e) => Err(e.into()),
+/// rows in input order.
+impl InsertRows for sqlx::PgConnection {
+    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
+        let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
+        let sql = formatcp!(
+            "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, $11, $11, 0, peak
+             FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+                         $8::text[], $9::text[], $10::text[], $12::bigint[])
+                  WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak, ord)
+             ORDER BY ord{ON_NAME_TAKEN}"
+        );
+        let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
+            .bind(timers.iter().map(|(t, _)| t.app.as_str()).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.name.as_str()).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.status.code() as i16).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.0).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.1).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.2).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.3).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| notify_json(t)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| retry_json(t)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.misfire.as_str()).collect::<Vec<_>>())
+            .bind(now_ms)
+            .bind(timers.iter().map(|(_, load)| peak_column(*load)).collect::<Vec<_>>())
+            .fetch_all(&mut *self)
+            .await?;
+        Ok(rows)
     }
+}
+
+/// A timer and its stored peak, read in `tx`.
+async fn timer_with_peak(tx: &mut Tx, id: i64) -> Result<Option<(Timer, Option<i64>)>> {
+    let row = on_tx!(tx, c => sqlx::query(GET_WITH_PEAK).bind(id).fetch_optional(&mut *c).await?
+        .map(|row| Ok::<_, Error>((timer_from_row(&row)?, row.try_get::<Option<i64>, _>("peak_fpm")?)))
+        .transpose()?);
+    Ok(row)
 }

@@ -69,6 +69,7 @@ pub struct Shared {
     nodes: Option<Arc<dyn NodeRepo>>,
     tasks: Option<Tasks>,
     security: Arc<security::Security>,
+    creates: Arc<routes::timers::group_commit::CreateQueue>,
 }
 
 impl AppState {
@@ -90,6 +91,7 @@ impl AppState {
             nodes: None,
             tasks: None,
             security: Arc::default(),
+            creates: Arc::default(),
         }))
     }
 
@@ -110,6 +112,11 @@ impl AppState {
     pub fn with_security(mut self, security: security::Security) -> Self {
         Arc::make_mut(&mut self.0).security = Arc::new(security);
         self
+    }
+
+    /// The queue `createTimer` group-commits through.
+    pub(crate) fn creates(&self) -> &routes::timers::group_commit::CreateQueue {
+        &self.creates
     }
 
     /// The server configuration this state was built with.

@@ -28,49 +28,6 @@ pub struct Security {
     pub policy: Arc<TargetPolicy>,
     /// Whether `createTimer` resolves callback hosts to check them.
     pub resolve_at_create: bool,
-    /// Serializes the limit checks and writes of each app's creates and enables.
-    pub app_locks: AppLocks,
-}
-
-/// Locks over apps, held by a create or an enable from its limit checks
-/// (timers per app, fires per minute) to its write, so that concurrent
-/// calls cannot each pass a check that only one of them may pass. Exact on
-/// one node; across nodes each node's calls are serialized on their own.
-/// A fixed set of stripes (an app's name picks one), so that unknown app
-/// names cannot grow it.
-pub struct AppLocks(Vec<Arc<tokio::sync::Mutex<()>>>);
-
-/// Stripes of [`AppLocks`]: apps that share one wait for each other.
-const APP_LOCK_STRIPES: usize = 256;
-
-impl Default for AppLocks {
-    fn default() -> Self {
-        Self((0..APP_LOCK_STRIPES).map(|_| Arc::default()).collect())
-    }
-}
-
-impl AppLocks {
-    /// Waits for `app`'s lock.
-    pub async fn lock(&self, app: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        self.0[self.stripe(app)].clone().lock_owned().await
-    }
-
-    /// Waits for the locks of every app in `apps`, taking each stripe once
-    /// and in one order, so two batches cannot wait for each other.
-    pub async fn lock_all<'a>(&self, apps: impl IntoIterator<Item = &'a str>) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
-        let stripes: std::collections::BTreeSet<usize> = apps.into_iter().map(|app| self.stripe(app)).collect();
-        let mut guards = Vec::with_capacity(stripes.len());
-        for stripe in stripes {
-            guards.push(self.0[stripe].clone().lock_owned().await);
-        }
-        guards
-    }
-
-    fn stripe(&self, app: &str) -> usize {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(app);
-        hash as usize % self.0.len()
-    }
 }
 
 impl Default for Security {
@@ -84,7 +41,6 @@ impl Default for Security {
             limits,
             policy: Arc::new(TargetPolicy::default()),
             resolve_at_create: callback.resolve_at_create,
-            app_locks: AppLocks::default(),
         }
     }
 }
@@ -106,7 +62,6 @@ impl Security {
             limits: limits.clone(),
             policy: Arc::new(policy),
             resolve_at_create: callback.resolve_at_create,
-            app_locks: AppLocks::default(),
         })
     }
 }

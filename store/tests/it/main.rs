@@ -49,6 +49,9 @@ macro_rules! conformance_suite {
                     enabled_timers_page_by_id,
                     due_timers_follow_the_next_fire_index,
                     a_one_shot_completes_once_its_fire_has_ended,
+                    the_timer_quota_counts_live_timers_in_and_across_calls,
+                    fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots,
+                    a_name_taken_within_a_group_refuses_only_the_later_item,
                 }
                 fires {
                     insert_fires_is_idempotent,

@@ -1,0 +1,351 @@
+//! What each app uses (`t_app_usage`, `t_app_minute`), kept in the same
+//! transaction as every timer change, so the create-time limits cost the
+//! same whatever the app holds: [`Quota`] is checked against counters, never
+//! by reading the app's timers.
+//!
+//! An app's usage is its timers that are not deleted, the sum of its
+//! enabled cron timers' peak fires per minute, and per minute its enabled
+//! one-shot timers due then ([`Load`]). An app without a row (one that
+//! predates the counters) is counted from `t_timer` once, the first time a
+//! change needs it. On PostgreSQL the row is locked for the transaction, so
+//! concurrent changes of one app take turns; SQLite has one writer.
+
+use std::collections::{BTreeMap, HashMap};
+
+use const_format::formatcp;
+use sqlx::Row;
+use xtimer_core::load::Load;
+use xtimer_core::timer::{Schedule, TimerStatus};
+
+use crate::sql::code;
+use crate::{Database, Result};
+
+/// The create-time limits of every app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Timers that are not deleted (`limits.timers_per_app`).
+    pub timers_per_app: u64,
+    /// Fires in any one minute (`limits.fires_per_minute_per_app`).
+    pub fires_per_minute_per_app: u64,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Self { timers_per_app: u64::MAX, fires_per_minute_per_app: u64::MAX }
+    }
+}
+
+/// Why the store did not take a timer (or a change of status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another timer of the app that is not deleted has the name.
+    NameTaken,
+    /// The app holds `has` timers; with `adding` more (this one and those
+    /// before it in the same call) it would pass `max`.
+    TooManyTimers { has: u64, adding: u64, max: u64 },
+    /// The app's busiest minute would reach `fires` (this timer's own share
+    /// is `own`), more than `max`.
+    TooManyFires { fires: u64, own: u64, max: u64 },
+}
+
+/// A transaction on the write pool of either dialect.
+pub(crate) enum Tx {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+/// Runs `$body` with `$c` bound to the connection of a [`Tx`], once per
+/// dialect, so one statement text serves both (as `on_db!` does for pools).
+macro_rules! on_tx {
+    ($tx:expr, $c:ident => $body:expr) => {
+        match $tx {
+            $crate::usage::Tx::Sqlite(t) => {
+                let $c: &mut sqlx::SqliteConnection = &mut *t;
+                $body
+            }
+            $crate::usage::Tx::Postgres(t) => {
+                let $c: &mut sqlx::PgConnection = &mut *t;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_tx;
+
+impl Tx {
+    /// Begins a transaction on `db`'s write pool.
+    pub(crate) async fn begin(db: &Database) -> Result<Self> {
+        Ok(match db {
+            Database::Sqlite { write, .. } => Self::Sqlite(write.begin().await?),
+            Database::Postgres(pool) => Self::Postgres(pool.begin().await?),
+        })
+    }
+
+    pub(crate) async fn commit(self) -> Result<()> {
+        match self {
+            Self::Sqlite(t) => t.commit().await?,
+            Self::Postgres(t) => t.commit().await?,
+        }
+        Ok(())
+    }
+}
+
+const USAGE_SQLITE: &str = "SELECT timers, cron_fpm FROM t_app_usage WHERE app = $1";
+const USAGE_PG: &str = "SELECT timers, cron_fpm FROM t_app_usage WHERE app = $1 FOR UPDATE";
+const COUNT_TIMERS: &str =
+    formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
+const ENABLED_CRONS: &str = formatcp!(
+    "SELECT timer_id, cron, timezone, peak_fpm FROM t_timer WHERE app = $1 AND status = {} AND kind = 'cron'",
+    code::TIMER_ENABLED
+);
+const SET_PEAK: &str = "UPDATE t_timer SET peak_fpm = $1 WHERE timer_id = $2";
+const INSERT_USAGE: &str =
+    "INSERT INTO t_app_usage (app, timers, cron_fpm) VALUES ($1, $2, $3) ON CONFLICT (app) DO NOTHING";
+const INSERT_MINUTES: &str = formatcp!(
+    "INSERT INTO t_app_minute (app, minute, fires)
+     SELECT app, run_at / 60000, COUNT(*) FROM t_timer
+     WHERE app = $1 AND status = {} AND kind = 'once' AND run_at >= $2
+     GROUP BY app, run_at / 60000
+     ON CONFLICT (app, minute) DO NOTHING",
+    code::TIMER_ENABLED
+);
+const ADD_USAGE: &str = "UPDATE t_app_usage SET timers = timers + $2, cron_fpm = cron_fpm + $3 WHERE app = $1";
+const ADD_MINUTE: &str = "INSERT INTO t_app_minute (app, minute, fires) VALUES ($1, $2, $3)
+     ON CONFLICT (app, minute) DO UPDATE SET fires = t_app_minute.fires + excluded.fires";
+const MINUTE_FIRES: &str = "SELECT fires FROM t_app_minute WHERE app = $1 AND minute = $2";
+const FULLEST_MINUTE: &str = "SELECT COALESCE(MAX(fires), 0) FROM t_app_minute WHERE app = $1 AND minute >= $2";
+const FORGET_MINUTES: &str = "DELETE FROM t_app_minute WHERE minute < $1";
+
+/// One app's usage, read (and on PostgreSQL locked) in a transaction,
+/// with the changes to write back.
+pub(crate) struct AppUsage {
+    app: String,
+    now_minute: i64,
+    timers: u64,
+    cron_fpm: u64,
+    /// Fires per minute of one-shots, for the minutes looked at.
+    minutes: HashMap<i64, u64>,
+    /// The fullest minute of one-shots from now on, once looked at.
+    fullest: Option<u64>,
+    added_timers: i64,
+    added_cron: i64,
+    added_minutes: BTreeMap<i64, i64>,
+}
+
+impl AppUsage {
+    /// Reads `app`'s usage in `tx` (counting it from `t_timer` if it has no
+    /// row yet) and locks it on PostgreSQL.
+    pub(crate) async fn read(tx: &mut Tx, app: &str, now_ms: i64) -> Result<Self> {
+        let sql = match tx {
+            Tx::Sqlite(_) => USAGE_SQLITE,
+            Tx::Postgres(_) => USAGE_PG,
+        };
+        let row: Option<(i64, i64)> = on_tx!(tx, c => sqlx::query_as(sql).bind(app).fetch_optional(&mut *c).await?);
+        let (timers, cron_fpm) = match row {
+            Some(row) => row,
+            None => {
+                count_app(tx, app, now_ms).await?;
+                on_tx!(tx, c => sqlx::query_as(sql).bind(app).fetch_one(&mut *c).await?)
+            }
+        };
+        Ok(Self {
+            app: app.to_string(),
+            now_minute: now_ms.div_euclid(60_000),
+            timers: timers.max(0) as u64,
+            cron_fpm: cron_fpm.max(0) as u64,
+            minutes: HashMap::new(),
+            fullest: None,
+            added_timers: 0,
+            added_cron: 0,
+            added_minutes: BTreeMap::new(),
+        })
+    }
+
+    /// Counts one more timer (not yet enabled), within `quota`.
+    pub(crate) fn add_timer(&mut self, quota: &Quota) -> std::result::Result<(), Refusal> {
+        let adding = self.added_timers + 1;
+        if self.timers.saturating_add_signed(adding) > quota.timers_per_app {
+            return Err(Refusal::TooManyTimers {
+                has: self.timers,
+                adding: adding.max(1) as u64,
+                max: quota.timers_per_app,
+            });
+        }
+        self.added_timers = adding;
+        Ok(())
+    }
+
+    /// Counts a timer no longer there (deleted).
+    pub(crate) fn remove_timer(&mut self) {
+        self.added_timers -= 1;
+    }
+
+    /// Counts `load` enabled, within `quota`.
+    pub(crate) async fn enable(
+        &mut self,
+        tx: &mut Tx,
+        load: Load,
+        quota: &Quota,
+    ) -> Result<std::result::Result<(), Refusal>> {
+        let cron = self.cron_fpm.saturating_add_signed(self.added_cron);
+        let max = quota.fires_per_minute_per_app;
+        let (fires, own) = match load {
+            Load::Cron(0) => return Ok(Ok(())),
+            Load::Cron(peak) => (cron + self.fullest_minute(tx).await? + peak, peak),
+            Load::Minute(m) => (cron + self.minute(tx, m.max(self.now_minute)).await? + 1, 1),
+        };
+        if fires > max {
+            return Ok(Err(Refusal::TooManyFires { fires, own, max }));
+        }
+        self.apply(load, 1);
+        Ok(Ok(()))
+    }
+
+    /// Counts `load` no longer enabled.
+    pub(crate) fn disable(&mut self, load: Load) {
+        self.apply(load, -1);
+    }
+
+    fn apply(&mut self, load: Load, sign: i64) {
+        match load {
+            Load::Cron(peak) => self.added_cron += sign * peak as i64,
+            Load::Minute(m) => {
+                let m = m.max(self.now_minute);
+                *self.added_minutes.entry(m).or_default() += sign;
+                if let Some(n) = self.minutes.get_mut(&m) {
+                    *n = n.saturating_add_signed(sign);
+                    if let Some(fullest) = &mut self.fullest {
+                        *fullest = (*fullest).max(*n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One-shot fires in minute `m`, this transaction's changes included.
+    async fn minute(&mut self, tx: &mut Tx, m: i64) -> Result<u64> {
+        if let Some(n) = self.minutes.get(&m) {
+            return Ok(*n);
+        }
+        let stored: Option<i64> =
+            on_tx!(tx, c => sqlx::query_scalar(MINUTE_FIRES).bind(&self.app).bind(m).fetch_optional(&mut *c).await?);
+        let n = stored.unwrap_or(0).saturating_add(self.added_minutes.get(&m).copied().unwrap_or(0)).max(0) as u64;
+        self.minutes.insert(m, n);
+        Ok(n)
+    }
+
+    /// The fullest minute of one-shots from now on, this transaction's
+    /// changes included.
+    async fn fullest_minute(&mut self, tx: &mut Tx) -> Result<u64> {
+        if let Some(n) = self.fullest {
+            return Ok(n);
+        }
+        let stored: i64 = on_tx!(tx, c => sqlx::query_scalar(FULLEST_MINUTE)
+            .bind(&self.app)
+            .bind(self.now_minute)
+            .fetch_one(&mut *c)
+            .await?);
+        let mut fullest = stored.max(0) as u64;
+        for m in self.added_minutes.keys().copied().collect::<Vec<_>>() {
+            fullest = fullest.max(self.minute(tx, m).await?);
+        }
+        self.fullest = Some(fullest);
+        Ok(fullest)
+    }
+
+    /// Writes the changes counted since [`AppUsage::read`].
+    pub(crate) async fn write(self, tx: &mut Tx) -> Result<()> {
+        if self.added_timers != 0 || self.added_cron != 0 {
+            on_tx!(tx, c => sqlx::query(ADD_USAGE)
+                .bind(&self.app)
+                .bind(self.added_timers)
+                .bind(self.added_cron)
+                .execute(&mut *c)
+                .await?
+                .rows_affected());
+        }
+        for (minute, fires) in self.added_minutes.into_iter().filter(|(_, n)| *n != 0) {
+            on_tx!(tx, c => sqlx::query(ADD_MINUTE)
+                .bind(&self.app)
+                .bind(minute)
+                .bind(fires)
+                .execute(&mut *c)
+                .await?
+                .rows_affected());
+        }
+        Ok(())
+    }
+}
+
+/// A timer's share of its app's usage while it has `status`: whether it
+/// counts as a timer, and the load it adds when enabled.
+pub(crate) fn counts_as_timer(status: TimerStatus) -> bool {
+    status != TimerStatus::Deleted
+}
+
+/// The load a timer adds while enabled: its stored peak for a cron (or
+/// computed now, for a timer stored before peaks were kept).
+pub(crate) fn load_of(schedule: &Schedule, stored_peak: Option<i64>, now_ms: i64) -> Load {
+    match (schedule, stored_peak) {
+        (Schedule::Cron { .. }, Some(peak)) => Load::Cron(peak.max(0) as u64),
+        _ => Load::of(schedule, now_ms),
+    }
+}
+
+/// The peak column of a timer's load (NULL for one-shots).
+pub(crate) fn peak_column(load: Load) -> Option<i64> {
+    match load {
+        Load::Cron(peak) => Some(peak as i64),
+        Load::Minute(_) => None,
+    }
+}
+
+/// Counts `app` from `t_timer` into a new usage row (and its minutes); a
+/// no-op when a concurrent transaction made the row first.
+async fn count_app(tx: &mut Tx, app: &str, now_ms: i64) -> Result<()> {
+    let timers: i64 = on_tx!(tx, c => sqlx::query_scalar(COUNT_TIMERS).bind(app).fetch_one(&mut *c).await?);
+    let crons = on_tx!(tx, c => sqlx::query(ENABLED_CRONS).bind(app).fetch_all(&mut *c).await?
+        .iter()
+        .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<String>, _>(1)?, r.try_get::<String, _>(2)?,
+                     r.try_get::<Option<i64>, _>(3)?)))
+        .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?);
+    let mut cron_fpm = 0_i64;
+    for (id, expr, timezone, peak) in crons {
+        let peak = match peak {
+            Some(peak) => peak,
+            None => {
+                let schedule = Schedule::Cron { expr: expr.unwrap_or_default(), timezone };
+                let peak = peak_column(Load::of(&schedule, now_ms)).unwrap_or(0);
+                on_tx!(tx, c => sqlx::query(SET_PEAK).bind(peak).bind(id).execute(&mut *c).await?.rows_affected());
+                peak
+            }
+        };
+        cron_fpm += peak;
+    }
+    let made = on_tx!(tx, c => sqlx::query(INSERT_USAGE)
+        .bind(app)
+        .bind(timers)
+        .bind(cron_fpm)
+        .execute(&mut *c)
+        .await?
+        .rows_affected());
+    if made == 1 {
+        on_tx!(tx, c => sqlx::query(INSERT_MINUTES)
+            .bind(app)
+            .bind(now_ms.div_euclid(60_000) * 60_000)
+            .execute(&mut *c)
+            .await?
+            .rows_affected());
+    }
+    Ok(())
+}
+
+/// Deletes the one-shot counts of minutes before `before_minute` (Unix
+/// minutes); returns how many.
+pub(crate) async fn forget_minutes(db: &Database, before_minute: i64) -> Result<u64> {
+    Ok(crate::db::on_db!(db, write, pool => sqlx::query(FORGET_MINUTES)
+        .bind(before_minute)
+        .execute(pool)
+        .await?
+        .rows_affected()))
+}
