@@ -3,9 +3,10 @@
 //! # Keys
 //!
 //! - Shard: a sorted set `{prefix}:shard:{<YYYY-MM-DD HH:MM>:<bucket>}`,
-//!   e.g. `xtimer:shard:{2026-03-01 12:34:7}` ([`ShardKey::set_key`]), member `{timer_id}_{run_ms}` ([`FireKey`]'s
-//!   `Display`), score `run_ms`. It expires [`SHARD_TTL_MS`] after its
-//!   minute ends, so keys clean themselves.
+//!   e.g. `xtimer:shard:{2026-03-01 12:34:7}` ([`ShardKey::set_key`]),
+//!   member `{timer_id}_{run_ms}` ([`FireKey`]'s `Display`), score
+//!   `run_ms`. It expires [`SHARD_TTL_MS`] after its minute ends, so keys
+//!   clean themselves.
 //! - Lock: the caller's key (the scheduler's
 //!   `{prefix}:lock:{<YYYY-MM-DD HH:MM>:<bucket>}`, the migrator's and the
 //!   reconciler's singletons), holding the owner's token. Taken with
@@ -16,12 +17,13 @@
 //! # Redis Cluster
 //!
 //! The braces in shard and lock keys are literal, a Redis Cluster hash tag
-//! ([`ShardKey::hash_tag`]): only `{<minute>:<bucket>}` picks the slot, so a shard's set and its lock live in
-//! one slot, and the shards of a minute (and of every minute) spread over
-//! the masters. Every command and script touches one key; the one
-//! multi-command write, [`ShardStore::add`], is a `MULTI`/`EXEC` per shard
-//! (its members and its TTL, one slot), the shards' transactions sent
-//! concurrently. On a single server the same keys and commands apply.
+//! ([`ShardKey::hash_tag`]): only `{<minute>:<bucket>}` picks the slot, so
+//! a shard's set and its lock live in one slot, and the shards of a minute
+//! (and of every minute) spread over the masters. Every command and script
+//! touches one key; the one multi-command write, [`ShardStore::add`], is a
+//! `MULTI`/`EXEC` per shard (its members and its TTL, one slot), the
+//! shards' transactions sent concurrently. On a single server the same
+//! keys and commands apply.
 //!
 //! # Time
 //!
@@ -41,7 +43,8 @@
 //! that follows the slot map (and reconnects) on a cluster. Connecting and
 //! every response are bounded by timeouts, and reconnection retries a few
 //! times with a capped backoff, so an unreachable Redis surfaces as
-//! [`Error::Redis`](crate::Error::Redis) within seconds instead of hanging a loop.
+//! [`Error::Redis`](crate::Error::Redis) within seconds instead of hanging
+//! a loop.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,8 +56,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncCommands, Cmd, Pipeline, RedisFuture, Script, Value};
 use xtimer_core::clock::SystemClock;
-use xtimer_core::config::RedisConfig;
-use xtimer_core::config::ShardConfig;
+use xtimer_core::config::{RedisConfig, ShardConfig};
 use xtimer_core::fire::FireKey;
 use xtimer_core::shard::ShardKey;
 use xtimer_core::SharedClock;
