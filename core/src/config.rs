@@ -104,8 +104,13 @@ impl Default for DatabaseConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
     /// `redis://HOST:PORT[/DB]`; empty runs the embedded in-process index
-    /// and locks (one node only). Defaults to empty.
+    /// and locks (one node only). A Redis Cluster: several comma-separated
+    /// `redis://HOST:PORT` URLs of its nodes (or one, with `cluster`).
+    /// Defaults to empty.
     pub url: String,
+    /// Whether `url` names a node of a Redis Cluster (implied by several
+    /// URLs). Defaults to false.
+    pub cluster: bool,
 }
 
 /// Sharding of fires, shared by the migrator (which indexes) and the

@@ -13,7 +13,7 @@
 //!   column lists, SQL fragments, row decoding.
 //! - [`sqlite`], [`postgres`]: opening each database (pragmas, pools,
 //!   connect errors, migrations) and SQLite's WAL checkpointer.
-//! - [`redis`]: the shard index and locks over Redis, for clusters.
+//! - [`redis`]: the shard index and locks over Redis or Redis Cluster, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
 //! - [`usage`]: what each app uses, kept as its timers change, for O(1) limits.
 //! - [`lease`]: the shard lease protocol (acquire, renew, finish, release), [`ShardLeases`].
@@ -100,10 +100,10 @@ impl Stores {
                 "the embedded shard index and locks".into(),
             )
         } else {
-            let store =
-                redis::RedisStore::connect(&redis.url, shard.clone()).await.map_err(at("redis.url", &redis.url))?;
+            let store = redis::RedisStore::open(redis, shard.clone()).await.map_err(at("redis.url", &redis.url))?;
             let store = Arc::new(store.with_clock(clock));
-            (store.clone(), store, format!("Redis at {}", redact(&redis.url)))
+            let kind = if redis::is_cluster(redis) { "Redis Cluster" } else { "Redis" };
+            (store.clone(), store, format!("{kind} at {}", redact(&redis.url)))
         };
         Ok(Self::over(database, shards, locks, format!("{sql} with {index}")))
     }
@@ -140,8 +140,13 @@ impl Stores {
     }
 }
 
-/// A URL with its password replaced by `***`, for logs and errors.
+/// A URL with its password replaced by `***`, for logs and errors; each
+/// of a comma-separated list (a Redis Cluster's nodes).
 pub fn redact(url: &str) -> String {
+    url.split(',').map(redact_one).collect::<Vec<_>>().join(",")
+}
+
+fn redact_one(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];

@@ -75,16 +75,16 @@ pub struct Positions {
 /// What [`TaskStore::register`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Registration {
-    /// The type is registered (or re-configured); its table positions.
+    /// The type is registered; its table positions.
     Registered(Positions),
+    /// The type has a cfg already; nothing was written.
+    Exists,
     /// A registered type differs from this one only in letter case (table
     /// names are case-insensitive on SQLite); nothing was written.
     CaseClash {
         /// The registered type.
         existing: String,
     },
-    /// The type belongs to another app; nothing was written.
-    OwnedByOther,
 }
 
 /// Task configuration, positions and task tables over a [`Database`].
@@ -129,10 +129,10 @@ impl TaskStore {
         Ok(())
     }
 
-    /// Registers (or re-configures) a type: its cfg row, its pos row (1, 1)
-    /// if new, and the task table at its end position. A new type is owned
-    /// by `owner`; an existing type keeps its owner, and another owner may
-    /// not change it ([`Registration::OwnedByOther`]; `owner` `None` may).
+    /// Registers a new type: its cfg row, its pos row (1, 1) and the task
+    /// table at its end position, owned by `owner`. A type that has a cfg
+    /// row already is left as it is ([`Registration::Exists`]); its cfg
+    /// changes only through [`set_cfg`](Self::set_cfg).
     pub async fn register(&self, cfg: &TaskScheduleCfg, owner: Option<&str>, now_ms: i64) -> Result<Registration> {
         let clash: Option<String> = on_db!(&self.db, read, pool => sqlx::query_scalar(
             "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $1 LIMIT 1")
@@ -140,23 +140,24 @@ impl TaskStore {
         if let Some(existing) = clash {
             return Ok(Registration::CaseClash { existing });
         }
+        if self.cfg(&cfg.task_type).await?.is_some() {
+            return Ok(Registration::Exists);
+        }
         // The table first: the governor sees a type once its pos row exists.
         if self.positions(&cfg.task_type).await?.is_none() {
             self.create_table(&cfg.task_type, 1).await?;
         }
-        let upsert = format!(
+        let insert = format!(
             "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) \
-             ON CONFLICT (task_type) DO UPDATE SET schedule_limit = $2, schedule_interval = $3, \
-             max_processing_time = $4, max_retry_num = $5, retry_interval = $6, max_retry_interval = $7, \
-             modify_time = $8 \
-             WHERE $9 IS NULL OR t_schedule_cfg.owner_app IS NULL OR t_schedule_cfg.owner_app = $9"
+             ON CONFLICT (task_type) DO NOTHING"
         );
-        let written = on_db!(&self.db, write, pool => sqlx::query(&upsert)
+        let written = on_db!(&self.db, write, pool => sqlx::query(&insert)
             .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
             .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
             .bind(cfg.max_retry_interval).bind(now_ms).bind(owner).execute(pool).await?.rows_affected());
         if written == 0 {
-            return Ok(Registration::OwnedByOther);
+            // Another register of the same type won the race.
+            return Ok(Registration::Exists);
         }
         on_db!(&self.db, write, pool => sqlx::query(
             "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
@@ -166,6 +167,20 @@ impl TaskStore {
         let positions =
             positions.ok_or_else(|| Error::Corrupt(format!("t_schedule_pos: no row for {}", cfg.task_type)))?;
         Ok(Registration::Registered(positions))
+    }
+
+    /// Overwrites the cfg of a registered type with `cfg` (every field as
+    /// given) and stamps its modify_time; the owner stays. Returns `false`,
+    /// writing nothing, if the type has no cfg row.
+    pub async fn set_cfg(&self, cfg: &TaskScheduleCfg, now_ms: i64) -> Result<bool> {
+        let written = on_db!(&self.db, write, pool => sqlx::query(
+            "UPDATE t_schedule_cfg SET schedule_limit = $2, schedule_interval = $3, max_processing_time = $4, \
+             max_retry_num = $5, retry_interval = $6, max_retry_interval = $7, modify_time = $8 \
+             WHERE task_type = $1")
+            .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
+            .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
+            .bind(cfg.max_retry_interval).bind(now_ms).execute(pool).await?.rows_affected());
+        Ok(written > 0)
     }
 
     /// Every type, by type.

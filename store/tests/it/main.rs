@@ -136,6 +136,13 @@ conformance_suite!(redis, crate::backend_redis::redis, ignore {
     locks::locks_on_different_keys_are_independent: "Redis expires leases on its own clock, not the ManualClock; backend_redis::locks_on_different_keys_expire_independently",
 });
 
+conformance_suite!(redis_cluster, crate::backend_redis::redis_cluster, ignore {
+    locks::acquire_is_exclusive_until_the_lease_expires: "Redis expires leases on its own clock, not the ManualClock; backend_redis::leases_and_the_done_marker_expire_on_the_server_clock",
+    locks::expired_lock_cannot_be_extended_or_released: "Redis expires leases on its own clock, not the ManualClock; backend_redis::expired_lock_cannot_be_extended_or_released",
+    locks::extend_with_a_long_ttl_is_the_done_marker: "Redis expires leases on its own clock, not the ManualClock; backend_redis::extend_with_a_long_ttl_is_the_done_marker and leases_and_the_done_marker_expire_on_the_server_clock",
+    locks::locks_on_different_keys_are_independent: "Redis expires leases on its own clock, not the ManualClock; backend_redis::locks_on_different_keys_expire_independently",
+});
+
 /// A server that cannot be reached at start is named by its setting and URL
 /// (password hidden), with the reason.
 #[tokio::test]
@@ -144,7 +151,7 @@ async fn an_unreachable_server_at_start_names_its_setting_and_url() {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = DatabaseConfig { url: format!("sqlite://{}", dir.path().join("x.db").display()), max_connections: 2 };
     let clock: xtimer_core::SharedClock = std::sync::Arc::new(xtimer_core::SystemClock);
-    let redis = RedisConfig { url: "redis://:hunter2@127.0.0.1:1".into() };
+    let redis = RedisConfig { url: "redis://:hunter2@127.0.0.1:1".into(), ..RedisConfig::default() };
     let err =
         xtimer_store::Stores::connect(&sqlite, &redis, &ShardConfig::default(), clock.clone()).await.err().unwrap();
     let msg = err.to_string();
