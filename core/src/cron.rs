@@ -471,7 +471,7 @@ fn last_year_named(pattern: &str) -> Option<u32> {
     if years == format!("{MIN_YEAR}-{MAX_YEAR}") {
         return None;
     }
-    years.split(|c| c == ',' || c == '-').filter_map(|v| v.parse::<u32>().ok()).max()
+    years.split([',', '-']).filter_map(|v| v.parse::<u32>().ok()).max()
 }
 
 /// The expression for an error message, cut when it is very long.
