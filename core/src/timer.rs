@@ -163,6 +163,8 @@ pub struct NewTimer {
     pub notify: Notify,
     pub retry: RetryPolicy,
     pub misfire: MisfirePolicy,
+    /// A one-shot timer whose fire has ended is deleted, not completed.
+    pub delete_after_run: bool,
 }
 
 impl NewTimer {
@@ -177,6 +179,7 @@ impl NewTimer {
             notify: self.notify.clone(),
             retry: self.retry,
             misfire: self.misfire,
+            delete_after_run: self.delete_after_run,
             create_time: now_ms,
             modify_time: now_ms,
         }
@@ -194,6 +197,8 @@ pub struct Timer {
     pub notify: Notify,
     pub retry: RetryPolicy,
     pub misfire: MisfirePolicy,
+    /// A one-shot timer whose fire has ended is deleted, not completed.
+    pub delete_after_run: bool,
     /// Unix milliseconds.
     pub create_time: i64,
     /// Unix milliseconds.

@@ -286,8 +286,14 @@ impl ExecutorHandle {
     }
 
     async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<()> {
-        let mut missing: Vec<i64> =
-            claimed.iter().map(|c| c.key.timer_id).filter(|id| !self.inner.cache.contains(id)).collect();
+        // A definition read before the timer's last change (updateTimer) is
+        // read again.
+        let cache = &self.inner.cache;
+        let mut missing: Vec<i64> = claimed
+            .iter()
+            .filter(|c| cache.get(&c.key.timer_id).is_none_or(|t| t.modify_time < c.timer_modified))
+            .map(|c| c.key.timer_id)
+            .collect();
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
@@ -395,7 +401,7 @@ impl ExecutorHandle {
             },
         };
         let answer = match &timer.notify {
-            Notify::Http(notify) => self.call(&timer.app, notify, fire.key).await,
+            Notify::Http(notify) => self.call(&timer.app, notify, fire).await,
             Notify::Asyncflow(task) => match self.executor_permit().await {
                 Some(_permit) => Some(self.create_task(&timer.app, task, fire.key).await),
                 None => None,
@@ -467,8 +473,9 @@ impl ExecutorHandle {
     /// the executor's concurrency; returns the answer and its lateness (ms
     /// from the run time to the request leaving), or nothing when the node
     /// stopped hard before it went out.
-    async fn call(&self, app: &str, notify: &HttpNotify, key: FireKey) -> Option<(Answer, i64)> {
+    async fn call(&self, app: &str, notify: &HttpNotify, fire: &ClaimedFire) -> Option<(Answer, i64)> {
         let inner = &self.inner;
+        let key = fire.key;
         let host = bulkhead::host_of(&notify.url);
         let timeout_ms = notify.timeout_ms.unwrap_or(inner.config.timeout_ms);
         let entered = tokio::select! {
@@ -492,6 +499,7 @@ impl ExecutorHandle {
             Some(&inner.callbacks.policy),
             notify,
             key,
+            &fire.idempotency_key(),
             inner.config.max_output_bytes,
             Some(signing),
         )

@@ -22,6 +22,12 @@ pub trait TimerRepo: Send + Sync {
     async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
     /// A page of an app's timers that are not deleted, by id, and their total.
     async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
+    /// Replaces a timer's definition (all but its id, app and create
+    /// time) with `timer`; false when the id does not exist or is deleted.
+    /// An enabled timer is marked for expansion at the next migrator step;
+    /// its fires already made are left alone (see
+    /// [`FireRepo::delete_pending_from`]).
+    async fn update_timer(&self, id: i64, timer: &NewTimer, now_ms: i64) -> Result<bool>;
     /// Sets a timer's status; false when the id does not exist or is
     /// deleted. Enabling marks it for expansion at the next migrator step.
     async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool>;
@@ -94,6 +100,13 @@ pub enum FireWindow {
 pub trait FireRepo: Send + Sync {
     /// Inserts fires, ignoring ones that exist; returns how many were new.
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64>;
+    /// Inserts one manual fire (`triggerTimer`); false when a fire with
+    /// its key exists already.
+    async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool>;
+    /// Deletes a timer's scheduled fires that are still pending and due at
+    /// or after `from_ms` (its definition changed: they are made again
+    /// from the new one); manual fires stay. Returns how many.
+    async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64>;
     /// Pending fires with run time in `[from_ms, to_ms)`, by run time, at most `limit`,
     /// optionally of one timer.
     async fn pending_between(

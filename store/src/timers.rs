@@ -14,7 +14,8 @@ use crate::{Database, Error, Result};
 // `next_run` starts at 0: an enabled timer is expanded at the next
 // migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
-     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time, next_run) ";
+     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, create_time, \
+     modify_time, next_run) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
@@ -27,17 +28,28 @@ const SET_STATUS: &str = formatcp!(
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
 );
+// Enabling (or keeping enabled) marks the timer for expansion at once.
+const UPDATE: &str = formatcp!(
+    "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
+         retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11,
+         next_run = CASE WHEN $2 = {enabled} THEN 0 ELSE next_run END
+     WHERE timer_id = $12 AND status <> {deleted}",
+    enabled = code::TIMER_ENABLED,
+    deleted = code::TIMER_DELETED
+);
 const DUE: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND next_run < $1 ORDER BY next_run LIMIT $2",
     code::TIMER_ENABLED
 );
 const SET_NEXT_RUN: &str = "UPDATE t_timer SET next_run = $1 WHERE timer_id = $2";
 const COMPLETE_FIRED_ONCE: &str = formatcp!(
-    "UPDATE t_timer SET status = {completed}, modify_time = $1
+    "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
+         modify_time = $1
      WHERE status = {enabled} AND next_run IS NULL AND kind = 'once'
        AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
                    AND f.status NOT IN ({pending}, {running}))",
     completed = code::TIMER_COMPLETED,
+    deleted = code::TIMER_DELETED,
     enabled = code::TIMER_ENABLED,
     pending = code::PENDING,
     running = code::RUNNING
@@ -65,7 +77,7 @@ impl TimerRepo for Database {
     async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
         let sql =
-            formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, 0) RETURNING timer_id");
+            formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $11, $11, 0) RETURNING timer_id");
         // `fetch_all`, not `fetch_one`: SQLite commits a RETURNING statement
         // only when it is stepped to its end, and an error there (a full
         // disk) would be lost if the statement were dropped after one row.
@@ -81,6 +93,7 @@ impl TimerRepo for Database {
             .bind(retry_json(t))
             .bind(t.misfire.as_str())
             .bind(now_ms)
+            .bind(i64::from(t.delete_after_run))
             .fetch_all(pool)
             .await);
         match res {
@@ -151,6 +164,30 @@ impl TimerRepo for Database {
             (rows.iter().map(timer_from_row).collect::<Result<Vec<_>>>()?, total)
         });
         Ok((timers, total as u64))
+    }
+
+    async fn update_timer(&self, id: i64, t: &NewTimer, now_ms: i64) -> Result<bool> {
+        let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+        let res = on_db!(self, write, pool => sqlx::query(UPDATE)
+            .bind(&t.name)
+            .bind(t.status.code())
+            .bind(kind)
+            .bind(cron)
+            .bind(timezone)
+            .bind(run_at)
+            .bind(notify_json(t))
+            .bind(retry_json(t))
+            .bind(t.misfire.as_str())
+            .bind(i64::from(t.delete_after_run))
+            .bind(now_ms)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected()));
+        match res {
+            Ok(done) => Ok(done == 1),
+            Err(e) => Err(name_taken_or(e, &t.app, &t.name)),
+        }
     }
 
     async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
@@ -225,7 +262,7 @@ impl TimerRepo for Database {
 async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(timers.len());
     let mut tx = write.begin().await?;
-    for chunk in timers.chunks(MAX_PARAMS / 13) {
+    for chunk in timers.chunks(MAX_PARAMS / 14) {
         let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
         qb.push_values(chunk, |mut b, t| {
             let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
@@ -239,6 +276,7 @@ async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now
                 .push_bind(notify_json(t))
                 .push_bind(retry_json(t))
                 .push_bind(t.misfire.as_str())
+                .push_bind(i64::from(t.delete_after_run))
                 .push_bind(now_ms)
                 .push_bind(now_ms)
                 .push_bind(0_i64);
@@ -265,10 +303,12 @@ async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now
 async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
     let schedules: Vec<_> = timers.iter().map(|t| schedule_columns(&t.schedule)).collect();
     let sql = formatcp!(
-        "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, $11, $11, 0
+        "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
+                $11, $11, 0
          FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                     $8::text[], $9::text[], $10::text[])
-              WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, ord)
+                     $8::text[], $9::text[], $10::text[], $12::smallint[])
+              WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire,
+                                   delete_after_run, ord)
          ORDER BY ord
          RETURNING timer_id"
     );
@@ -284,6 +324,7 @@ async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64)
         .bind(timers.iter().map(retry_json).collect::<Vec<_>>())
         .bind(timers.iter().map(|t| t.misfire.as_str()).collect::<Vec<_>>())
         .bind(now_ms)
+        .bind(timers.iter().map(|t| i16::from(t.delete_after_run)).collect::<Vec<_>>())
         .fetch_all(pool)
         .await;
     match res {

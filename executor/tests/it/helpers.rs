@@ -221,6 +221,7 @@ impl Harness {
             }),
             retry,
             misfire,
+            delete_after_run: false,
         };
         self.repo.create_timer(&timer, self.now()).await.expect("create timer")
     }

@@ -49,6 +49,8 @@ macro_rules! conformance_suite {
                     enabled_timers_page_by_id,
                     due_timers_follow_the_next_fire_index,
                     a_one_shot_completes_once_its_fire_has_ended,
+                    update_replaces_the_definition_and_marks_it_for_expansion,
+                    a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended,
                 }
                 fires {
                     insert_fires_is_idempotent,
@@ -58,6 +60,7 @@ macro_rules! conformance_suite {
                     claim_is_a_compare_and_set,
                     claim_of_a_repeated_key_claims_it_once,
                     claim_skips_fires_of_disabled_and_deleted_timers,
+                    manual_fires_are_marked_and_outlive_a_reschedule,
                     claim_lease_runs_from_the_run_time,
                     a_dead_nodes_claims_are_taken_over_before_their_lease_ends,
                     record_is_fenced_by_the_claim_owner,

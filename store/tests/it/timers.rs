@@ -193,3 +193,41 @@ fn once_run(t: &xtimer_core::timer::Timer) -> i64 {
         Schedule::Cron { .. } => unreachable!("a one-shot timer"),
     }
 }
+
+pub async fn update_replaces_the_definition_and_marks_it_for_expansion(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    timer(&b, "taken", TimerStatus::Disabled).await;
+    b.timers.set_next_runs(&[(t.id, Some(b.now() + 3_600_000))]).await.unwrap();
+    b.clock.advance(1_000);
+    let mut new = new_timer(APP, "renamed", TimerStatus::Enabled);
+    new.schedule = Schedule::Once { run_at_ms: b.now() + 5_000 };
+    new.retry = RetryPolicy { max_attempts: 7, backoff_ms: 10 };
+    new.delete_after_run = true;
+    assert!(b.timers.update_timer(t.id, &new, b.now()).await.unwrap());
+    let got = b.timers.get_timer(t.id).await.unwrap().unwrap();
+    assert_eq!(got, xtimer_core::timer::Timer { create_time: t.create_time, ..new.stored(t.id, b.now()) });
+    assert!(b.timers.due_timers(b.now(), 10).await.unwrap().iter().any(|d| d.id == t.id), "expanded at the next step");
+    new.name = "taken".into();
+    let err = b.timers.update_timer(t.id, &new, b.now()).await.unwrap_err();
+    assert!(matches!(err, Error::NameTaken { .. }), "{err:?}");
+    assert!(b.timers.set_timer_status(t.id, TimerStatus::Deleted, b.now()).await.unwrap());
+    new.name = "again".into();
+    assert!(!b.timers.update_timer(t.id, &new, b.now()).await.unwrap(), "a deleted timer is not updated");
+}
+
+pub async fn a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended(b: Backend) {
+    let mut once = new_timer(APP, "once", TimerStatus::Enabled);
+    once.schedule = Schedule::Once { run_at_ms: b.now() + 1_000 };
+    once.delete_after_run = true;
+    let once = b.timers.create_timer(&once, b.now()).await.unwrap();
+    assert!(once.delete_after_run);
+    let keys = insert(&b, &once, &[once_run(&once)]).await;
+    b.timers.set_next_runs(&[(once.id, None)]).await.unwrap();
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 0, "its fire is still pending");
+    let claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    assert_eq!(b.fires.record(&[succeeded(&claims[0], 3)], b.now()).await.unwrap(), 1);
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 1);
+    assert_eq!(b.timers.get_timer(once.id).await.unwrap().unwrap().status, TimerStatus::Deleted);
+    let (_, total) = b.timers.list_app_timers(APP, 0, 10).await.unwrap();
+    assert_eq!(total, 0, "deleted, not listed");
+}

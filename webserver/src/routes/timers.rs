@@ -19,6 +19,8 @@ pub mod admin;
 pub mod batch;
 
 pub mod input;
+pub mod lifecycle;
+pub mod preview;
 pub mod view;
 
 use axum::extract::{DefaultBodyLimit, State};
@@ -51,6 +53,9 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/getTimer"), get(timers_get))
         .route(&format!("{prefix}/getAppTimers"), get(timers_list))
         .route(&format!("{prefix}/getTimerTasks"), get(timer_tasks_list))
+        .route(&format!("{prefix}/updateTimer"), post(lifecycle::timers_update))
+        .route(&format!("{prefix}/triggerTimer"), post(lifecycle::timers_trigger))
+        .route(&format!("{prefix}/previewCron"), get(preview::cron_preview))
         .route(&format!("{prefix}/admin/issueToken"), post(admin::tokens_issue))
 }
 

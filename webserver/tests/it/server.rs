@@ -74,6 +74,9 @@ impl TimerRepo for BrokenTimers {
     async fn create_timers(&self, _: &[NewTimer], _: i64) -> xtimer_store::Result<Vec<i64>> {
         self.fail()
     }
+    async fn update_timer(&self, _: i64, _: &NewTimer, _: i64) -> xtimer_store::Result<bool> {
+        self.fail()
+    }
     async fn get_timer(&self, _: i64) -> xtimer_store::Result<Option<Timer>> {
         self.fail()
     }
@@ -140,6 +143,12 @@ fn store_down<T>() -> xtimer_store::Result<T> {
 #[async_trait]
 impl FireRepo for BrokenFires {
     async fn insert_fires(&self, _: &[NewFire], _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn insert_manual_fire(&self, _: &NewFire, _: i64) -> xtimer_store::Result<bool> {
+        store_down()
+    }
+    async fn delete_pending_from(&self, _: i64, _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
     async fn delete_ended_before(&self, _: i64, _: u32) -> xtimer_store::Result<u64> {

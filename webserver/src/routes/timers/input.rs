@@ -92,6 +92,10 @@ pub struct CreateTimer {
     /// [`MAX_CALLBACK_TIMEOUT_MS`]; the executor's `timeout_ms` when absent.
     #[serde(default)]
     pub callback_timeout_ms: Option<i64>,
+    /// One-shot timers only: once its fire has ended the timer is deleted
+    /// instead of completed. Defaults to false.
+    #[serde(default)]
+    pub delete_after_run: Option<bool>,
 }
 
 /// Shortest `callbackTimeoutMs`.
@@ -241,10 +245,21 @@ impl CreateTimer {
                 None
             }),
         };
+        let delete_after_run = self.delete_after_run.unwrap_or(false);
+        if delete_after_run && self.cron.is_some() {
+            p.push("deleteAfterRun", "applies only to a one-shot timer (runAt), not to a cron timer");
+        }
         match (schedule, notify, retry, misfire) {
-            (Some(schedule), Some(notify), Some(retry), Some(misfire)) if p.0.is_empty() => {
-                Ok(NewTimer { app: self.app, name: self.name, status, schedule, notify, retry, misfire })
-            }
+            (Some(schedule), Some(notify), Some(retry), Some(misfire)) if p.0.is_empty() => Ok(NewTimer {
+                app: self.app,
+                name: self.name,
+                status,
+                schedule,
+                notify,
+                retry,
+                misfire,
+                delete_after_run,
+            }),
             _ => Err(p.into_error()),
         }
     }
@@ -268,34 +283,60 @@ impl CreateTimer {
                 None
             }
             (Some(expr), None) => {
-                if expr.trim().is_empty() {
-                    p.push("cron", "must not be empty");
-                    return None;
-                }
-                let chars = expr.chars().count();
-                if chars > MAX_CRON_CHARS {
-                    p.push("cron", format!("must be at most {MAX_CRON_CHARS} characters, got {chars}"));
-                    return None;
-                }
                 if !timezone_ok {
+                    // Still report what is wrong with the expression itself.
+                    check_cron_text(p, expr);
                     return None;
                 }
-                let now = DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
-                match CronSchedule::parse(expr, timezone, now) {
-                    Ok(_) => Some(Schedule::Cron { expr: expr.clone(), timezone: timezone.to_owned() }),
-                    Err(err @ xtimer_core::Error::UnknownTimezone(_)) => {
-                        p.push("timezone", err);
-                        None
-                    }
-                    // Already names the field: "cron `...` is invalid: ...".
-                    Err(err) => {
-                        p.0.push(err.to_string());
-                        None
-                    }
-                }
+                cron_schedule(p, expr, timezone, now_ms)
+                    .map(|_| Schedule::Cron { expr: expr.clone(), timezone: timezone.to_owned() })
             }
             (None, Some(run_at)) => run_at_ms(run_at, now_ms, p).map(|run_at_ms| Schedule::Once { run_at_ms }),
         }
+    }
+}
+
+/// Checks a cron expression's text alone (empty, too long).
+fn check_cron_text(p: &mut Problems, expr: &str) -> bool {
+    if expr.trim().is_empty() {
+        p.push("cron", "must not be empty");
+        return false;
+    }
+    let chars = expr.chars().count();
+    if chars > MAX_CRON_CHARS {
+        p.push("cron", format!("must be at most {MAX_CRON_CHARS} characters, got {chars}"));
+        return false;
+    }
+    true
+}
+
+/// `expr` parsed in `timezone`, if it is valid and fires after `now_ms`.
+fn cron_schedule(p: &mut Problems, expr: &str, timezone: &str, now_ms: i64) -> Option<CronSchedule> {
+    if !check_cron_text(p, expr) {
+        return None;
+    }
+    let now = DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
+    match CronSchedule::parse(expr, timezone, now) {
+        Ok(schedule) => Some(schedule),
+        Err(err @ xtimer_core::Error::UnknownTimezone(_)) => {
+            p.push("timezone", err);
+            None
+        }
+        // Already names the field: "cron `...` is invalid: ...".
+        Err(err) => {
+            p.0.push(err.to_string());
+            None
+        }
+    }
+}
+
+/// `cron` in `timezone` (UTC when absent), checked exactly as `createTimer`
+/// checks it: the schedule, or the same 400.
+pub fn parse_cron(expr: &str, timezone: Option<&str>, now_ms: i64) -> Result<CronSchedule, ApiError> {
+    let mut p = Problems::default();
+    match cron_schedule(&mut p, expr, timezone.unwrap_or("UTC"), now_ms) {
+        Some(schedule) if p.0.is_empty() => Ok(schedule),
+        _ => Err(p.into_error()),
     }
 }
 

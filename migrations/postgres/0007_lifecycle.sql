@@ -1,0 +1,5 @@
+-- A one-shot timer created with deleteAfterRun is deleted, not completed,
+-- once its fire has ended (1 yes, 0 no). Mirrors migrations/sqlite/0007.
+ALTER TABLE t_timer ADD COLUMN delete_after_run SMALLINT NOT NULL DEFAULT 0;
+-- A fire made by triggerTimer rather than by the schedule (1 yes, 0 no).
+ALTER TABLE t_timer_task ADD COLUMN manual SMALLINT NOT NULL DEFAULT 0;
