@@ -165,6 +165,9 @@ pub struct NewTimer {
     pub misfire: MisfirePolicy,
     /// A one-shot timer whose fire has ended is deleted, not completed.
     pub delete_after_run: bool,
+    /// Called once when a fire ends failed (`onFailure`); its body is set
+    /// per failure.
+    pub on_failure: Option<HttpNotify>,
 }
 
 impl NewTimer {
@@ -180,6 +183,7 @@ impl NewTimer {
             retry: self.retry,
             misfire: self.misfire,
             delete_after_run: self.delete_after_run,
+            on_failure: self.on_failure.clone(),
             create_time: now_ms,
             modify_time: now_ms,
         }
@@ -199,6 +203,8 @@ pub struct Timer {
     pub misfire: MisfirePolicy,
     /// A one-shot timer whose fire has ended is deleted, not completed.
     pub delete_after_run: bool,
+    /// Called once when a fire ends failed (`onFailure`).
+    pub on_failure: Option<HttpNotify>,
     /// Unix milliseconds.
     pub create_time: i64,
     /// Unix milliseconds.

@@ -82,6 +82,11 @@ pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
 /// forgotten (and may be logged again within the minute).
 const FAILURE_LOG_TIMERS: usize = 10_000;
 
+/// Calls of a timer's `onFailure` notify per failed fire, at most.
+pub const FAILURE_NOTIFY_ATTEMPTS: u32 = 3;
+/// Delay before the second call of an `onFailure` notify; it doubles.
+const FAILURE_NOTIFY_BACKOFF_MS: u64 = 500;
+
 /// Most timers whose definition the executor keeps between their fires.
 /// Past it the oldest is dropped and read again at its next fire, so the
 /// cache follows the timers that are due, not every timer registered.
@@ -421,6 +426,7 @@ impl ExecutorHandle {
             // target, or the task engine refuses the task as it is).
             self.warn_failed(&timer, attempt, &answer.output);
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
+            self.notify_failure(&timer, fire, attempt, &answer.output);
             return FireOutcome::Failed;
         }
         match timer.retry.backoff_after(attempt) {
@@ -438,6 +444,7 @@ impl ExecutorHandle {
             None => {
                 self.warn_failed(&timer, attempt, &answer.output);
                 self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
+                self.notify_failure(&timer, fire, attempt, &answer.output);
                 FireOutcome::Failed
             }
         }
@@ -458,6 +465,62 @@ impl ExecutorHandle {
                 "A fire failed after its attempts; this timer's next failures are logged at most once a minute."
             );
         }
+    }
+
+    /// Calls the timer's `onFailure` notify, if it has one, about a fire
+    /// that ended failed: once, in its own task, with a JSON body naming
+    /// the timer, the fire, its attempts and last output. A failed call is
+    /// retried [`FAILURE_NOTIFY_ATTEMPTS`] times in all, then logged; it
+    /// never calls `onFailure` itself.
+    fn notify_failure(&self, timer: &Timer, fire: &ClaimedFire, attempts: u32, output: &str) {
+        let Some(notify) = &timer.on_failure else { return };
+        let body = serde_json::json!({
+            "timerId": timer.id,
+            "app": timer.app,
+            "name": timer.name,
+            "taskId": fire.task_id,
+            "runTimer": fire.key.run_ms,
+            "manual": fire.manual,
+            "attempts": attempts,
+            "output": output,
+        });
+        let notify = HttpNotify { body: Some(body.to_string()), ..notify.clone() };
+        let (this, fire, app) = (self.clone(), fire.clone(), timer.app.clone());
+        self.inner.tracker.spawn(async move {
+            let key = format!("{}_failure", fire.idempotency_key());
+            for attempt in 1..=FAILURE_NOTIFY_ATTEMPTS {
+                let inner = &this.inner;
+                let secret = inner.callbacks.secrets.secret_for(&app).await;
+                let signing = callback::Signing { secret: secret.as_bytes(), t: inner.clock.now_ms().div_euclid(1000) };
+                let answer = callback::call_checked(
+                    &inner.http,
+                    Some(&inner.callbacks.policy),
+                    &notify,
+                    fire.key,
+                    &key,
+                    inner.config.max_output_bytes,
+                    Some(signing),
+                )
+                .await;
+                if answer.delivery.delivered() {
+                    return;
+                }
+                if attempt == FAILURE_NOTIFY_ATTEMPTS || answer.delivery.permanent() {
+                    tracing::warn!(
+                        timer_id = fire.key.timer_id,
+                        task_id = fire.task_id,
+                        output = %answer.output,
+                        "The timer's onFailure notify failed; it is not retried further."
+                    );
+                    return;
+                }
+                let backoff = Duration::from_millis(FAILURE_NOTIFY_BACKOFF_MS << (attempt - 1));
+                tokio::select! {
+                    _ = inner.hard_stop.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        });
     }
 
     /// A slot of the executor's whole concurrency; none once the node

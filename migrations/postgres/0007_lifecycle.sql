@@ -3,3 +3,6 @@
 ALTER TABLE t_timer ADD COLUMN delete_after_run SMALLINT NOT NULL DEFAULT 0;
 -- A fire made by triggerTimer rather than by the schedule (1 yes, 0 no).
 ALTER TABLE t_timer_task ADD COLUMN manual SMALLINT NOT NULL DEFAULT 0;
+-- The HTTP notify called once when a fire ends failed (onFailure): JSON
+-- {url, method, headers, body}; NULL: none.
+ALTER TABLE t_timer ADD COLUMN on_failure TEXT;

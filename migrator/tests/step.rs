@@ -31,6 +31,7 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
         retry: RetryPolicy::default(),
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
+        on_failure: None,
     }
 }
 

@@ -62,8 +62,8 @@ pub(crate) const TIMER_ENABLED: &str =
 /// The `t_timer` columns every timer query selects, in order. `status` is
 /// read as a 64-bit integer in every dialect.
 pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
-     timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, create_time, \
-     modify_time";
+     timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, on_failure, \
+     create_time, modify_time";
 
 /// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
 pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
@@ -102,6 +102,11 @@ where
         retry,
         misfire,
         delete_after_run: row.try_get::<i64, _>("delete_after_run")? != 0,
+        on_failure: row
+            .try_get::<Option<String>, _>("on_failure")?
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| corrupt(&format!("on_failure: {e}")))?,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })

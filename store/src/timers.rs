@@ -14,8 +14,8 @@ use crate::{Database, Error, Result};
 // `next_run` starts at 0: an enabled timer is expanded at the next
 // migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
-     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, create_time, \
-     modify_time, next_run) ";
+     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
+     create_time, modify_time, next_run) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
@@ -31,7 +31,7 @@ const SET_STATUS: &str = formatcp!(
 // Enabling (or keeping enabled) marks the timer for expansion at once.
 const UPDATE: &str = formatcp!(
     "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
-         retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11,
+         retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $13,
          next_run = CASE WHEN $2 = {enabled} THEN 0 ELSE next_run END
      WHERE timer_id = $12 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
@@ -67,6 +67,10 @@ fn retry_json(t: &NewTimer) -> String {
     serde_json::to_string(&t.retry).expect("retry serializes")
 }
 
+fn on_failure_json(t: &NewTimer) -> Option<String> {
+    t.on_failure.as_ref().map(|n| serde_json::to_string(n).expect("notify serializes"))
+}
+
 /// The error of a batch whose insert hit the unique name index.
 fn batch_name_taken(timers: &[NewTimer]) -> Error {
     Error::NameTaken { app: timers[0].app.clone(), name: "(one of the batch)".into() }
@@ -76,8 +80,9 @@ fn batch_name_taken(timers: &[NewTimer]) -> Error {
 impl TimerRepo for Database {
     async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
-        let sql =
-            formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $11, $11, 0) RETURNING timer_id");
+        let sql = formatcp!(
+            "{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13, $11, $11, 0) RETURNING timer_id"
+        );
         // `fetch_all`, not `fetch_one`: SQLite commits a RETURNING statement
         // only when it is stepped to its end, and an error there (a full
         // disk) would be lost if the statement were dropped after one row.
@@ -94,6 +99,7 @@ impl TimerRepo for Database {
             .bind(t.misfire.as_str())
             .bind(now_ms)
             .bind(i64::from(t.delete_after_run))
+            .bind(on_failure_json(t))
             .fetch_all(pool)
             .await);
         match res {
@@ -181,6 +187,7 @@ impl TimerRepo for Database {
             .bind(i64::from(t.delete_after_run))
             .bind(now_ms)
             .bind(id)
+            .bind(on_failure_json(t))
             .execute(pool)
             .await
             .map(|done| done.rows_affected()));
@@ -262,7 +269,7 @@ impl TimerRepo for Database {
 async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(timers.len());
     let mut tx = write.begin().await?;
-    for chunk in timers.chunks(MAX_PARAMS / 14) {
+    for chunk in timers.chunks(MAX_PARAMS / 15) {
         let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
         qb.push_values(chunk, |mut b, t| {
             let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
@@ -277,6 +284,7 @@ async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now
                 .push_bind(retry_json(t))
                 .push_bind(t.misfire.as_str())
                 .push_bind(i64::from(t.delete_after_run))
+                .push_bind(on_failure_json(t))
                 .push_bind(now_ms)
                 .push_bind(now_ms)
                 .push_bind(0_i64);
@@ -304,11 +312,11 @@ async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64)
     let schedules: Vec<_> = timers.iter().map(|t| schedule_columns(&t.schedule)).collect();
     let sql = formatcp!(
         "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                $11, $11, 0
+                on_failure, $11, $11, 0
          FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                     $8::text[], $9::text[], $10::text[], $12::smallint[])
+                     $8::text[], $9::text[], $10::text[], $12::smallint[], $13::text[])
               WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire,
-                                   delete_after_run, ord)
+                                   delete_after_run, on_failure, ord)
          ORDER BY ord
          RETURNING timer_id"
     );
@@ -325,6 +333,7 @@ async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64)
         .bind(timers.iter().map(|t| t.misfire.as_str()).collect::<Vec<_>>())
         .bind(now_ms)
         .bind(timers.iter().map(|t| i16::from(t.delete_after_run)).collect::<Vec<_>>())
+        .bind(timers.iter().map(on_failure_json).collect::<Vec<_>>())
         .fetch_all(pool)
         .await;
     match res {

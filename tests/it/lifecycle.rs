@@ -205,7 +205,51 @@ pub async fn preview_lists_fire_times_with_daylight_saving_notes(stack: Stack) {
     app.stop().await;
 }
 
+pub async fn on_failure_is_called_once_when_a_fire_ends_failed(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let rx = Receiver::start(false).await.unwrap();
+    rx.fail_first(100);
+    let alerts = Receiver::start(true).await.unwrap();
+    let bad = app
+        .create(json!({
+            "app": "it", "name": "bad", "cron": "0 0 * * *",
+            "notifyHTTPParam": {"url": rx.url("/hook")}, "onFailure": {"url": "ftp://host/x", "body": "mine"}
+        }))
+        .await;
+    let msg = bad["msg"].as_str().unwrap();
+    assert!(msg.contains("onFailure.url: must use http or https") && msg.contains("onFailure.body"), "{msg}");
+
+    let run_at = now_ms() + 1_500;
+    let id = app
+        .create_ok(json!({
+            "app": "it", "name": "failing", "runAt": run_at, "status": 2,
+            "notifyHTTPParam": {"url": rx.url("/hook")},
+            "retry": {"maxAttempts": 2, "backoffMs": 100},
+            "onFailure": {"url": alerts.url("/failed"), "header": {"X-Alert": "1"}}
+        }))
+        .await;
+    assert_eq!(app.get(&format!("getTimer?id={id}&app=it")).await["result"]["onFailure"]["url"], alerts.url("/failed"));
+    assert!(alerts.wait_until(PATIENCE, |h| !h.is_empty()).await, "the failure is told");
+    // Time for a second call to show up, if there were one.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let hits = alerts.hits();
+    assert_eq!(hits.len(), 1, "once per failed fire");
+    assert_eq!(rx.count(), 2, "after both attempts");
+    let told: Value = serde_json::from_slice(&hits[0].body).unwrap();
+    assert_eq!((told["timerId"].as_i64(), told["runTimer"].as_i64()), (Some(id), Some(run_at)), "{told}");
+    assert_eq!((told["attempts"].as_i64(), told["name"].as_str()), (Some(2), Some("failing")), "{told}");
+    assert!(told["output"].as_str().unwrap().starts_with("HTTP 500"), "{told}");
+    assert!(told["taskId"].as_i64().unwrap() > 0, "{told}");
+    let headers = hits[0].headers.as_ref().unwrap();
+    assert_eq!(headers["x-alert"], "1");
+    assert_eq!(hits[0].key, format!("{id}_{run_at}_failure"));
+    let fires = app.fires(id, "it").await;
+    assert_eq!(fires[0]["status"], 3, "the fire itself ended failed: {fires:?}");
+    app.stop().await;
+}
+
 crate::on_both_stacks!(
+    on_failure_is_called_once_when_a_fire_ends_failed,
     update_moves_unclaimed_fires_to_the_new_schedule_and_keeps_history,
     update_validates_like_create_and_refuses_unknown_timers,
     trigger_fires_once_now_with_a_manual_key,

@@ -222,6 +222,7 @@ impl Harness {
             retry,
             misfire,
             delete_after_run: false,
+            on_failure: None,
         };
         self.repo.create_timer(&timer, self.now()).await.expect("create timer")
     }

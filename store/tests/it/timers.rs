@@ -203,6 +203,9 @@ pub async fn update_replaces_the_definition_and_marks_it_for_expansion(b: Backen
     new.schedule = Schedule::Once { run_at_ms: b.now() + 5_000 };
     new.retry = RetryPolicy { max_attempts: 7, backoff_ms: 10 };
     new.delete_after_run = true;
+    if let xtimer_core::timer::Notify::Http(http) = &new.notify {
+        new.on_failure = Some(http.clone());
+    }
     assert!(b.timers.update_timer(t.id, &new, b.now()).await.unwrap());
     let got = b.timers.get_timer(t.id).await.unwrap().unwrap();
     assert_eq!(got, xtimer_core::timer::Timer { create_time: t.create_time, ..new.stored(t.id, b.now()) });

@@ -76,6 +76,9 @@ pub async fn timers_create(
         Notify::Http(notify) => check_target(&state, &notify.url).await?,
         Notify::Asyncflow(task) => check_task_type(&state, &new.app, &task.task_type).await?,
     }
+    if let Some(notify) = &new.on_failure {
+        check_target(&state, &notify.url).await.map_err(lifecycle::on_failure_field)?;
+    }
     let _app_lock = state.security.app_locks.lock(&new.app).await;
     let (_, existing) = state.timers.list_app_timers(&new.app, 0, 0).await?;
     let max = state.security.limits.timers_per_app;

@@ -96,6 +96,10 @@ pub struct CreateTimer {
     /// instead of completed. Defaults to false.
     #[serde(default)]
     pub delete_after_run: Option<bool>,
+    /// An HTTP notify called once when a fire ends failed, with a JSON
+    /// body naming the timer, the fire, its attempts and last output.
+    #[serde(default, deserialize_with = "object")]
+    pub on_failure: Option<NotifyHttpParam>,
 }
 
 /// Shortest `callbackTimeoutMs`.
@@ -245,21 +249,33 @@ impl CreateTimer {
                 None
             }),
         };
+        let on_failure = match self.on_failure {
+            None => Some(None),
+            Some(notify) => {
+                if notify.body.is_some() {
+                    p.push("onFailure.body", "is set by xtimer: a JSON description of the failed fire");
+                }
+                notify.validate_as(&mut p, limits, "onFailure").map(Some)
+            }
+        };
         let delete_after_run = self.delete_after_run.unwrap_or(false);
         if delete_after_run && self.cron.is_some() {
             p.push("deleteAfterRun", "applies only to a one-shot timer (runAt), not to a cron timer");
         }
-        match (schedule, notify, retry, misfire) {
-            (Some(schedule), Some(notify), Some(retry), Some(misfire)) if p.0.is_empty() => Ok(NewTimer {
-                app: self.app,
-                name: self.name,
-                status,
-                schedule,
-                notify,
-                retry,
-                misfire,
-                delete_after_run,
-            }),
+        match (schedule, notify, retry, misfire, on_failure) {
+            (Some(schedule), Some(notify), Some(retry), Some(misfire), Some(on_failure)) if p.0.is_empty() => {
+                Ok(NewTimer {
+                    app: self.app,
+                    name: self.name,
+                    status,
+                    schedule,
+                    notify,
+                    retry,
+                    misfire,
+                    delete_after_run,
+                    on_failure,
+                })
+            }
             _ => Err(p.into_error()),
         }
     }
@@ -407,22 +423,27 @@ fn check_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
 
 impl NotifyHttpParam {
     fn validate(self, p: &mut Problems, limits: &LimitsConfig) -> Option<HttpNotify> {
+        self.validate_as(p, limits, "notifyHTTPParam")
+    }
+
+    /// Checks the callback given as `field` (`notifyHTTPParam`, `onFailure`).
+    fn validate_as(self, p: &mut Problems, limits: &LimitsConfig, field: &str) -> Option<HttpNotify> {
         let before = p.0.len();
-        check_url(p, &self.url);
+        check_url(p, &self.url, &format!("{field}.url"));
         let method = self.method.as_deref().unwrap_or("POST").to_ascii_uppercase();
         if !METHODS.contains(&method.as_str()) {
             p.push(
-                "notifyHTTPParam.method",
+                &format!("{field}.method"),
                 format!("must be one of {}, got `{}`", METHODS.join(", "), self.method.unwrap_or_default()),
             );
         }
         let headers = self.header.unwrap_or_default();
-        check_headers(p, &headers, limits);
+        check_headers(p, &headers, limits, &format!("{field}.header"));
         if let Some(body) = &self.body {
             let max = limits.callback_max_body_bytes;
             if body.len() > max {
                 p.push(
-                    "notifyHTTPParam.body",
+                    &format!("{field}.body"),
                     format!("must be at most {max} bytes (limits.callback_max_body_bytes), got {}", body.len()),
                 );
             }
@@ -467,47 +488,45 @@ fn check_task_text(p: &mut Problems, field: &str, value: &str, max: usize, key: 
     }
 }
 
-fn check_url(p: &mut Problems, url: &str) {
-    const FIELD: &str = "notifyHTTPParam.url";
+fn check_url(p: &mut Problems, url: &str, field: &str) {
     let chars = url.chars().count();
     if chars == 0 {
-        return p.push(FIELD, "must not be empty");
+        return p.push(field, "must not be empty");
     }
     if chars > MAX_URL_CHARS {
-        return p.push(FIELD, format!("must be at most {MAX_URL_CHARS} characters, got {chars}"));
+        return p.push(field, format!("must be at most {MAX_URL_CHARS} characters, got {chars}"));
     }
     // `host:port/path` reads as a URL whose scheme is the host: say what to add.
     let no_scheme = !url.contains("://");
     if no_scheme && format!("http://{url}").parse::<Uri>().is_ok_and(|u| u.host().is_some()) {
-        return p.push(FIELD, format!("`{url}` has no scheme: add `http://`: `http://{url}`"));
+        return p.push(field, format!("`{url}` has no scheme: add `http://`: `http://{url}`"));
     }
     let uri = match url.parse::<Uri>() {
         Ok(uri) => uri,
-        Err(err) => return p.push(FIELD, format!("`{url}` is not a valid URL: {err}")),
+        Err(err) => return p.push(field, format!("`{url}` is not a valid URL: {err}")),
     };
     match uri.scheme_str() {
         Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https") => {}
-        Some(s) => return p.push(FIELD, format!("must use http or https, got `{s}`")),
+        Some(s) => return p.push(field, format!("must use http or https, got `{s}`")),
         None => {
-            return p.push(FIELD, format!("`{url}` is not an absolute http or https URL such as `http://host/path`"))
+            return p.push(field, format!("`{url}` is not an absolute http or https URL such as `http://host/path`"))
         }
     }
     if uri.host().is_none_or(str::is_empty) {
-        p.push(FIELD, format!("`{url}` names no host"));
+        p.push(field, format!("`{url}` names no host"));
     }
 }
 
-fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>, limits: &LimitsConfig) {
-    const FIELD: &str = "notifyHTTPParam.header";
+fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>, limits: &LimitsConfig, field: &str) {
     let max = limits.callback_max_headers;
     if headers.len() > max {
-        p.push(FIELD, format!("at most {max} headers (limits.callback_max_headers), got {}", headers.len()));
+        p.push(field, format!("at most {max} headers (limits.callback_max_headers), got {}", headers.len()));
     }
     let total: usize = headers.iter().map(|(k, v)| k.len() + v.len()).sum();
     let max = limits.callback_max_header_bytes;
     if total > max {
         p.push(
-            FIELD,
+            field,
             format!("names and values must total at most {max} bytes (limits.callback_max_header_bytes), got {total}"),
         );
     }
@@ -515,10 +534,10 @@ fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>, limits: &
     for (name, value) in headers {
         if name.len() > MAX_HEADER_NAME_BYTES {
             let start: String = name.chars().take(32).collect();
-            p.push(FIELD, format!("header name `{start}...` is longer than {MAX_HEADER_NAME_BYTES} bytes"));
+            p.push(field, format!("header name `{start}...` is longer than {MAX_HEADER_NAME_BYTES} bytes"));
             continue;
         }
-        let field = format!("{FIELD}.{name}");
+        let field = format!("{field}.{name}");
         match HeaderName::from_bytes(name.as_bytes()) {
             Err(_) => p.push(&field, format!("`{name}` is not a valid HTTP header name")),
             Ok(parsed) => {

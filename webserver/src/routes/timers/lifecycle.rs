@@ -57,6 +57,9 @@ pub struct UpdateTimer {
     /// New `deleteAfterRun` (one-shot timers).
     #[serde(default)]
     pub delete_after_run: Option<bool>,
+    /// New failure notify.
+    #[serde(default)]
+    pub on_failure: Option<NotifyHttpParam>,
 }
 
 impl UpdateTimer {
@@ -126,6 +129,14 @@ impl UpdateTimer {
             })),
             misfire: Some(self.misfire.unwrap_or_else(|| stored.misfire.as_str().to_owned())),
             delete_after_run: self.delete_after_run.or(one_shot.then_some(stored.delete_after_run)),
+            on_failure: self.on_failure.or_else(|| {
+                stored.on_failure.as_ref().map(|n| NotifyHttpParam {
+                    url: n.url.clone(),
+                    method: Some(n.method.clone()),
+                    header: Some(n.headers.clone()),
+                    body: None,
+                })
+            }),
         }
     }
 }
@@ -159,6 +170,11 @@ pub async fn timers_update(
         (Notify::Http(notify), _) => check_target(&state, &notify.url).await?,
         (Notify::Asyncflow(task), _) => check_task_type(&state, &new.app, &task.task_type).await?,
     }
+    match (&new.on_failure, &stored.on_failure) {
+        (Some(new), Some(old)) if new.url == old.url => {}
+        (Some(notify), _) => check_target(&state, &notify.url).await.map_err(on_failure_field)?,
+        (None, _) => {}
+    }
     let alone = new.status != TimerStatus::Enabled;
     check_fire_rate(&state, &new.app, Some(stored.id), &[&new.schedule], alone, now).await?;
     if !state.timers.update_timer(stored.id, &new, now).await? {
@@ -172,6 +188,14 @@ pub async fn timers_update(
         state.expander.expand_timer(&timer).await?;
     }
     Ok(Envelope(TimerView::at(&timer, state.clock.now_ms())))
+}
+
+/// A refused callback target, named as `onFailure.url`.
+pub(crate) fn on_failure_field(err: ApiError) -> ApiError {
+    match err {
+        ApiError::Invalid(msg) => ApiError::Invalid(msg.replacen("notifyHTTPParam.url", "onFailure.url", 1)),
+        other => other,
+    }
 }
 
 /// `{"runTimer": ms}`: the reply of `triggerTimer`.

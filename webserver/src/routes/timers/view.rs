@@ -63,6 +63,9 @@ pub struct TimerView {
     /// shown only when set.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub delete_after_run: bool,
+    /// Called once when a fire ends failed, when the timer sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<NotifyView>,
     /// Its next fire time, Unix ms: null unless enabled with a fire ahead.
     pub next_run_timer: Option<i64>,
     /// Its next fire time, RFC 3339 UTC.
@@ -163,6 +166,12 @@ impl From<&Timer> for TimerView {
                 Notify::Asyncflow(_) => None,
             },
             delete_after_run: t.delete_after_run,
+            on_failure: t.on_failure.as_ref().map(|n| NotifyView {
+                url: n.url.clone(),
+                method: n.method.clone(),
+                header: n.headers.clone(),
+                body: None,
+            }),
             next_run_timer: None,
             next_run_time: None,
             create_time: rfc3339(t.create_time),
