@@ -225,6 +225,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             misfire: MisfirePolicy::FireAll,
             delete_after_run: false,
             on_failure: None,
+            pause_after_failures: None,
         })
         .collect();
     let ids = node.stores.timers.create_timers(&new_timers, now).await?;
@@ -322,6 +323,7 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
             misfire: MisfirePolicy::default(),
             delete_after_run: false,
             on_failure: None,
+            pause_after_failures: None,
         })
         .collect();
     node.stores.timers.create_timers(&timers, now).await?;

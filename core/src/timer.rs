@@ -168,6 +168,8 @@ pub struct NewTimer {
     /// Called once when a fire ends failed (`onFailure`); its body is set
     /// per failure.
     pub on_failure: Option<HttpNotify>,
+    /// Disable the timer after this many consecutive failed fires.
+    pub pause_after_failures: Option<u32>,
 }
 
 impl NewTimer {
@@ -184,6 +186,8 @@ impl NewTimer {
             misfire: self.misfire,
             delete_after_run: self.delete_after_run,
             on_failure: self.on_failure.clone(),
+            pause_after_failures: self.pause_after_failures,
+            pause_reason: None,
             create_time: now_ms,
             modify_time: now_ms,
         }
@@ -205,6 +209,10 @@ pub struct Timer {
     pub delete_after_run: bool,
     /// Called once when a fire ends failed (`onFailure`).
     pub on_failure: Option<HttpNotify>,
+    /// Disable the timer after this many consecutive failed fires.
+    pub pause_after_failures: Option<u32>,
+    /// Why `pauseAfterFailures` disabled the timer; cleared when enabled.
+    pub pause_reason: Option<String>,
     /// Unix milliseconds.
     pub create_time: i64,
     /// Unix milliseconds.

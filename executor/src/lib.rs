@@ -427,6 +427,7 @@ impl ExecutorHandle {
             self.warn_failed(&timer, attempt, &answer.output);
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
             self.notify_failure(&timer, fire, attempt, &answer.output);
+            self.pause_if_failing(&timer, fire).await;
             return FireOutcome::Failed;
         }
         match timer.retry.backoff_after(attempt) {
@@ -445,6 +446,7 @@ impl ExecutorHandle {
                 self.warn_failed(&timer, attempt, &answer.output);
                 self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
                 self.notify_failure(&timer, fire, attempt, &answer.output);
+                self.pause_if_failing(&timer, fire).await;
                 FireOutcome::Failed
             }
         }
@@ -521,6 +523,23 @@ impl ExecutorHandle {
                 }
             }
         });
+    }
+
+    /// Disables the timer when this failed fire makes its
+    /// `pauseAfterFailures` consecutive failures (counted since the timer
+    /// was last changed or enabled), recording why.
+    async fn pause_if_failing(&self, timer: &Timer, fire: &ClaimedFire) {
+        let Some(n) = timer.pause_after_failures else { return };
+        let reason = format!(
+            "disabled after {n} consecutive failed fires (pauseAfterFailures), the last due at {}",
+            xtimer_core::clock::rfc3339(fire.key.run_ms)
+        );
+        let now = self.inner.clock.now_ms();
+        match self.inner.timers.pause_if_failing(timer.id, fire.task_id, n, timer.modify_time, &reason, now).await {
+            Ok(true) => tracing::warn!(timer_id = timer.id, app = %timer.app, %reason, "Timer disabled."),
+            Ok(false) => {}
+            Err(err) => tracing::warn!(timer_id = timer.id, error = %err, "Checking pauseAfterFailures failed."),
+        }
     }
 
     /// A slot of the executor's whole concurrency; none once the node

@@ -32,6 +32,7 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,
+        pause_after_failures: None,
     }
 }
 

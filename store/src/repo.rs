@@ -28,6 +28,19 @@ pub trait TimerRepo: Send + Sync {
     /// its fires already made are left alone (see
     /// [`FireRepo::delete_pending_from`]).
     async fn update_timer(&self, id: i64, timer: &NewTimer, now_ms: i64) -> Result<bool>;
+    /// Disables enabled timer `timer_id` and records `reason` if fire
+    /// `task_id` (counted as failed, whatever its row says yet) and the
+    /// `n - 1` fires that ended before it since `since_ms` all failed;
+    /// true when it did (`pauseAfterFailures`).
+    async fn pause_if_failing(
+        &self,
+        timer_id: i64,
+        task_id: i64,
+        n: u32,
+        since_ms: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<bool>;
     /// Sets a timer's status; false when the id does not exist or is
     /// deleted. Enabling marks it for expansion at the next migrator step.
     async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool>;

@@ -19,6 +19,7 @@ pub(crate) mod code {
     use xtimer_core::fire::FireStatus;
     use xtimer_core::timer::TimerStatus;
 
+    pub const TIMER_DISABLED: i64 = TimerStatus::Disabled as i64;
     pub const TIMER_ENABLED: i64 = TimerStatus::Enabled as i64;
     pub const TIMER_DELETED: i64 = TimerStatus::Deleted as i64;
     pub const TIMER_COMPLETED: i64 = TimerStatus::Completed as i64;
@@ -63,7 +64,7 @@ pub(crate) const TIMER_ENABLED: &str =
 /// read as a 64-bit integer in every dialect.
 pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
      timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, on_failure, \
-     create_time, modify_time";
+     CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, create_time, modify_time";
 
 /// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
 pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
@@ -107,6 +108,11 @@ where
             .map(|json| serde_json::from_str(&json))
             .transpose()
             .map_err(|e| corrupt(&format!("on_failure: {e}")))?,
+        pause_after_failures: row
+            .try_get::<Option<i64>, _>("pause_after_failures")?
+            .map(|n| u32::try_from(n).map_err(|_| corrupt("pause_after_failures")))
+            .transpose()?,
+        pause_reason: row.try_get("pause_reason")?,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })

@@ -15,7 +15,7 @@ use crate::{Database, Error, Result};
 // migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
      (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
-     create_time, modify_time, next_run) ";
+     pause_after_failures, create_time, modify_time, next_run) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
@@ -23,7 +23,8 @@ const LIST_APP: &str = formatcp!(
 );
 const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
 const SET_STATUS: &str = formatcp!(
-    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END
+    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END,
+         pause_reason = CASE WHEN $1 = {enabled} THEN NULL ELSE pause_reason END
      WHERE timer_id = $3 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
@@ -32,10 +33,24 @@ const SET_STATUS: &str = formatcp!(
 const UPDATE: &str = formatcp!(
     "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
          retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $13,
+         pause_after_failures = $14, pause_reason = NULL,
          next_run = CASE WHEN $2 = {enabled} THEN 0 ELSE next_run END
      WHERE timer_id = $12 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
+);
+const PAUSE_IF_FAILING: &str = formatcp!(
+    "UPDATE t_timer SET status = {disabled}, pause_reason = $4, modify_time = $5
+     WHERE timer_id = $1 AND status = {enabled}
+       AND (SELECT COUNT(*) FROM (SELECT f.status FROM t_timer_task f
+                                  WHERE f.timer_id = $1 AND f.task_id <> $2 AND f.run_timer >= $6
+                                    AND f.status IN ({succeeded}, {failed})
+                                  ORDER BY f.run_timer DESC LIMIT $3) AS recent
+            WHERE recent.status = {failed}) >= $3",
+    disabled = code::TIMER_DISABLED,
+    enabled = code::TIMER_ENABLED,
+    succeeded = code::SUCCEEDED,
+    failed = code::FAILED
 );
 const DUE: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND next_run < $1 ORDER BY next_run LIMIT $2",
@@ -81,7 +96,7 @@ impl TimerRepo for Database {
     async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
         let sql = formatcp!(
-            "{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13, $11, $11, 0) RETURNING timer_id"
+            "{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13, $14, $11, $11, 0) RETURNING timer_id"
         );
         // `fetch_all`, not `fetch_one`: SQLite commits a RETURNING statement
         // only when it is stepped to its end, and an error there (a full
@@ -100,6 +115,7 @@ impl TimerRepo for Database {
             .bind(now_ms)
             .bind(i64::from(t.delete_after_run))
             .bind(on_failure_json(t))
+            .bind(t.pause_after_failures.map(i64::from))
             .fetch_all(pool)
             .await);
         match res {
@@ -188,6 +204,7 @@ impl TimerRepo for Database {
             .bind(now_ms)
             .bind(id)
             .bind(on_failure_json(t))
+            .bind(t.pause_after_failures.map(i64::from))
             .execute(pool)
             .await
             .map(|done| done.rows_affected()));
@@ -195,6 +212,28 @@ impl TimerRepo for Database {
             Ok(done) => Ok(done == 1),
             Err(e) => Err(name_taken_or(e, &t.app, &t.name)),
         }
+    }
+
+    async fn pause_if_failing(
+        &self,
+        timer_id: i64,
+        task_id: i64,
+        n: u32,
+        since_ms: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let done = on_db!(self, write, pool => sqlx::query(PAUSE_IF_FAILING)
+            .bind(timer_id)
+            .bind(task_id)
+            .bind(i64::from(n.saturating_sub(1)))
+            .bind(reason)
+            .bind(now_ms)
+            .bind(since_ms)
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(done == 1)
     }
 
     async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
@@ -269,7 +308,7 @@ impl TimerRepo for Database {
 async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(timers.len());
     let mut tx = write.begin().await?;
-    for chunk in timers.chunks(MAX_PARAMS / 15) {
+    for chunk in timers.chunks(MAX_PARAMS / 16) {
         let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
         qb.push_values(chunk, |mut b, t| {
             let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
@@ -285,6 +324,7 @@ async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now
                 .push_bind(t.misfire.as_str())
                 .push_bind(i64::from(t.delete_after_run))
                 .push_bind(on_failure_json(t))
+                .push_bind(t.pause_after_failures.map(i64::from))
                 .push_bind(now_ms)
                 .push_bind(now_ms)
                 .push_bind(0_i64);
@@ -312,11 +352,11 @@ async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64)
     let schedules: Vec<_> = timers.iter().map(|t| schedule_columns(&t.schedule)).collect();
     let sql = formatcp!(
         "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                on_failure, $11, $11, 0
+                on_failure, pause_after_failures, $11, $11, 0
          FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                     $8::text[], $9::text[], $10::text[], $12::smallint[], $13::text[])
+                     $8::text[], $9::text[], $10::text[], $12::smallint[], $13::text[], $14::integer[])
               WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire,
-                                   delete_after_run, on_failure, ord)
+                                   delete_after_run, on_failure, pause_after_failures, ord)
          ORDER BY ord
          RETURNING timer_id"
     );
@@ -334,6 +374,7 @@ async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64)
         .bind(now_ms)
         .bind(timers.iter().map(|t| i16::from(t.delete_after_run)).collect::<Vec<_>>())
         .bind(timers.iter().map(on_failure_json).collect::<Vec<_>>())
+        .bind(timers.iter().map(|t| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
         .fetch_all(pool)
         .await;
     match res {

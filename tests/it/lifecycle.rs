@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use xtimer::receiver::Receiver;
 
-use crate::helpers::{now_ms, wait_for, Stack, Storage, TestNode, PATIENCE};
+use crate::helpers::{every_second, now_ms, wait_for, Stack, Storage, TestNode, PATIENCE};
 
 impl TestNode {
     /// POST `/api/xtimer/{route}` with a JSON body; returns the envelope.
@@ -248,7 +248,36 @@ pub async fn on_failure_is_called_once_when_a_fire_ends_failed(stack: Stack) {
     app.stop().await;
 }
 
+pub async fn pause_after_failures_disables_a_failing_timer_and_says_why(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let rx = Receiver::start(false).await.unwrap();
+    rx.fail_first(1_000);
+    let id = app.create_ok(every_second("failing", &rx, json!({"pauseAfterFailures": 3}))).await;
+    let got = wait_for("the timer is disabled", || async {
+        let got = app.get(&format!("getTimer?id={id}&app=it")).await;
+        (got["result"]["status"] == 1).then_some(got)
+    })
+    .await;
+    let reason = got["result"]["pauseReason"].as_str().unwrap();
+    assert!(reason.contains("3 consecutive failed fires"), "{reason}");
+    assert_eq!(got["result"]["pauseAfterFailures"], 3);
+    let sent = rx.count();
+    // One fire claimed just before the pause (claim_ahead_ms) may still go.
+    assert!((3..=4).contains(&sent), "{sent} fires sent");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(rx.count(), sent, "no fire goes out once disabled");
+    let bad = app.create(every_second("bad", &rx, json!({"pauseAfterFailures": 0}))).await;
+    assert!(bad["msg"].as_str().unwrap().contains("pauseAfterFailures: must be 1 to 1000"), "{bad}");
+    // Enabling it again clears the reason.
+    assert_eq!(app.act("enableTimer", id, "it").await["code"], 0);
+    let got = app.get(&format!("getTimer?id={id}&app=it")).await;
+    assert_eq!(got["result"]["status"], 2);
+    assert!(got["result"].get("pauseReason").is_none(), "{got}");
+    app.stop().await;
+}
+
 crate::on_both_stacks!(
+    pause_after_failures_disables_a_failing_timer_and_says_why,
     on_failure_is_called_once_when_a_fire_ends_failed,
     update_moves_unclaimed_fires_to_the_new_schedule_and_keeps_history,
     update_validates_like_create_and_refuses_unknown_timers,

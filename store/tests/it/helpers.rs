@@ -75,6 +75,7 @@ pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,
+        pause_after_failures: None,
     }
 }
 

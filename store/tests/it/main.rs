@@ -51,6 +51,7 @@ macro_rules! conformance_suite {
                     a_one_shot_completes_once_its_fire_has_ended,
                     update_replaces_the_definition_and_marks_it_for_expansion,
                     a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended,
+                    pause_if_failing_counts_the_fires_that_ended_before,
                 }
                 fires {
                     insert_fires_is_idempotent,

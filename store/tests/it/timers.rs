@@ -234,3 +234,25 @@ pub async fn a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended
     let (_, total) = b.timers.list_app_timers(APP, 0, 10).await.unwrap();
     assert_eq!(total, 0, "deleted, not listed");
 }
+
+pub async fn pause_if_failing_counts_the_fires_that_ended_before(b: Backend) {
+    use xtimer_core::fire::FireStatus;
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let keys = insert(&b, &t, &[b.now() + 1_000, b.now() + 2_000, b.now() + 3_000]).await;
+    let mut claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    claims.sort_by_key(|c| c.key.run_ms);
+    let failed = crate::helpers::result(&claims[0], FireStatus::Failed, 1, "HTTP 500", 0, None);
+    assert_eq!(b.fires.record(&[failed, succeeded(&claims[1], 0)], b.now()).await.unwrap(), 2);
+    let (id, last) = (t.id, claims[2].task_id);
+    assert!(!b.timers.pause_if_failing(id, last, 2, 0, "why", b.now()).await.unwrap(), "the one before succeeded");
+    assert!(!b.timers.pause_if_failing(id, last, 3, 0, "why", b.now()).await.unwrap());
+    assert_eq!(b.timers.get_timer(id).await.unwrap().unwrap().status, TimerStatus::Enabled);
+    assert!(b.timers.pause_if_failing(id, claims[1].task_id, 2, 0, "why", b.now()).await.unwrap(), "two in a row");
+    let got = b.timers.get_timer(id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.pause_reason.as_deref()), (TimerStatus::Disabled, Some("why")));
+    assert!(!b.timers.pause_if_failing(id, last, 1, 0, "again", b.now()).await.unwrap(), "already disabled");
+    assert!(b.timers.set_timer_status(id, TimerStatus::Enabled, b.now()).await.unwrap());
+    assert_eq!(b.timers.get_timer(id).await.unwrap().unwrap().pause_reason, None, "enabling clears the reason");
+    let since = b.now() + 1;
+    assert!(!b.timers.pause_if_failing(id, last, 2, since, "why", b.now()).await.unwrap(), "older fires do not count");
+}

@@ -77,6 +77,9 @@ impl TimerRepo for BrokenTimers {
     async fn update_timer(&self, _: i64, _: &NewTimer, _: i64) -> xtimer_store::Result<bool> {
         self.fail()
     }
+    async fn pause_if_failing(&self, _: i64, _: i64, _: u32, _: i64, _: &str, _: i64) -> xtimer_store::Result<bool> {
+        self.fail()
+    }
     async fn get_timer(&self, _: i64) -> xtimer_store::Result<Option<Timer>> {
         self.fail()
     }

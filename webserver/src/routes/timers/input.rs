@@ -100,7 +100,14 @@ pub struct CreateTimer {
     /// body naming the timer, the fire, its attempts and last output.
     #[serde(default, deserialize_with = "object")]
     pub on_failure: Option<NotifyHttpParam>,
+    /// Disable the timer after this many consecutive failed fires,
+    /// 1..=[`MAX_PAUSE_AFTER_FAILURES`]; never when absent.
+    #[serde(default)]
+    pub pause_after_failures: Option<i64>,
 }
+
+/// Largest `pauseAfterFailures`.
+pub const MAX_PAUSE_AFTER_FAILURES: i64 = 1000;
 
 /// Shortest `callbackTimeoutMs`.
 pub const MIN_CALLBACK_TIMEOUT_MS: i64 = 100;
@@ -258,6 +265,12 @@ impl CreateTimer {
                 notify.validate_as(&mut p, limits, "onFailure").map(Some)
             }
         };
+        let pause_after_failures = self.pause_after_failures.and_then(|n| {
+            if !(1..=MAX_PAUSE_AFTER_FAILURES).contains(&n) {
+                p.push("pauseAfterFailures", format!("must be 1 to {MAX_PAUSE_AFTER_FAILURES}, got {n}"));
+            }
+            u32::try_from(n).ok()
+        });
         let delete_after_run = self.delete_after_run.unwrap_or(false);
         if delete_after_run && self.cron.is_some() {
             p.push("deleteAfterRun", "applies only to a one-shot timer (runAt), not to a cron timer");
@@ -274,6 +287,7 @@ impl CreateTimer {
                     misfire,
                     delete_after_run,
                     on_failure,
+                    pause_after_failures,
                 })
             }
             _ => Err(p.into_error()),

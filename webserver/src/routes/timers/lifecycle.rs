@@ -60,6 +60,9 @@ pub struct UpdateTimer {
     /// New failure notify.
     #[serde(default)]
     pub on_failure: Option<NotifyHttpParam>,
+    /// New `pauseAfterFailures`.
+    #[serde(default)]
+    pub pause_after_failures: Option<i64>,
 }
 
 impl UpdateTimer {
@@ -137,6 +140,7 @@ impl UpdateTimer {
                     body: None,
                 })
             }),
+            pause_after_failures: self.pause_after_failures.or(stored.pause_after_failures.map(i64::from)),
         }
     }
 }

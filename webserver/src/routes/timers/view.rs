@@ -66,6 +66,12 @@ pub struct TimerView {
     /// Called once when a fire ends failed, when the timer sets it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<NotifyView>,
+    /// Disabled after this many consecutive failed fires, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause_after_failures: Option<u32>,
+    /// Why `pauseAfterFailures` disabled the timer, until it is enabled again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause_reason: Option<String>,
     /// Its next fire time, Unix ms: null unless enabled with a fire ahead.
     pub next_run_timer: Option<i64>,
     /// Its next fire time, RFC 3339 UTC.
@@ -172,6 +178,8 @@ impl From<&Timer> for TimerView {
                 header: n.headers.clone(),
                 body: None,
             }),
+            pause_after_failures: t.pause_after_failures,
+            pause_reason: t.pause_reason.clone(),
             next_run_timer: None,
             next_run_time: None,
             create_time: rfc3339(t.create_time),
