@@ -223,6 +223,9 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             notify: notify.clone(),
             retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
             misfire: MisfirePolicy::FireAll,
+            delete_after_run: false,
+            on_failure: None,
+            pause_after_failures: None,
         })
         .collect();
     let ids = node.stores.timers.create_timers(&new_timers, now).await?;
@@ -318,6 +321,9 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::default(),
+            delete_after_run: false,
+            on_failure: None,
+            pause_after_failures: None,
         })
         .collect();
     node.stores.timers.create_timers(&timers, now).await?;

@@ -163,6 +163,13 @@ pub struct NewTimer {
     pub notify: Notify,
     pub retry: RetryPolicy,
     pub misfire: MisfirePolicy,
+    /// A one-shot timer whose fire has ended is deleted, not completed.
+    pub delete_after_run: bool,
+    /// Called once when a fire ends failed (`onFailure`); its body is set
+    /// per failure.
+    pub on_failure: Option<HttpNotify>,
+    /// Disable the timer after this many consecutive failed fires.
+    pub pause_after_failures: Option<u32>,
 }
 
 impl NewTimer {
@@ -177,6 +184,10 @@ impl NewTimer {
             notify: self.notify.clone(),
             retry: self.retry,
             misfire: self.misfire,
+            delete_after_run: self.delete_after_run,
+            on_failure: self.on_failure.clone(),
+            pause_after_failures: self.pause_after_failures,
+            pause_reason: None,
             create_time: now_ms,
             modify_time: now_ms,
         }
@@ -194,6 +205,14 @@ pub struct Timer {
     pub notify: Notify,
     pub retry: RetryPolicy,
     pub misfire: MisfirePolicy,
+    /// A one-shot timer whose fire has ended is deleted, not completed.
+    pub delete_after_run: bool,
+    /// Called once when a fire ends failed (`onFailure`).
+    pub on_failure: Option<HttpNotify>,
+    /// Disable the timer after this many consecutive failed fires.
+    pub pause_after_failures: Option<u32>,
+    /// Why `pauseAfterFailures` disabled the timer; cleared when enabled.
+    pub pause_reason: Option<String>,
     /// Unix milliseconds.
     pub create_time: i64,
     /// Unix milliseconds.

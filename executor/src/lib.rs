@@ -82,6 +82,11 @@ pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
 /// forgotten (and may be logged again within the minute).
 const FAILURE_LOG_TIMERS: usize = 10_000;
 
+/// Calls of a timer's `onFailure` notify per failed fire, at most.
+pub const FAILURE_NOTIFY_ATTEMPTS: u32 = 3;
+/// Delay before the second call of an `onFailure` notify; it doubles.
+const FAILURE_NOTIFY_BACKOFF_MS: u64 = 500;
+
 /// Most timers whose definition the executor keeps between their fires.
 /// Past it the oldest is dropped and read again at its next fire, so the
 /// cache follows the timers that are due, not every timer registered.
@@ -286,8 +291,14 @@ impl ExecutorHandle {
     }
 
     async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<()> {
-        let mut missing: Vec<i64> =
-            claimed.iter().map(|c| c.key.timer_id).filter(|id| !self.inner.cache.contains(id)).collect();
+        // A definition read before the timer's last change (updateTimer) is
+        // read again.
+        let cache = &self.inner.cache;
+        let mut missing: Vec<i64> = claimed
+            .iter()
+            .filter(|c| cache.get(&c.key.timer_id).is_none_or(|t| t.modify_time < c.timer_modified))
+            .map(|c| c.key.timer_id)
+            .collect();
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
@@ -395,7 +406,7 @@ impl ExecutorHandle {
             },
         };
         let answer = match &timer.notify {
-            Notify::Http(notify) => self.call(&timer.app, notify, fire.key).await,
+            Notify::Http(notify) => self.call(&timer.app, notify, fire).await,
             Notify::Asyncflow(task) => match self.executor_permit().await {
                 Some(_permit) => Some(self.create_task(&timer.app, task, fire.key).await),
                 None => None,
@@ -415,6 +426,8 @@ impl ExecutorHandle {
             // target, or the task engine refuses the task as it is).
             self.warn_failed(&timer, attempt, &answer.output);
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
+            self.notify_failure(&timer, fire, attempt, &answer.output);
+            self.pause_if_failing(&timer, fire).await;
             return FireOutcome::Failed;
         }
         match timer.retry.backoff_after(attempt) {
@@ -432,6 +445,8 @@ impl ExecutorHandle {
             None => {
                 self.warn_failed(&timer, attempt, &answer.output);
                 self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
+                self.notify_failure(&timer, fire, attempt, &answer.output);
+                self.pause_if_failing(&timer, fire).await;
                 FireOutcome::Failed
             }
         }
@@ -454,6 +469,79 @@ impl ExecutorHandle {
         }
     }
 
+    /// Calls the timer's `onFailure` notify, if it has one, about a fire
+    /// that ended failed: once, in its own task, with a JSON body naming
+    /// the timer, the fire, its attempts and last output. A failed call is
+    /// retried [`FAILURE_NOTIFY_ATTEMPTS`] times in all, then logged; it
+    /// never calls `onFailure` itself.
+    fn notify_failure(&self, timer: &Timer, fire: &ClaimedFire, attempts: u32, output: &str) {
+        let Some(notify) = &timer.on_failure else { return };
+        let body = serde_json::json!({
+            "timerId": timer.id,
+            "app": timer.app,
+            "name": timer.name,
+            "taskId": fire.task_id,
+            "runTimer": fire.key.run_ms,
+            "manual": fire.manual,
+            "attempts": attempts,
+            "output": output,
+        });
+        let notify = HttpNotify { body: Some(body.to_string()), ..notify.clone() };
+        let (this, fire, app) = (self.clone(), fire.clone(), timer.app.clone());
+        self.inner.tracker.spawn(async move {
+            let key = format!("{}_failure", fire.idempotency_key());
+            for attempt in 1..=FAILURE_NOTIFY_ATTEMPTS {
+                let inner = &this.inner;
+                let secret = inner.callbacks.secrets.secret_for(&app).await;
+                let signing = callback::Signing { secret: secret.as_bytes(), t: inner.clock.now_ms().div_euclid(1000) };
+                let answer = callback::call_checked(
+                    &inner.http,
+                    Some(&inner.callbacks.policy),
+                    &notify,
+                    fire.key,
+                    &key,
+                    inner.config.max_output_bytes,
+                    Some(signing),
+                )
+                .await;
+                if answer.delivery.delivered() {
+                    return;
+                }
+                if attempt == FAILURE_NOTIFY_ATTEMPTS || answer.delivery.permanent() {
+                    tracing::warn!(
+                        timer_id = fire.key.timer_id,
+                        task_id = fire.task_id,
+                        output = %answer.output,
+                        "The timer's onFailure notify failed; it is not retried further."
+                    );
+                    return;
+                }
+                let backoff = Duration::from_millis(FAILURE_NOTIFY_BACKOFF_MS << (attempt - 1));
+                tokio::select! {
+                    _ = inner.hard_stop.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        });
+    }
+
+    /// Disables the timer when this failed fire makes its
+    /// `pauseAfterFailures` consecutive failures (counted since the timer
+    /// was last changed or enabled), recording why.
+    async fn pause_if_failing(&self, timer: &Timer, fire: &ClaimedFire) {
+        let Some(n) = timer.pause_after_failures else { return };
+        let reason = format!(
+            "disabled after {n} consecutive failed fires (pauseAfterFailures), the last due at {}",
+            xtimer_core::clock::rfc3339(fire.key.run_ms)
+        );
+        let now = self.inner.clock.now_ms();
+        match self.inner.timers.pause_if_failing(timer.id, fire.task_id, n, timer.modify_time, &reason, now).await {
+            Ok(true) => tracing::warn!(timer_id = timer.id, app = %timer.app, %reason, "Timer disabled."),
+            Ok(false) => {}
+            Err(err) => tracing::warn!(timer_id = timer.id, error = %err, "Checking pauseAfterFailures failed."),
+        }
+    }
+
     /// A slot of the executor's whole concurrency; none once the node
     /// stops hard.
     async fn executor_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
@@ -467,8 +555,9 @@ impl ExecutorHandle {
     /// the executor's concurrency; returns the answer and its lateness (ms
     /// from the run time to the request leaving), or nothing when the node
     /// stopped hard before it went out.
-    async fn call(&self, app: &str, notify: &HttpNotify, key: FireKey) -> Option<(Answer, i64)> {
+    async fn call(&self, app: &str, notify: &HttpNotify, fire: &ClaimedFire) -> Option<(Answer, i64)> {
         let inner = &self.inner;
+        let key = fire.key;
         let host = bulkhead::host_of(&notify.url);
         let timeout_ms = notify.timeout_ms.unwrap_or(inner.config.timeout_ms);
         let entered = tokio::select! {
@@ -492,6 +581,7 @@ impl ExecutorHandle {
             Some(&inner.callbacks.policy),
             notify,
             key,
+            &fire.idempotency_key(),
             inner.config.max_output_bytes,
             Some(signing),
         )

@@ -20,8 +20,9 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use crate::db::on_db;
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
 use crate::sql::{
-    claim_taken_over, code, fire_from_row, fire_status, key_from_row, page_bound, push_id_list, rounds_by_task,
-    FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT, TIMER_ENABLED,
+    claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, page_bound, push_id_list,
+    rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
+    TIMER_ENABLED,
 };
 use crate::{Database, Result};
 
@@ -35,6 +36,12 @@ const PENDING_BETWEEN: &str = formatcp!(
 const PENDING_BETWEEN_OF_TIMER: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
      WHERE timer_id = $4 AND status = {} AND run_timer >= $1 AND run_timer < $2 ORDER BY run_timer LIMIT $3",
+    code::PENDING
+);
+const INSERT_MANUAL: &str = "INSERT INTO t_timer_task (timer_id, app, run_timer, manual, create_time, modify_time)
+     VALUES ($1, $2, $3, 1, $4, $4) ON CONFLICT (timer_id, run_timer) DO NOTHING";
+const DELETE_PENDING_FROM: &str = formatcp!(
+    "DELETE FROM t_timer_task WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND manual = 0",
     code::PENDING
 );
 const LIST: &str = formatcp!(
@@ -86,6 +93,27 @@ impl FireRepo for Database {
             }
             query.fetch_all(pool).await?.iter().map(key_from_row).collect()
         })
+    }
+
+    async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool> {
+        let done = on_db!(self, write, pool => sqlx::query(INSERT_MANUAL)
+            .bind(fire.key.timer_id)
+            .bind(&fire.app)
+            .bind(fire.key.run_ms)
+            .bind(now_ms)
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(done == 1)
+    }
+
+    async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64> {
+        Ok(on_db!(self, write, pool => sqlx::query(DELETE_PENDING_FROM)
+            .bind(timer_id)
+            .bind(from_ms)
+            .execute(pool)
+            .await?
+            .rows_affected()))
     }
 
     async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {
@@ -267,12 +295,7 @@ fn push_key_values(qb: &mut QueryBuilder<'_, Sqlite>, keys: &[FireKey]) {
 const ON_KEYS: &str = "f.timer_id = k.column1 AND f.run_timer = k.column2";
 
 fn claimed_from_sqlite(row: &SqliteRow, owner: &str) -> Result<ClaimedFire> {
-    Ok(ClaimedFire {
-        task_id: row.try_get("task_id")?,
-        key: key_from_row(row)?,
-        attempt: row.try_get::<i64, _>("attempt")? as u32,
-        owner: owner.to_string(),
-    })
+    claimed_from_row(row, owner)
 }
 
 async fn insert_sqlite(write: &SqlitePool, fires: &[NewFire], now_ms: i64) -> Result<u64> {
@@ -309,7 +332,7 @@ async fn claim_sqlite(
         qb.push(", modify_time = ").push_bind(now_ms).push(" FROM ");
         push_key_values(&mut qb, chunk);
         qb.push(formatcp!(" WHERE {ON_KEYS} AND f.status = {} AND {TIMER_ENABLED}", code::PENDING));
-        qb.push(" RETURNING task_id, timer_id, run_timer, attempt");
+        qb.push(formatcp!(" RETURNING {CLAIMED_COLUMNS_SQLITE}"));
         for row in qb.build().fetch_all(&mut *tx).await? {
             out.claimed.push(claimed_from_sqlite(&row, owner)?);
         }
@@ -352,7 +375,7 @@ async fn reclaim_sqlite(
         qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
         push_id_list(&mut qb, chunk);
         qb.push(" AND ").push(&claimable);
-        qb.push(formatcp!(" AND {TIMER_ENABLED} RETURNING task_id, timer_id, run_timer, attempt"));
+        qb.push(formatcp!(" AND {TIMER_ENABLED} RETURNING {CLAIMED_COLUMNS_SQLITE}"));
         for row in qb.build().fetch_all(&mut *tx).await? {
             out.claimed.push(claimed_from_sqlite(&row, owner)?);
         }
@@ -430,12 +453,7 @@ fn claim_outcome_pg(rows: &[PgRow], owner: &str) -> Result<ClaimOutcome> {
     for row in rows {
         let task_id: i64 = row.try_get("task_id")?;
         match fire_status(i64::from(row.try_get::<i16, _>("status")?), task_id)? {
-            FireStatus::Running => out.claimed.push(ClaimedFire {
-                task_id,
-                key: key_from_row(row)?,
-                attempt: row.try_get::<i32, _>("attempt")? as u32,
-                owner: owner.to_string(),
-            }),
+            FireStatus::Running => out.claimed.push(claimed_from_row(row, owner)?),
             _ => out.skipped += 1,
         }
     }
@@ -457,7 +475,7 @@ macro_rules! claim_update {
                  output = CASE WHEN c.enabled THEN f.output ELSE {} END,
                  modify_time = {}
              FROM c WHERE f.task_id = c.task_id
-             RETURNING f.task_id, f.timer_id, f.run_timer, f.attempt, f.status",
+             RETURNING {CLAIMED_COLUMNS_PG}, f.status",
             $owner,
             $skipped_owner,
             $lease,

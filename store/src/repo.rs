@@ -60,6 +60,27 @@ pub trait TimerRepo: Send + Sync {
     async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
     /// A page of an app's timers that are not deleted, by id, and their total.
     async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
+    /// Replaces a timer's definition (all but its id, app and create
+    /// time) with `timer`; false when the id does not exist or is deleted.
+    /// An enabled timer is marked for expansion at the next migrator step;
+    /// its fires already made are left alone (see
+    /// [`FireRepo::delete_pending_from`]).
+    /// The new definition's load is checked against `quota` and the
+    /// app's usage kept ([`Error::Refused`]).
+    async fn update_timer(&self, id: i64, timer: &NewTimer, now_ms: i64, quota: &Quota) -> Result<bool>;
+    /// Disables enabled timer `timer_id` and records `reason` if fire
+    /// `task_id` (counted as failed, whatever its row says yet) and the
+    /// `n - 1` fires that ended before it since `since_ms` all failed;
+    /// true when it did (`pauseAfterFailures`).
+    async fn pause_if_failing(
+        &self,
+        timer_id: i64,
+        task_id: i64,
+        n: u32,
+        since_ms: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<bool>;
     /// Enabled timers with id > `after_id`, by id, at most `limit`.
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>>;
     /// Enabled timers whose next unexpanded fire is before `before_ms`,
@@ -129,6 +150,13 @@ pub enum FireWindow {
 pub trait FireRepo: Send + Sync {
     /// Inserts fires, ignoring ones that exist; returns how many were new.
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64>;
+    /// Inserts one manual fire (`triggerTimer`); false when a fire with
+    /// its key exists already.
+    async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool>;
+    /// Deletes a timer's scheduled fires that are still pending and due at
+    /// or after `from_ms` (its definition changed: they are made again
+    /// from the new one); manual fires stay. Returns how many.
+    async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64>;
     /// Pending fires with run time in `[from_ms, to_ms)`, by run time, at most `limit`,
     /// optionally of one timer.
     async fn pending_between(

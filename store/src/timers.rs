@@ -18,8 +18,8 @@ use crate::{Database, Error, Result};
 // `next_run` starts at 0: an enabled timer is expanded at the next
 // migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
-     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time, next_run, \
-      peak_fpm) ";
+     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
+      pause_after_failures, create_time, modify_time, next_run, peak_fpm) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
@@ -29,10 +29,33 @@ const LIST_APP: &str = formatcp!(
 const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
 const SET_STATUS: &str = formatcp!(
     "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END,
-            peak_fpm = $4
+         pause_reason = CASE WHEN $1 = {enabled} THEN NULL ELSE pause_reason END, peak_fpm = $4
      WHERE timer_id = $3 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
+);
+// Enabling (or keeping enabled) marks the timer for expansion at once.
+const UPDATE: &str = formatcp!(
+    "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
+         retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $13,
+         pause_after_failures = $14, pause_reason = NULL, peak_fpm = $15,
+         next_run = CASE WHEN $2 = {enabled} THEN 0 ELSE next_run END
+     WHERE timer_id = $12 AND status <> {deleted}",
+    enabled = code::TIMER_ENABLED,
+    deleted = code::TIMER_DELETED
+);
+const PAUSE_IF_FAILING: &str = formatcp!(
+    "UPDATE t_timer SET status = {disabled}, pause_reason = $4, modify_time = $5
+     WHERE timer_id = $1 AND status = {enabled}
+       AND (SELECT COUNT(*) FROM (SELECT f.status FROM t_timer_task f
+                                  WHERE f.timer_id = $1 AND f.task_id <> $2 AND f.run_timer >= $6
+                                    AND f.status IN ({succeeded}, {failed})
+                                  ORDER BY f.run_timer DESC LIMIT $3) AS recent
+            WHERE recent.status = {failed}) >= $3",
+    disabled = code::TIMER_DISABLED,
+    enabled = code::TIMER_ENABLED,
+    succeeded = code::SUCCEEDED,
+    failed = code::FAILED
 );
 const DUE: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND next_run < $1 ORDER BY next_run LIMIT $2",
@@ -40,11 +63,14 @@ const DUE: &str = formatcp!(
 );
 const SET_NEXT_RUN: &str = "UPDATE t_timer SET next_run = $1 WHERE timer_id = $2";
 const COMPLETE_FIRED_ONCE: &str = formatcp!(
-    "UPDATE t_timer SET status = {completed}, modify_time = $1
+    "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
+         modify_time = $1
      WHERE status = {enabled} AND next_run IS NULL AND kind = 'once'
        AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
-                   AND f.status NOT IN ({pending}, {running}))",
+                   AND f.status NOT IN ({pending}, {running}))
+     RETURNING app, CAST(status AS BIGINT)",
     completed = code::TIMER_COMPLETED,
+    deleted = code::TIMER_DELETED,
     enabled = code::TIMER_ENABLED,
     pending = code::PENDING,
     running = code::RUNNING
@@ -60,6 +86,10 @@ fn notify_json(t: &NewTimer) -> String {
 
 fn retry_json(t: &NewTimer) -> String {
     serde_json::to_string(&t.retry).expect("retry serializes")
+}
+
+fn on_failure_json(t: &NewTimer) -> Option<String> {
+    t.on_failure.as_ref().map(|n| serde_json::to_string(n).expect("notify serializes"))
 }
 
 #[async_trait]
@@ -128,6 +158,93 @@ impl TimerRepo for Database {
             .execute(&mut *c)
             .await?
             .rows_affected());
+        usage.write(&mut tx).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn update_timer(&self, id: i64, t: &NewTimer, now_ms: i64, quota: &Quota) -> Result<bool> {
+        let mut tx = Tx::begin(self).await?;
+        let Some((old, _)) = timer_with_peak(&mut tx, id).await? else { return Ok(false) };
+        let mut usage = AppUsage::read(&mut tx, &old.app, now_ms).await?;
+        let Some((old, old_peak)) = timer_with_peak(&mut tx, id).await? else { return Ok(false) };
+        if old.status == TimerStatus::Deleted {
+            return Ok(false);
+        }
+        let load = Load::of(&t.schedule, now_ms);
+        if old.status == TimerStatus::Enabled {
+            usage.disable(load_of(&old.schedule, old_peak, now_ms));
+        }
+        if t.status == TimerStatus::Enabled {
+            if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
+                return Err(Error::Refused { app: old.app, index: 0, refusal });
+            }
+        } else if let Load::Cron(own) = load {
+            if own > quota.fires_per_minute_per_app {
+                let refusal = Refusal::TooManyFires { fires: own, own, max: quota.fires_per_minute_per_app };
+                return Err(Error::Refused { app: old.app, index: 0, refusal });
+            }
+        }
+        let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+        let res = on_tx!(&mut tx, c => sqlx::query(UPDATE)
+            .bind(&t.name)
+            .bind(t.status.code())
+            .bind(kind)
+            .bind(cron)
+            .bind(timezone)
+            .bind(run_at)
+            .bind(notify_json(t))
+            .bind(retry_json(t))
+            .bind(t.misfire.as_str())
+            .bind(i64::from(t.delete_after_run))
+            .bind(now_ms)
+            .bind(id)
+            .bind(on_failure_json(t))
+            .bind(t.pause_after_failures.map(i64::from))
+            .bind(peak_column(load))
+            .execute(&mut *c)
+            .await
+            .map(|done| done.rows_affected()));
+        match res {
+            Ok(1) => {}
+            Ok(_) => return Ok(false),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(Error::NameTaken { app: old.app, name: t.name.clone() })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        usage.write(&mut tx).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn pause_if_failing(
+        &self,
+        timer_id: i64,
+        task_id: i64,
+        n: u32,
+        since_ms: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let mut tx = Tx::begin(self).await?;
+        let Some((timer, _)) = timer_with_peak(&mut tx, timer_id).await? else { return Ok(false) };
+        let mut usage = AppUsage::read(&mut tx, &timer.app, now_ms).await?;
+        let Some((timer, peak)) = timer_with_peak(&mut tx, timer_id).await? else { return Ok(false) };
+        let done = on_tx!(&mut tx, c => sqlx::query(PAUSE_IF_FAILING)
+            .bind(timer_id)
+            .bind(task_id)
+            .bind(i64::from(n.saturating_sub(1)))
+            .bind(reason)
+            .bind(now_ms)
+            .bind(since_ms)
+            .execute(&mut *c)
+            .await?
+            .rows_affected());
+        if done != 1 {
+            return Ok(false);
+        }
+        usage.disable(load_of(&timer.schedule, peak, now_ms));
         usage.write(&mut tx).await?;
         tx.commit().await?;
         Ok(true)
@@ -226,11 +343,22 @@ impl TimerRepo for Database {
     }
 
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64> {
-        Ok(on_db!(self, write, pool => sqlx::query(COMPLETE_FIRED_ONCE)
-            .bind(now_ms)
-            .execute(pool)
-            .await?
-            .rows_affected()))
+        // A one-shot timer's load (its minute) is past by now; one deleted
+        // (deleteAfterRun) no longer counts as a timer of its app.
+        let mut tx = Tx::begin(self).await?;
+        let ended: Vec<(String, i64)> =
+            on_tx!(&mut tx, c => sqlx::query_as(COMPLETE_FIRED_ONCE).bind(now_ms).fetch_all(&mut *c).await?);
+        let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
+        for (app, status) in &ended {
+            if *status == code::TIMER_DELETED {
+                *deleted.entry(app.as_str()).or_default() += 1;
+            }
+        }
+        for (app, n) in deleted {
+            usage::remove_timers(&mut tx, app, n).await?;
+        }
+        tx.commit().await?;
+        Ok(ended.len() as u64)
     }
 
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>> {
@@ -340,7 +468,7 @@ const ON_NAME_TAKEN: &str = formatcp!(
 impl InsertRows for sqlx::SqliteConnection {
     async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
         let mut made = Vec::with_capacity(timers.len());
-        for chunk in timers.chunks(MAX_PARAMS / 14) {
+        for chunk in timers.chunks(MAX_PARAMS / 17) {
             let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
             qb.push_values(chunk, |mut b, (t, load)| {
                 let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
@@ -354,6 +482,9 @@ impl InsertRows for sqlx::SqliteConnection {
                     .push_bind(notify_json(t))
                     .push_bind(retry_json(t))
                     .push_bind(t.misfire.as_str())
+                    .push_bind(i64::from(t.delete_after_run))
+                    .push_bind(on_failure_json(t))
+                    .push_bind(t.pause_after_failures.map(i64::from))
                     .push_bind(now_ms)
                     .push_bind(now_ms)
                     .push_bind(0_i64)
@@ -374,10 +505,13 @@ impl InsertRows for sqlx::PgConnection {
     async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
         let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
         let sql = formatcp!(
-            "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, $11, $11, 0, peak
+            "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
+                    on_failure, pause_after_failures, $11, $11, 0, peak
              FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                         $8::text[], $9::text[], $10::text[], $12::bigint[])
-                  WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak, ord)
+                         $8::text[], $9::text[], $10::text[], $12::bigint[], $13::smallint[], $14::text[],
+                         $15::integer[])
+                  WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak,
+                                       delete_after_run, on_failure, pause_after_failures, ord)
              ORDER BY ord{ON_NAME_TAKEN}"
         );
         let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
@@ -393,6 +527,9 @@ impl InsertRows for sqlx::PgConnection {
             .bind(timers.iter().map(|(t, _)| t.misfire.as_str()).collect::<Vec<_>>())
             .bind(now_ms)
             .bind(timers.iter().map(|(_, load)| peak_column(*load)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| i16::from(t.delete_after_run)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| on_failure_json(t)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
             .fetch_all(&mut *self)
             .await?;
         Ok(rows)

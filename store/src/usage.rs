@@ -340,6 +340,13 @@ async fn count_app(tx: &mut Tx, app: &str, now_ms: i64) -> Result<()> {
     Ok(())
 }
 
+/// Counts `n` timers of `app` gone (deleted by the store itself); an app
+/// without a row yet is counted from `t_timer` when first needed.
+pub(crate) async fn remove_timers(tx: &mut Tx, app: &str, n: i64) -> Result<()> {
+    on_tx!(tx, c => sqlx::query(ADD_USAGE).bind(app).bind(-n).bind(0_i64).execute(&mut *c).await?.rows_affected());
+    Ok(())
+}
+
 /// Deletes the one-shot counts of minutes before `before_minute` (Unix
 /// minutes); returns how many.
 pub(crate) async fn forget_minutes(db: &Database, before_minute: i64) -> Result<u64> {

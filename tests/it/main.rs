@@ -6,6 +6,7 @@ mod asyncflow;
 mod echo;
 mod fires;
 mod helpers;
+mod lifecycle;
 mod nodes;
 mod operations;
 mod race;

@@ -153,7 +153,12 @@ impl From<xtimer_store::Error> for ApiError {
 
 impl From<xtimer_migrator::Error> for ApiError {
     fn from(err: xtimer_migrator::Error) -> Self {
-        Self::Expand(err)
+        match err {
+            xtimer_migrator::Error::ManualFireTaken { .. } => {
+                Self::LimitExceeded { msg: err.to_string(), retry_after: Some(std::time::Duration::from_secs(1)) }
+            }
+            other => Self::Expand(other),
+        }
     }
 }
 

@@ -28,6 +28,38 @@ pub struct Security {
     pub policy: Arc<TargetPolicy>,
     /// Whether `createTimer` resolves callback hosts to check them.
     pub resolve_at_create: bool,
+    /// Serializes the updates of each app's timers.
+    pub app_locks: AppLocks,
+}
+
+/// Locks over apps, held by an update from its read of the timer to its
+/// re-expansion, so that two updates of one timer on this node cannot
+/// interleave their fires. (The limits need no lock: the store checks them
+/// in the write's transaction.)
+/// A fixed set of stripes (an app's name picks one), so that unknown app
+/// names cannot grow it.
+pub struct AppLocks(Vec<Arc<tokio::sync::Mutex<()>>>);
+
+/// Stripes of [`AppLocks`]: apps that share one wait for each other.
+const APP_LOCK_STRIPES: usize = 256;
+
+impl Default for AppLocks {
+    fn default() -> Self {
+        Self((0..APP_LOCK_STRIPES).map(|_| Arc::default()).collect())
+    }
+}
+
+impl AppLocks {
+    /// Waits for `app`'s lock.
+    pub async fn lock(&self, app: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        self.0[self.stripe(app)].clone().lock_owned().await
+    }
+
+    fn stripe(&self, app: &str) -> usize {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(app);
+        hash as usize % self.0.len()
+    }
 }
 
 impl Default for Security {
@@ -40,6 +72,7 @@ impl Default for Security {
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
             limits,
             policy: Arc::new(TargetPolicy::default()),
+            app_locks: AppLocks::default(),
             resolve_at_create: callback.resolve_at_create,
         }
     }
@@ -61,6 +94,7 @@ impl Security {
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
             limits: limits.clone(),
             policy: Arc::new(policy),
+            app_locks: AppLocks::default(),
             resolve_at_create: callback.resolve_at_create,
         })
     }

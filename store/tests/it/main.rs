@@ -52,6 +52,9 @@ macro_rules! conformance_suite {
                     the_timer_quota_counts_live_timers_in_and_across_calls,
                     fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots,
                     a_name_taken_within_a_group_refuses_only_the_later_item,
+                    update_replaces_the_definition_and_marks_it_for_expansion,
+                    a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended,
+                    pause_if_failing_counts_the_fires_that_ended_before,
                 }
                 fires {
                     insert_fires_is_idempotent,
@@ -61,6 +64,7 @@ macro_rules! conformance_suite {
                     claim_is_a_compare_and_set,
                     claim_of_a_repeated_key_claims_it_once,
                     claim_skips_fires_of_disabled_and_deleted_timers,
+                    manual_fires_are_marked_and_outlive_a_reschedule,
                     claim_lease_runs_from_the_run_time,
                     a_dead_nodes_claims_are_taken_over_before_their_lease_ends,
                     record_is_fenced_by_the_claim_owner,

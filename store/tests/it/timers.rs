@@ -297,3 +297,69 @@ pub async fn a_name_taken_within_a_group_refuses_only_the_later_item(b: Backend)
     let (_, total) = b.timers.list_app_timers(APP, 0, 10).await.unwrap();
     assert_eq!(total, 3);
 }
+
+pub async fn update_replaces_the_definition_and_marks_it_for_expansion(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    timer(&b, "taken", TimerStatus::Disabled).await;
+    b.timers.set_next_runs(&[(t.id, Some(b.now() + 3_600_000))]).await.unwrap();
+    b.clock.advance(1_000);
+    let mut new = new_timer(APP, "renamed", TimerStatus::Enabled);
+    new.schedule = Schedule::Once { run_at_ms: b.now() + 5_000 };
+    new.retry = RetryPolicy { max_attempts: 7, backoff_ms: 10 };
+    new.delete_after_run = true;
+    if let xtimer_core::timer::Notify::Http(http) = &new.notify {
+        new.on_failure = Some(http.clone());
+    }
+    assert!(b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap());
+    let got = b.timers.get_timer(t.id).await.unwrap().unwrap();
+    assert_eq!(got, xtimer_core::timer::Timer { create_time: t.create_time, ..new.stored(t.id, b.now()) });
+    assert!(b.timers.due_timers(b.now(), 10).await.unwrap().iter().any(|d| d.id == t.id), "expanded at the next step");
+    new.name = "taken".into();
+    let err = b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap_err();
+    assert!(matches!(err, Error::NameTaken { .. }), "{err:?}");
+    assert!(b.timers.set_timer_status(t.id, TimerStatus::Deleted, b.now()).await.unwrap());
+    new.name = "again".into();
+    assert!(
+        !b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap(),
+        "a deleted timer is not updated"
+    );
+}
+
+pub async fn a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended(b: Backend) {
+    let mut once = new_timer(APP, "once", TimerStatus::Enabled);
+    once.schedule = Schedule::Once { run_at_ms: b.now() + 1_000 };
+    once.delete_after_run = true;
+    let once = b.timers.create_timer(&once, b.now()).await.unwrap();
+    assert!(once.delete_after_run);
+    let keys = insert(&b, &once, &[once_run(&once)]).await;
+    b.timers.set_next_runs(&[(once.id, None)]).await.unwrap();
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 0, "its fire is still pending");
+    let claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    assert_eq!(b.fires.record(&[succeeded(&claims[0], 3)], b.now()).await.unwrap(), 1);
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 1);
+    assert_eq!(b.timers.get_timer(once.id).await.unwrap().unwrap().status, TimerStatus::Deleted);
+    let (_, total) = b.timers.list_app_timers(APP, 0, 10).await.unwrap();
+    assert_eq!(total, 0, "deleted, not listed");
+}
+
+pub async fn pause_if_failing_counts_the_fires_that_ended_before(b: Backend) {
+    use xtimer_core::fire::FireStatus;
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let keys = insert(&b, &t, &[b.now() + 1_000, b.now() + 2_000, b.now() + 3_000]).await;
+    let mut claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    claims.sort_by_key(|c| c.key.run_ms);
+    let failed = crate::helpers::result(&claims[0], FireStatus::Failed, 1, "HTTP 500", 0, None);
+    assert_eq!(b.fires.record(&[failed, succeeded(&claims[1], 0)], b.now()).await.unwrap(), 2);
+    let (id, last) = (t.id, claims[2].task_id);
+    assert!(!b.timers.pause_if_failing(id, last, 2, 0, "why", b.now()).await.unwrap(), "the one before succeeded");
+    assert!(!b.timers.pause_if_failing(id, last, 3, 0, "why", b.now()).await.unwrap());
+    assert_eq!(b.timers.get_timer(id).await.unwrap().unwrap().status, TimerStatus::Enabled);
+    assert!(b.timers.pause_if_failing(id, claims[1].task_id, 2, 0, "why", b.now()).await.unwrap(), "two in a row");
+    let got = b.timers.get_timer(id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.pause_reason.as_deref()), (TimerStatus::Disabled, Some("why")));
+    assert!(!b.timers.pause_if_failing(id, last, 1, 0, "again", b.now()).await.unwrap(), "already disabled");
+    assert!(b.timers.set_timer_status(id, TimerStatus::Enabled, b.now()).await.unwrap());
+    assert_eq!(b.timers.get_timer(id).await.unwrap().unwrap().pause_reason, None, "enabling clears the reason");
+    let since = b.now() + 1;
+    assert!(!b.timers.pause_if_failing(id, last, 2, since, "why", b.now()).await.unwrap(), "older fires do not count");
+}

@@ -22,6 +22,8 @@ pub mod batch;
 pub mod group_commit;
 
 pub mod input;
+pub mod lifecycle;
+pub mod preview;
 pub mod view;
 
 use axum::extract::{DefaultBodyLimit, State};
@@ -52,6 +54,9 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/getTimer"), get(timers_get))
         .route(&format!("{prefix}/getAppTimers"), get(timers_list))
         .route(&format!("{prefix}/getTimerTasks"), get(timer_tasks_list))
+        .route(&format!("{prefix}/updateTimer"), post(lifecycle::timers_update))
+        .route(&format!("{prefix}/triggerTimer"), post(lifecycle::timers_trigger))
+        .route(&format!("{prefix}/previewCron"), get(preview::cron_preview))
         .route(&format!("{prefix}/admin/issueToken"), post(admin::tokens_issue))
 }
 
@@ -71,6 +76,9 @@ pub async fn timers_create(
     match &new.notify {
         Notify::Http(notify) => check_target(&state, &notify.url).await?,
         Notify::Asyncflow(task) => check_task_type(&state, &new.app, &task.task_type).await?,
+    }
+    if let Some(notify) = &new.on_failure {
+        check_target(&state, &notify.url).await.map_err(lifecycle::on_failure_field)?;
     }
     let timer = state.creates().create(&state, new).await?;
     Ok(Envelope(TimerId { id: timer.id }))

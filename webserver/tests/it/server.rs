@@ -82,6 +82,12 @@ impl TimerRepo for BrokenTimers {
     async fn forget_minutes(&self, _: i64) -> xtimer_store::Result<u64> {
         self.fail()
     }
+    async fn update_timer(&self, _: i64, _: &NewTimer, _: i64, _: &Quota) -> xtimer_store::Result<bool> {
+        self.fail()
+    }
+    async fn pause_if_failing(&self, _: i64, _: i64, _: u32, _: i64, _: &str, _: i64) -> xtimer_store::Result<bool> {
+        self.fail()
+    }
     async fn get_timer(&self, _: i64) -> xtimer_store::Result<Option<Timer>> {
         self.fail()
     }
@@ -148,6 +154,12 @@ fn store_down<T>() -> xtimer_store::Result<T> {
 #[async_trait]
 impl FireRepo for BrokenFires {
     async fn insert_fires(&self, _: &[NewFire], _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn insert_manual_fire(&self, _: &NewFire, _: i64) -> xtimer_store::Result<bool> {
+        store_down()
+    }
+    async fn delete_pending_from(&self, _: i64, _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
     async fn delete_ended_before(&self, _: i64, _: u32) -> xtimer_store::Result<u64> {
