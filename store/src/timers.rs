@@ -15,7 +15,7 @@ use crate::{Database, Error, Result};
 // migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
      (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
-     pause_after_failures, create_time, modify_time, next_run) ";
+     pause_after_failures, overlap, create_time, modify_time, next_run) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
@@ -33,7 +33,7 @@ const SET_STATUS: &str = formatcp!(
 const UPDATE: &str = formatcp!(
     "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
          retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $13,
-         pause_after_failures = $14, pause_reason = NULL,
+         pause_after_failures = $14, pause_reason = NULL, overlap = $15,
          next_run = CASE WHEN $2 = {enabled} THEN 0 ELSE next_run END
      WHERE timer_id = $12 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
@@ -96,7 +96,7 @@ impl TimerRepo for Database {
     async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
         let sql = formatcp!(
-            "{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13, $14, $11, $11, 0) RETURNING timer_id"
+            "{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13, $14, $15, $11, $11, 0) RETURNING timer_id"
         );
         // `fetch_all`, not `fetch_one`: SQLite commits a RETURNING statement
         // only when it is stepped to its end, and an error there (a full
@@ -116,6 +116,7 @@ impl TimerRepo for Database {
             .bind(i64::from(t.delete_after_run))
             .bind(on_failure_json(t))
             .bind(t.pause_after_failures.map(i64::from))
+            .bind(t.overlap.as_str())
             .fetch_all(pool)
             .await);
         match res {
@@ -205,6 +206,7 @@ impl TimerRepo for Database {
             .bind(id)
             .bind(on_failure_json(t))
             .bind(t.pause_after_failures.map(i64::from))
+            .bind(t.overlap.as_str())
             .execute(pool)
             .await
             .map(|done| done.rows_affected()));
@@ -308,7 +310,7 @@ impl TimerRepo for Database {
 async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(timers.len());
     let mut tx = write.begin().await?;
-    for chunk in timers.chunks(MAX_PARAMS / 16) {
+    for chunk in timers.chunks(MAX_PARAMS / 17) {
         let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
         qb.push_values(chunk, |mut b, t| {
             let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
@@ -325,6 +327,7 @@ async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now
                 .push_bind(i64::from(t.delete_after_run))
                 .push_bind(on_failure_json(t))
                 .push_bind(t.pause_after_failures.map(i64::from))
+                .push_bind(t.overlap.as_str())
                 .push_bind(now_ms)
                 .push_bind(now_ms)
                 .push_bind(0_i64);
@@ -352,11 +355,11 @@ async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64)
     let schedules: Vec<_> = timers.iter().map(|t| schedule_columns(&t.schedule)).collect();
     let sql = formatcp!(
         "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                on_failure, pause_after_failures, $11, $11, 0
+                on_failure, pause_after_failures, overlap, $11, $11, 0
          FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                     $8::text[], $9::text[], $10::text[], $12::smallint[], $13::text[], $14::integer[])
+                     $8::text[], $9::text[], $10::text[], $12::smallint[], $13::text[], $14::integer[], $15::text[])
               WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire,
-                                   delete_after_run, on_failure, pause_after_failures, ord)
+                                   delete_after_run, on_failure, pause_after_failures, overlap, ord)
          ORDER BY ord
          RETURNING timer_id"
     );
@@ -375,6 +378,7 @@ async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64)
         .bind(timers.iter().map(|t| i16::from(t.delete_after_run)).collect::<Vec<_>>())
         .bind(timers.iter().map(on_failure_json).collect::<Vec<_>>())
         .bind(timers.iter().map(|t| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
+        .bind(timers.iter().map(|t| t.overlap.as_str()).collect::<Vec<_>>())
         .fetch_all(pool)
         .await;
     match res {
