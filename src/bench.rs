@@ -226,6 +226,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             delete_after_run: false,
             on_failure: None,
             pause_after_failures: None,
+            overlap: Default::default(),
         })
         .collect();
     let ids = node.stores.timers.create_timers(&new_timers, now).await?;
@@ -324,6 +325,7 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
             delete_after_run: false,
             on_failure: None,
             pause_after_failures: None,
+            overlap: Default::default(),
         })
         .collect();
     node.stores.timers.create_timers(&timers, now).await?;

@@ -47,7 +47,7 @@ use xtimer_core::config::ExecutorConfig;
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::node::NodeContext;
-use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, Timer, TimerStatus};
+use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, OverlapPolicy, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
@@ -81,6 +81,9 @@ pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
 /// Most timers whose last failure log is remembered; past it the oldest is
 /// forgotten (and may be logged again within the minute).
 const FAILURE_LOG_TIMERS: usize = 10_000;
+
+/// How often a fire waiting under `overlap: buffer_one` looks again.
+const OVERLAP_POLL: Duration = Duration::from_millis(100);
 
 /// Calls of a timer's `onFailure` notify per failed fire, at most.
 pub const FAILURE_NOTIFY_ATTEMPTS: u32 = 3;
@@ -405,6 +408,11 @@ impl ExecutorHandle {
                 }
             },
         };
+        if attempt == 1 && timer.overlap != OverlapPolicy::Allow {
+            if let Some(outcome) = self.overlap_gate(&timer, fire).await {
+                return outcome;
+            }
+        }
         let answer = match &timer.notify {
             Notify::Http(notify) => self.call(&timer.app, notify, fire).await,
             Notify::Asyncflow(task) => match self.executor_permit().await {
@@ -523,6 +531,45 @@ impl ExecutorHandle {
                 }
             }
         });
+    }
+
+    /// Applies the timer's overlap policy before a fire's first attempt:
+    /// with fires of the timer due before it still running, `skip` records
+    /// it skipped; `buffer_one` waits for the one running to end (up to
+    /// half the claim lease, then fires anyway) and records it skipped when
+    /// another is already waiting. `None`: go ahead (also when the count
+    /// cannot be read: at-least-once).
+    async fn overlap_gate(&self, timer: &Timer, fire: &ClaimedFire) -> Option<FireOutcome> {
+        let inner = &self.inner;
+        let give_up_at = inner.clock.now_ms() + inner.config.lease_ms as i64 / 2;
+        loop {
+            let running = match inner.fires.running_before(timer.id, fire.task_id, fire.key.run_ms).await {
+                Ok(n) => n,
+                Err(err) => {
+                    tracing::warn!(timer_id = timer.id, error = %err, "Reading overlapping fires failed; firing.");
+                    return None;
+                }
+            };
+            let skip = match (timer.overlap, running) {
+                (_, 0) | (OverlapPolicy::Allow, _) => return None,
+                (OverlapPolicy::Skip, _) => "skipped: the fire before is still running (overlap: skip)",
+                (OverlapPolicy::BufferOne, 1) if inner.clock.now_ms() >= give_up_at => return None,
+                (OverlapPolicy::BufferOne, 1) => {
+                    tokio::select! {
+                        _ = inner.hard_stop.cancelled() => {
+                            self.release(std::slice::from_ref(fire)).await;
+                            return Some(FireOutcome::Released);
+                        }
+                        _ = tokio::time::sleep(OVERLAP_POLL) => continue,
+                    }
+                }
+                (OverlapPolicy::BufferOne, _) => {
+                    "skipped: a fire is already waiting for the one running (overlap: buffer_one)"
+                }
+            };
+            self.send_result(fire, FireStatus::Skipped, 0, skip, 0, None).await;
+            return Some(FireOutcome::Skipped);
+        }
     }
 
     /// Disables the timer when this failed fire makes its

@@ -10,3 +10,6 @@ ALTER TABLE t_timer ADD COLUMN on_failure TEXT;
 -- fires (NULL: never), and why it was disabled so (NULL once enabled again).
 ALTER TABLE t_timer ADD COLUMN pause_after_failures INTEGER;
 ALTER TABLE t_timer ADD COLUMN pause_reason TEXT;
+-- overlap: allow | skip | buffer_one, what a fire does while the fire before
+-- it of the same timer is still running.
+ALTER TABLE t_timer ADD COLUMN overlap TEXT NOT NULL DEFAULT 'allow';

@@ -33,6 +33,7 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
         delete_after_run: false,
         on_failure: None,
         pause_after_failures: None,
+        overlap: Default::default(),
     }
 }
 

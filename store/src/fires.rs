@@ -44,6 +44,10 @@ const DELETE_PENDING_FROM: &str = formatcp!(
     "DELETE FROM t_timer_task WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND manual = 0",
     code::PENDING
 );
+const RUNNING_BEFORE: &str = formatcp!(
+    "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND task_id <> $2 AND status = {} AND run_timer < $3",
+    code::RUNNING
+);
 const LIST: &str = formatcp!(
     "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
      ORDER BY run_timer DESC LIMIT $3 OFFSET $4"
@@ -105,6 +109,16 @@ impl FireRepo for Database {
             .await?
             .rows_affected());
         Ok(done == 1)
+    }
+
+    async fn running_before(&self, timer_id: i64, task_id: i64, run_ms: i64) -> Result<u64> {
+        let n: i64 = on_db!(self, read, pool => sqlx::query_scalar(RUNNING_BEFORE)
+            .bind(timer_id)
+            .bind(task_id)
+            .bind(run_ms)
+            .fetch_one(pool)
+            .await?);
+        Ok(n as u64)
     }
 
     async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64> {

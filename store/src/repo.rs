@@ -153,6 +153,10 @@ pub trait FireRepo: Send + Sync {
     /// Inserts one manual fire (`triggerTimer`); false when a fire with
     /// its key exists already.
     async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool>;
+    /// How many fires of `timer_id` due before `run_ms`, other than
+    /// `task_id`, are running (claimed and not ended): the fires a fire
+    /// at `run_ms` overlaps.
+    async fn running_before(&self, timer_id: i64, task_id: i64, run_ms: i64) -> Result<u64>;
     /// Deletes a timer's scheduled fires that are still pending and due at
     /// or after `from_ms` (its definition changed: they are made again
     /// from the new one); manual fires stay. Returns how many.

@@ -8,7 +8,7 @@ use const_format::formatcp;
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
-use xtimer_core::timer::{MisfirePolicy, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{MisfirePolicy, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus};
 
 use crate::repo::FireResult;
 use crate::{Error, Result};
@@ -64,7 +64,7 @@ pub(crate) const TIMER_ENABLED: &str =
 /// read as a 64-bit integer in every dialect.
 pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
      timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, on_failure, \
-     CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, create_time, modify_time";
+     CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, overlap, create_time, modify_time";
 
 /// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
 pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
@@ -113,6 +113,7 @@ where
             .map(|n| u32::try_from(n).map_err(|_| corrupt("pause_after_failures")))
             .transpose()?,
         pause_reason: row.try_get("pause_reason")?,
+        overlap: OverlapPolicy::parse(&row.try_get::<String, _>("overlap")?).ok_or_else(|| corrupt("overlap"))?,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })

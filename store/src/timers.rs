@@ -19,7 +19,7 @@ use crate::{Database, Error, Result};
 // migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
      (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
-      pause_after_failures, create_time, modify_time, next_run, peak_fpm) ";
+      pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
@@ -38,7 +38,7 @@ const SET_STATUS: &str = formatcp!(
 const UPDATE: &str = formatcp!(
     "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
          retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $13,
-         pause_after_failures = $14, pause_reason = NULL, peak_fpm = $15,
+         pause_after_failures = $14, pause_reason = NULL, peak_fpm = $15, overlap = $16,
          next_run = CASE WHEN $2 = {enabled} THEN 0 ELSE next_run END
      WHERE timer_id = $12 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
@@ -202,6 +202,7 @@ impl TimerRepo for Database {
             .bind(on_failure_json(t))
             .bind(t.pause_after_failures.map(i64::from))
             .bind(peak_column(load))
+            .bind(t.overlap.as_str())
             .execute(&mut *c)
             .await
             .map(|done| done.rows_affected()));
@@ -468,7 +469,7 @@ const ON_NAME_TAKEN: &str = formatcp!(
 impl InsertRows for sqlx::SqliteConnection {
     async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
         let mut made = Vec::with_capacity(timers.len());
-        for chunk in timers.chunks(MAX_PARAMS / 17) {
+        for chunk in timers.chunks(MAX_PARAMS / 18) {
             let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
             qb.push_values(chunk, |mut b, (t, load)| {
                 let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
@@ -485,6 +486,7 @@ impl InsertRows for sqlx::SqliteConnection {
                     .push_bind(i64::from(t.delete_after_run))
                     .push_bind(on_failure_json(t))
                     .push_bind(t.pause_after_failures.map(i64::from))
+                    .push_bind(t.overlap.as_str())
                     .push_bind(now_ms)
                     .push_bind(now_ms)
                     .push_bind(0_i64)
@@ -506,12 +508,12 @@ impl InsertRows for sqlx::PgConnection {
         let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
         let sql = formatcp!(
             "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                    on_failure, pause_after_failures, $11, $11, 0, peak
+                    on_failure, pause_after_failures, overlap, $11, $11, 0, peak
              FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
                          $8::text[], $9::text[], $10::text[], $12::bigint[], $13::smallint[], $14::text[],
-                         $15::integer[])
+                         $15::integer[], $16::text[])
                   WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak,
-                                       delete_after_run, on_failure, pause_after_failures, ord)
+                                       delete_after_run, on_failure, pause_after_failures, overlap, ord)
              ORDER BY ord{ON_NAME_TAKEN}"
         );
         let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
@@ -530,6 +532,7 @@ impl InsertRows for sqlx::PgConnection {
             .bind(timers.iter().map(|(t, _)| i16::from(t.delete_after_run)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| on_failure_json(t)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.overlap.as_str()).collect::<Vec<_>>())
             .fetch_all(&mut *self)
             .await?;
         Ok(rows)

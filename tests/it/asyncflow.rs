@@ -555,6 +555,7 @@ async fn a_fire_whose_task_type_is_unknown_fails_after_one_attempt(stack: Stack)
         delete_after_run: false,
         on_failure: None,
         pause_after_failures: None,
+        overlap: Default::default(),
     };
     let id = node.node.stores.timers.create_timer(&ghost, now_ms()).await.unwrap().id;
     assert_eq!(node.act("enableTimer", id, "it").await["code"], 0);

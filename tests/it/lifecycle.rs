@@ -276,7 +276,76 @@ pub async fn pause_after_failures_disables_a_failing_timer_and_says_why(stack: S
     app.stop().await;
 }
 
+/// A receiver that answers 200 after `delay`; returns its URL, and the
+/// most requests it ever held at once and how many it got.
+async fn slow_receiver(
+    delay: Duration,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (now, most, total) =
+        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let app = axum::Router::new().fallback({
+        let (now, most, total) = (now.clone(), most.clone(), total.clone());
+        move || {
+            let (now, most, total) = (now.clone(), most.clone(), total.clone());
+            async move {
+                total.fetch_add(1, Ordering::SeqCst);
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                "ok"
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/slow", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, most, total)
+}
+
+pub async fn overlap_skip_and_buffer_one_never_run_two_fires_of_a_timer_at_once(stack: Stack) {
+    use std::sync::atomic::Ordering;
+    let app = TestNode::spawn(stack).await;
+    let (skip_url, skip_most, skip_total) = slow_receiver(Duration::from_millis(1_500)).await;
+    let (buffer_url, buffer_most, buffer_total) = slow_receiver(Duration::from_millis(1_500)).await;
+    let bad = app
+        .create(json!({"app": "it", "name": "x", "cron": "* * * * * *", "overlap": "queue",
+                       "notifyHTTPParam": {"url": skip_url}}))
+        .await;
+    assert!(bad["msg"].as_str().unwrap().contains("overlap: must be one of allow, skip, buffer_one"), "{bad}");
+    let body = |name: &str, url: &str, overlap: &str| {
+        json!({"app": "it", "name": name, "cron": "* * * * * *", "status": 2, "overlap": overlap,
+               "notifyHTTPParam": {"url": url}, "retry": {"maxAttempts": 1}})
+    };
+    let skip = app.create_ok(body("skip", &skip_url, "skip")).await;
+    let buffer = app.create_ok(body("buffer", &buffer_url, "buffer_one")).await;
+    assert_eq!(app.get(&format!("getTimer?id={skip}&app=it")).await["result"]["overlap"], "skip");
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    app.act("unableTimer", skip, "it").await;
+    app.act("unableTimer", buffer, "it").await;
+    assert_eq!(skip_most.load(Ordering::SeqCst), 1, "skip: never two at once");
+    assert_eq!(buffer_most.load(Ordering::SeqCst), 1, "buffer_one: never two at once");
+    let skipped = |fires: &[Value]| {
+        fires.iter().filter(|f| f["status"] == 4 && f["output"].as_str().unwrap_or("").contains("overlap")).count()
+    };
+    let skip_fires = app.fires(skip, "it").await;
+    assert!(skipped(&skip_fires) >= 2, "every other fire is skipped: {skip_fires:?}");
+    assert!(skip_total.load(Ordering::SeqCst) >= 2, "the others go out");
+    // buffer_one: one waits and then goes out, so at least as many go out as with skip.
+    let buffer_fires = app.fires(buffer, "it").await;
+    assert!(skipped(&buffer_fires) >= 1, "a third one is skipped: {buffer_fires:?}");
+    assert!(
+        buffer_total.load(Ordering::SeqCst) >= skip_total.load(Ordering::SeqCst),
+        "buffered fires go out back to back: {} vs {}",
+        buffer_total.load(Ordering::SeqCst),
+        skip_total.load(Ordering::SeqCst)
+    );
+    app.stop().await;
+}
+
 crate::on_both_stacks!(
+    overlap_skip_and_buffer_one_never_run_two_fires_of_a_timer_at_once,
     pause_after_failures_disables_a_failing_timer_and_says_why,
     on_failure_is_called_once_when_a_fire_ends_failed,
     update_moves_unclaimed_fires_to_the_new_schedule_and_keeps_history,

@@ -76,6 +76,7 @@ pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
         delete_after_run: false,
         on_failure: None,
         pause_after_failures: None,
+        overlap: Default::default(),
     }
 }
 

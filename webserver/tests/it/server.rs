@@ -162,6 +162,9 @@ impl FireRepo for BrokenFires {
     async fn delete_pending_from(&self, _: i64, _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
+    async fn running_before(&self, _: i64, _: i64, _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
     async fn delete_ended_before(&self, _: i64, _: u32) -> xtimer_store::Result<u64> {
         store_down()
     }

@@ -20,7 +20,7 @@ use xtimer_core::config::LimitsConfig;
 use xtimer_core::cron::{parse_timezone, CronSchedule};
 use xtimer_core::fire::FireStatus;
 use xtimer_core::timer::{
-    AsyncflowNotify, HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus,
+    AsyncflowNotify, HttpNotify, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, TimerStatus,
 };
 
 use crate::ApiError;
@@ -104,6 +104,10 @@ pub struct CreateTimer {
     /// 1..=[`MAX_PAUSE_AFTER_FAILURES`]; never when absent.
     #[serde(default)]
     pub pause_after_failures: Option<i64>,
+    /// `allow` (the default), `skip` or `buffer_one`: what a fire does
+    /// while the one before it is still running.
+    #[serde(default)]
+    pub overlap: Option<String>,
 }
 
 /// Largest `pauseAfterFailures`.
@@ -271,12 +275,21 @@ impl CreateTimer {
             }
             u32::try_from(n).ok()
         });
+        let overlap = match self.overlap.as_deref() {
+            None => Some(OverlapPolicy::default()),
+            Some(s) => OverlapPolicy::parse(s).or_else(|| {
+                p.push("overlap", format!("must be one of allow, skip, buffer_one, got `{s}`"));
+                None
+            }),
+        };
         let delete_after_run = self.delete_after_run.unwrap_or(false);
         if delete_after_run && self.cron.is_some() {
             p.push("deleteAfterRun", "applies only to a one-shot timer (runAt), not to a cron timer");
         }
-        match (schedule, notify, retry, misfire, on_failure) {
-            (Some(schedule), Some(notify), Some(retry), Some(misfire), Some(on_failure)) if p.0.is_empty() => {
+        match (schedule, notify, retry, misfire, on_failure, overlap) {
+            (Some(schedule), Some(notify), Some(retry), Some(misfire), Some(on_failure), Some(overlap))
+                if p.0.is_empty() =>
+            {
                 Ok(NewTimer {
                     app: self.app,
                     name: self.name,
@@ -288,6 +301,7 @@ impl CreateTimer {
                     delete_after_run,
                     on_failure,
                     pause_after_failures,
+                    overlap,
                 })
             }
             _ => Err(p.into_error()),

@@ -63,6 +63,9 @@ pub struct UpdateTimer {
     /// New `pauseAfterFailures`.
     #[serde(default)]
     pub pause_after_failures: Option<i64>,
+    /// New overlap policy.
+    #[serde(default)]
+    pub overlap: Option<String>,
 }
 
 impl UpdateTimer {
@@ -141,6 +144,7 @@ impl UpdateTimer {
                 })
             }),
             pause_after_failures: self.pause_after_failures.or(stored.pause_after_failures.map(i64::from)),
+            overlap: Some(self.overlap.unwrap_or_else(|| stored.overlap.as_str().to_owned())),
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::cron::CronSchedule;
 use xtimer_core::fire::Fire;
-use xtimer_core::timer::{Notify, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus};
 
 /// `{"id": N}`: the reply of create, enable, disable and delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -72,6 +72,9 @@ pub struct TimerView {
     /// Why `pauseAfterFailures` disabled the timer, until it is enabled again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause_reason: Option<String>,
+    /// `skip` or `buffer_one`; left out for `allow`, the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<&'static str>,
     /// Its next fire time, Unix ms: null unless enabled with a fire ahead.
     pub next_run_timer: Option<i64>,
     /// Its next fire time, RFC 3339 UTC.
@@ -180,6 +183,7 @@ impl From<&Timer> for TimerView {
             }),
             pause_after_failures: t.pause_after_failures,
             pause_reason: t.pause_reason.clone(),
+            overlap: (t.overlap != OverlapPolicy::Allow).then_some(t.overlap.as_str()),
             next_run_timer: None,
             next_run_time: None,
             create_time: rfc3339(t.create_time),
