@@ -1,12 +1,11 @@
 //! `xtimer`: the distributed timer service.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
+use xtimer::logging::LogFormat;
 use xtimer::node::Node;
 use xtimer_core::config::Config;
 
@@ -72,11 +71,8 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("XTIMER_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
-        // Colour only for a person at a terminal, not in files and journals.
-        .with_ansi(std::io::stdout().is_terminal())
-        .init();
+    let format = LogFormat::from_env().map_err(anyhow::Error::msg)?;
+    xtimer::logging::init(format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         Command::Serve { listen, database_url, config } => runtime.block_on(serve(listen, database_url, config)),

@@ -35,6 +35,8 @@ pub trait TimerRepo: Send + Sync {
     /// Marks completed every enabled one-shot timer with nothing left to
     /// expand whose fire has ended; returns how many.
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64>;
+    /// How many timers have each status, deleted ones left out.
+    async fn count_timers_by_status(&self) -> Result<Vec<(TimerStatus, u64)>>;
 }
 
 /// A fire to insert (idempotent on (timer_id, run_ms)).

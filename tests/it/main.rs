@@ -6,6 +6,8 @@ mod asyncflow;
 mod echo;
 mod fires;
 mod helpers;
+mod logging;
+mod metrics;
 mod nodes;
 mod operations;
 mod race;

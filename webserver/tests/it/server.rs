@@ -68,6 +68,9 @@ impl BrokenTimers {
 
 #[async_trait]
 impl TimerRepo for BrokenTimers {
+    async fn count_timers_by_status(&self) -> xtimer_store::Result<Vec<(TimerStatus, u64)>> {
+        self.fail()
+    }
     async fn create_timer(&self, _: &NewTimer, _: i64) -> xtimer_store::Result<Timer> {
         self.fail()
     }
