@@ -10,6 +10,7 @@
 //! - [`timer_tasks`]: timer fires that create asyncflow tasks.
 //! - [`logging`]: the log's level and format (`XTIMER_LOG`, `XTIMER_LOG_FORMAT`).
 //! - [`progress`]: progress bars for long command-line work.
+//! - [`cli`]: the client commands, `xtimer timer ...` and `xtimer cron preview`.
 //! - [`echo`]: `xtimer echo`, a receiver that answers 200 and prints what it gets.
 //! - [`receiver`]: a callback receiver that records what it got and when
 //!   (used by the benchmark and the end-to-end tests).
@@ -17,6 +18,7 @@
 pub mod bench;
 pub mod bench_registered;
 pub mod bench_tasks;
+pub mod cli;
 pub mod echo;
 pub mod heartbeat;
 pub mod logging;

@@ -60,6 +60,20 @@ enum Command {
     },
     /// Measure fires per second and lateness against a local receiver.
     Bench(xtimer::bench::BenchArgs),
+    /// Create, list, inspect and act on timers of a running server.
+    Timer {
+        #[command(flatten)]
+        remote: xtimer::cli::Remote,
+        #[command(subcommand)]
+        command: xtimer::cli::timer::TimerCommand,
+    },
+    /// Cron expressions: `preview` their next fire times.
+    Cron {
+        #[command(flatten)]
+        remote: xtimer::cli::Remote,
+        #[command(subcommand)]
+        command: xtimer::cli::CronCommand,
+    },
     /// A callback receiver for trying timers out: answers every request
     /// 200 and prints it (method, path, fire, lateness, body).
     Echo {
@@ -69,18 +83,39 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
+    // The client commands print their own lines (no log), and their exit
+    // code says what went wrong; the others log and fail with an error.
+    let done = match cli.command {
+        Command::Timer { remote, command } => {
+            return Ok(client_runtime()?.block_on(xtimer::cli::timer::run(&remote, command)).into())
+        }
+        Command::Cron { remote, command } => {
+            return Ok(client_runtime()?.block_on(xtimer::cli::cron(&remote, command)).into())
+        }
+        Command::Serve { listen, database_url, config } => {
+            server_runtime()?.block_on(serve(listen, database_url, config))
+        }
+        Command::Migrate { database_url, config } => server_runtime()?.block_on(migrate(database_url, config)),
+        Command::Backup { to, database_url, config } => server_runtime()?.block_on(backup(to, database_url, config)),
+        Command::Bench(args) => server_runtime()?.block_on(xtimer::bench::run(args)),
+        Command::Echo { listen } => server_runtime()?.block_on(echo(listen)),
+    };
+    done.map(|()| std::process::ExitCode::SUCCESS)
+}
+
+/// A one-thread runtime for a client command.
+fn client_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+/// The log, then a runtime on every core, for the commands that run parts
+/// of the service.
+fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     let format = LogFormat::from_env().map_err(anyhow::Error::msg)?;
     xtimer::logging::init(format);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    match cli.command {
-        Command::Serve { listen, database_url, config } => runtime.block_on(serve(listen, database_url, config)),
-        Command::Migrate { database_url, config } => runtime.block_on(migrate(database_url, config)),
-        Command::Backup { to, database_url, config } => runtime.block_on(backup(to, database_url, config)),
-        Command::Bench(args) => runtime.block_on(xtimer::bench::run(args)),
-        Command::Echo { listen } => runtime.block_on(echo(listen)),
-    }
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
 async fn echo(listen: String) -> anyhow::Result<()> {

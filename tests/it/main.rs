@@ -3,6 +3,7 @@
 
 mod adversarial;
 mod asyncflow;
+mod cli;
 mod echo;
 mod fires;
 mod helpers;
