@@ -155,6 +155,10 @@ pub trait FireRepo: Send + Sync {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<Fire>, u64)>;
+    /// Fires of every timer that ended succeeded or failed with a run
+    /// time at or after `since_ms`, newest first, at most `limit` (the
+    /// console's lateness chart and failing timers).
+    async fn ended_since(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>>;
     /// A page of a timer's fires, newest first, and their total.
     async fn list_fires(
         &self,

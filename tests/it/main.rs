@@ -17,4 +17,5 @@ mod restart;
 mod security;
 mod slow_clients;
 mod stop;
+mod ui;
 mod worker_sdk;

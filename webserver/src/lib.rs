@@ -12,6 +12,7 @@
 //!   - [`routes::nodes`]: `GET /api/xtimer/nodes`, the cluster's nodes.
 //! - [`routes::tasks`]: the asyncflow task API, `/v1/...` (API.md section 2).
 //! - [`metrics`]: `GET /metrics` (Prometheus text) and the request counter.
+//! - [`ui`]: the web console at `/ui` (embedded assets) and its overview data.
 //! - [`auth`]: per-app bearer tokens: the [`auth::resolve`] middleware,
 //!   [`auth::AuthContext`] and [`auth::authorize`], for every API's handlers.
 //! - [`limits`]: the per-app request rate limit and the fires-per-minute count.
@@ -36,6 +37,7 @@ pub mod metrics;
 pub mod routes;
 pub mod security;
 pub mod serve;
+pub mod ui;
 
 use std::sync::Arc;
 
@@ -154,6 +156,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/xtimer/nodes", get(routes::nodes::nodes_list))
         .route("/xtimer/nodes", get(routes::nodes::nodes_list))
         .merge(routes::tasks::routes())
+        .merge(ui::routes())
         .route_layer(middleware::from_fn(metrics::tag_route))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::method_not_allowed);
