@@ -12,6 +12,7 @@
 //!   - [`routes::nodes`]: `GET /api/xtimer/nodes`, the cluster's nodes.
 //! - [`routes::tasks`]: the asyncflow task API, `/v1/...` (API.md section 2).
 //! - [`metrics`]: `GET /metrics` (Prometheus text) and the request counter.
+//! - [`openapi`]: `GET /openapi.json`, the OpenAPI 3.1 document of every route.
 //! - [`ui`]: the web console at `/ui` (embedded assets) and its overview data.
 //! - [`auth`]: per-app bearer tokens: the [`auth::resolve`] middleware,
 //!   [`auth::AuthContext`] and [`auth::authorize`], for every API's handlers.
@@ -34,6 +35,7 @@ pub mod error;
 pub mod extract;
 pub mod limits;
 pub mod metrics;
+pub mod openapi;
 pub mod routes;
 pub mod security;
 pub mod serve;
@@ -151,6 +153,7 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .route("/healthz", get(routes::health::health_check))
         .route("/metrics", get(metrics::metrics_get))
+        .route("/openapi.json", get(openapi::openapi_get))
         .merge(routes::timers::routes("/api/xtimer", &state.config))
         .merge(routes::timers::routes("/xtimer", &state.config))
         .route("/api/xtimer/nodes", get(routes::nodes::nodes_list))
