@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use xtimer::logging::LogFormat;
 use xtimer::node::Node;
 use xtimer_core::config::Config;
@@ -166,9 +167,10 @@ async fn backup(to: PathBuf, database_url: Option<String>, file: Option<PathBuf>
 
 async fn serve(listen: Option<String>, database_url: Option<String>, file: Option<PathBuf>) -> anyhow::Result<()> {
     let config = load_config(file, listen, database_url)?;
+    let mut signals = StopSignals::new();
     let mut node = Node::start(config).await?;
     let failed = tokio::select! {
-        _ = shutdown_signal() => {
+        _ = signals.next() => {
             tracing::info!("Shutting down: finishing in-flight callbacks.");
             None
         }
@@ -178,8 +180,8 @@ async fn serve(listen: Option<String>, database_url: Option<String>, file: Optio
         }
     };
     // A second signal quits at once.
-    tokio::spawn(async {
-        shutdown_signal().await;
+    tokio::spawn(async move {
+        signals.next().await;
         tracing::warn!("Second signal: exiting now.");
         std::process::exit(130);
     });
@@ -192,16 +194,32 @@ async fn serve(listen: Option<String>, database_url: Option<String>, file: Optio
 }
 
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    StopSignals::new().next().await;
+}
+
+/// SIGINT and SIGTERM, caught from the moment this is made: one that
+/// arrives while the node is still starting is kept for [`Self::next`]
+/// instead of killing the process.
+struct StopSignals {
+    interrupt: Option<Signal>,
+    terminate: Option<Signal>,
+}
+
+impl StopSignals {
+    fn new() -> Self {
+        Self { interrupt: signal(SignalKind::interrupt()).ok(), terminate: signal(SignalKind::terminate()).ok() }
+    }
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) {
+        async fn recv(s: &mut Option<Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
             }
-            Err(_) => std::future::pending().await,
         }
-    };
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+        tokio::select! { _ = recv(&mut self.interrupt) => {}, _ = recv(&mut self.terminate) => {} }
+    }
 }
