@@ -258,7 +258,14 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let in_window = |h: &crate::receiver::Hit| h.run_ms >= start_ms && h.run_ms < end_ms;
     let total = expected.len();
     let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
-    receiver.wait_until(wait, |hits| hits.iter().filter(|h| in_window(h)).count() >= total).await;
+    let progress = crate::progress::bar("fires", total as u64);
+    let waiting = receiver.wait_until(wait, |hits| {
+        let got = hits.iter().filter(|h| in_window(h)).count();
+        progress.set_position(got as u64);
+        got >= total
+    });
+    waiting.await;
+    progress.finish_and_clear();
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let hits: Vec<_> = receiver.hits().into_iter().filter(in_window).collect();

@@ -328,6 +328,12 @@ impl Tasks {
         let pos = self.store.positions(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))?;
         Ok(self.store.count(task_type, pos.end).await?)
     }
+
+    /// Every task of the type, in every table, by status code.
+    pub async fn count_by_status(&self, task_type: &str) -> Result<Vec<(i64, i64)>> {
+        let pos = self.store.positions(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))?;
+        Ok(self.store.count_by_status(task_type, pos.end).await?)
+    }
 }
 
 /// A combined hold's claim on one type's tables.

@@ -29,6 +29,7 @@
 pub mod bulkhead;
 pub mod callback;
 pub mod error;
+pub mod fire_metrics;
 pub mod reconciler;
 pub mod recorder;
 pub mod secrets;
@@ -242,6 +243,7 @@ impl ExecutorHandle {
         let owner = self.owner_token();
         let outcome = inner.fires.claim(keys, &owner, inner.config.lease_ms as i64, inner.clock.now_ms()).await?;
         let won = outcome.claimed.len();
+        fire_metrics::fires_ended(FireStatus::Skipped, outcome.skipped);
         self.dispatch(outcome.claimed).await?;
         Ok(won)
     }
@@ -425,6 +427,9 @@ impl ExecutorHandle {
             self.release(std::slice::from_ref(fire)).await;
             return FireOutcome::Released;
         };
+        if attempt == 1 {
+            fire_metrics::lateness(cost);
+        }
         if answer.delivery.delivered() {
             self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
             return FireOutcome::Fired;
@@ -670,6 +675,7 @@ impl ExecutorHandle {
         cost_time: i64,
         lease_until: Option<i64>,
     ) {
+        fire_metrics::fires_ended(status, 1);
         let result = FireResult {
             task_id: fire.task_id,
             owner: fire.owner.clone(),

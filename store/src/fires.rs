@@ -70,6 +70,13 @@ const COUNT_UPCOMING: &str = formatcp!(
     pending = code::PENDING
 );
 
+const ENDED_SINCE: &str = formatcp!(
+    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE status IN ({succeeded}, {failed}) AND run_timer >= $1
+     ORDER BY run_timer DESC LIMIT $2",
+    succeeded = code::SUCCEEDED,
+    failed = code::FAILED
+);
+
 #[async_trait]
 impl FireRepo for Database {
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64> {
@@ -250,6 +257,17 @@ impl FireRepo for Database {
             .execute(pool)
             .await?
             .rows_affected()))
+    }
+
+    async fn ended_since(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>> {
+        on_db!(self, read, pool => sqlx::query(ENDED_SINCE)
+            .bind(since_ms)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(fire_from_row)
+            .collect())
     }
 
     async fn list_fires(

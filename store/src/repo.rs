@@ -91,6 +91,8 @@ pub trait TimerRepo: Send + Sync {
     /// Marks completed every enabled one-shot timer with nothing left to
     /// expand whose fire has ended; returns how many.
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64>;
+    /// How many timers have each status, deleted ones left out.
+    async fn count_timers_by_status(&self) -> Result<Vec<(TimerStatus, u64)>>;
 }
 
 /// A fire to insert (idempotent on (timer_id, run_ms)).
@@ -220,6 +222,10 @@ pub trait FireRepo: Send + Sync {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<Fire>, u64)>;
+    /// Fires of every timer that ended succeeded or failed with a run
+    /// time at or after `since_ms`, newest first, at most `limit` (the
+    /// console's lateness chart and failing timers).
+    async fn ended_since(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>>;
     /// A page of a timer's fires, newest first, and their total.
     async fn list_fires(
         &self,

@@ -350,6 +350,19 @@ impl TaskStore {
         Ok(total)
     }
 
+    /// Tasks of a type in every table up to `end`, by status code.
+    pub async fn count_by_status(&self, task_type: &str, end: u32) -> Result<Vec<(i64, i64)>> {
+        let mut counts = std::collections::BTreeMap::new();
+        for p in 1..=end {
+            let sql = format!("SELECT status, COUNT(*) FROM \"{}\" GROUP BY status", table_name(task_type, p));
+            let rows: Vec<(i64, i64)> = on_db!(&self.db, read, pool => sqlx::query_as(&sql).fetch_all(pool).await?);
+            for (status, n) in rows {
+                *counts.entry(status).or_insert(0) += n;
+            }
+        }
+        Ok(counts.into_iter().collect())
+    }
+
     /// Processing tasks of the table at `pos` last touched before `cutoff_ms`.
     pub async fn timed_out(&self, task_type: &str, pos: u32, cutoff_ms: i64, limit: u32) -> Result<Vec<StoredTask>> {
         let sql = format!(

@@ -27,6 +27,10 @@ const LIST_APP: &str = formatcp!(
     code::TIMER_DELETED
 );
 const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
+const COUNT_BY_STATUS: &str = formatcp!(
+    "SELECT CAST(status AS BIGINT), COUNT(*) FROM t_timer WHERE status <> {} GROUP BY status",
+    code::TIMER_DELETED
+);
 const SET_STATUS: &str = formatcp!(
     "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END,
          pause_reason = CASE WHEN $1 = {enabled} THEN NULL ELSE pause_reason END, peak_fpm = $4
@@ -304,6 +308,11 @@ impl TimerRepo for Database {
             (rows.iter().map(timer_from_row).collect::<Result<Vec<_>>>()?, total)
         });
         Ok((timers, total as u64))
+    }
+
+    async fn count_timers_by_status(&self) -> Result<Vec<(TimerStatus, u64)>> {
+        let rows: Vec<(i64, i64)> = on_db!(self, read, pool => sqlx::query_as(COUNT_BY_STATUS).fetch_all(pool).await?);
+        Ok(rows.into_iter().filter_map(|(status, n)| TimerStatus::from_code(status).map(|s| (s, n as u64))).collect())
     }
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {

@@ -68,6 +68,9 @@ impl BrokenTimers {
 
 #[async_trait]
 impl TimerRepo for BrokenTimers {
+    async fn count_timers_by_status(&self) -> xtimer_store::Result<Vec<(TimerStatus, u64)>> {
+        self.fail()
+    }
     async fn create_each(
         &self,
         _: &[NewTimer],
@@ -153,6 +156,9 @@ fn store_down<T>() -> xtimer_store::Result<T> {
 
 #[async_trait]
 impl FireRepo for BrokenFires {
+    async fn ended_since(&self, _: i64, _: u32) -> xtimer_store::Result<Vec<Fire>> {
+        store_down()
+    }
     async fn insert_fires(&self, _: &[NewFire], _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
