@@ -133,10 +133,7 @@ impl TimerRepo for Database {
 
     async fn set_status_within(&self, id: i64, status: TimerStatus, now_ms: i64, quota: &Quota) -> Result<bool> {
         let mut tx = Tx::begin(self).await?;
-        // The app first, to lock its usage; then the row as it is under that lock.
-        let Some((timer, _)) = timer_with_peak(&mut tx, id).await? else { return Ok(false) };
-        let mut usage = AppUsage::read(&mut tx, &timer.app, now_ms).await?;
-        let Some((timer, peak)) = timer_with_peak(&mut tx, id).await? else { return Ok(false) };
+        let Some((timer, peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
         if timer.status == TimerStatus::Deleted {
             return Ok(false);
         }
@@ -169,9 +166,7 @@ impl TimerRepo for Database {
 
     async fn update_timer(&self, id: i64, t: &NewTimer, now_ms: i64, quota: &Quota) -> Result<bool> {
         let mut tx = Tx::begin(self).await?;
-        let Some((old, _)) = timer_with_peak(&mut tx, id).await? else { return Ok(false) };
-        let mut usage = AppUsage::read(&mut tx, &old.app, now_ms).await?;
-        let Some((old, old_peak)) = timer_with_peak(&mut tx, id).await? else { return Ok(false) };
+        let Some((old, old_peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
         if old.status == TimerStatus::Deleted {
             return Ok(false);
         }
@@ -183,11 +178,8 @@ impl TimerRepo for Database {
             if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
                 return Err(Error::Refused { app: old.app, index: 0, refusal });
             }
-        } else if let Load::Cron(own) = load {
-            if own > quota.fires_per_minute_per_app {
-                let refusal = Refusal::TooManyFires { fires: own, own, max: quota.fires_per_minute_per_app };
-                return Err(Error::Refused { app: old.app, index: 0, refusal });
-            }
+        } else if let Err(refusal) = alone_within(load, quota) {
+            return Err(Error::Refused { app: old.app, index: 0, refusal });
         }
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
         let res = on_tx!(&mut tx, c => sqlx::query(UPDATE)
@@ -233,9 +225,7 @@ impl TimerRepo for Database {
         now_ms: i64,
     ) -> Result<bool> {
         let mut tx = Tx::begin(self).await?;
-        let Some((timer, _)) = timer_with_peak(&mut tx, timer_id).await? else { return Ok(false) };
-        let mut usage = AppUsage::read(&mut tx, &timer.app, now_ms).await?;
-        let Some((timer, peak)) = timer_with_peak(&mut tx, timer_id).await? else { return Ok(false) };
+        let Some((timer, peak, mut usage)) = locked_timer(&mut tx, timer_id, now_ms).await? else { return Ok(false) };
         let done = on_tx!(&mut tx, c => sqlx::query(PAUSE_IF_FAILING)
             .bind(timer_id)
             .bind(task_id)
@@ -407,10 +397,7 @@ async fn insert_checked(
             // enabled is refused now rather than at its enable.
             let checked = match (t.status, load) {
                 (TimerStatus::Enabled, _) => usage.enable(tx, load, quota).await?,
-                (_, Load::Cron(own)) if own > quota.fires_per_minute_per_app => {
-                    Err(Refusal::TooManyFires { fires: own, own, max: quota.fires_per_minute_per_app })
-                }
-                _ => Ok(()),
+                _ => alone_within(load, quota),
             };
             if let Err(refusal) = checked {
                 usage.remove_timer();
@@ -449,6 +436,17 @@ async fn insert_checked(
         usage.write(tx).await?;
     }
     Ok(outcomes)
+}
+
+/// A timer that is not enabled, checked alone: a cron whose own peak passes
+/// the limit could never be enabled, so it is refused now.
+fn alone_within(load: Load, quota: &Quota) -> std::result::Result<(), Refusal> {
+    match load {
+        Load::Cron(own) if own > quota.fires_per_minute_per_app => {
+            Err(Refusal::TooManyFires { fires: own, own, max: quota.fires_per_minute_per_app })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Rows of the timers: the stored columns (and the load's peak) of each.
@@ -546,6 +544,14 @@ impl InsertRows for sqlx::PgConnection {
             .await?;
         Ok(rows)
     }
+}
+
+/// A timer, its stored peak and its app's usage, read in `tx`: the app
+/// first, to lock its usage, then the row as it is under that lock.
+async fn locked_timer(tx: &mut Tx, id: i64, now_ms: i64) -> Result<Option<(Timer, Option<i64>, AppUsage)>> {
+    let Some((timer, _)) = timer_with_peak(tx, id).await? else { return Ok(None) };
+    let usage = AppUsage::read(tx, &timer.app, now_ms).await?;
+    Ok(timer_with_peak(tx, id).await?.map(|(timer, peak)| (timer, peak, usage)))
 }
 
 /// A timer and its stored peak, read in `tx`.
