@@ -1,13 +1,17 @@
 //! `xtimer bench`: fires per second and lateness against a local receiver.
 //!
 //! Each run starts a fresh node on the embedded default (a SQLite file in a
-//! temporary folder), starts a receiver on 127.0.0.1, registers timers
-//! through the repository, lets the migrator expand them the way it always
-//! does, and waits for every fire. It reports what the receiver saw:
-//! fires/s, lateness (arrival minus scheduled time) percentiles,
-//! duplicates, misses and the process's peak RSS (node and receiver share
-//! the process and the machine's cores). With `--runs N` it prints each run
-//! and the median of each figure.
+//! temporary folder), starts a receiver on 127.0.0.1 (by default a process
+//! of its own, `xtimer bench-receiver`; `--receiver inproc` puts it in this
+//! process), registers timers through the repository, lets the migrator
+//! expand them the way it always does, and waits for every fire. It
+//! reports what the receiver saw: fires/s, lateness (arrival minus
+//! scheduled time) percentiles, duplicates, misses; and what the node
+//! paid: its CPU per fire (this process's user + system time, from the end
+//! of set-up until every fire arrived and its result was written, divided
+//! by the callbacks that arrived meanwhile), the receiver's CPU per fire
+//! when it runs apart, and this process's peak RSS. With `--runs N` it
+//! prints each run and the median of each figure.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -16,8 +20,8 @@ use xtimer_core::config::Config;
 use xtimer_core::fire::FireKey;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
 
+use crate::bench_receiver::{process_cpu, BenchReceiver, ReceiverMode};
 use crate::node::Node;
-use crate::receiver::Receiver;
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -92,6 +96,12 @@ pub struct BenchArgs {
     /// Seconds over which idle CPU is measured (registered).
     #[arg(long, default_value_t = 60)]
     pub idle_seconds: u64,
+    /// Where the callback receiver runs: a process of its own, or this one.
+    #[arg(long, value_enum, default_value = "process")]
+    pub receiver: ReceiverMode,
+    /// Runtime threads of the receiver's process (1: one event loop).
+    #[arg(long, default_value_t = 1)]
+    pub receiver_threads: usize,
 }
 
 /// Figures of one run.
@@ -106,6 +116,10 @@ pub struct Figures {
     pub max_ms: f64,
     pub duplicates: u64,
     pub misses: u64,
+    /// This process's CPU (the node's, and the receiver's with `inproc`) per fire, µs.
+    pub cpu_us_per_fire: f64,
+    /// The receiver process's CPU per fire, µs (0 with `inproc`).
+    pub receiver_us_per_fire: f64,
     pub peak_rss_mb: f64,
 }
 
@@ -123,8 +137,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut all = Vec::new();
     println!("scenario {:?}: {}", args.scenario, describe(&args));
     println!(
-        "{:>4} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>5} {:>6} {:>8}",
-        "run", "expected", "received", "fires/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "dups", "misses", "rss MB"
+        "{:>4} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>5} {:>6} {:>8} {:>8} {:>8}",
+        "run",
+        "expected",
+        "received",
+        "fires/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "dups",
+        "misses",
+        "cpu us",
+        "rx us",
+        "rss MB"
     );
     for run in 1..=args.runs {
         let f = match args.scenario {
@@ -146,6 +172,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             max_ms: med(|f| f.max_ms),
             duplicates: med(|f| f.duplicates as f64) as u64,
             misses: med(|f| f.misses as f64) as u64,
+            cpu_us_per_fire: med(|f| f.cpu_us_per_fire),
+            receiver_us_per_fire: med(|f| f.receiver_us_per_fire),
             peak_rss_mb: med(|f| f.peak_rss_mb),
         };
         print_row("med", &m);
@@ -154,7 +182,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 fn describe(a: &BenchArgs) -> String {
-    match a.scenario {
+    let receiver = match a.receiver {
+        ReceiverMode::Process => "; receiver in its own process",
+        ReceiverMode::Inproc => "; receiver in this process",
+    };
+    let load = match a.scenario {
         Scenario::Steady => format!("{} fires/s for {} s ({} fires)", a.rate, a.seconds, a.rate * a.seconds),
         Scenario::Burst => format!("{} fires due in one second", a.count),
         Scenario::Cron if a.hung > 0 => {
@@ -163,12 +195,13 @@ fn describe(a: &BenchArgs) -> String {
         Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
         Scenario::Http => format!("{} callbacks, no timers, 256 in flight", a.count),
         Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered | Scenario::History => String::new(),
-    }
+    };
+    load + receiver
 }
 
 fn print_row(label: &str, f: &Figures) {
     println!(
-        "{label:>4} {:>9} {:>9} {:>10.0} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>5} {:>6} {:>8.1}",
+        "{label:>4} {:>9} {:>9} {:>10.0} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>5} {:>6} {:>8.1} {:>8.1} {:>8.1}",
         f.expected,
         f.received,
         f.fires_per_sec,
@@ -178,6 +211,8 @@ fn print_row(label: &str, f: &Figures) {
         f.max_ms,
         f.duplicates,
         f.misses,
+        f.cpu_us_per_fire,
+        f.receiver_us_per_fire,
         f.peak_rss_mb
     );
 }
@@ -196,7 +231,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     for _ in 1..args.nodes {
         others.push(Node::start(config.clone()).await?);
     }
-    let receiver = Receiver::start(false).await?;
+    let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
     let notify = Notify::Http(HttpNotify {
         url: receiver.url("/bench"),
         method: "POST".into(),
@@ -254,21 +289,19 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     }
 
     // Wait for every fire, or give up 30 s after the window.
+    let cpu = CpuMeter::start(&receiver);
     let end_ms = plan.end_ms;
-    let in_window = |h: &crate::receiver::Hit| h.run_ms >= start_ms && h.run_ms < end_ms;
     let total = expected.len();
     let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
     let progress = crate::progress::bar("fires", total as u64);
-    let waiting = receiver.wait_until(wait, |hits| {
-        let got = hits.iter().filter(|h| in_window(h)).count();
-        progress.set_position(got as u64);
-        got >= total
-    });
-    waiting.await;
+    receiver.wait_for(start_ms, end_ms, total as u64, wait, |got| progress.set_position(got)).await?;
     progress.finish_and_clear();
+    // Results are written up to `executor.record_linger_ms` after the callback.
     tokio::time::sleep(Duration::from_millis(500)).await;
+    let (cpu_us_per_fire, receiver_us_per_fire) = cpu.per_fire(&receiver).await?;
 
-    let hits: Vec<_> = receiver.hits().into_iter().filter(in_window).collect();
+    let hits: Vec<_> =
+        receiver.arrivals().await?.into_iter().filter(|h| h.run_ms >= start_ms && h.run_ms < end_ms).collect();
     let mut seen: HashMap<&str, u64> = HashMap::new();
     for h in &hits {
         *seen.entry(h.key.as_str()).or_default() += 1;
@@ -291,6 +324,8 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         max_ms: late.last().copied().unwrap_or_default(),
         duplicates,
         misses,
+        cpu_us_per_fire,
+        receiver_us_per_fire,
         peak_rss_mb: peak_rss_mb(),
     };
     if let Some(hung) = hung {
@@ -367,8 +402,32 @@ async fn fresh_pg_database(admin_url: &str, name: &str) -> anyhow::Result<String
     Ok(format!("{base}/{name}"))
 }
 
+/// CPU time of this process and of the receiver's, from a start to now.
+struct CpuMeter {
+    this: Duration,
+    receiver: Option<Duration>,
+}
+
+impl CpuMeter {
+    fn start(receiver: &BenchReceiver) -> Self {
+        Self { this: process_cpu("self").unwrap_or_default(), receiver: receiver.cpu() }
+    }
+
+    /// CPU µs per callback received since the start (every callback, in
+    /// the measured window or not): this process's and the receiver's.
+    async fn per_fire(&self, receiver: &BenchReceiver) -> anyhow::Result<(f64, f64)> {
+        let this = process_cpu("self").unwrap_or_default().saturating_sub(self.this);
+        let theirs = match (self.receiver, receiver.cpu()) {
+            (Some(before), Some(now)) => now.saturating_sub(before),
+            _ => Duration::ZERO,
+        };
+        let fires = receiver.count(i64::MIN, i64::MAX).await?.max(1) as f64;
+        Ok((this.as_secs_f64() * 1e6 / fires, theirs.as_secs_f64() * 1e6 / fires))
+    }
+}
+
 async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
-    let receiver = Receiver::start(false).await?;
+    let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
     let client = xtimer_executor::callback::client(10_000, 256)?;
     let notify = HttpNotify {
         url: receiver.url("/ceiling"),
@@ -377,6 +436,7 @@ async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
         body: Some("{}".into()),
         timeout_ms: None,
     };
+    let cpu = CpuMeter::start(&receiver);
     let started = Instant::now();
     let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
@@ -395,18 +455,23 @@ async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
     }
     while tasks.join_next().await.is_some() {}
     let secs = started.elapsed().as_secs_f64();
-    let mut late: Vec<f64> = receiver.hits().iter().map(|h| h.lateness_ms()).collect();
+    let (cpu_us_per_fire, receiver_us_per_fire) = cpu.per_fire(&receiver).await?;
+    let arrivals = receiver.arrivals().await?;
+    let received = arrivals.len() as u64;
+    let mut late: Vec<f64> = arrivals.iter().map(|h| h.lateness_ms()).collect();
     late.sort_by(|a, b| a.total_cmp(b));
     Ok(Figures {
         expected: args.count,
-        received: receiver.count() as u64,
-        fires_per_sec: receiver.count() as f64 / secs,
+        received,
+        fires_per_sec: received as f64 / secs,
         p50_ms: percentile(&late, 0.5),
         p90_ms: percentile(&late, 0.9),
         p99_ms: percentile(&late, 0.99),
         max_ms: late.last().copied().unwrap_or_default(),
         duplicates: 0,
-        misses: args.count - receiver.count() as u64,
+        misses: args.count.saturating_sub(received),
+        cpu_us_per_fire,
+        receiver_us_per_fire,
         peak_rss_mb: peak_rss_mb(),
     })
 }

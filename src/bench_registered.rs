@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use xtimer_core::fire::FireKey;
 
 use crate::bench::{fresh_config, median, peak_rss_mb, percentile, BenchArgs};
+use crate::bench_receiver::BenchReceiver;
 use crate::node::Node;
-use crate::receiver::Receiver;
 
 /// Timers per `createTimers` call.
 const BATCH: usize = 1_000;
@@ -108,7 +108,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let node = Node::start(config).await?;
     let base = format!("http://{}/api/xtimer/createTimers", node.addr);
     let client = reqwest::Client::new();
-    let receiver = Receiver::start(false).await?;
+    let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
     let url = receiver.url("/bench");
 
     // Daily timers at an hour more than an hour away, spread over its minutes.
@@ -151,12 +151,12 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     create_all(&client, &base, args.due, args.clients, &due).await?;
     let start_ms = (chrono::Utc::now().timestamp_millis() / 1_000 + args.lead as i64) * 1_000;
     let end_ms = start_ms + args.seconds as i64 * 1_000;
-    let in_window = |h: &crate::receiver::Hit| h.run_ms >= start_ms && h.run_ms < end_ms;
     let expected = (args.due * args.seconds) as usize;
     let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
-    receiver.wait_until(wait, |hits| hits.iter().filter(|h| in_window(h)).count() >= expected).await;
+    receiver.wait_for(start_ms, end_ms, expected as u64, wait, |_| {}).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let hits: Vec<_> = receiver.hits().into_iter().filter(in_window).collect();
+    let hits: Vec<_> =
+        receiver.arrivals().await?.into_iter().filter(|h| h.run_ms >= start_ms && h.run_ms < end_ms).collect();
     let mut seen: HashMap<&str, u64> = HashMap::new();
     for h in &hits {
         *seen.entry(h.key.as_str()).or_default() += 1;
@@ -288,7 +288,7 @@ pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
     let db_path = dir.path().join("bench.db");
     let node = Node::start(config).await?;
     let base = format!("http://{}/api/xtimer/createTimers", node.addr);
-    let receiver = Receiver::start(false).await?;
+    let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
     let url = receiver.url("/bench");
     let timer = |i: u64| {
         serde_json::json!({
@@ -301,7 +301,8 @@ pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
     for minute in 1..=args.seconds.div_ceil(60) {
         let due = started + Duration::from_secs(minute * 60);
         tokio::time::sleep_until(due.into()).await;
-        println!("{minute:>6} {:>10} {:>8.1}", receiver.hits().len(), db_bytes(&db_path) as f64 / 1e6);
+        let fires = receiver.count(i64::MIN, i64::MAX).await?;
+        println!("{minute:>6} {fires:>10} {:>8.1}", db_bytes(&db_path) as f64 / 1e6);
     }
     node.shutdown().await;
     Ok(())

@@ -6,6 +6,7 @@
 //!   serves HTTP, and shuts down in order.
 //! - [`heartbeat`]: the node's report of itself, for the nodes endpoint.
 //! - [`bench`]: the load benchmark behind `xtimer bench`.
+//! - [`bench_receiver`]: its receiver in a process of its own (`xtimer bench-receiver`).
 //! - [`bench_tasks`]: its `/v1` task API scenarios (create-task, hold-tasks).
 //! - [`timer_tasks`]: timer fires that create asyncflow tasks.
 //! - [`logging`]: the log's level and format (`XTIMER_LOG`, `XTIMER_LOG_FORMAT`).
@@ -16,6 +17,7 @@
 //!   (used by the benchmark and the end-to-end tests).
 
 pub mod bench;
+pub mod bench_receiver;
 pub mod bench_registered;
 pub mod bench_tasks;
 pub mod cli;

@@ -61,6 +61,18 @@ enum Command {
     },
     /// Measure fires per second and lateness against a local receiver.
     Bench(xtimer::bench::BenchArgs),
+    /// The benchmark's receiver, run by `bench` as a process of its own:
+    /// records every callback, prints where it listens, exits when its
+    /// stdin closes.
+    #[command(hide = true)]
+    BenchReceiver {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// Runtime threads (1: a single-threaded event loop).
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+    },
     /// Create, list, inspect and act on timers of a running server.
     Timer {
         #[command(flatten)]
@@ -102,6 +114,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Command::Backup { to, database_url, config } => server_runtime()?.block_on(backup(to, database_url, config)),
         Command::Bench(args) => server_runtime()?.block_on(xtimer::bench::run(args)),
         Command::Echo { listen } => server_runtime()?.block_on(echo(listen)),
+        Command::BenchReceiver { listen, threads } => receiver_runtime(threads)?.block_on(bench_receiver(listen)),
     };
     done.map(|()| std::process::ExitCode::SUCCESS)
 }
@@ -117,6 +130,29 @@ fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     let format = LogFormat::from_env().map_err(anyhow::Error::msg)?;
     xtimer::logging::init(format);
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+/// The bench receiver's runtime: one thread runs it on the calling thread.
+fn receiver_runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    let runtime = match threads {
+        0 | 1 => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+        n => tokio::runtime::Builder::new_multi_thread().worker_threads(n).enable_all().build()?,
+    };
+    Ok(runtime)
+}
+
+async fn bench_receiver(listen: String) -> anyhow::Result<()> {
+    let listener =
+        tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {addr}")?;
+        out.flush()?;
+    }
+    xtimer::bench_receiver::serve(listener).await?;
+    Ok(())
 }
 
 async fn echo(listen: String) -> anyhow::Result<()> {

@@ -3,6 +3,7 @@
 
 mod adversarial;
 mod asyncflow;
+mod bench;
 mod cli;
 mod echo;
 mod fires;
