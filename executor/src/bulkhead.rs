@@ -228,9 +228,9 @@ impl Drop for Pass {
 /// The bulkhead key of a callback URL: `host:port` (the scheme's port when
 /// none is given); the URL itself if it does not parse.
 pub fn host_of(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(u) => format!("{}:{}", u.host_str().unwrap_or_default(), u.port_or_known_default().unwrap_or(0)),
-        Err(_) => url.to_string(),
+    match url.parse::<hyper::Uri>() {
+        Ok(u) if u.host().is_some() => crate::callback::host_key(&u),
+        _ => url.to_string(),
     }
 }
 

@@ -8,13 +8,21 @@
 //! address checked is the address connected to and a name re-pointed at a
 //! metadata service after the timer was created is still refused.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
-use reqwest::Method;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, USER_AGENT};
+use hyper::{Method, Request, Uri};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::dns::Name;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::FireKey;
 use xtimer_core::signature;
@@ -67,7 +75,7 @@ pub struct Answer {
     pub output: String,
 }
 
-/// A refused callback target, as the resolver reports it through reqwest.
+/// A refused callback target, as the resolver reports it through the client.
 #[derive(Debug, thiserror::Error)]
 #[error("refused: host `{host}` resolves only to denied addresses: {refusal}")]
 pub struct TargetRefused {
@@ -91,8 +99,19 @@ impl PolicyResolver {
     }
 }
 
-impl Resolve for PolicyResolver {
-    fn resolve(&self, name: Name) -> Resolving {
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Resolving = Pin<Box<dyn Future<Output = Result<std::vec::IntoIter<SocketAddr>, BoxError>> + Send>>;
+
+impl tower_service::Service<Name> for PolicyResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = BoxError;
+    type Future = Resolving;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
         let policy = self.policy.clone();
         let host = name.as_str().to_owned();
         Box::pin(async move {
@@ -109,8 +128,8 @@ impl Resolve for PolicyResolver {
                 })
                 .collect();
             match refusal {
-                Some(refusal) if allowed.is_empty() => Err(Box::new(TargetRefused { host, refusal }) as _),
-                _ => Ok(Box::new(allowed.into_iter()) as Addrs),
+                Some(refusal) if allowed.is_empty() => Err(Box::new(TargetRefused { host, refusal }) as BoxError),
+                _ => Ok(allowed.into_iter()),
             }
         })
     }
@@ -125,73 +144,177 @@ pub struct Signing<'a> {
     pub t: i64,
 }
 
+/// The client could not be built (its TLS set-up failed).
+#[derive(Debug, thiserror::Error)]
+#[error("building the callback HTTP client failed")]
+pub struct ClientError(#[source] rustls::Error);
+
+/// The HTTP client callbacks go out on: a keep-alive pool per host over
+/// HTTP/1.1 (HTTP/2 when an `https` receiver offers it), a default timeout
+/// per callback, no redirects (a callback that redirects elsewhere is a
+/// failure to look at, not to follow, and a redirect would dodge the
+/// target policy), no proxy (a proxy resolves names itself, past the
+/// policy), and names resolved through [`PolicyResolver`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector<PolicyResolver>>, Full<Bytes>>,
+    timeout: Duration,
+}
+
 /// Builds the HTTP client with the default [`TargetPolicy`]; see [`client_with_policy`].
-pub fn client(timeout_ms: u64, pool_max_idle_per_host: usize) -> reqwest::Result<reqwest::Client> {
+pub fn client(timeout_ms: u64, pool_max_idle_per_host: usize) -> Result<Client, ClientError> {
     client_with_policy(timeout_ms, pool_max_idle_per_host, Arc::new(TargetPolicy::default()))
 }
 
-/// Builds the HTTP client: keep-alive pool, timeout, no redirects (a
-/// callback that redirects elsewhere is a failure to look at, not to
-/// follow, and a redirect would dodge the target policy), no proxy from
-/// the environment (a proxy resolves names itself, past the policy), and
-/// names resolved through [`PolicyResolver`].
+/// Builds the [`Client`]: callbacks time out after `timeout_ms` (unless
+/// their notify sets its own), and at most `pool_max_idle_per_host`
+/// connections per host are kept open between callbacks.
 pub fn client_with_policy(
     timeout_ms: u64,
     pool_max_idle_per_host: usize,
     policy: Arc<TargetPolicy>,
-) -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .dns_resolver(Arc::new(PolicyResolver::new(policy)))
-        .no_proxy()
-        .timeout(Duration::from_millis(timeout_ms))
-        .connect_timeout(Duration::from_millis(timeout_ms.min(5_000)))
+) -> Result<Client, ClientError> {
+    let mut http = HttpConnector::new_with_resolver(PolicyResolver::new(policy));
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_millis(timeout_ms.min(5_000))));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(ClientError)?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(pool_max_idle_per_host)
         .pool_idle_timeout(Duration::from_secs(60))
-        .redirect(reqwest::redirect::Policy::none())
-        .tcp_nodelay(true)
-        .user_agent(concat!("xtimer/", env!("CARGO_PKG_VERSION")))
-        .build()
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .build(https);
+    Ok(Client { http, timeout: Duration::from_millis(timeout_ms) })
+}
+
+/// A callback's request as far as it can be made before its fire: the
+/// parsed URL and method, the timer's headers with the defaults added, the
+/// body, and the bulkhead key of its host. Made once per timer and reused
+/// by each of its fires.
+#[derive(Debug, Clone)]
+pub struct Target {
+    uri: Option<Uri>,
+    method: Method,
+    /// The timer's headers and the defaults it does not set.
+    headers: Box<[(HeaderName, HeaderValue)]>,
+    body: Bytes,
+    timeout: Option<Duration>,
+    host: Arc<str>,
+    /// The URL names a literal address the policy denies.
+    refusal: Option<Refusal>,
+}
+
+impl Target {
+    /// The target of `notify`; a literal address in its URL is checked
+    /// against `policy` (names are checked by the client's resolver).
+    pub fn new(notify: &HttpNotify, policy: Option<&TargetPolicy>) -> Self {
+        let uri = notify.url.parse::<Uri>().ok().filter(|u| u.host().is_some());
+        let method = Method::from_bytes(notify.method.as_bytes()).unwrap_or(Method::POST);
+        let mut headers: Vec<(HeaderName, HeaderValue)> = notify
+            .headers
+            .iter()
+            // Validated at create time; anything odd that got stored is left out.
+            .filter_map(|(name, value)| Some((HeaderName::from_bytes(name.as_bytes()).ok()?, value.parse().ok()?)))
+            .collect();
+        let defaults = [
+            (CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (ACCEPT, HeaderValue::from_static("*/*")),
+            (USER_AGENT, HeaderValue::from_static(concat!("xtimer/", env!("CARGO_PKG_VERSION")))),
+        ];
+        for (name, value) in defaults {
+            if !headers.iter().any(|(n, _)| *n == name) {
+                headers.push((name, value));
+            }
+        }
+        let host = match &uri {
+            Some(u) => host_key(u),
+            None => notify.url.clone(),
+        };
+        let refusal = match (policy, &uri) {
+            (Some(policy), Some(uri)) => literal_refusal(policy, uri),
+            _ => None,
+        };
+        Self {
+            uri,
+            method,
+            headers: headers.into_boxed_slice(),
+            body: notify.body.clone().map(Bytes::from).unwrap_or_default(),
+            timeout: notify.timeout_ms.map(Duration::from_millis),
+            host: host.into(),
+            refusal,
+        }
+    }
+
+    /// The bulkhead key of the host: `host:port`, the scheme's port when
+    /// none is given; the URL itself if it does not parse.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The timer's own callback timeout, if it sets one.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+}
+
+/// `host:port` of a URL, the scheme's port when none is given.
+pub(crate) fn host_key(uri: &Uri) -> String {
+    let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+    let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
+    format!("{host}:{port}")
 }
 
 /// Sends the callback of fire `key`, unsigned, and reads at most
 /// `max_output` bytes of the answer (the default policy still applies,
 /// through [`client`]'s resolver; literal addresses are not checked here).
-pub async fn call(client: &reqwest::Client, notify: &HttpNotify, key: FireKey, max_output: usize) -> Answer {
-    call_checked(client, None, notify, key, &key.to_string(), max_output, None).await
+pub async fn call(client: &Client, notify: &HttpNotify, key: FireKey, max_output: usize) -> Answer {
+    call_checked(client, &Target::new(notify, None), key, &key.to_string(), max_output, None).await
 }
 
-/// Sends the callback of fire `key`, signed when `signing` is given, and
-/// reads at most `max_output` bytes of the answer; `idempotency_key` is
-/// its `Idempotency-Key` header. A literal address in the
-/// URL is checked against `policy` first (names are checked by the
-/// client's resolver); a refusal is a failed [`Answer`] with `refused` set.
+/// Sends the callback of fire `key` to `target`, signed when `signing` is
+/// given, and reads at most `max_output` bytes of the answer;
+/// `idempotency_key` is its `Idempotency-Key` header. A target whose
+/// literal address the policy denies is a failed [`Answer`] with
+/// `Refused`, and so is a name whose addresses are all denied.
 pub async fn call_checked(
-    client: &reqwest::Client,
-    policy: Option<&TargetPolicy>,
-    notify: &HttpNotify,
+    client: &Client,
+    target: &Target,
     key: FireKey,
     idempotency_key: &str,
     max_output: usize,
     signing: Option<Signing<'_>>,
 ) -> Answer {
-    if let Some(policy) = policy {
-        if let Some(refusal) = literal_refusal(policy, &notify.url) {
-            return Answer { delivery: Delivery::Refused, output: truncate(format!("refused: {refusal}"), max_output) };
-        }
+    if let Some(refusal) = &target.refusal {
+        return Answer { delivery: Delivery::Refused, output: truncate(format!("refused: {refusal}"), max_output) };
     }
-    match send(client, notify, key, idempotency_key, max_output, signing).await {
-        Ok(answer) => answer,
-        Err(err) => {
-            let delivery = if is_refusal(&err) { Delivery::Refused } else { Delivery::Unanswered };
-            Answer { delivery, output: truncate(error_chain(&err), max_output) }
+    let Some(uri) = &target.uri else {
+        let output = truncate(format!("not sent: the callback URL `{}` does not parse", target.host), max_output);
+        return Answer { delivery: Delivery::NotSent { permanent: true }, output };
+    };
+    let timeout = target.timeout.unwrap_or(client.timeout);
+    match tokio::time::timeout(timeout, send(client, target, uri, key, idempotency_key, max_output, signing)).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(err)) => {
+            let delivery = if is_refusal(err.as_ref()) { Delivery::Refused } else { Delivery::Unanswered };
+            Answer { delivery, output: truncate(error_chain(err.as_ref()), max_output) }
         }
+        Err(_) => Answer {
+            delivery: Delivery::Unanswered,
+            output: truncate(format!("callback timed out after {} ms", timeout.as_millis()), max_output),
+        },
     }
 }
 
-/// The refusal of a URL whose host is a literal address the policy denies.
-fn literal_refusal(policy: &TargetPolicy, url: &str) -> Option<Refusal> {
-    let url = reqwest::Url::parse(url).ok()?;
-    let host = url.host_str()?;
+/// The literal address of a URL's host when the policy denies it.
+fn literal_refusal(policy: &TargetPolicy, uri: &Uri) -> Option<Refusal> {
+    let host = uri.host()?;
     let ip = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().ok()?;
     policy.check(ip).err()
 }
@@ -209,53 +332,48 @@ fn is_refusal(err: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 async fn send(
-    client: &reqwest::Client,
-    n: &HttpNotify,
+    client: &Client,
+    target: &Target,
+    uri: &Uri,
     key: FireKey,
     idempotency_key: &str,
     max_output: usize,
     signing: Option<Signing<'_>>,
-) -> reqwest::Result<Answer> {
-    let method = Method::from_bytes(n.method.as_bytes()).unwrap_or(Method::POST);
-    let mut headers = HeaderMap::with_capacity(n.headers.len() + 4);
-    for (name, value) in &n.headers {
-        // Validated at create time; anything odd that got stored is left out.
-        if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
-            headers.insert(name, value);
-        }
-    }
-    if !headers.contains_key(CONTENT_TYPE) {
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+) -> Result<Answer, BoxError> {
+    let mut request = Request::new(Full::new(target.body.clone()));
+    *request.method_mut() = target.method.clone();
+    *request.uri_mut() = uri.clone();
+    let headers = request.headers_mut();
+    headers.reserve(target.headers.len() + 4);
+    for (name, value) in target.headers.iter() {
+        headers.insert(name.clone(), value.clone());
     }
     headers.insert("x-xtimer-timer-id", HeaderValue::from(key.timer_id));
     headers.insert("x-xtimer-run-time", HeaderValue::from(key.run_ms));
-    headers.insert("idempotency-key", HeaderValue::from_str(idempotency_key).expect("digits, letters and '_'"));
+    headers.insert("idempotency-key", HeaderValue::from_str(idempotency_key)?);
     if let Some(Signing { secret, t }) = signing {
-        let body = n.body.as_deref().unwrap_or_default().as_bytes();
-        let value = signature::header_value(secret, t, body);
-        headers.insert("x-xtimer-signature", HeaderValue::from_str(&value).expect("digits, hex and ',='"));
+        let value = signature::header_value(secret, t, &target.body);
+        headers.insert("x-xtimer-signature", HeaderValue::from_str(&value)?);
     }
-    let mut request = client.request(method, &n.url).headers(headers);
-    if let Some(timeout_ms) = n.timeout_ms {
-        request = request.timeout(Duration::from_millis(timeout_ms));
-    }
-    if let Some(body) = &n.body {
-        request = request.body(body.clone());
-    }
-    let mut response = request.send().await?;
+    let response = client.http.request(request).await?;
     let status = response.status();
-    let retry_after_ms = retry_after_ms(&response);
-    let mut body = Vec::new();
-    while body.len() < max_output {
-        match response.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) => break,
+    let retry_after_ms = retry_after_ms(status.as_u16(), response.headers());
+    let mut body = response.into_body();
+    let mut read = Vec::new();
+    while read.len() < max_output {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(chunk) = frame.data_ref() {
+                    read.extend_from_slice(chunk);
+                }
+            }
+            None => break,
             // The status arrived: the host answered, whatever happens to the body.
-            Err(err) if status.is_success() => return Err(err),
-            Err(_) => break,
+            Some(Err(err)) if status.is_success() => return Err(err.into()),
+            Some(Err(_)) => break,
         }
     }
-    let text = String::from_utf8_lossy(&body[..body.len().min(max_output)]).into_owned();
+    let text = String::from_utf8_lossy(&read[..read.len().min(max_output)]);
     let output =
         if text.is_empty() { format!("HTTP {}", status.as_u16()) } else { format!("HTTP {}: {text}", status.as_u16()) };
     let delivery = if status.is_success() {
@@ -271,12 +389,11 @@ const MAX_RETRY_AFTER_MS: u64 = 86_400_000;
 
 /// The wait a 429 or 503 asks for with `Retry-After` (seconds, or an HTTP
 /// date), ms; capped at a day.
-fn retry_after_ms(response: &reqwest::Response) -> Option<u64> {
-    let status = response.status().as_u16();
+fn retry_after_ms(status: u16, headers: &HeaderMap) -> Option<u64> {
     if status != 429 && status != 503 {
         return None;
     }
-    let value = response.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let value = headers.get(hyper::header::RETRY_AFTER)?.to_str().ok()?.trim();
     let ms = match value.parse::<u64>() {
         Ok(secs) => secs.saturating_mul(1_000),
         Err(_) => {

@@ -8,7 +8,7 @@ pub enum Error {
     Store(#[from] xtimer_store::Error),
     /// The HTTP client could not be built (bad TLS set-up).
     #[error("building the HTTP client failed")]
-    Client(#[source] reqwest::Error),
+    Client(#[source] crate::callback::ClientError),
     /// The callback configuration is invalid (a bad CIDR range, an
     /// unreadable tokens file).
     #[error("setting up callbacks failed: the configuration is invalid")]

@@ -48,12 +48,12 @@ use xtimer_core::config::ExecutorConfig;
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::node::NodeContext;
-use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, OverlapPolicy, Timer, TimerStatus};
+use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, OverlapPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
 use crate::bulkhead::Bulkheads;
-use crate::callback::{Answer, Delivery};
+use crate::callback::{Answer, Delivery, Target};
 
 pub use error::{Error, Result};
 pub use reconciler::Reconciler;
@@ -102,6 +102,25 @@ pub const TIMER_CACHE_CAPACITY: usize = 100_000;
 /// cache.
 pub const TIMER_CACHE_TTL: Duration = Duration::from_secs(600);
 
+/// A timer's definition as the executor keeps it between fires. A cron
+/// timer's callback request is kept prepared (URL parsed, headers built,
+/// the target checked), so that each fire only adds what is its own; a
+/// one-shot timer's is made at its fire (it would be used once).
+struct CachedTimer {
+    timer: Timer,
+    target: Option<Target>,
+}
+
+impl CachedTimer {
+    fn new(timer: Timer, callbacks: &Callbacks) -> Arc<Self> {
+        let target = match (&timer.notify, &timer.schedule) {
+            (Notify::Http(notify), Schedule::Cron { .. }) => Some(Target::new(notify, Some(&callbacks.policy))),
+            _ => None,
+        };
+        Arc::new(Self { timer, target })
+    }
+}
+
 /// Claims fires handed over by the trigger and dispatches them.
 pub struct Executor {
     handle: ExecutorHandle,
@@ -120,10 +139,10 @@ struct Inner {
     fires: Arc<dyn FireRepo>,
     timers: Arc<dyn TimerRepo>,
     clock: SharedClock,
-    http: reqwest::Client,
+    http: callback::Client,
     callbacks: Callbacks,
     tasks: Option<Arc<dyn TaskCreator>>,
-    cache: TtlCache<i64, Arc<Timer>>,
+    cache: TtlCache<i64, Arc<CachedTimer>>,
     permits: Arc<Semaphore>,
     bulkheads: Bulkheads,
     statuses: status::StatusReader,
@@ -301,14 +320,14 @@ impl ExecutorHandle {
         let cache = &self.inner.cache;
         let mut missing: Vec<i64> = claimed
             .iter()
-            .filter(|c| cache.get(&c.key.timer_id).is_none_or(|t| t.modify_time < c.timer_modified))
+            .filter(|c| cache.get(&c.key.timer_id).is_none_or(|t| t.timer.modify_time < c.timer_modified))
             .map(|c| c.key.timer_id)
             .collect();
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
             for timer in self.inner.timers.get_timers(&missing).await? {
-                self.inner.cache.insert(timer.id, Arc::new(timer));
+                self.inner.cache.insert(timer.id, CachedTimer::new(timer, &self.inner.callbacks));
             }
         }
         Ok(())
@@ -395,13 +414,13 @@ impl ExecutorHandle {
     /// lateness is recorded; the store keeps the first attempt's.
     async fn attempt(&self, fire: &ClaimedFire, attempt: u32) -> FireOutcome {
         let inner = &self.inner;
-        let timer = match inner.cache.get(&fire.key.timer_id) {
-            Some(timer) => timer,
+        let cached = match inner.cache.get(&fire.key.timer_id) {
+            Some(cached) => cached,
             None => match inner.timers.get_timer(fire.key.timer_id).await {
                 Ok(Some(timer)) => {
-                    let timer = Arc::new(timer);
-                    inner.cache.insert(timer.id, timer.clone());
-                    timer
+                    let cached = CachedTimer::new(timer, &inner.callbacks);
+                    inner.cache.insert(cached.timer.id, cached.clone());
+                    cached
                 }
                 _ => {
                     self.send_result(fire, FireStatus::Skipped, attempt - 1, "skipped: the timer is gone", 0, None)
@@ -410,14 +429,18 @@ impl ExecutorHandle {
                 }
             },
         };
+        let timer = &cached.timer;
         if attempt == 1 && timer.overlap != OverlapPolicy::Allow {
-            if let Some(outcome) = self.overlap_gate(&timer, fire).await {
+            if let Some(outcome) = self.overlap_gate(timer, fire).await {
                 return outcome;
             }
         }
-        let answer = match &timer.notify {
-            Notify::Http(notify) => self.call(&timer.app, notify, fire).await,
-            Notify::Asyncflow(task) => match self.executor_permit().await {
+        let answer = match (&timer.notify, &cached.target) {
+            (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire).await,
+            (Notify::Http(notify), None) => {
+                self.call(&timer.app, &Target::new(notify, Some(&inner.callbacks.policy)), fire).await
+            }
+            (Notify::Asyncflow(task), _) => match self.executor_permit().await {
                 Some(_permit) => Some(self.create_task(&timer.app, task, fire.key).await),
                 None => None,
             },
@@ -437,10 +460,10 @@ impl ExecutorHandle {
         if answer.delivery.permanent() {
             // Every retry would fail the same way (the policy refuses the
             // target, or the task engine refuses the task as it is).
-            self.warn_failed(&timer, attempt, &answer.output);
+            self.warn_failed(timer, attempt, &answer.output);
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
-            self.notify_failure(&timer, fire, attempt, &answer.output);
-            self.pause_if_failing(&timer, fire).await;
+            self.notify_failure(timer, fire, attempt, &answer.output);
+            self.pause_if_failing(timer, fire).await;
             return FireOutcome::Failed;
         }
         match timer.retry.backoff_after(attempt) {
@@ -456,10 +479,10 @@ impl ExecutorHandle {
                 FireOutcome::RetryAt(at)
             }
             None => {
-                self.warn_failed(&timer, attempt, &answer.output);
+                self.warn_failed(timer, attempt, &answer.output);
                 self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
-                self.notify_failure(&timer, fire, attempt, &answer.output);
-                self.pause_if_failing(&timer, fire).await;
+                self.notify_failure(timer, fire, attempt, &answer.output);
+                self.pause_if_failing(timer, fire).await;
                 FireOutcome::Failed
             }
         }
@@ -500,6 +523,7 @@ impl ExecutorHandle {
             "output": output,
         });
         let notify = HttpNotify { body: Some(body.to_string()), ..notify.clone() };
+        let target = Target::new(&notify, Some(&self.inner.callbacks.policy));
         let (this, fire, app) = (self.clone(), fire.clone(), timer.app.clone());
         self.inner.tracker.spawn(async move {
             let key = format!("{}_failure", fire.idempotency_key());
@@ -509,8 +533,7 @@ impl ExecutorHandle {
                 let signing = callback::Signing { secret: secret.as_bytes(), t: inner.clock.now_ms().div_euclid(1000) };
                 let answer = callback::call_checked(
                     &inner.http,
-                    Some(&inner.callbacks.policy),
-                    &notify,
+                    &target,
                     fire.key,
                     &key,
                     inner.config.max_output_bytes,
@@ -607,14 +630,13 @@ impl ExecutorHandle {
     /// the executor's concurrency; returns the answer and its lateness (ms
     /// from the run time to the request leaving), or nothing when the node
     /// stopped hard before it went out.
-    async fn call(&self, app: &str, notify: &HttpNotify, fire: &ClaimedFire) -> Option<(Answer, i64)> {
+    async fn call(&self, app: &str, target: &Target, fire: &ClaimedFire) -> Option<(Answer, i64)> {
         let inner = &self.inner;
         let key = fire.key;
-        let host = bulkhead::host_of(&notify.url);
-        let timeout_ms = notify.timeout_ms.unwrap_or(inner.config.timeout_ms);
+        let timeout = target.timeout().unwrap_or(Duration::from_millis(inner.config.timeout_ms));
         let entered = tokio::select! {
             _ = inner.hard_stop.cancelled() => return None,
-            entered = inner.bulkheads.enter(app, &host, Duration::from_millis(timeout_ms)) => entered,
+            entered = inner.bulkheads.enter(app, target.host(), timeout) => entered,
         };
         let pass = match entered {
             Ok(pass) => pass,
@@ -630,8 +652,7 @@ impl ExecutorHandle {
         let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
         let answer = callback::call_checked(
             &inner.http,
-            Some(&inner.callbacks.policy),
-            notify,
+            target,
             key,
             &fire.idempotency_key(),
             inner.config.max_output_bytes,
