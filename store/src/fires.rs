@@ -20,8 +20,8 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use crate::db::on_db;
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, page_bound, push_id_list,
-    rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
+    claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, padded, page_bound,
+    push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
     TIMER_ENABLED,
 };
 use crate::{Database, Result};
@@ -311,12 +311,16 @@ impl FireRepo for Database {
 
 // ---- SQLite -------------------------------------------------------------
 
+/// Most rows of one SQLite batch statement: a power of two, so padded
+/// batches ([`padded`]) stay under SQLite's 32,766 parameters (7 a row at most).
+const SQLITE_BATCH_ROWS: usize = 2048;
+
 /// Appends `(VALUES (?, ?), ...) AS k`: fire keys to join on the unique
 /// index (an `IN (VALUES ...)` would scan the status index instead).
 fn push_key_values(qb: &mut QueryBuilder<'_, Sqlite>, keys: &[FireKey]) {
     qb.push("(VALUES ");
     let mut sep = qb.separated(", ");
-    for key in keys {
+    for key in padded(keys) {
         sep.push("(").push_bind_unseparated(key.timer_id).push_unseparated(", ");
         sep.push_bind_unseparated(key.run_ms).push_unseparated(")");
     }
@@ -354,30 +358,47 @@ async fn claim_sqlite(
     lease_ms: i64,
     now_ms: i64,
 ) -> Result<ClaimOutcome> {
-    let mut out = ClaimOutcome::default();
-    let mut tx = write.begin().await?;
-    for chunk in keys.chunks(MAX_PARAMS / 2) {
-        let mut qb =
-            QueryBuilder::<Sqlite>::new(formatcp!("UPDATE t_timer_task AS f SET status = {}, owner = ", code::RUNNING));
-        // A fire claimed after its time still gets a whole lease.
-        qb.push_bind(owner).push(", lease_until = MAX(run_timer, ").push_bind(now_ms).push(") + ").push_bind(lease_ms);
-        qb.push(", modify_time = ").push_bind(now_ms).push(" FROM ");
-        push_key_values(&mut qb, chunk);
-        qb.push(formatcp!(" WHERE {ON_KEYS} AND f.status = {} AND {TIMER_ENABLED}", code::PENDING));
-        qb.push(formatcp!(" RETURNING {CLAIMED_COLUMNS_SQLITE}"));
-        for row in qb.build().fetch_all(&mut *tx).await? {
-            out.claimed.push(claimed_from_sqlite(&row, owner)?);
-        }
-        let mut qb = QueryBuilder::<Sqlite>::new(formatcp!(
-            "UPDATE t_timer_task AS f SET status = {}, output = ",
+    // One statement per chunk (one in all, at the executor's batch sizes, so
+    // no transaction): pending fires of enabled timers become running under
+    // `owner`, the others skipped; each comes back with its new status. A
+    // fire claimed after its time still gets a whole lease.
+    const ENABLED: &str = formatcp!("t.status = {}", code::TIMER_ENABLED);
+    let mut rows = Vec::with_capacity(keys.len());
+    let mut tx = if keys.len() > SQLITE_BATCH_ROWS { Some(write.begin().await?) } else { None };
+    for chunk in keys.chunks(SQLITE_BATCH_ROWS) {
+        let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task AS f SET status = CASE WHEN ");
+        qb.push(formatcp!(
+            "{ENABLED} THEN {} ELSE {} END, owner = CASE WHEN {ENABLED} THEN ",
+            code::RUNNING,
             code::SKIPPED
         ));
-        qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" FROM ");
+        qb.push_bind(owner)
+            .push(formatcp!(" ELSE f.owner END, lease_until = CASE WHEN {ENABLED} THEN MAX(f.run_timer, "));
+        qb.push_bind(now_ms).push(") + ").push_bind(lease_ms);
+        qb.push(formatcp!(" ELSE f.lease_until END, output = CASE WHEN {ENABLED} THEN f.output ELSE "));
+        qb.push_bind(SKIPPED_OUTPUT).push(" END, modify_time = ").push_bind(now_ms).push(" FROM ");
         push_key_values(&mut qb, chunk);
-        qb.push(formatcp!(" WHERE {ON_KEYS} AND f.status = {} AND NOT {TIMER_ENABLED}", code::PENDING));
-        out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
+        qb.push(formatcp!(
+            " LEFT JOIN t_timer t ON t.timer_id = k.column1 WHERE {ON_KEYS} AND f.status = {}
+             RETURNING {CLAIMED_COLUMNS_SQLITE}, CAST(status AS BIGINT) AS status",
+            code::PENDING
+        ));
+        match &mut tx {
+            Some(tx) => rows.extend(qb.build().fetch_all(&mut **tx).await?),
+            None => rows.extend(qb.build().fetch_all(write).await?),
+        }
     }
-    tx.commit().await?;
+    if let Some(tx) = tx {
+        tx.commit().await?;
+    }
+    let mut out = ClaimOutcome::default();
+    for row in &rows {
+        let task_id: i64 = row.try_get("task_id")?;
+        match fire_status(row.try_get("status")?, task_id)? {
+            FireStatus::Running => out.claimed.push(claimed_from_sqlite(row, owner)?),
+            _ => out.skipped += 1,
+        }
+    }
     Ok(out)
 }
 
@@ -426,33 +447,45 @@ async fn reclaim_sqlite(
 }
 
 async fn record_sqlite(write: &SqlitePool, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    fn statement<'a>(chunk: &'a [&'a FireResult], now_ms: i64) -> QueryBuilder<'a, Sqlite> {
+        // VALUES columns: 1 task_id, 2 owner, 3 status, 4 attempt, 5 output, 6 cost_time, 7 lease_until
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "UPDATE t_timer_task AS f SET status = v.column3, attempt = v.column4, output = v.column5,
+             cost_time = CASE WHEN f.attempt = 0 THEN v.column6 ELSE f.cost_time END,
+             lease_until = v.column7, modify_time = ",
+        );
+        qb.push_bind(now_ms).push(" FROM (VALUES ");
+        let mut sep = qb.separated(", ");
+        for r in padded(chunk) {
+            sep.push("(").push_bind_unseparated(r.task_id);
+            sep.push_unseparated(", ").push_bind_unseparated(&r.owner);
+            sep.push_unseparated(", ").push_bind_unseparated(r.status.code());
+            sep.push_unseparated(", ").push_bind_unseparated(i64::from(r.attempt));
+            sep.push_unseparated(", ").push_bind_unseparated(&r.output);
+            sep.push_unseparated(", ").push_bind_unseparated(r.cost_time);
+            sep.push_unseparated(", ").push_bind_unseparated(r.lease_until);
+            sep.push_unseparated(")");
+        }
+        qb.push(formatcp!(
+            ") AS v WHERE f.task_id = v.column1 AND f.owner = v.column2 AND f.status = {}",
+            code::RUNNING
+        ));
+        qb
+    }
+
+    // One statement per round (a fire appears once in each) and chunk; a
+    // single one (the usual case) needs no transaction.
+    let rounds = rounds_by_task(results);
+    if let [round] = rounds.as_slice() {
+        if round.len() <= SQLITE_BATCH_ROWS {
+            return Ok(statement(round, now_ms).build().execute(write).await?.rows_affected());
+        }
+    }
     let mut written = 0;
     let mut tx = write.begin().await?;
-    for round in rounds_by_task(results) {
-        for chunk in round.chunks(MAX_PARAMS / 8) {
-            // VALUES columns: 1 task_id, 2 owner, 3 status, 4 attempt, 5 output, 6 cost_time, 7 lease_until
-            let mut qb = QueryBuilder::<Sqlite>::new(
-                "UPDATE t_timer_task AS f SET status = v.column3, attempt = v.column4, output = v.column5,
-                 cost_time = CASE WHEN f.attempt = 0 THEN v.column6 ELSE f.cost_time END,
-                 lease_until = v.column7, modify_time = ",
-            );
-            qb.push_bind(now_ms).push(" FROM (VALUES ");
-            let mut sep = qb.separated(", ");
-            for r in chunk {
-                sep.push("(").push_bind_unseparated(r.task_id);
-                sep.push_unseparated(", ").push_bind_unseparated(&r.owner);
-                sep.push_unseparated(", ").push_bind_unseparated(r.status.code());
-                sep.push_unseparated(", ").push_bind_unseparated(i64::from(r.attempt));
-                sep.push_unseparated(", ").push_bind_unseparated(&r.output);
-                sep.push_unseparated(", ").push_bind_unseparated(r.cost_time);
-                sep.push_unseparated(", ").push_bind_unseparated(r.lease_until);
-                sep.push_unseparated(")");
-            }
-            qb.push(formatcp!(
-                ") AS v WHERE f.task_id = v.column1 AND f.owner = v.column2 AND f.status = {}",
-                code::RUNNING
-            ));
-            written += qb.build().execute(&mut *tx).await?.rows_affected();
+    for round in &rounds {
+        for chunk in round.chunks(SQLITE_BATCH_ROWS) {
+            written += statement(chunk, now_ms).build().execute(&mut *tx).await?.rows_affected();
         }
     }
     tx.commit().await?;

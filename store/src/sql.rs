@@ -231,6 +231,17 @@ where
     qb.push(")");
 }
 
+/// The rows of a SQLite batch statement (`VALUES` rows, `IN` items),
+/// padded to a power of two by repeating the last one, so that each batch
+/// statement comes in a dozen shapes that are prepared once and cached:
+/// SQLite parses a long list slowly, and batch sizes vary. A repeated row
+/// changes nothing (a fire is claimed or written once per statement, an
+/// `IN` list is a set). `rows` is not empty.
+pub(crate) fn padded<T>(rows: &[T]) -> impl Iterator<Item = &T> {
+    let extra = rows.len().next_power_of_two() - rows.len();
+    rows.iter().chain(std::iter::repeat_n(&rows[rows.len() - 1], extra))
+}
+
 /// Splits results into rounds in which each fire appears at most once,
 /// keeping each fire's results in order across rounds: one statement
 /// joins each fire once.
@@ -259,4 +270,20 @@ pub(crate) fn schedule_columns(schedule: &Schedule) -> (&'static str, Option<&st
 /// Clamps a page bound to what `LIMIT` / `OFFSET` take.
 pub(crate) fn page_bound(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_rows_fill_a_power_of_two_with_the_last_row() {
+        let pad = |rows: &[i64]| padded(rows).copied().collect::<Vec<_>>();
+        assert_eq!(pad(&[7]), [7]);
+        assert_eq!(pad(&[1, 2, 3]), [1, 2, 3, 3]);
+        assert_eq!(pad(&[1, 2, 3, 4]), [1, 2, 3, 4]);
+        assert_eq!(pad(&[1, 2, 3, 4, 5]).len(), 8);
+        let shapes: std::collections::HashSet<usize> = (1..=2048).map(|n| padded(&vec![0; n]).count()).collect();
+        assert_eq!(shapes.len(), 12, "2,048 batch sizes share 12 statement shapes");
+    }
 }

@@ -11,7 +11,7 @@ use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::on_db;
 use crate::repo::TimerRepo;
-use crate::sql::{code, page_bound, schedule_columns, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::sql::{code, padded, page_bound, schedule_columns, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Quota, Refusal, Tx};
 use crate::{Database, Error, Result};
 
@@ -262,12 +262,13 @@ impl TimerRepo for Database {
         match self {
             Self::Sqlite { read, .. } => {
                 let mut out = Vec::with_capacity(ids.len());
-                for chunk in ids.chunks(MAX_PARAMS) {
+                // A power of two at most MAX_PARAMS, as the padded list grows to one.
+                for chunk in ids.chunks(16_384) {
                     let mut qb = QueryBuilder::<Sqlite>::new(formatcp!(
                         "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN ("
                     ));
                     let mut sep = qb.separated(", ");
-                    for id in chunk {
+                    for id in padded(chunk) {
                         sep.push_bind(*id);
                     }
                     qb.push(")");
