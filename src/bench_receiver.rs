@@ -23,10 +23,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::get;
-use axum::Router;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::net::TcpListener;
 
@@ -62,43 +64,60 @@ impl Arrival {
 type Arrivals = Arc<Mutex<Vec<Arrival>>>;
 
 /// Answers `200` on `listener`, recording every request, until `stdin`
-/// closes (the benchmark ended or died).
+/// closes (the benchmark ended or died). Plain hyper, one task per
+/// connection: it should cost as little of the shared cores as it can.
 pub async fn serve(listener: TcpListener) -> std::io::Result<()> {
     let arrivals: Arrivals = Arc::default();
-    let app = Router::new()
-        .route(COUNT_PATH, get(count))
-        .route(ARRIVALS_PATH, get(list))
-        .fallback(record)
-        .with_state(arrivals);
     let stdin_closed = async {
         let mut stdin = tokio::io::stdin();
         let mut buf = [0u8; 64];
         while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
     };
-    axum::serve(listener, app).with_graceful_shutdown(stdin_closed).await
+    tokio::pin!(stdin_closed);
+    loop {
+        let (tcp, _) = tokio::select! {
+            _ = &mut stdin_closed => return Ok(()),
+            accepted = listener.accept() => accepted?,
+        };
+        let _ = tcp.set_nodelay(true);
+        let arrivals = arrivals.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let arrivals = arrivals.clone();
+                async move { Ok::<_, std::convert::Infallible>(answer(&arrivals, request)) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), service).await;
+        });
+    }
 }
 
-async fn record(State(arrivals): State<Arrivals>, headers: HeaderMap) -> StatusCode {
+fn answer(arrivals: &Arrivals, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let arrival_us = chrono::Utc::now().timestamp_micros();
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let key = header("idempotency-key").to_owned();
-    let run_ms = header("x-xtimer-run-time").parse().unwrap_or_default();
-    arrivals.lock().expect("arrivals").push(Arrival { key, run_ms, arrival_us });
-    StatusCode::OK
+    let text = match request.uri().path() {
+        COUNT_PATH => count(arrivals, request.uri().query().unwrap_or_default()),
+        ARRIVALS_PATH => list(arrivals),
+        _ => {
+            let headers = request.headers();
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let key = header("idempotency-key").to_owned();
+            let run_ms = header("x-xtimer-run-time").parse().unwrap_or_default();
+            arrivals.lock().expect("arrivals").push(Arrival { key, run_ms, arrival_us });
+            String::new()
+        }
+    };
+    Response::new(Full::new(Bytes::from(text)))
 }
 
-#[derive(serde::Deserialize)]
-struct Window {
-    from: i64,
-    to: i64,
-}
-
-async fn count(State(arrivals): State<Arrivals>, Query(w): Query<Window>) -> String {
+/// `from=MS&to=MS`: the arrivals whose run time is in `[from, to)`.
+fn count(arrivals: &Arrivals, query: &str) -> String {
+    let bound =
+        |name: &str| query.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse::<i64>().ok());
+    let (from, to) = (bound("from").unwrap_or(i64::MIN), bound("to").unwrap_or(i64::MAX));
     let arrivals = arrivals.lock().expect("arrivals");
-    arrivals.iter().filter(|a| a.run_ms >= w.from && a.run_ms < w.to).count().to_string()
+    arrivals.iter().filter(|a| a.run_ms >= from && a.run_ms < to).count().to_string()
 }
 
-async fn list(State(arrivals): State<Arrivals>) -> String {
+fn list(arrivals: &Arrivals) -> String {
     let arrivals = arrivals.lock().expect("arrivals").clone();
     let mut text = String::with_capacity(arrivals.len() * 48);
     for a in arrivals {

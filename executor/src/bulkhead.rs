@@ -19,6 +19,7 @@
 //! than [`IDLE_ENTRIES_KEPT`], so memory follows the hosts in use, not every
 //! host ever called.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +61,19 @@ pub enum Refusal {
     },
 }
 
+/// Entries to the bulkheads between two looks for idle table entries.
+const PRUNE_EVERY: usize = 256;
+
+/// A permit of `semaphore`, waiting until `deadline` at most; at once when
+/// one is free (no timer is set then).
+async fn acquire_by(semaphore: &Arc<Semaphore>, deadline: tokio::time::Instant) -> Option<OwnedSemaphorePermit> {
+    if let Ok(permit) = semaphore.clone().try_acquire_owned() {
+        return Some(permit);
+    }
+    let permit = tokio::time::timeout_at(deadline, semaphore.clone().acquire_owned()).await.ok()?;
+    Some(permit.expect("bulkhead semaphores are never closed"))
+}
+
 /// Per-host and per-app caps and circuit breakers of one executor.
 pub struct Bulkheads {
     per_host: usize,
@@ -69,6 +83,8 @@ pub struct Bulkheads {
     clock: SharedClock,
     hosts: DashMap<String, Arc<Host>>,
     apps: DashMap<String, Arc<Semaphore>>,
+    /// Calls of `enter`, for pruning every [`PRUNE_EVERY`].
+    entered: AtomicUsize,
 }
 
 struct Host {
@@ -107,30 +123,38 @@ impl Bulkheads {
             clock,
             hosts: DashMap::new(),
             apps: DashMap::new(),
+            entered: AtomicUsize::new(0),
         }
     }
 
     /// Waits up to `wait` for a slot of `host` and then of `app`; refuses
     /// at once while the host's circuit is open.
     pub async fn enter(&self, app: &str, host: &str, wait: Duration) -> Result<Pass, Refusal> {
-        self.prune();
-        let entry = self.hosts.entry(host.to_string()).or_insert_with(|| Arc::new(self.new_host())).clone();
+        if self.entered.fetch_add(1, Ordering::Relaxed).is_multiple_of(PRUNE_EVERY) {
+            self.prune();
+        }
+        // Looked up by reference first: the key is copied only for a new host.
+        let entry = match self.hosts.get(host) {
+            Some(entry) => entry.clone(),
+            None => self.hosts.entry(host.to_string()).or_insert_with(|| Arc::new(self.new_host())).clone(),
+        };
         self.check_circuit(&entry, host, false)?;
         let busy =
             |what: String, limit, setting| Refusal::Busy { what, limit, setting, waited_ms: wait.as_millis() as u64 };
         let deadline = tokio::time::Instant::now() + wait;
-        let host_permit = tokio::time::timeout_at(deadline, entry.permits.clone().acquire_owned())
+        let host_permit = acquire_by(&entry.permits, deadline)
             .await
-            .map_err(|_| busy(format!("host {host}"), self.per_host, "per_host_concurrency"))?
-            .expect("bulkhead semaphores are never closed");
+            .ok_or_else(|| busy(format!("host {host}"), self.per_host, "per_host_concurrency"))?;
         // The circuit may have opened while this fire waited its turn; only
         // now may it become the probe.
         let probe = self.check_circuit(&entry, host, true)?;
-        let app_sem =
-            self.apps.entry(app.to_string()).or_insert_with(|| Arc::new(Semaphore::new(self.per_app))).clone();
-        let app_permit = match tokio::time::timeout_at(deadline, app_sem.acquire_owned()).await {
-            Ok(permit) => permit.expect("bulkhead semaphores are never closed"),
-            Err(_) => {
+        let app_sem = match self.apps.get(app) {
+            Some(sem) => sem.clone(),
+            None => self.apps.entry(app.to_string()).or_insert_with(|| Arc::new(Semaphore::new(self.per_app))).clone(),
+        };
+        let app_permit = match acquire_by(&app_sem, deadline).await {
+            Some(permit) => permit,
+            None => {
                 if probe {
                     entry.breaker.lock().expect("breaker lock").probing = false;
                 }
@@ -320,5 +344,20 @@ mod tests {
         assert_eq!(host_of("http://example.com/x"), "example.com:80");
         assert_eq!(host_of("https://example.com/x"), "example.com:443");
         assert_eq!(host_of("http://127.0.0.1:9000/hook"), "127.0.0.1:9000");
+        assert_eq!(host_of("http://Example.COM:8080"), "example.com:8080");
+    }
+
+    #[tokio::test]
+    async fn idle_hosts_and_apps_are_dropped_past_the_kept_count() {
+        let b = bulkheads(Arc::new(ManualClock::new(0)));
+        let held = b.enter("busy", "busy:80", WAIT).await.unwrap();
+        for i in 0..3 * IDLE_ENTRIES_KEPT {
+            let pass = b.enter(&format!("app{i}"), &format!("h{i}:80"), WAIT).await.unwrap();
+            pass.report(&b, true);
+        }
+        assert!(b.hosts.len() <= IDLE_ENTRIES_KEPT + PRUNE_EVERY, "hosts: {}", b.hosts.len());
+        assert!(b.apps.len() <= IDLE_ENTRIES_KEPT + PRUNE_EVERY, "apps: {}", b.apps.len());
+        assert!(b.hosts.contains_key("busy:80"), "a host with a callback in flight is kept");
+        drop(held);
     }
 }

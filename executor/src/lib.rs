@@ -149,6 +149,7 @@ struct Inner {
     /// Timers whose failed fire was logged within [`FAILURE_LOG_EVERY_MS`].
     failure_logged: TtlCache<i64, ()>,
     results: mpsc::Sender<FireResult>,
+    metrics: fire_metrics::FireMetrics,
     claim_seq: AtomicU64,
     tracker: TaskTracker,
     stop_claiming: CancellationToken,
@@ -206,6 +207,7 @@ impl Executor {
             callbacks,
             tasks,
             results,
+            metrics: fire_metrics::FireMetrics::default(),
             claim_seq: AtomicU64::new(0),
             tracker: TaskTracker::new(),
             stop_claiming,
@@ -262,7 +264,7 @@ impl ExecutorHandle {
         let owner = self.owner_token();
         let outcome = inner.fires.claim(keys, &owner, inner.config.lease_ms as i64, inner.clock.now_ms()).await?;
         let won = outcome.claimed.len();
-        fire_metrics::fires_ended(FireStatus::Skipped, outcome.skipped);
+        inner.metrics.fires_ended(FireStatus::Skipped, outcome.skipped);
         self.dispatch(outcome.claimed).await?;
         Ok(won)
     }
@@ -451,7 +453,7 @@ impl ExecutorHandle {
             return FireOutcome::Released;
         };
         if attempt == 1 {
-            fire_metrics::lateness(cost);
+            inner.metrics.lateness(cost);
         }
         if answer.delivery.delivered() {
             self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
@@ -696,7 +698,7 @@ impl ExecutorHandle {
         cost_time: i64,
         lease_until: Option<i64>,
     ) {
-        fire_metrics::fires_ended(status, 1);
+        self.inner.metrics.fires_ended(status, 1);
         let result = FireResult {
             task_id: fire.task_id,
             owner: fire.owner.clone(),

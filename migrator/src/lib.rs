@@ -163,6 +163,7 @@ impl Migrator {
                 batch.extend(x.fires_of(timer, now, to, false));
                 next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
             }
+            by_run_time(&mut batch);
             report.inserted += x.fires.insert_fires(&batch, now).await?;
             self.timers.set_next_runs(&next).await?;
         }
@@ -170,6 +171,14 @@ impl Migrator {
         report.indexed = x.index(now, to).await?;
         Ok(report)
     }
+}
+
+/// Orders fires by run time (then timer), the order they are inserted in:
+/// on SQLite their rows then lie in that order, so the claim and the
+/// result of one second's fires (a thousand crons due together) touch a
+/// few pages of the table instead of one page each.
+fn by_run_time(fires: &mut [NewFire]) {
+    fires.sort_unstable_by_key(|f| (f.key.run_ms, f.key.timer_id));
 }
 
 /// Run times `fire_now` tries before giving up (each taken by a fire made
@@ -204,6 +213,7 @@ impl Expander {
             fires.extend(self.fires_of(timer, now, to, true));
             next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
         }
+        by_run_time(&mut fires);
         self.fires.insert_fires(&fires, now).await?;
         self.timers.set_next_runs(&next).await?;
         // New fires are pending; a key that existed already is re-added

@@ -89,6 +89,29 @@ async fn a_step_reads_only_the_timers_due_before_its_horizon() {
 }
 
 #[tokio::test]
+async fn fires_due_in_the_same_second_are_stored_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("m.db").display());
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = DatabaseConfig { url, max_connections: 2 };
+    let stores = Stores::connect(&db, &RedisConfig::default(), &ShardConfig::default(), clock.clone()).await.unwrap();
+    let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
+    let migrator = Migrator::new(MigratorConfig::default(), &stores, &ctx, None);
+    let batch: Vec<NewTimer> = (0..5).map(|i| timer(&format!("s{i}"), cron("* * * * * *"))).collect();
+    stores.timers.create_timers(&batch, T0).await.unwrap();
+    migrator.catch_up().await.unwrap();
+
+    // The claim of one second's fires takes rows stored together (one page
+    // of the table, not one page per timer).
+    let keys = stores.fires.pending_between(None, T0 + 10_000, T0 + 11_000, 100).await.unwrap();
+    assert_eq!(keys.len(), 5);
+    let mut ids: Vec<i64> =
+        stores.fires.claim(&keys, "node-a:1", 60_000, T0).await.unwrap().claimed.iter().map(|c| c.task_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids[4] - ids[0], 4, "task ids of one second are consecutive: {ids:?}");
+}
+
+#[tokio::test]
 async fn retention_deletes_ended_fires_past_their_keep_time_one_node_at_a_time() {
     use xtimer_core::config::RetentionConfig;
     use xtimer_migrator::Retention;

@@ -29,10 +29,11 @@ async fn bench(args: &[&str]) -> BTreeMap<String, String> {
     let header = lines.iter().position(|l| l.trim_start().starts_with("run ")).expect("a header line");
     let names = lines[header].split_whitespace().collect::<Vec<_>>();
     let row = lines[header + 1].split_whitespace().collect::<Vec<_>>();
-    // Column names are one or two words ("p50 ms"); values are one each.
-    let names: Vec<String> = names.iter().fold(Vec::new(), |mut acc, w| {
+    // Column names are one or two words ("p50 ms", "sent p99"); values are one each.
+    let names: Vec<String> = names.iter().fold(Vec::new(), |mut acc: Vec<String>, w| {
         match (*w, acc.last_mut()) {
             ("ms" | "us" | "MB", Some(last)) => *last = format!("{last} {w}"),
+            ("p99", Some(last)) if last == "sent" => *last = format!("{last} {w}"),
             _ => acc.push(w.to_string()),
         }
         acc
@@ -53,6 +54,7 @@ async fn bench_with_its_receiver_in_a_process_of_its_own_counts_every_fire_and_t
     assert_eq!((num(&f, "dups"), num(&f, "misses")), (0.0, 0.0), "{f:?}");
     assert!(num(&f, "cpu us") > 0.0, "the node's CPU per fire is measured: {f:?}");
     assert!(num(&f, "rx us") > 0.0, "and the receiver's, apart: {f:?}");
+    assert!(num(&f, "sent p99") <= num(&f, "max ms"), "callbacks leave before they arrive: {f:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
