@@ -291,15 +291,65 @@ pub async fn call_checked(
     max_output: usize,
     signing: Option<Signing<'_>>,
 ) -> Answer {
-    if let Some(refusal) = &target.refusal {
-        return Answer { delivery: Delivery::Refused, output: truncate(format!("refused: {refusal}"), max_output) };
+    match target.request(key, idempotency_key, max_output, signing) {
+        Ok(request) => send(client, target, request, max_output).await,
+        Err(refused) => refused,
     }
-    let Some(uri) = &target.uri else {
-        let output = truncate(format!("not sent: the callback URL `{}` does not parse", target.host), max_output);
-        return Answer { delivery: Delivery::NotSent { permanent: true }, output };
-    };
+}
+
+impl Target {
+    /// The request of fire `key`, ready to [`send`]: the target's method,
+    /// URL, headers and body, the fire's own headers (`X-Xtimer-Timer-Id`,
+    /// `X-Xtimer-Run-Time`, `Idempotency-Key`) and its signature when
+    /// `signing` is given. A target that may not be called is the failed
+    /// [`Answer`] instead: a denied literal address, a URL that does not parse.
+    pub fn request(
+        &self,
+        key: FireKey,
+        idempotency_key: &str,
+        max_output: usize,
+        signing: Option<Signing<'_>>,
+    ) -> Result<Request<Full<Bytes>>, Answer> {
+        if let Some(refusal) = &self.refusal {
+            return Err(Answer {
+                delivery: Delivery::Refused,
+                output: truncate(format!("refused: {refusal}"), max_output),
+            });
+        }
+        let not_sent = |why: String| Answer {
+            delivery: Delivery::NotSent { permanent: true },
+            output: truncate(format!("not sent: {why}"), max_output),
+        };
+        let Some(uri) = &self.uri else {
+            return Err(not_sent(format!("the callback URL `{}` does not parse", self.host)));
+        };
+        let mut request = Request::new(Full::new(self.body.clone()));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = uri.clone();
+        let headers = request.headers_mut();
+        headers.reserve(self.headers.len() + 4);
+        for (name, value) in self.headers.iter() {
+            headers.insert(name.clone(), value.clone());
+        }
+        headers.insert("x-xtimer-timer-id", HeaderValue::from(key.timer_id));
+        headers.insert("x-xtimer-run-time", HeaderValue::from(key.run_ms));
+        let idempotency = HeaderValue::from_str(idempotency_key)
+            .map_err(|_| not_sent(format!("`{idempotency_key}` is not a header value")))?;
+        headers.insert("idempotency-key", idempotency);
+        if let Some(Signing { secret, t }) = signing {
+            let value = signature::header_value(secret, t, &self.body);
+            let value = HeaderValue::from_str(&value).map_err(|_| not_sent("the signature".into()))?;
+            headers.insert("x-xtimer-signature", value);
+        }
+        Ok(request)
+    }
+}
+
+/// Sends `request` (made by `target`'s [`Target::request`]) and reads at
+/// most `max_output` bytes of the answer, within the target's timeout.
+pub async fn send(client: &Client, target: &Target, request: Request<Full<Bytes>>, max_output: usize) -> Answer {
     let timeout = target.timeout.unwrap_or(client.timeout);
-    match tokio::time::timeout(timeout, send(client, target, uri, key, idempotency_key, max_output, signing)).await {
+    match tokio::time::timeout(timeout, exchange(client, request, max_output)).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(err)) => {
             let delivery = if is_refusal(err.as_ref()) { Delivery::Refused } else { Delivery::Unanswered };
@@ -331,30 +381,7 @@ fn is_refusal(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-async fn send(
-    client: &Client,
-    target: &Target,
-    uri: &Uri,
-    key: FireKey,
-    idempotency_key: &str,
-    max_output: usize,
-    signing: Option<Signing<'_>>,
-) -> Result<Answer, BoxError> {
-    let mut request = Request::new(Full::new(target.body.clone()));
-    *request.method_mut() = target.method.clone();
-    *request.uri_mut() = uri.clone();
-    let headers = request.headers_mut();
-    headers.reserve(target.headers.len() + 4);
-    for (name, value) in target.headers.iter() {
-        headers.insert(name.clone(), value.clone());
-    }
-    headers.insert("x-xtimer-timer-id", HeaderValue::from(key.timer_id));
-    headers.insert("x-xtimer-run-time", HeaderValue::from(key.run_ms));
-    headers.insert("idempotency-key", HeaderValue::from_str(idempotency_key)?);
-    if let Some(Signing { secret, t }) = signing {
-        let value = signature::header_value(secret, t, &target.body);
-        headers.insert("x-xtimer-signature", HeaderValue::from_str(&value)?);
-    }
+async fn exchange(client: &Client, request: Request<Full<Bytes>>, max_output: usize) -> Result<Answer, BoxError> {
     let response = client.http.request(request).await?;
     let status = response.status();
     let retry_after_ms = retry_after_ms(status.as_u16(), response.headers());
