@@ -670,6 +670,14 @@ impl ExecutorHandle {
     /// A slot of the executor's whole concurrency; none once the node
     /// stops hard.
     async fn executor_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if self.inner.hard_stop.is_cancelled() {
+            return None;
+        }
+        // A free slot is taken without waiting on the stop token (each wait
+        // on it registers with the token, shared by every fire).
+        if let Ok(permit) = self.inner.permits.clone().try_acquire_owned() {
+            return Some(permit);
+        }
         tokio::select! {
             _ = self.inner.hard_stop.cancelled() => None,
             permit = self.inner.permits.clone().acquire_owned() => Some(permit.expect("semaphore never closes")),
@@ -691,9 +699,15 @@ impl ExecutorHandle {
         let inner = &self.inner;
         let key = fire.key;
         let timeout = target.timeout().unwrap_or(Duration::from_millis(inner.config.timeout_ms));
+        if inner.hard_stop.is_cancelled() {
+            return None;
+        }
+        // Biased: entering is tried first, so a fire whose slots are free
+        // never waits on the stop token (each wait registers with it).
         let entered = tokio::select! {
-            _ = inner.hard_stop.cancelled() => return None,
+            biased;
             entered = inner.bulkheads.enter(app, target.host(), timeout) => entered,
+            _ = inner.hard_stop.cancelled() => return None,
         };
         let pass = match entered {
             Ok(pass) => pass,
