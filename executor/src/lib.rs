@@ -108,36 +108,17 @@ pub const TIMER_CACHE_TTL: Duration = Duration::from_secs(600);
 /// one-shot timer's is made at its fire (it would be used once).
 struct CachedTimer {
     timer: Timer,
-    target: Option<Arc<Target>>,
+    target: Option<Target>,
 }
 
 impl CachedTimer {
     fn new(timer: Timer, callbacks: &Callbacks) -> Arc<Self> {
         let target = match (&timer.notify, &timer.schedule) {
-            (Notify::Http(notify), Schedule::Cron { .. }) => {
-                Some(Arc::new(Target::new(notify, Some(&callbacks.policy))))
-            }
+            (Notify::Http(notify), Schedule::Cron { .. }) => Some(Target::new(notify, Some(&callbacks.policy))),
             _ => None,
         };
         Arc::new(Self { timer, target })
     }
-
-    /// The callback target of this timer's `notify`: the kept one, or made now.
-    fn http_target(&self, notify: &HttpNotify, callbacks: &Callbacks) -> Arc<Target> {
-        match &self.target {
-            Some(target) => target.clone(),
-            None => Arc::new(Target::new(notify, Some(&callbacks.policy))),
-        }
-    }
-}
-
-/// A fire's callback request made while the fire waits for its
-/// millisecond, so that when it comes only the send is left: a thousand
-/// fires due together leave within a few milliseconds of it. Signed for
-/// the second the fire is due in.
-struct Ready {
-    target: Arc<Target>,
-    request: hyper::Request<http_body_util::Full<bytes::Bytes>>,
 }
 
 /// Claims fires handed over by the trigger and dispatches them.
@@ -355,23 +336,17 @@ impl ExecutorHandle {
     }
 
     async fn fire_group_at(&self, run_ms: i64, group: Vec<ClaimedFire>) {
-        let mut ready = Vec::with_capacity(group.len());
-        for fire in group {
-            let request = self.ready(&fire, run_ms).await;
-            ready.push((fire, request));
-        }
         let wait = run_ms - self.inner.clock.now_ms();
         if wait > 0 {
             tokio::select! {
                 _ = self.inner.hard_stop.cancelled() => {
-                    let group: Vec<ClaimedFire> = ready.into_iter().map(|(fire, _)| fire).collect();
                     self.release(&group).await;
                     return;
                 }
                 _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
             }
         }
-        for (fire, request) in ready {
+        for fire in group {
             if self.inner.hard_stop.is_cancelled() {
                 self.release(std::slice::from_ref(&fire)).await;
                 continue;
@@ -380,26 +355,11 @@ impl ExecutorHandle {
             // own task, so a hung host's queue holds up no other fire.
             let this = self.clone();
             self.inner.tracker.spawn(async move {
-                if let FireOutcome::RetryAt(at) = this.attempt_with(&fire, fire.attempt + 1, request).await {
+                if let FireOutcome::RetryAt(at) = this.attempt(&fire, fire.attempt + 1).await {
                     this.retry_at(fire, at).await;
                 }
             });
         }
-    }
-
-    /// The callback request of a claimed fire due at `run_ms`, made ahead;
-    /// none when its timer is not at hand (its attempt reads it) or does
-    /// not call HTTP, or when the request may not go out (its attempt says why).
-    async fn ready(&self, fire: &ClaimedFire, run_ms: i64) -> Option<Ready> {
-        let inner = &self.inner;
-        let cached = inner.cache.get(&fire.key.timer_id)?;
-        let Notify::Http(notify) = &cached.timer.notify else { return None };
-        let target = cached.http_target(notify, &inner.callbacks);
-        let secret = inner.callbacks.secrets.secret_for(&cached.timer.app).await;
-        let signing = callback::Signing { secret: secret.as_bytes(), t: run_ms.div_euclid(1000) };
-        let request =
-            target.request(fire.key, &fire.idempotency_key(), inner.config.max_output_bytes, Some(signing)).ok()?;
-        Some(Ready { target, request })
     }
 
     /// Fires `fires` (due, of one timer, oldest first) one after another:
@@ -455,11 +415,6 @@ impl ExecutorHandle {
     /// Makes attempt number `attempt` (1-based) of a claimed fire. Its
     /// lateness is recorded; the store keeps the first attempt's.
     async fn attempt(&self, fire: &ClaimedFire, attempt: u32) -> FireOutcome {
-        self.attempt_with(fire, attempt, None).await
-    }
-
-    /// [`Self::attempt`] with its callback request made ahead, if it was.
-    async fn attempt_with(&self, fire: &ClaimedFire, attempt: u32, ready: Option<Ready>) -> FireOutcome {
         let inner = &self.inner;
         let cached = match inner.cache.get(&fire.key.timer_id) {
             Some(cached) => cached,
@@ -482,15 +437,12 @@ impl ExecutorHandle {
                 return outcome;
             }
         }
-        let answer = match &timer.notify {
-            Notify::Http(notify) => {
-                let (target, request) = match ready {
-                    Some(Ready { target, request }) => (target, Some(request)),
-                    None => (cached.http_target(notify, &inner.callbacks), None),
-                };
-                self.call(&timer.app, &target, fire, request).await
+        let answer = match (&timer.notify, &cached.target) {
+            (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire).await,
+            (Notify::Http(notify), None) => {
+                self.call(&timer.app, &Target::new(notify, Some(&inner.callbacks.policy)), fire).await
             }
-            Notify::Asyncflow(task) => match self.executor_permit().await {
+            (Notify::Asyncflow(task), _) => match self.executor_permit().await {
                 Some(_permit) => Some(self.create_task(&timer.app, task, fire.key).await),
                 None => None,
             },
@@ -688,14 +640,7 @@ impl ExecutorHandle {
     /// the executor's concurrency; returns the answer and its lateness (ms
     /// from the run time to the request leaving), or nothing when the node
     /// stopped hard before it went out.
-    /// `request`: the callback made ahead ([`Ready`]); made here when none.
-    async fn call(
-        &self,
-        app: &str,
-        target: &Target,
-        fire: &ClaimedFire,
-        request: Option<hyper::Request<http_body_util::Full<bytes::Bytes>>>,
-    ) -> Option<(Answer, i64)> {
+    async fn call(&self, app: &str, target: &Target, fire: &ClaimedFire) -> Option<(Answer, i64)> {
         let inner = &self.inner;
         let key = fire.key;
         let timeout = target.timeout().unwrap_or(Duration::from_millis(inner.config.timeout_ms));
@@ -719,16 +664,17 @@ impl ExecutorHandle {
         };
         let _permit = self.executor_permit().await?;
         let sent_at = inner.clock.now_ms();
-        let max_output = inner.config.max_output_bytes;
-        let answer = match request {
-            Some(request) => callback::send(&inner.http, target, request, max_output).await,
-            None => {
-                let secret = inner.callbacks.secrets.secret_for(app).await;
-                let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
-                callback::call_checked(&inner.http, target, key, &fire.idempotency_key(), max_output, Some(signing))
-                    .await
-            }
-        };
+        let secret = inner.callbacks.secrets.secret_for(app).await;
+        let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
+        let answer = callback::call_checked(
+            &inner.http,
+            target,
+            key,
+            &fire.idempotency_key(),
+            inner.config.max_output_bytes,
+            Some(signing),
+        )
+        .await;
         let answered = !matches!(answer.delivery, Delivery::Unanswered);
         pass.report(&inner.bulkheads, answered);
         Some((answer, sent_at - key.run_ms))
