@@ -36,7 +36,7 @@ pub mod secrets;
 pub mod status;
 pub mod task_creator;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,7 +91,8 @@ pub const FAILURE_NOTIFY_ATTEMPTS: u32 = 3;
 /// Delay before the second call of an `onFailure` notify; it doubles.
 const FAILURE_NOTIFY_BACKOFF_MS: u64 = 500;
 
-/// Most timers whose definition the executor keeps between their fires.
+/// Most cron timers whose definition the executor keeps between their
+/// fires (a one-shot timer's is read with its fire and dropped with it).
 /// Past it the oldest is dropped and read again at its next fire, so the
 /// cache follows the timers that are due, not every timer registered.
 pub const TIMER_CACHE_CAPACITY: usize = 100_000;
@@ -120,6 +121,9 @@ impl CachedTimer {
         Arc::new(Self { timer, target })
     }
 }
+
+/// A claimed fire with its timer's definition, when at hand.
+type Due = (ClaimedFire, Option<Arc<CachedTimer>>);
 
 /// Claims fires handed over by the trigger and dispatches them.
 pub struct Executor {
@@ -281,19 +285,20 @@ impl ExecutorHandle {
         if claimed.is_empty() {
             return Ok(());
         }
-        self.load_timers(&claimed).await?;
+        let timers = self.load_timers(&claimed).await?;
         let now = self.inner.clock.now_ms();
-        let mut groups: BTreeMap<i64, Vec<ClaimedFire>> = BTreeMap::new();
-        let mut late: BTreeMap<i64, Vec<ClaimedFire>> = BTreeMap::new();
+        let mut groups: BTreeMap<i64, Vec<Due>> = BTreeMap::new();
+        let mut late: BTreeMap<i64, Vec<Due>> = BTreeMap::new();
         for fire in claimed {
+            let timer = timers.get(&fire.key.timer_id).cloned();
             if fire.key.run_ms <= now {
-                late.entry(fire.key.timer_id).or_default().push(fire);
+                late.entry(fire.key.timer_id).or_default().push((fire, timer));
             } else {
-                groups.entry(fire.key.run_ms).or_default().push(fire);
+                groups.entry(fire.key.run_ms).or_default().push((fire, timer));
             }
         }
         for (_, mut fires) in late {
-            fires.sort_by_key(|f| f.key.run_ms);
+            fires.sort_by_key(|(f, _)| f.key.run_ms);
             let this = self.clone();
             self.inner.tracker.spawn(async move { this.fire_in_order(fires).await });
         }
@@ -316,37 +321,54 @@ impl ExecutorHandle {
         self.inner.tracker.len()
     }
 
-    async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<()> {
-        // A definition read before the timer's last change (updateTimer) is
-        // read again.
+    /// The definitions of the claimed fires' timers: kept ones, and the
+    /// others read in one query. Cron timers are kept for their next fires;
+    /// a one-shot timer's definition lives as long as its fire's work.
+    async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<HashMap<i64, Arc<CachedTimer>>> {
         let cache = &self.inner.cache;
-        let mut missing: Vec<i64> = claimed
-            .iter()
-            .filter(|c| cache.get(&c.key.timer_id).is_none_or(|t| t.timer.modify_time < c.timer_modified))
-            .map(|c| c.key.timer_id)
-            .collect();
+        let mut found = HashMap::with_capacity(claimed.len());
+        let mut missing = Vec::new();
+        for c in claimed {
+            match cache.get(&c.key.timer_id) {
+                // A definition read before the timer's last change (updateTimer) is read again.
+                Some(t) if t.timer.modify_time >= c.timer_modified => {
+                    found.insert(c.key.timer_id, t);
+                }
+                _ => missing.push(c.key.timer_id),
+            }
+        }
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
             for timer in self.inner.timers.get_timers(&missing).await? {
-                self.inner.cache.insert(timer.id, CachedTimer::new(timer, &self.inner.callbacks));
+                let cached = CachedTimer::new(timer, &self.inner.callbacks);
+                self.keep(&cached);
+                found.insert(cached.timer.id, cached);
             }
         }
-        Ok(())
+        Ok(found)
     }
 
-    async fn fire_group_at(&self, run_ms: i64, group: Vec<ClaimedFire>) {
+    /// Keeps a cron timer's definition for its next fires.
+    fn keep(&self, cached: &Arc<CachedTimer>) {
+        if matches!(cached.timer.schedule, Schedule::Cron { .. }) {
+            self.inner.cache.insert(cached.timer.id, cached.clone());
+        }
+    }
+
+    async fn fire_group_at(&self, run_ms: i64, group: Vec<Due>) {
         let wait = run_ms - self.inner.clock.now_ms();
         if wait > 0 {
             tokio::select! {
                 _ = self.inner.hard_stop.cancelled() => {
+                    let group: Vec<ClaimedFire> = group.into_iter().map(|(fire, _)| fire).collect();
                     self.release(&group).await;
                     return;
                 }
                 _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
             }
         }
-        for fire in group {
+        for (fire, timer) in group {
             if self.inner.hard_stop.is_cancelled() {
                 self.release(std::slice::from_ref(&fire)).await;
                 continue;
@@ -355,8 +377,9 @@ impl ExecutorHandle {
             // own task, so a hung host's queue holds up no other fire.
             let this = self.clone();
             self.inner.tracker.spawn(async move {
-                if let FireOutcome::RetryAt(at) = this.attempt(&fire, fire.attempt + 1).await {
-                    this.retry_at(fire, at).await;
+                let (outcome, timer) = this.attempt_with(&fire, fire.attempt + 1, timer).await;
+                if let FireOutcome::RetryAt(at) = outcome {
+                    this.retry_at(fire, at, timer).await;
                 }
             });
         }
@@ -365,21 +388,22 @@ impl ExecutorHandle {
     /// Fires `fires` (due, of one timer, oldest first) one after another:
     /// each first attempt waits for the one before to end, so they leave in
     /// run-time order. Retries go on in their own tasks.
-    async fn fire_in_order(&self, fires: Vec<ClaimedFire>) {
-        for fire in fires {
+    async fn fire_in_order(&self, fires: Vec<Due>) {
+        for (fire, timer) in fires {
             if self.inner.hard_stop.is_cancelled() {
                 self.release(std::slice::from_ref(&fire)).await;
                 continue;
             }
-            if let FireOutcome::RetryAt(at) = self.attempt(&fire, fire.attempt + 1).await {
+            let (outcome, timer) = self.attempt_with(&fire, fire.attempt + 1, timer).await;
+            if let FireOutcome::RetryAt(at) = outcome {
                 let this = self.clone();
-                self.inner.tracker.spawn(async move { this.retry_at(fire, at).await });
+                self.inner.tracker.spawn(async move { this.retry_at(fire, at, timer).await });
             }
         }
     }
 
     /// Waits for a retry's time, then tries again (and again, per policy).
-    async fn retry_at(&self, fire: ClaimedFire, mut at: i64) {
+    async fn retry_at(&self, fire: ClaimedFire, mut at: i64, mut timer: Option<Arc<CachedTimer>>) {
         let mut attempt = fire.attempt + 2;
         loop {
             let wait = (at - self.inner.clock.now_ms()).max(0) as u64;
@@ -402,7 +426,9 @@ impl ExecutorHandle {
                 return;
             }
             let claimed = ClaimedFire { attempt: attempt - 1, ..fire.clone() };
-            match self.attempt(&claimed, attempt).await {
+            let (outcome, used) = self.attempt_with(&claimed, attempt, timer).await;
+            timer = used;
+            match outcome {
                 FireOutcome::RetryAt(next) => {
                     at = next;
                     attempt += 1;
@@ -412,25 +438,38 @@ impl ExecutorHandle {
         }
     }
 
-    /// Makes attempt number `attempt` (1-based) of a claimed fire. Its
+    /// Makes attempt number `attempt` (1-based) of a claimed fire with its
+    /// timer's definition (`timer`, else the kept one, else read now);
+    /// returns how it ended and the definition, for the next attempt. Its
     /// lateness is recorded; the store keeps the first attempt's.
-    async fn attempt(&self, fire: &ClaimedFire, attempt: u32) -> FireOutcome {
+    async fn attempt_with(
+        &self,
+        fire: &ClaimedFire,
+        attempt: u32,
+        timer: Option<Arc<CachedTimer>>,
+    ) -> (FireOutcome, Option<Arc<CachedTimer>>) {
         let inner = &self.inner;
-        let cached = match inner.cache.get(&fire.key.timer_id) {
+        let cached = match timer.or_else(|| inner.cache.get(&fire.key.timer_id)) {
             Some(cached) => cached,
             None => match inner.timers.get_timer(fire.key.timer_id).await {
                 Ok(Some(timer)) => {
                     let cached = CachedTimer::new(timer, &inner.callbacks);
-                    inner.cache.insert(cached.timer.id, cached.clone());
+                    self.keep(&cached);
                     cached
                 }
                 _ => {
                     self.send_result(fire, FireStatus::Skipped, attempt - 1, "skipped: the timer is gone", 0, None)
                         .await;
-                    return FireOutcome::Skipped;
+                    return (FireOutcome::Skipped, None);
                 }
             },
         };
+        let outcome = self.attempt_of(fire, attempt, &cached).await;
+        (outcome, Some(cached))
+    }
+
+    async fn attempt_of(&self, fire: &ClaimedFire, attempt: u32, cached: &CachedTimer) -> FireOutcome {
+        let inner = &self.inner;
         let timer = &cached.timer;
         if attempt == 1 && timer.overlap != OverlapPolicy::Allow {
             if let Some(outcome) = self.overlap_gate(timer, fire).await {
