@@ -1,14 +1,15 @@
 //! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every dialect;
-//! only the batch insert and the read by many ids differ, side by side.
+//! only the inserts (MySQL has no `RETURNING`), the read by many ids and the
+//! batch move of next fire times differ, side by side.
 
 use async_trait::async_trait;
 use const_format::formatcp;
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{MySql, QueryBuilder, Row, Sqlite};
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
-use crate::db::on_db;
+use crate::db::{on_db, Dialect};
 use crate::repo::TimerRepo;
-use crate::sql::{code, name_taken_or, page_bound, schedule_columns, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::sql::{code, name_taken_or, page_bound, schedule_columns, text, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
 use crate::{Database, Error, Result};
 
 // `next_run` starts at 0: an enabled timer is expanded at the next
@@ -21,9 +22,11 @@ const LIST_APP: &str = formatcp!(
     code::TIMER_DELETED
 );
 const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
+// The new status is bound twice: MySQL assigns left to right, so a
+// `status` read after `SET status` would be the new one.
 const SET_STATUS: &str = formatcp!(
-    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END
-     WHERE timer_id = $3 AND status <> {deleted}",
+    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $3 = {enabled} THEN 0 ELSE next_run END
+     WHERE timer_id = $4 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
 );
@@ -63,6 +66,13 @@ fn batch_name_taken(timers: &[NewTimer]) -> Error {
 #[async_trait]
 impl TimerRepo for Database {
     async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
+        if let Self::Mysql(pool) = self {
+            let ids = create_timers_mysql(pool, std::slice::from_ref(t), now_ms).await;
+            return ids.map(|ids| t.stored(ids[0], now_ms)).map_err(|e| match e {
+                Error::NameTaken { .. } => Error::NameTaken { app: t.app.clone(), name: t.name.clone() },
+                e => e,
+            });
+        }
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
         let sql =
             formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, 0) RETURNING timer_id");
@@ -99,11 +109,12 @@ impl TimerRepo for Database {
         match self {
             Self::Sqlite { write, .. } => create_timers_sqlite(write, timers, now_ms).await,
             Self::Postgres(pool) => create_timers_pg(pool, timers, now_ms).await,
+            Self::Mysql(pool) => create_timers_mysql(pool, timers, now_ms).await,
         }
     }
 
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>> {
-        let row = on_db!(self, read, pool => sqlx::query(GET).bind(id).fetch_optional(pool).await?
+        let row = on_db!(self, read, pool => sqlx::query(&pool.sql(GET)).bind(id).fetch_optional(pool).await?
             .as_ref().map(timer_from_row).transpose());
         row
     }
@@ -113,50 +124,50 @@ impl TimerRepo for Database {
             return Ok(Vec::new());
         }
         match self {
-            Self::Sqlite { read, .. } => {
-                let mut out = Vec::with_capacity(ids.len());
-                for chunk in ids.chunks(MAX_PARAMS) {
-                    let mut qb = QueryBuilder::<Sqlite>::new(formatcp!(
-                        "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN ("
-                    ));
-                    let mut sep = qb.separated(", ");
-                    for id in chunk {
-                        sep.push_bind(*id);
-                    }
-                    qb.push(")");
-                    for row in qb.build().fetch_all(read).await? {
-                        out.push(timer_from_row(&row)?);
-                    }
-                }
-                Ok(out)
-            }
             Self::Postgres(pool) => {
                 let sql = formatcp!(
                     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = ANY($1::bigint[]) ORDER BY timer_id"
                 );
                 sqlx::query(sql).bind(ids).fetch_all(pool).await?.iter().map(timer_from_row).collect()
             }
+            db => on_db!(db, read, pool => {
+                let mut out = Vec::with_capacity(ids.len());
+                for chunk in ids.chunks(MAX_PARAMS) {
+                    let mut qb =
+                        QueryBuilder::new(pool.sql(formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (")));
+                    let mut sep = qb.separated(", ");
+                    for id in chunk {
+                        sep.push_bind(*id);
+                    }
+                    qb.push(")");
+                    for row in qb.build().fetch_all(pool).await? {
+                        out.push(timer_from_row(&row)?);
+                    }
+                }
+                Ok(out)
+            }),
         }
     }
 
     async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)> {
         let (timers, total) = on_db!(self, read, pool => {
-            let rows = sqlx::query(LIST_APP)
+            let rows = sqlx::query(&pool.sql(LIST_APP))
                 .bind(app)
                 .bind(page_bound(limit))
                 .bind(page_bound(offset))
                 .fetch_all(pool)
                 .await?;
-            let total: i64 = sqlx::query_scalar(COUNT_APP).bind(app).fetch_one(pool).await?;
+            let total: i64 = sqlx::query_scalar(&pool.sql(COUNT_APP)).bind(app).fetch_one(pool).await?;
             (rows.iter().map(timer_from_row).collect::<Result<Vec<_>>>()?, total)
         });
         Ok((timers, total as u64))
     }
 
     async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
-        let done = on_db!(self, write, pool => sqlx::query(SET_STATUS)
+        let done = on_db!(self, write, pool => sqlx::query(&pool.sql(SET_STATUS))
             .bind(status.code())
             .bind(now_ms)
+            .bind(status.code())
             .bind(id)
             .execute(pool)
             .await?
@@ -165,7 +176,7 @@ impl TimerRepo for Database {
     }
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
-        on_db!(self, read, pool => sqlx::query(DUE)
+        on_db!(self, read, pool => sqlx::query(&pool.sql(DUE))
             .bind(before_ms)
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -180,13 +191,6 @@ impl TimerRepo for Database {
             return Ok(());
         }
         match self {
-            Self::Sqlite { write, .. } => {
-                let mut tx = write.begin().await?;
-                for (id, run) in next {
-                    sqlx::query(SET_NEXT_RUN).bind(run).bind(id).execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-            }
             Self::Postgres(pool) => {
                 sqlx::query(
                     "UPDATE t_timer t SET next_run = v.next_run
@@ -197,12 +201,21 @@ impl TimerRepo for Database {
                 .execute(pool)
                 .await?;
             }
+            // One statement per timer, in one transaction.
+            db => on_db!(db, write, pool => {
+                let sql = pool.sql(SET_NEXT_RUN);
+                let mut tx = pool.begin().await?;
+                for (id, run) in next {
+                    sqlx::query(&sql).bind(run).bind(id).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }),
         }
         Ok(())
     }
 
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64> {
-        Ok(on_db!(self, write, pool => sqlx::query(COMPLETE_FIRED_ONCE)
+        Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(COMPLETE_FIRED_ONCE))
             .bind(now_ms)
             .execute(pool)
             .await?
@@ -210,7 +223,7 @@ impl TimerRepo for Database {
     }
 
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>> {
-        on_db!(self, read, pool => sqlx::query(ENABLED)
+        on_db!(self, read, pool => sqlx::query(&pool.sql(ENABLED))
             .bind(after_id)
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -294,4 +307,58 @@ async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64)
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(batch_name_taken(timers)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// MySQL: multi-row `VALUES` statements in one transaction. With no
+/// `RETURNING`, the ids are read back by the unique (app, live name) index,
+/// from the first id the statement drew on, and given in input order.
+async fn create_timers_mysql(pool: &sqlx::MySqlPool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(timers.len());
+    let mut tx = pool.begin().await?;
+    for chunk in timers.chunks(500) {
+        let mut qb = QueryBuilder::<MySql>::new(INSERT);
+        qb.push_values(chunk, |mut b, t| {
+            let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+            b.push_bind(t.app.clone())
+                .push_bind(t.name.clone())
+                .push_bind(t.status.code())
+                .push_bind(kind)
+                .push_bind(cron.map(str::to_string))
+                .push_bind(timezone.to_string())
+                .push_bind(run_at)
+                .push_bind(notify_json(t))
+                .push_bind(retry_json(t))
+                .push_bind(t.misfire.as_str())
+                .push_bind(now_ms)
+                .push_bind(now_ms)
+                .push_bind(0_i64);
+        });
+        let first = match qb.build().execute(&mut *tx).await {
+            Ok(done) => done.last_insert_id() as i64,
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Err(batch_name_taken(chunk)),
+            Err(e) => return Err(e.into()),
+        };
+        let mut qb = QueryBuilder::<MySql>::new("SELECT timer_id, app, name FROM t_timer WHERE timer_id >= ");
+        qb.push_bind(first).push(" AND (");
+        let mut sep = qb.separated(" OR ");
+        for t in chunk {
+            sep.push("(app = ").push_bind_unseparated(&t.app);
+            sep.push_unseparated(" AND live_name = ").push_bind_unseparated(&t.name).push_unseparated(")");
+        }
+        qb.push(")");
+        let rows = qb.build().fetch_all(&mut *tx).await?;
+        let mut by_key = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let key = (text(row, "app")?, text(row, "name")?);
+            by_key.insert(key, row.try_get::<i64, _>("timer_id")?);
+        }
+        for t in chunk {
+            match by_key.get(&(t.app.clone(), t.name.clone())) {
+                Some(&id) => ids.push(id),
+                None => return Err(Error::Corrupt(format!("t_timer: inserted {}/{} not found", t.app, t.name))),
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(ids)
 }

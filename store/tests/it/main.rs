@@ -14,6 +14,7 @@
 //!
 //! Test names read `embedded::fires::claim_is_a_compare_and_set`.
 
+mod backend_mysql;
 mod backend_pg;
 mod backend_redis;
 mod fires;
@@ -126,6 +127,7 @@ macro_rules! conformance_suite {
 
 conformance_suite!(embedded, crate::helpers::embedded);
 conformance_suite!(postgres, crate::backend_pg::postgres);
+conformance_suite!(mysql, crate::backend_mysql::mysql);
 conformance_suite!(redis, crate::backend_redis::redis, ignore {
     locks::acquire_is_exclusive_until_the_lease_expires: "Redis expires leases on its own clock, not the ManualClock; backend_redis::leases_and_the_done_marker_expire_on_the_server_clock",
     locks::expired_lock_cannot_be_extended_or_released: "Redis expires leases on its own clock, not the ManualClock; backend_redis::expired_lock_cannot_be_extended_or_released",
