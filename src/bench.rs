@@ -224,6 +224,10 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             notify: notify.clone(),
             retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
             misfire: MisfirePolicy::FireAll,
+            delete_after_run: false,
+            on_failure: None,
+            pause_after_failures: None,
+            overlap: Default::default(),
         })
         .collect();
     let ids = node.stores.timers.create_timers(&new_timers, now).await?;
@@ -255,7 +259,14 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let in_window = |h: &crate::receiver::Hit| h.run_ms >= start_ms && h.run_ms < end_ms;
     let total = expected.len();
     let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
-    receiver.wait_until(wait, |hits| hits.iter().filter(|h| in_window(h)).count() >= total).await;
+    let progress = crate::progress::bar("fires", total as u64);
+    let waiting = receiver.wait_until(wait, |hits| {
+        let got = hits.iter().filter(|h| in_window(h)).count();
+        progress.set_position(got as u64);
+        got >= total
+    });
+    waiting.await;
+    progress.finish_and_clear();
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let hits: Vec<_> = receiver.hits().into_iter().filter(in_window).collect();
@@ -319,6 +330,10 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::default(),
+            delete_after_run: false,
+            on_failure: None,
+            pause_after_failures: None,
+            overlap: Default::default(),
         })
         .collect();
     node.stores.timers.create_timers(&timers, now).await?;

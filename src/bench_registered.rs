@@ -5,11 +5,13 @@
 //! `--redis-url`), registers `--timers` daily timers that fire more than an
 //! hour from now through `POST createTimers` (1,000 per call, `--clients`
 //! calls at a time), and reports:
-//! - the create rate, timers/s;
+//! - the create rate through `createTimers`, timers/s;
 //! - a migrator step's time (median of three), with those timers registered;
 //! - idle CPU: the process's CPU over `--idle-seconds` with nothing due, as
 //!   a percentage of one core;
 //! - the database's size;
+//! - the create rate through `createTimer`, one timer a call from 64
+//!   keep-alive clients for 5 s, with those timers registered;
 //! - then `--due` per-second timers are added and fire for `--seconds`:
 //!   their lateness, duplicates and misses, and the peak RSS.
 
@@ -25,11 +27,19 @@ use crate::receiver::Receiver;
 
 /// Timers per `createTimers` call.
 const BATCH: usize = 1_000;
+/// Apps the registered timers are spread over: at a million, 10,000 each,
+/// within the default `limits.fires_per_minute_per_app` (a daily cron
+/// counts its peak, one fire a minute, against it).
+const APPS: u64 = 100;
+/// Clients calling `createTimer` at once, and for how long.
+const SINGLE_CLIENTS: usize = 64;
+const SINGLE_SECONDS: u64 = 5;
 
 /// Figures of one run.
 #[derive(Debug, Clone, Default)]
 struct Figures {
     creates_per_sec: f64,
+    single_per_sec: f64,
     step_ms: f64,
     idle_cpu_pct: f64,
     db_mb: f64,
@@ -47,8 +57,8 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         args.timers, args.due, args.seconds
     );
     println!(
-        "{:>4} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
-        "run", "creates/s", "step ms", "idle cpu", "db MB", "p50 ms", "p99 ms", "dups", "misses", "rss MB"
+        "{:>4} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
+        "run", "creates/s", "single/s", "step ms", "idle cpu", "db MB", "p50 ms", "p99 ms", "dups", "misses", "rss MB"
     );
     let mut all = Vec::new();
     for run in 1..=args.runs {
@@ -60,6 +70,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let med = |get: fn(&Figures) -> f64| median(all.iter().map(get).collect());
         let m = Figures {
             creates_per_sec: med(|f| f.creates_per_sec),
+            single_per_sec: med(|f| f.single_per_sec),
             step_ms: med(|f| f.step_ms),
             idle_cpu_pct: med(|f| f.idle_cpu_pct),
             db_mb: med(|f| f.db_mb),
@@ -76,8 +87,17 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
 fn print_row(label: &str, f: &Figures) {
     println!(
-        "{label:>4} {:>10.0} {:>8.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
-        f.creates_per_sec, f.step_ms, f.idle_cpu_pct, f.db_mb, f.p50_ms, f.p99_ms, f.duplicates, f.misses, f.rss_mb
+        "{label:>4} {:>10.0} {:>10.0} {:>8.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
+        f.creates_per_sec,
+        f.single_per_sec,
+        f.step_ms,
+        f.idle_cpu_pct,
+        f.db_mb,
+        f.p50_ms,
+        f.p99_ms,
+        f.duplicates,
+        f.misses,
+        f.rss_mb
     );
 }
 
@@ -95,7 +115,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let hour = (chrono::Utc::now().timestamp() / 3_600 + 12) % 24;
     let daily = |i: u64| {
         serde_json::json!({
-            "app": format!("reg{}", (i / BATCH as u64) % 10), "name": format!("d{i}"), "status": 2,
+            "app": format!("reg{}", (i / BATCH as u64) % APPS), "name": format!("d{i}"), "status": 2,
             "cron": format!("{} {} {} * * *", i % 60, (i / 60) % 60, hour),
             "notifyHTTPParam": {"url": url},
         })
@@ -117,6 +137,9 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let idle_cpu_pct = (cpu_seconds() - cpu_before) / idle.elapsed().as_secs_f64() * 100.0;
     let db_mb = db_bytes(&db_path) as f64 / 1e6;
+    // After the idle time, so that the bulk import's WAL is checkpointed.
+    let single = format!("http://{}/api/xtimer/createTimer", node.addr);
+    let single_per_sec = create_singly(&client, &single, &url, SINGLE_CLIENTS, SINGLE_SECONDS).await?;
 
     // The due timers: per-second crons, measured from a whole second after set-up.
     let due = |i: u64| {
@@ -145,6 +168,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     late.sort_by(|a, b| a.total_cmp(b));
     let figures = Figures {
         creates_per_sec,
+        single_per_sec,
         step_ms,
         idle_cpu_pct,
         db_mb,
@@ -192,6 +216,45 @@ async fn create_all(
         done??;
     }
     Ok(())
+}
+
+/// `createTimer` calls from `clients` keep-alive clients for `seconds`,
+/// each an enabled one-shot timer due in a day; the rate of successes.
+async fn create_singly(
+    client: &reqwest::Client,
+    url: &str,
+    callback: &str,
+    clients: usize,
+    seconds: u64,
+) -> anyhow::Result<f64> {
+    let run_at = xtimer_core::clock::rfc3339(chrono::Utc::now().timestamp_millis() + 86_400_000);
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..clients {
+        let (client, url, callback, run_at) = (client.clone(), url.to_string(), callback.to_string(), run_at.clone());
+        tasks.spawn(async move {
+            let mut made = 0u64;
+            while Instant::now() < until {
+                let body = serde_json::json!({
+                    "app": format!("single{}", c % 10), "name": format!("o{c}-{made}"), "status": 2,
+                    "runAt": run_at, "notifyHTTPParam": {"url": callback},
+                });
+                let body = serde_json::to_vec(&body)?;
+                let reply = client.post(&url).header("content-type", "application/json").body(body).send().await?;
+                let status = reply.status();
+                let text = reply.text().await?;
+                anyhow::ensure!(status.is_success(), "createTimer answered {status}: {text}");
+                made += 1;
+            }
+            anyhow::Ok(made)
+        });
+    }
+    let mut made = 0;
+    while let Some(done) = tasks.join_next().await {
+        made += done??;
+    }
+    Ok(made as f64 / started.elapsed().as_secs_f64().max(1e-9))
 }
 
 /// CPU time of this process so far (user + system), seconds.

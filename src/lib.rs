@@ -8,6 +8,9 @@
 //! - [`bench`]: the load benchmark behind `xtimer bench`.
 //! - [`bench_tasks`]: its `/v1` task API scenarios (create-task, hold-tasks).
 //! - [`timer_tasks`]: timer fires that create asyncflow tasks.
+//! - [`logging`]: the log's level and format (`XTIMER_LOG`, `XTIMER_LOG_FORMAT`).
+//! - [`progress`]: progress bars for long command-line work.
+//! - [`cli`]: the client commands, `xtimer timer ...` and `xtimer cron preview`.
 //! - [`echo`]: `xtimer echo`, a receiver that answers 200 and prints what it gets.
 //! - [`receiver`]: a callback receiver that records what it got and when
 //!   (used by the benchmark and the end-to-end tests).
@@ -15,8 +18,11 @@
 pub mod bench;
 pub mod bench_registered;
 pub mod bench_tasks;
+pub mod cli;
 pub mod echo;
 pub mod heartbeat;
+pub mod logging;
 pub mod node;
+pub mod progress;
 pub mod receiver;
 pub mod timer_tasks;

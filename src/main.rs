@@ -1,12 +1,12 @@
 //! `xtimer`: the distributed timer service.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use xtimer::logging::LogFormat;
 use xtimer::node::Node;
 use xtimer_core::config::Config;
 
@@ -62,6 +62,20 @@ enum Command {
     },
     /// Measure fires per second and lateness against a local receiver.
     Bench(xtimer::bench::BenchArgs),
+    /// Create, list, inspect and act on timers of a running server.
+    Timer {
+        #[command(flatten)]
+        remote: xtimer::cli::Remote,
+        #[command(subcommand)]
+        command: xtimer::cli::timer::TimerCommand,
+    },
+    /// Cron expressions: `preview` their next fire times.
+    Cron {
+        #[command(flatten)]
+        remote: xtimer::cli::Remote,
+        #[command(subcommand)]
+        command: xtimer::cli::CronCommand,
+    },
     /// A callback receiver for trying timers out: answers every request
     /// 200 and prints it (method, path, fire, lateness, body).
     Echo {
@@ -71,21 +85,39 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("XTIMER_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
-        // Colour only for a person at a terminal, not in files and journals.
-        .with_ansi(std::io::stdout().is_terminal())
-        .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    match cli.command {
-        Command::Serve { listen, database_url, config } => runtime.block_on(serve(listen, database_url, config)),
-        Command::Migrate { database_url, config } => runtime.block_on(migrate(database_url, config)),
-        Command::Backup { to, database_url, config } => runtime.block_on(backup(to, database_url, config)),
-        Command::Bench(args) => runtime.block_on(xtimer::bench::run(args)),
-        Command::Echo { listen } => runtime.block_on(echo(listen)),
-    }
+    // The client commands print their own lines (no log), and their exit
+    // code says what went wrong; the others log and fail with an error.
+    let done = match cli.command {
+        Command::Timer { remote, command } => {
+            return Ok(client_runtime()?.block_on(xtimer::cli::timer::run(&remote, command)).into())
+        }
+        Command::Cron { remote, command } => {
+            return Ok(client_runtime()?.block_on(xtimer::cli::cron(&remote, command)).into())
+        }
+        Command::Serve { listen, database_url, config } => {
+            server_runtime()?.block_on(serve(listen, database_url, config))
+        }
+        Command::Migrate { database_url, config } => server_runtime()?.block_on(migrate(database_url, config)),
+        Command::Backup { to, database_url, config } => server_runtime()?.block_on(backup(to, database_url, config)),
+        Command::Bench(args) => server_runtime()?.block_on(xtimer::bench::run(args)),
+        Command::Echo { listen } => server_runtime()?.block_on(echo(listen)),
+    };
+    done.map(|()| std::process::ExitCode::SUCCESS)
+}
+
+/// A one-thread runtime for a client command.
+fn client_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+/// The log, then a runtime on every core, for the commands that run parts
+/// of the service.
+fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    let format = LogFormat::from_env().map_err(anyhow::Error::msg)?;
+    xtimer::logging::init(format);
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
 async fn echo(listen: String) -> anyhow::Result<()> {
@@ -136,9 +168,10 @@ async fn backup(to: PathBuf, database_url: Option<String>, file: Option<PathBuf>
 
 async fn serve(listen: Option<String>, database_url: Option<String>, file: Option<PathBuf>) -> anyhow::Result<()> {
     let config = load_config(file, listen, database_url)?;
+    let mut signals = StopSignals::new();
     let mut node = Node::start(config).await?;
     let failed = tokio::select! {
-        _ = shutdown_signal() => {
+        _ = signals.next() => {
             tracing::info!("Shutting down: finishing in-flight callbacks.");
             None
         }
@@ -148,8 +181,8 @@ async fn serve(listen: Option<String>, database_url: Option<String>, file: Optio
         }
     };
     // A second signal quits at once.
-    tokio::spawn(async {
-        shutdown_signal().await;
+    tokio::spawn(async move {
+        signals.next().await;
         tracing::warn!("Second signal: exiting now.");
         std::process::exit(130);
     });
@@ -162,16 +195,32 @@ async fn serve(listen: Option<String>, database_url: Option<String>, file: Optio
 }
 
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    StopSignals::new().next().await;
+}
+
+/// SIGINT and SIGTERM, caught from the moment this is made: one that
+/// arrives while the node is still starting is kept for [`Self::next`]
+/// instead of killing the process.
+struct StopSignals {
+    interrupt: Option<Signal>,
+    terminate: Option<Signal>,
+}
+
+impl StopSignals {
+    fn new() -> Self {
+        Self { interrupt: signal(SignalKind::interrupt()).ok(), terminate: signal(SignalKind::terminate()).ok() }
+    }
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) {
+        async fn recv(s: &mut Option<Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
             }
-            Err(_) => std::future::pending().await,
         }
-    };
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+        tokio::select! { _ = recv(&mut self.interrupt) => {}, _ = recv(&mut self.terminate) => {} }
+    }
 }

@@ -42,7 +42,7 @@ impl TaskCreator for TimerTasks {
 fn create_error(err: Error) -> CreateTaskError {
     match err {
         Error::UnknownType(task_type) => CreateTaskError::UnknownType(task_type),
-        Error::NotOwner(_) | Error::Invalid(_) | Error::BadId(_) | Error::TypeClash(..) => {
+        Error::NotOwner(_) | Error::Invalid(_) | Error::BadId(_) | Error::TypeClash(..) | Error::TypeExists(_) => {
             CreateTaskError::Invalid(Box::new(err))
         }
         Error::TaskNotFound(_) | Error::Store(_) | Error::WriteFailed(_) | Error::ShuttingDown => {

@@ -129,20 +129,50 @@ impl Tasks {
         self.positions.invalidate(task_type);
     }
 
-    /// register_task: creates or re-configures a type; fields left at zero
-    /// get defaults. A new type is owned by `owner`; an existing one keeps
-    /// its owner (the caller checks that it may change the type).
+    /// register_task: creates a type; fields left at zero get defaults. It
+    /// is owned by `owner`. A type that exists is left as it is
+    /// ([`Error::TypeExists`]): its cfg changes only through [`set_cfg`](Self::set_cfg).
     pub async fn register(&self, cfg: TaskScheduleCfg, owner: Option<&str>) -> Result<()> {
         check_task_type(&cfg.task_type)?;
         let cfg = cfg.with_defaults();
         check_cfg(&cfg)?;
         match self.store.register(&cfg, owner, self.now_ms()).await? {
             Registration::Registered(_) => {}
+            Registration::Exists => return Err(Error::TypeExists(cfg.task_type)),
             Registration::CaseClash { existing } => return Err(Error::TypeClash(cfg.task_type, existing)),
-            Registration::OwnedByOther => return Err(Error::NotOwner(cfg.task_type)),
         }
         self.forget(&cfg.task_type);
         Ok(())
+    }
+
+    /// set_task_schedule_cfg: changes the cfg of a registered type. Fields
+    /// left at zero keep their value, so a caller may send only what it
+    /// changes; the result is checked like a registered cfg and returned.
+    /// A type owned by an app may be changed only by `caller` `None` (auth
+    /// off, or the route checked already) or that app.
+    pub async fn set_cfg(&self, change: TaskScheduleCfg, caller: Option<&str>) -> Result<TaskScheduleCfg> {
+        check_task_type(&change.task_type)?;
+        let current = self.store.cfg(&change.task_type).await?;
+        let TypeRow { mut cfg, owner } = current.ok_or_else(|| Error::UnknownType(change.task_type.clone()))?;
+        if let (Some(owner), Some(caller)) = (owner.as_deref(), caller) {
+            if owner != caller {
+                return Err(Error::NotOwner(change.task_type));
+            }
+        }
+        let or = |new: i64, old: i64| if new == 0 { old } else { new };
+        cfg.schedule_limit = or(change.schedule_limit, cfg.schedule_limit);
+        cfg.schedule_interval = or(change.schedule_interval, cfg.schedule_interval);
+        cfg.max_processing_time = or(change.max_processing_time, cfg.max_processing_time);
+        cfg.max_retry_num = or(change.max_retry_num, cfg.max_retry_num);
+        cfg.retry_interval = or(change.retry_interval, cfg.retry_interval);
+        cfg.max_retry_interval = or(change.max_retry_interval, cfg.max_retry_interval);
+        check_cfg(&cfg)?;
+        if !self.store.set_cfg(&cfg, self.now_ms()).await? {
+            return Err(Error::UnknownType(cfg.task_type));
+        }
+        self.forget(&cfg.task_type);
+        let row = self.store.cfg(&cfg.task_type).await?;
+        Ok(row.ok_or_else(|| Error::UnknownType(cfg.task_type.clone()))?.cfg)
     }
 
     /// get_task_schedule_cfg_list, with each type's owner.
@@ -297,6 +327,12 @@ impl Tasks {
         }
         let pos = self.store.positions(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))?;
         Ok(self.store.count(task_type, pos.end).await?)
+    }
+
+    /// Every task of the type, in every table, by status code.
+    pub async fn count_by_status(&self, task_type: &str) -> Result<Vec<(i64, i64)>> {
+        let pos = self.store.positions(task_type).await?.ok_or_else(|| Error::UnknownType(task_type.into()))?;
+        Ok(self.store.count_by_status(task_type, pos.end).await?)
     }
 }
 

@@ -23,6 +23,9 @@ pub enum Error {
     /// names are case-insensitive on SQLite).
     #[error("task type {0:?} clashes with registered type {1:?}: types may not differ only in case")]
     TypeClash(String, String),
+    /// register_task of a type that exists: nothing was changed.
+    #[error("task type {0:?} is already registered; change its cfg with /v1/set_task_schedule_cfg")]
+    TypeExists(String),
     /// The type belongs to another app.
     #[error("task type {0:?} belongs to another app")]
     NotOwner(String),
@@ -46,6 +49,7 @@ impl Error {
         match self {
             Self::Invalid(_) | Self::BadId(_) | Self::NotOwner(_) => code::INPUT_INVALID,
             Self::UnknownType(_) => code::GET_TASK_SET_POS,
+            Self::TypeExists(_) => code::REGISTER_INSERT,
             _ => call_code,
         }
     }
@@ -60,6 +64,7 @@ impl Error {
                 | Self::UnknownType(_)
                 | Self::TaskNotFound(_)
                 | Self::TypeClash(..)
+                | Self::TypeExists(_)
                 | Self::NotOwner(_)
         )
     }

@@ -31,7 +31,8 @@ pub mod code {
     pub const GET_TASK_COUNT: i32 = 8046;
     /// register_task: the task table could not be created.
     pub const REGISTER_CREATE_TABLE: i32 = 8047;
-    /// register_task: the configuration row could not be written.
+    /// register_task: the configuration row could not be written, or the
+    /// type exists already.
     pub const REGISTER_INSERT: i32 = 8048;
 }
 
@@ -53,8 +54,10 @@ pub mod path {
     pub const GET_TASK_SCHEDULE_CFG_LIST: &str = "/v1/get_task_schedule_cfg_list";
     /// `GET`: how many tasks a type has.
     pub const GET_TASK_COUNTS_BY_TYPE: &str = "/v1/get_task_counts_by_type";
-    /// `POST`: register a type or change its configuration.
+    /// `POST`: register a new type (a type that exists answers 8048).
     pub const REGISTER_TASK: &str = "/v1/register_task";
+    /// `POST`: change the configuration of a registered type.
+    pub const SET_TASK_SCHEDULE_CFG: &str = "/v1/set_task_schedule_cfg";
     /// `GET`: liveness, `{"message": "pong"}`.
     pub const PING: &str = "/v1/ping";
 }
@@ -151,6 +154,12 @@ pub struct CfgListBody {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountsBody {
     pub counts: i64,
+}
+
+/// set_task_schedule_cfg's fields: the type's configuration as changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CfgBody {
+    pub task_schedule_cfg: Option<TaskScheduleCfg>,
 }
 
 /// A reply with no fields of its own (set_task, register_task, errors).

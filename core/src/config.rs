@@ -104,8 +104,13 @@ impl Default for DatabaseConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
     /// `redis://HOST:PORT[/DB]`; empty runs the embedded in-process index
-    /// and locks (one node only). Defaults to empty.
+    /// and locks (one node only). A Redis Cluster: several comma-separated
+    /// `redis://HOST:PORT` URLs of its nodes (or one, with `cluster`).
+    /// Defaults to empty.
     pub url: String,
+    /// Whether `url` names a node of a Redis Cluster (implied by several
+    /// URLs). Defaults to false.
+    pub cluster: bool,
 }
 
 /// Sharding of fires, shared by the migrator (which indexes) and the
@@ -650,9 +655,11 @@ impl Config {
 
 /// Old key names still read: (section, old name, name).
 /// `XTIMER_` variables that are not settings: the command line's own
-/// (`--listen`, `--database-url`, `--config`), the log level, the worker
+/// (`--listen`, `--database-url`, `--config`, and the client commands'
+/// `--server` and `--token`), the log level and format, the worker
 /// example's server address and the binary the scripts run.
-const NOT_SETTINGS: &[&str] = &["LISTEN", "DATABASE_URL", "CONFIG", "LOG", "ADDR", "BIN"];
+const NOT_SETTINGS: &[&str] =
+    &["LISTEN", "DATABASE_URL", "CONFIG", "LOG", "LOG_FORMAT", "SERVER", "TOKEN", "ADDR", "BIN"];
 
 /// Prefixes (after `XTIMER_`) of the test, chaos and adversarial harnesses'
 /// own variables, which the nodes they start inherit.
@@ -843,6 +850,9 @@ mod tests {
         let fine = env(&[
             ("XTIMER_DATABASE_URL", "sqlite://x.db"),
             ("XTIMER_LOG", "debug"),
+            ("XTIMER_LOG_FORMAT", "json"),
+            ("XTIMER_SERVER", "http://127.0.0.1:8080"),
+            ("XTIMER_TOKEN", "secret"),
             ("XTIMER_CONFIG", "/etc/xtimer.toml"),
             ("XTIMER_TEST_REDIS_URL", "redis://127.0.0.1:1"),
         ]);

@@ -45,6 +45,24 @@
 //!
 //! Fire times are whole seconds. The search ends at the end of 2199: a
 //! schedule with no fire after `now` up to then is rejected as never firing.
+//!
+//! # Years past the time zone data
+//!
+//! The zone data gives daylight saving rules up to [`DST_LAST_YEAR`] (2099);
+//! after that every zone would sit on its standard offset, an hour off for
+//! half the year. So in a zone that still changes its offset in 2099
+//! (America/New_York, Europe/Berlin), a year field naming a later year is
+//! refused, and a schedule with any year (`*`) stops after 2099. Zones on
+//! one offset all year (UTC, Asia/Shanghai) fire up to 2199.
+//!
+//! # Corner cases
+//!
+//! - `nW` fires only in months that have day `n`: `31W` fires on the weekday
+//!   nearest the 31st (the 29th when the 31st is a Sunday), and not at all
+//!   in February, April, June, September and November. Use `LW` for the
+//!   last weekday of every month.
+//! - In 5-field crons, weekday `7` is Sunday, so `7/2` means Sunday, Tuesday,
+//!   Thursday, Saturday (`0/2`), and `7/1` every day.
 
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
@@ -59,6 +77,8 @@ pub const MAX_EXPR_LEN: usize = 256;
 pub const MIN_YEAR: u32 = 1970;
 /// Last year a schedule can fire in.
 pub const MAX_YEAR: u32 = 2199;
+/// Last year whose daylight saving rules the time zone data holds.
+pub const DST_LAST_YEAR: i32 = 2099;
 
 /// The widest window `fires_between` expands at a fixed UTC offset.
 const FAST_WINDOW_SECS: i64 = 6 * 3600;
@@ -93,6 +113,28 @@ pub struct CronSchedule {
     /// Fixed-time (see the module doc): gap times move past the gap, and
     /// repeated times fire only in their first occurrence.
     fixed_time: bool,
+    /// The zone changes its offset in [`DST_LAST_YEAR`]: no fire after it.
+    dst_bounded: bool,
+}
+
+/// Why a fire time is not simply the wall time the expression names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FireNote {
+    /// Moved to the end of a spring-forward gap: the wall time it names
+    /// does not exist that day.
+    Gap,
+    /// The first of a wall time that happens twice (fall-back overlap).
+    Overlap,
+}
+
+impl FireNote {
+    /// The wire name: `gap` or `overlap`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gap => "gap",
+            Self::Overlap => "overlap",
+        }
+    }
 }
 
 impl CronSchedule {
@@ -109,12 +151,47 @@ impl CronSchedule {
             .alternative_weekdays(quartz)
             .build()
             .parse(&pattern)
-            .map_err(|e| invalid(e.to_string()))?;
-        let schedule = Self { expr: expr.to_string(), tz, cron, fixed_time };
+            .map_err(|e| {
+                // The normalized pattern is the library's input, never the
+                // user's: name the expression only.
+                tracing::debug!(expr, error = %e, "A normalized cron pattern did not parse.");
+                invalid("this combination of fields is not supported".to_string())
+            })?;
+        let dst_bounded = changes_offset_in(tz, DST_LAST_YEAR);
+        if dst_bounded && last_year_named(&pattern).is_some_and(|y| y > DST_LAST_YEAR as u32) {
+            return Err(invalid(format!(
+                "year field: time zone {tz} changes to daylight saving time every year, and its rules are known \
+                 only up to {DST_LAST_YEAR}; name years up to {DST_LAST_YEAR} (zones without daylight saving \
+                 time, such as UTC, fire up to {MAX_YEAR})"
+            )));
+        }
+        let schedule = Self { expr: expr.to_string(), tz, cron, fixed_time, dst_bounded };
         match schedule.next_after(now) {
             Some(_) => Ok(schedule),
             None => Err(Error::CronNeverFires(expr.to_string())),
         }
+    }
+
+    /// Why fire time `t` (one this schedule gave) is not plainly the wall
+    /// time the expression names: moved past a spring-forward gap, or the
+    /// first of a repeated wall time.
+    pub fn note(&self, t: DateTime<Utc>) -> Option<FireNote> {
+        let wall = self.wall(t);
+        if let LocalResult::Ambiguous(earlier, _) = self.tz.from_local_datetime(&wall) {
+            return (earlier.to_utc() == t).then_some(FireNote::Overlap);
+        }
+        if !self.fixed_time {
+            return None;
+        }
+        // `t` ends a gap when the wall clock jumped to it from more than a
+        // second before; the fire was moved if the expression names a wall
+        // time inside the jump.
+        let before = self.wall(t - chrono::Duration::seconds(1));
+        if wall - before <= chrono::Duration::seconds(1) {
+            return None;
+        }
+        let named = self.cron.find_next_occurrence(&before, false).ok()?;
+        (named < wall).then_some(FireNote::Gap)
     }
 
     /// The expression as given (trimmed).
@@ -186,6 +263,9 @@ impl CronSchedule {
         let mut cursor = start;
         loop {
             let wall = self.cron.find_next_occurrence(&cursor, false).ok()?;
+            if self.dst_bounded && chrono::Datelike::year(&wall) > DST_LAST_YEAR {
+                return None;
+            }
             let fire = match self.tz.from_local_datetime(&wall) {
                 LocalResult::Single(t) => Some(t.to_utc()),
                 LocalResult::Ambiguous(earlier, later) => {
@@ -375,6 +455,25 @@ impl Field {
     }
 }
 
+/// Whether `tz` has two UTC offsets in `year` (daylight saving time).
+fn changes_offset_in(tz: Tz, year: i32) -> bool {
+    let offset = |month| {
+        Utc.with_ymd_and_hms(year, month, 1, 0, 0, 0)
+            .single()
+            .map(|t| tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc())
+    };
+    offset(1) != offset(7)
+}
+
+/// The last year an explicit year field names; `None` for any year (`*`).
+fn last_year_named(pattern: &str) -> Option<u32> {
+    let years = pattern.split_whitespace().nth(6)?;
+    if years == format!("{MIN_YEAR}-{MAX_YEAR}") {
+        return None;
+    }
+    years.split([',', '-']).filter_map(|v| v.parse::<u32>().ok()).max()
+}
+
 /// The expression for an error message, cut when it is very long.
 fn shorten(expr: &str) -> String {
     if expr.chars().count() <= MAX_EXPR_LEN {
@@ -504,7 +603,11 @@ impl Field {
             let (lo, hi) = match base {
                 "*" => self.full(),
                 _ if base.contains('-') => self.range(base, item)?,
-                _ => (self.value(base)?, self.full().1),
+                // POSIX weekday 7 is Sunday, the start of the week: `7/2` is `0/2`.
+                _ => match self.value(base)? {
+                    7 if self.kind == Kind::DayOfWeek && !self.quartz => (0, 6),
+                    lo => (lo, self.full().1),
+                },
             };
             let values: Vec<String> = (lo..=hi).step_by(step).map(|v| v.to_string()).collect();
             return Ok(values.join(","));
@@ -679,7 +782,7 @@ mod tests {
     fn far_year_is_reached_by_jumping() {
         // A per-second schedule 120 years out: found without walking seconds.
         let started = std::time::Instant::now();
-        assert_eq!(next("* * * * * ? 2150", "Europe/Berlin", "2024-05-01T00:00:00Z"), "2149-12-31T23:00:00Z");
+        assert_eq!(next("* * * * * ? 2150", "Asia/Tokyo", "2024-05-01T00:00:00Z"), "2149-12-31T15:00:00Z");
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
@@ -1027,6 +1130,68 @@ mod tests {
         assert!(CronSchedule::parse("0 0 0 31 12 ? 2024", "UTC", now()).is_ok());
         // Feb 29 on a leap year four years out: accepted.
         assert!(CronSchedule::parse("0 0 0 29 2 ?", "UTC", utc("2024-03-01T00:00:00Z")).is_ok());
+    }
+
+    #[test]
+    fn posix_weekday_seven_steps_start_on_sunday() {
+        // 2024-05-05 is a Sunday.
+        let s = sched("0 12 * * 7/2", "UTC");
+        assert_eq!(
+            next_n(&s, "2024-05-05T00:00:00Z", 4),
+            ["2024-05-05T12:00:00Z", "2024-05-07T12:00:00Z", "2024-05-09T12:00:00Z", "2024-05-11T12:00:00Z"]
+        );
+        // `7/1` in a list is every day, Sunday included.
+        let s = sched("0 12 * * 1-5,7/1", "UTC");
+        assert_eq!(next_n(&s, "2024-05-04T00:00:00Z", 2), ["2024-05-04T12:00:00Z", "2024-05-05T12:00:00Z"]);
+        assert_eq!(canonical("0 12 * * 7/1").unwrap(), "0 0 12 * * SUN-SAT *");
+    }
+
+    #[test]
+    fn years_past_the_zone_data_are_refused_where_daylight_saving_would_be_wrong() {
+        let got = CronSchedule::parse("0 0 0 1 * ? 2120", "America/New_York", now()).unwrap_err().to_string();
+        assert!(got.contains("year field") && got.contains("America/New_York") && got.contains("2099"), "{got}");
+        assert!(!got.contains("Pattern") && !got.contains("croner"), "{got}");
+        let got = CronSchedule::parse("0 0 0 1 * ? 2098-2101", "Europe/Berlin", now()).unwrap_err().to_string();
+        assert!(got.contains("year field"), "{got}");
+        // Zones on one offset all year keep every year up to 2199.
+        assert_eq!(next("0 0 0 1 * ? 2120", "UTC", "2024-01-01T00:00:00Z"), "2120-01-01T00:00:00Z");
+        assert_eq!(next("0 0 0 1 * ? 2120", "Asia/Shanghai", "2024-01-01T00:00:00Z"), "2119-12-31T16:00:00Z");
+        // 2099 still has its daylight saving time: April is EDT (UTC-4).
+        let s = sched("0 0 0 1 4 ? 2099", "America/New_York");
+        assert_eq!(next_n(&s, "2024-01-01T00:00:00Z", 1), ["2099-04-01T04:00:00Z"]);
+        // Any year: the schedule stops after 2099 instead of firing an hour off.
+        let s = sched("0 0 0 1 * ?", "America/New_York");
+        assert_eq!(next_n(&s, "2099-11-15T00:00:00Z", 1), ["2099-12-01T05:00:00Z"]);
+        assert_eq!(s.next_after(utc("2099-12-15T00:00:00Z")), None);
+    }
+
+    #[test]
+    fn nearest_weekday_to_the_31st_skips_short_months() {
+        let s = sched("0 0 12 31W * ?", "UTC");
+        assert_eq!(
+            next_n(&s, "2024-01-01T00:00:00Z", 4),
+            // March 31 2024 is a Sunday: the Friday before; no February, April or June.
+            ["2024-01-31T12:00:00Z", "2024-03-29T12:00:00Z", "2024-05-31T12:00:00Z", "2024-07-31T12:00:00Z"]
+        );
+    }
+
+    #[test]
+    fn notes_name_moved_and_repeated_fires() {
+        let ny = sched("0 30 2 * * ?", "America/New_York");
+        // 2024-03-10 02:30 does not exist: moved to 03:00 EDT.
+        assert_eq!(ny.note(utc("2024-03-10T07:00:00Z")), Some(FireNote::Gap));
+        assert_eq!(ny.note(utc("2024-03-11T06:30:00Z")), None);
+        let fall = sched("0 30 1 * * ?", "America/New_York");
+        // 2024-11-03 01:30 happens twice; the fixed-time fire is the first.
+        assert_eq!(fall.note(utc("2024-11-03T05:30:00Z")), Some(FireNote::Overlap));
+        let every = sched("0 */30 * * * *", "America/New_York");
+        assert_eq!(every.note(utc("2024-11-03T05:30:00Z")), Some(FireNote::Overlap));
+        assert_eq!(every.note(utc("2024-11-03T06:30:00Z")), None);
+        // An interval schedule skips gap times: 03:00 EDT is a regular fire.
+        assert_eq!(every.note(utc("2024-03-10T07:00:00Z")), None);
+        // A regular fire at the gap's end is no move either.
+        let three = sched("0 0 3 * * ?", "America/New_York");
+        assert_eq!(three.note(utc("2024-03-10T07:00:00Z")), None);
     }
 
     #[test]

@@ -80,6 +80,8 @@ pub struct Fire {
     pub output: String,
     /// How late the first attempt was sent, milliseconds.
     pub cost_time: i64,
+    /// Made by `triggerTimer`, not by the schedule.
+    pub manual: bool,
     pub create_time: i64,
     pub modify_time: i64,
 }
@@ -93,6 +95,24 @@ pub struct ClaimedFire {
     pub attempt: u32,
     /// The claim's fencing token; results are written only under it.
     pub owner: String,
+    /// Made by `triggerTimer`, not by the schedule.
+    pub manual: bool,
+    /// The timer's `modify_time` when the fire was claimed: a definition
+    /// read before it is stale.
+    pub timer_modified: i64,
+}
+
+impl ClaimedFire {
+    /// The `Idempotency-Key` of the fire: `{timer_id}_{run_ms}` for a
+    /// scheduled fire, `{timer_id}_{run_ms}_manual` for a triggered one, so
+    /// the two can never be mistaken for each other.
+    pub fn idempotency_key(&self) -> String {
+        if self.manual {
+            format!("{}_manual", self.key)
+        } else {
+            self.key.to_string()
+        }
+    }
 }
 
 /// In-process feed of fires just indexed, so the node's trigger can pick up

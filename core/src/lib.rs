@@ -14,6 +14,7 @@
 //! - [`cache`]: [`TtlCache`], the bounded cache with expiry on the injected clock.
 //! - [`config`]: the one configuration tree, loaded from defaults, a file and the environment.
 //! - [`error`]: the domain error type.
+//! - [`metrics`]: the names (and lateness buckets) of the exported metrics.
 
 pub mod cache;
 pub mod clock;
@@ -21,6 +22,8 @@ pub mod config;
 pub mod cron;
 pub mod error;
 pub mod fire;
+pub mod load;
+pub mod metrics;
 pub mod node;
 pub mod shard;
 pub mod signature;

@@ -47,14 +47,23 @@ impl ShardKey {
             .unwrap_or_default()
     }
 
-    /// Sorted-set key: `{prefix}:shard:{YYYY-MM-DD HH:MM}:{bucket}`.
-    pub fn set_key(&self, prefix: &str) -> String {
-        format!("{prefix}:shard:{}:{}", self.minute_label(), self.bucket)
+    /// The Redis Cluster hash tag of the shard, `{<YYYY-MM-DD HH:MM>:<bucket>}`
+    /// (braces included): a shard's keys share a slot, and shards spread
+    /// over the slots.
+    pub fn hash_tag(&self) -> String {
+        format!("{{{}:{}}}", self.minute_label(), self.bucket)
     }
 
-    /// Lock key: `{prefix}:lock:{YYYY-MM-DD HH:MM}:{bucket}`.
+    /// Sorted-set key: `{prefix}:shard:{<YYYY-MM-DD HH:MM>:<bucket>}`, e.g.
+    /// `xtimer:shard:{2026-03-01 12:34:7}` (the braces are literal: the hash tag).
+    pub fn set_key(&self, prefix: &str) -> String {
+        format!("{prefix}:shard:{}", self.hash_tag())
+    }
+
+    /// Lock key: `{prefix}:lock:{<YYYY-MM-DD HH:MM>:<bucket>}`, e.g.
+    /// `xtimer:lock:{2026-03-01 12:34:7}`, in its shard's slot.
     pub fn lock_key(&self, prefix: &str) -> String {
-        format!("{prefix}:lock:{}:{}", self.minute_label(), self.bucket)
+        format!("{prefix}:lock:{}", self.hash_tag())
     }
 }
 
@@ -73,8 +82,9 @@ mod tests {
         // 2026-03-01 12:34:56.789 UTC
         let run_ms = 1_772_368_496_789;
         let key = ShardKey { minute_ms: minute_of(run_ms), bucket: 7 };
-        assert_eq!(key.set_key("xtimer"), "xtimer:shard:2026-03-01 12:34:7");
-        assert_eq!(key.lock_key("xtimer"), "xtimer:lock:2026-03-01 12:34:7");
+        assert_eq!(key.set_key("xtimer"), "xtimer:shard:{2026-03-01 12:34:7}");
+        assert_eq!(key.lock_key("xtimer"), "xtimer:lock:{2026-03-01 12:34:7}");
+        assert_eq!(key.hash_tag(), "{2026-03-01 12:34:7}");
         assert_eq!(key.end_ms() - key.minute_ms, MINUTE_MS);
     }
 

@@ -153,6 +153,40 @@ impl MisfirePolicy {
     }
 }
 
+/// What a fire does while the fire before it of the same timer is still
+/// running (claimed, its callback or its retries not over).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverlapPolicy {
+    /// Fire anyway.
+    #[default]
+    Allow,
+    /// Record it skipped.
+    Skip,
+    /// Wait for that one to end; a fire finding one already waiting is skipped.
+    BufferOne,
+}
+
+impl OverlapPolicy {
+    /// The storage and wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Skip => "skip",
+            Self::BufferOne => "buffer_one",
+        }
+    }
+    /// Parses a storage or wire value.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "allow" => Some(Self::Allow),
+            "skip" => Some(Self::Skip),
+            "buffer_one" => Some(Self::BufferOne),
+            _ => None,
+        }
+    }
+}
+
 /// A timer to create: validated input, no id yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewTimer {
@@ -163,6 +197,15 @@ pub struct NewTimer {
     pub notify: Notify,
     pub retry: RetryPolicy,
     pub misfire: MisfirePolicy,
+    /// A one-shot timer whose fire has ended is deleted, not completed.
+    pub delete_after_run: bool,
+    /// Called once when a fire ends failed (`onFailure`); its body is set
+    /// per failure.
+    pub on_failure: Option<HttpNotify>,
+    /// Disable the timer after this many consecutive failed fires.
+    pub pause_after_failures: Option<u32>,
+    /// What a fire does while the one before it is still running.
+    pub overlap: OverlapPolicy,
 }
 
 impl NewTimer {
@@ -177,6 +220,11 @@ impl NewTimer {
             notify: self.notify.clone(),
             retry: self.retry,
             misfire: self.misfire,
+            delete_after_run: self.delete_after_run,
+            on_failure: self.on_failure.clone(),
+            pause_after_failures: self.pause_after_failures,
+            pause_reason: None,
+            overlap: self.overlap,
             create_time: now_ms,
             modify_time: now_ms,
         }
@@ -194,6 +242,16 @@ pub struct Timer {
     pub notify: Notify,
     pub retry: RetryPolicy,
     pub misfire: MisfirePolicy,
+    /// A one-shot timer whose fire has ended is deleted, not completed.
+    pub delete_after_run: bool,
+    /// Called once when a fire ends failed (`onFailure`).
+    pub on_failure: Option<HttpNotify>,
+    /// Disable the timer after this many consecutive failed fires.
+    pub pause_after_failures: Option<u32>,
+    /// Why `pauseAfterFailures` disabled the timer; cleared when enabled.
+    pub pause_reason: Option<String>,
+    /// What a fire does while the one before it is still running.
+    pub overlap: OverlapPolicy,
     /// Unix milliseconds.
     pub create_time: i64,
     /// Unix milliseconds.

@@ -157,11 +157,12 @@ pub fn client_with_policy(
 /// `max_output` bytes of the answer (the default policy still applies,
 /// through [`client`]'s resolver; literal addresses are not checked here).
 pub async fn call(client: &reqwest::Client, notify: &HttpNotify, key: FireKey, max_output: usize) -> Answer {
-    call_checked(client, None, notify, key, max_output, None).await
+    call_checked(client, None, notify, key, &key.to_string(), max_output, None).await
 }
 
 /// Sends the callback of fire `key`, signed when `signing` is given, and
-/// reads at most `max_output` bytes of the answer. A literal address in the
+/// reads at most `max_output` bytes of the answer; `idempotency_key` is
+/// its `Idempotency-Key` header. A literal address in the
 /// URL is checked against `policy` first (names are checked by the
 /// client's resolver); a refusal is a failed [`Answer`] with `refused` set.
 pub async fn call_checked(
@@ -169,6 +170,7 @@ pub async fn call_checked(
     policy: Option<&TargetPolicy>,
     notify: &HttpNotify,
     key: FireKey,
+    idempotency_key: &str,
     max_output: usize,
     signing: Option<Signing<'_>>,
 ) -> Answer {
@@ -177,7 +179,7 @@ pub async fn call_checked(
             return Answer { delivery: Delivery::Refused, output: truncate(format!("refused: {refusal}"), max_output) };
         }
     }
-    match send(client, notify, key, max_output, signing).await {
+    match send(client, notify, key, idempotency_key, max_output, signing).await {
         Ok(answer) => answer,
         Err(err) => {
             let delivery = if is_refusal(&err) { Delivery::Refused } else { Delivery::Unanswered };
@@ -210,6 +212,7 @@ async fn send(
     client: &reqwest::Client,
     n: &HttpNotify,
     key: FireKey,
+    idempotency_key: &str,
     max_output: usize,
     signing: Option<Signing<'_>>,
 ) -> reqwest::Result<Answer> {
@@ -226,7 +229,7 @@ async fn send(
     }
     headers.insert("x-xtimer-timer-id", HeaderValue::from(key.timer_id));
     headers.insert("x-xtimer-run-time", HeaderValue::from(key.run_ms));
-    headers.insert("idempotency-key", HeaderValue::from_str(&key.to_string()).expect("digits and '_'"));
+    headers.insert("idempotency-key", HeaderValue::from_str(idempotency_key).expect("digits, letters and '_'"));
     if let Some(Signing { secret, t }) = signing {
         let body = n.body.as_deref().unwrap_or_default().as_bytes();
         let value = signature::header_value(secret, t, body);

@@ -29,6 +29,7 @@
 pub mod bulkhead;
 pub mod callback;
 pub mod error;
+pub mod fire_metrics;
 pub mod reconciler;
 pub mod recorder;
 pub mod secrets;
@@ -47,7 +48,7 @@ use xtimer_core::config::ExecutorConfig;
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::node::NodeContext;
-use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, Timer, TimerStatus};
+use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, OverlapPolicy, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
@@ -81,6 +82,14 @@ pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
 /// Most timers whose last failure log is remembered; past it the oldest is
 /// forgotten (and may be logged again within the minute).
 const FAILURE_LOG_TIMERS: usize = 10_000;
+
+/// How often a fire waiting under `overlap: buffer_one` looks again.
+const OVERLAP_POLL: Duration = Duration::from_millis(100);
+
+/// Calls of a timer's `onFailure` notify per failed fire, at most.
+pub const FAILURE_NOTIFY_ATTEMPTS: u32 = 3;
+/// Delay before the second call of an `onFailure` notify; it doubles.
+const FAILURE_NOTIFY_BACKOFF_MS: u64 = 500;
 
 /// Most timers whose definition the executor keeps between their fires.
 /// Past it the oldest is dropped and read again at its next fire, so the
@@ -234,6 +243,7 @@ impl ExecutorHandle {
         let owner = self.owner_token();
         let outcome = inner.fires.claim(keys, &owner, inner.config.lease_ms as i64, inner.clock.now_ms()).await?;
         let won = outcome.claimed.len();
+        fire_metrics::fires_ended(FireStatus::Skipped, outcome.skipped);
         self.dispatch(outcome.claimed).await?;
         Ok(won)
     }
@@ -286,8 +296,14 @@ impl ExecutorHandle {
     }
 
     async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<()> {
-        let mut missing: Vec<i64> =
-            claimed.iter().map(|c| c.key.timer_id).filter(|id| !self.inner.cache.contains(id)).collect();
+        // A definition read before the timer's last change (updateTimer) is
+        // read again.
+        let cache = &self.inner.cache;
+        let mut missing: Vec<i64> = claimed
+            .iter()
+            .filter(|c| cache.get(&c.key.timer_id).is_none_or(|t| t.modify_time < c.timer_modified))
+            .map(|c| c.key.timer_id)
+            .collect();
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
@@ -394,8 +410,13 @@ impl ExecutorHandle {
                 }
             },
         };
+        if attempt == 1 && timer.overlap != OverlapPolicy::Allow {
+            if let Some(outcome) = self.overlap_gate(&timer, fire).await {
+                return outcome;
+            }
+        }
         let answer = match &timer.notify {
-            Notify::Http(notify) => self.call(&timer.app, notify, fire.key).await,
+            Notify::Http(notify) => self.call(&timer.app, notify, fire).await,
             Notify::Asyncflow(task) => match self.executor_permit().await {
                 Some(_permit) => Some(self.create_task(&timer.app, task, fire.key).await),
                 None => None,
@@ -406,6 +427,9 @@ impl ExecutorHandle {
             self.release(std::slice::from_ref(fire)).await;
             return FireOutcome::Released;
         };
+        if attempt == 1 {
+            fire_metrics::lateness(cost);
+        }
         if answer.delivery.delivered() {
             self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
             return FireOutcome::Fired;
@@ -415,6 +439,8 @@ impl ExecutorHandle {
             // target, or the task engine refuses the task as it is).
             self.warn_failed(&timer, attempt, &answer.output);
             self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
+            self.notify_failure(&timer, fire, attempt, &answer.output);
+            self.pause_if_failing(&timer, fire).await;
             return FireOutcome::Failed;
         }
         match timer.retry.backoff_after(attempt) {
@@ -432,6 +458,8 @@ impl ExecutorHandle {
             None => {
                 self.warn_failed(&timer, attempt, &answer.output);
                 self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
+                self.notify_failure(&timer, fire, attempt, &answer.output);
+                self.pause_if_failing(&timer, fire).await;
                 FireOutcome::Failed
             }
         }
@@ -454,6 +482,118 @@ impl ExecutorHandle {
         }
     }
 
+    /// Calls the timer's `onFailure` notify, if it has one, about a fire
+    /// that ended failed: once, in its own task, with a JSON body naming
+    /// the timer, the fire, its attempts and last output. A failed call is
+    /// retried [`FAILURE_NOTIFY_ATTEMPTS`] times in all, then logged; it
+    /// never calls `onFailure` itself.
+    fn notify_failure(&self, timer: &Timer, fire: &ClaimedFire, attempts: u32, output: &str) {
+        let Some(notify) = &timer.on_failure else { return };
+        let body = serde_json::json!({
+            "timerId": timer.id,
+            "app": timer.app,
+            "name": timer.name,
+            "taskId": fire.task_id,
+            "runTimer": fire.key.run_ms,
+            "manual": fire.manual,
+            "attempts": attempts,
+            "output": output,
+        });
+        let notify = HttpNotify { body: Some(body.to_string()), ..notify.clone() };
+        let (this, fire, app) = (self.clone(), fire.clone(), timer.app.clone());
+        self.inner.tracker.spawn(async move {
+            let key = format!("{}_failure", fire.idempotency_key());
+            for attempt in 1..=FAILURE_NOTIFY_ATTEMPTS {
+                let inner = &this.inner;
+                let secret = inner.callbacks.secrets.secret_for(&app).await;
+                let signing = callback::Signing { secret: secret.as_bytes(), t: inner.clock.now_ms().div_euclid(1000) };
+                let answer = callback::call_checked(
+                    &inner.http,
+                    Some(&inner.callbacks.policy),
+                    &notify,
+                    fire.key,
+                    &key,
+                    inner.config.max_output_bytes,
+                    Some(signing),
+                )
+                .await;
+                if answer.delivery.delivered() {
+                    return;
+                }
+                if attempt == FAILURE_NOTIFY_ATTEMPTS || answer.delivery.permanent() {
+                    tracing::warn!(
+                        timer_id = fire.key.timer_id,
+                        task_id = fire.task_id,
+                        output = %answer.output,
+                        "The timer's onFailure notify failed; it is not retried further."
+                    );
+                    return;
+                }
+                let backoff = Duration::from_millis(FAILURE_NOTIFY_BACKOFF_MS << (attempt - 1));
+                tokio::select! {
+                    _ = inner.hard_stop.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        });
+    }
+
+    /// Applies the timer's overlap policy before a fire's first attempt:
+    /// with fires of the timer due before it still running, `skip` records
+    /// it skipped; `buffer_one` waits for the one running to end (up to
+    /// half the claim lease, then fires anyway) and records it skipped when
+    /// another is already waiting. `None`: go ahead (also when the count
+    /// cannot be read: at-least-once).
+    async fn overlap_gate(&self, timer: &Timer, fire: &ClaimedFire) -> Option<FireOutcome> {
+        let inner = &self.inner;
+        let give_up_at = inner.clock.now_ms() + inner.config.lease_ms as i64 / 2;
+        loop {
+            let running = match inner.fires.running_before(timer.id, fire.task_id, fire.key.run_ms).await {
+                Ok(n) => n,
+                Err(err) => {
+                    tracing::warn!(timer_id = timer.id, error = %err, "Reading overlapping fires failed; firing.");
+                    return None;
+                }
+            };
+            let skip = match (timer.overlap, running) {
+                (_, 0) | (OverlapPolicy::Allow, _) => return None,
+                (OverlapPolicy::Skip, _) => "skipped: the fire before is still running (overlap: skip)",
+                (OverlapPolicy::BufferOne, 1) if inner.clock.now_ms() >= give_up_at => return None,
+                (OverlapPolicy::BufferOne, 1) => {
+                    tokio::select! {
+                        _ = inner.hard_stop.cancelled() => {
+                            self.release(std::slice::from_ref(fire)).await;
+                            return Some(FireOutcome::Released);
+                        }
+                        _ = tokio::time::sleep(OVERLAP_POLL) => continue,
+                    }
+                }
+                (OverlapPolicy::BufferOne, _) => {
+                    "skipped: a fire is already waiting for the one running (overlap: buffer_one)"
+                }
+            };
+            self.send_result(fire, FireStatus::Skipped, 0, skip, 0, None).await;
+            return Some(FireOutcome::Skipped);
+        }
+    }
+
+    /// Disables the timer when this failed fire makes its
+    /// `pauseAfterFailures` consecutive failures (counted since the timer
+    /// was last changed or enabled), recording why.
+    async fn pause_if_failing(&self, timer: &Timer, fire: &ClaimedFire) {
+        let Some(n) = timer.pause_after_failures else { return };
+        let reason = format!(
+            "disabled after {n} consecutive failed fires (pauseAfterFailures), the last due at {}",
+            xtimer_core::clock::rfc3339(fire.key.run_ms)
+        );
+        let now = self.inner.clock.now_ms();
+        match self.inner.timers.pause_if_failing(timer.id, fire.task_id, n, timer.modify_time, &reason, now).await {
+            Ok(true) => tracing::warn!(timer_id = timer.id, app = %timer.app, %reason, "Timer disabled."),
+            Ok(false) => {}
+            Err(err) => tracing::warn!(timer_id = timer.id, error = %err, "Checking pauseAfterFailures failed."),
+        }
+    }
+
     /// A slot of the executor's whole concurrency; none once the node
     /// stops hard.
     async fn executor_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
@@ -467,8 +607,9 @@ impl ExecutorHandle {
     /// the executor's concurrency; returns the answer and its lateness (ms
     /// from the run time to the request leaving), or nothing when the node
     /// stopped hard before it went out.
-    async fn call(&self, app: &str, notify: &HttpNotify, key: FireKey) -> Option<(Answer, i64)> {
+    async fn call(&self, app: &str, notify: &HttpNotify, fire: &ClaimedFire) -> Option<(Answer, i64)> {
         let inner = &self.inner;
+        let key = fire.key;
         let host = bulkhead::host_of(&notify.url);
         let timeout_ms = notify.timeout_ms.unwrap_or(inner.config.timeout_ms);
         let entered = tokio::select! {
@@ -492,6 +633,7 @@ impl ExecutorHandle {
             Some(&inner.callbacks.policy),
             notify,
             key,
+            &fire.idempotency_key(),
             inner.config.max_output_bytes,
             Some(signing),
         )
@@ -533,6 +675,7 @@ impl ExecutorHandle {
         cost_time: i64,
         lease_until: Option<i64>,
     ) {
+        fire_metrics::fires_ended(status, 1);
         let result = FireResult {
             task_id: fire.task_id,
             owner: fire.owner.clone(),

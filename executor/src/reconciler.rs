@@ -138,10 +138,13 @@ impl Reconciler {
             let (fire, missed) = self.decide(&overdue, now, &mut seen_latest).await?;
             if !missed.is_empty() {
                 let output = "missed: its time passed while no node could fire it (misfire policy)";
-                report.missed += self.fires.mark_missed(&missed, output, now).await?;
+                let marked = self.fires.mark_missed(&missed, output, now).await?;
+                crate::fire_metrics::fires_ended(FireStatus::Missed, marked);
+                report.missed += marked;
             }
             let owner = self.executor.owner_token();
             let mut outcome = self.fires.reclaim(&fire, &owner, self.lease_ms as i64, now, alive_since).await?;
+            crate::fire_metrics::fires_ended(FireStatus::Skipped, outcome.skipped);
             report.skipped += outcome.skipped;
             report.fired += outcome.claimed.len() as u64;
             // Read newest first (for the misfire policy); sent oldest first.

@@ -172,6 +172,10 @@ impl Migrator {
     }
 }
 
+/// Run times `fire_now` tries before giving up (each taken by a fire made
+/// in the same millisecond).
+const MANUAL_KEY_TRIES: usize = 16;
+
 /// Pages of due timers one step reads at most (with the default page size,
 /// ten million timers).
 const MAX_PAGES_PER_STEP: usize = 20_000;
@@ -212,6 +216,30 @@ impl Expander {
             }
         }
         Ok(keys.len() as u64)
+    }
+
+    /// Makes one manual fire of `timer` due now (`triggerTimer`) and
+    /// indexes it; returns its run time. The run time is never a whole
+    /// second (no cron fire is at one, so a manual fire and a scheduled one
+    /// never share a key) and never that of a fire the timer has already.
+    pub async fn fire_now(&self, timer: &Timer) -> Result<i64> {
+        let now = self.clock.now_ms();
+        let mut run_ms = now;
+        for _ in 0..MANUAL_KEY_TRIES {
+            if run_ms.rem_euclid(1000) == 0 {
+                run_ms += 1;
+            }
+            let fire = NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() };
+            if self.fires.insert_manual_fire(&fire, now).await? {
+                self.shards.add(&[fire.key]).await?;
+                if let Some(feed) = &self.feed {
+                    let _ = feed.send(vec![fire.key].into());
+                }
+                return Ok(run_ms);
+            }
+            run_ms += 1;
+        }
+        Err(Error::ManualFireTaken { timer_id: timer.id })
     }
 
     fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<NewFire> {

@@ -4,6 +4,9 @@
 //! between them, so the deletes stay off the fire path. Only ended fires
 //! go; a pending or running one is the reconciler's.
 //!
+//! The same pass forgets the per-minute one-shot counts of minutes gone by
+//! (`t_app_minute`, kept for the fires-per-minute limit).
+//!
 //! On SQLite the freed pages are reused by later inserts, so at steady
 //! state the file stops growing.
 
@@ -14,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use xtimer_core::config::RetentionConfig;
 use xtimer_core::node::NodeContext;
 use xtimer_core::SharedClock;
-use xtimer_store::{FireRepo, LockStore, Stores};
+use xtimer_store::{FireRepo, LockStore, Stores, TimerRepo};
 
 use crate::Result;
 
@@ -26,6 +29,7 @@ const BATCH_PAUSE: Duration = Duration::from_millis(20);
 pub struct Retention {
     config: RetentionConfig,
     fires: Arc<dyn FireRepo>,
+    timers: Arc<dyn TimerRepo>,
     locks: Arc<dyn LockStore>,
     clock: SharedClock,
     lock_key: String,
@@ -38,6 +42,7 @@ impl Retention {
         Self {
             config,
             fires: stores.fires.clone(),
+            timers: stores.timers.clone(),
             locks: stores.locks.clone(),
             clock: ctx.clock.clone(),
             lock_key: format!("{}:lock:retention", ctx.key_prefix),
@@ -70,7 +75,9 @@ impl Retention {
         if !self.locks.acquire(&self.lock_key, &self.token, hold).await? {
             return Ok(None);
         }
-        let before = self.clock.now_ms() - self.config.keep_fires_ms as i64;
+        let now = self.clock.now_ms();
+        self.timers.forget_minutes(now.div_euclid(60_000) - 1).await?;
+        let before = now - self.config.keep_fires_ms as i64;
         let mut deleted = 0;
         loop {
             let n = self.fires.delete_ended_before(before, self.config.batch_size).await?;

@@ -30,6 +30,10 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
         }),
         retry: RetryPolicy::default(),
         misfire: MisfirePolicy::FireAll,
+        delete_after_run: false,
+        on_failure: None,
+        pause_after_failures: None,
+        overlap: Default::default(),
     }
 }
 

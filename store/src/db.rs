@@ -38,25 +38,31 @@ macro_rules! on_db {
 }
 pub(crate) use on_db;
 
-/// A shared statement's text as a pool's dialect reads it.
+/// A shared statement's text as a pool's (or a connection's) dialect reads it.
 pub(crate) trait Dialect {
     /// `text` (with `$n` placeholders) in this dialect.
     fn sql<'s>(&self, text: &'s str) -> Cow<'s, str>;
 }
 
-impl Dialect for sqlx::SqlitePool {
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-        Cow::Borrowed(text)
-    }
+/// SQLite and PostgreSQL read a shared statement as written.
+macro_rules! as_written {
+    ($($t:ty),*) => {$(
+        impl Dialect for $t {
+            fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
+                Cow::Borrowed(text)
+            }
+        }
+    )*};
 }
-
-impl Dialect for sqlx::PgPool {
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-        Cow::Borrowed(text)
-    }
-}
+as_written!(sqlx::SqlitePool, sqlx::SqliteConnection, sqlx::PgPool, sqlx::PgConnection);
 
 impl Dialect for sqlx::MySqlPool {
+    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
+        Cow::Owned(mysql::statement(text))
+    }
+}
+
+impl Dialect for sqlx::MySqlConnection {
     fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
         Cow::Owned(mysql::statement(text))
     }

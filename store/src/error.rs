@@ -6,6 +6,10 @@ pub enum Error {
     /// The (app, name) pair is taken by a timer that is not deleted.
     #[error("a timer named `{name}` already exists in app `{app}`")]
     NameTaken { app: String, name: String },
+    /// A timer (the `index`-th of a call) was refused by a limit or a
+    /// taken name; nothing of the call was stored.
+    #[error("timer {index} of app `{app}` refused: {refusal:?}")]
+    Refused { app: String, index: usize, refusal: crate::usage::Refusal },
     /// A database URL this build cannot serve.
     #[error("unsupported database url `{0}`: expected sqlite://PATH or postgres://USER@HOST:PORT/DB")]
     UnsupportedUrl(String),

@@ -27,8 +27,9 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use crate::db::{on_db, Dialect};
 use crate::repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
 use crate::sql::{
-    claim_taken_over, code, fire_from_row, fire_status, key_from_row, page_bound, push_id_list, rounds_by_task,
-    FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT, TIMER_ENABLED,
+    claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, page_bound, push_id_list,
+    rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
+    TIMER_ENABLED,
 };
 use crate::{Database, Result};
 
@@ -43,6 +44,27 @@ const PENDING_BETWEEN_OF_TIMER: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
      WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND run_timer < $3 ORDER BY run_timer LIMIT $4",
     code::PENDING
+);
+/// A manual fire (triggerTimer) unless the timer has a fire at that time.
+fn insert_manual(db: &Database) -> &'static str {
+    match db {
+        Database::Mysql(_) => {
+            "INSERT IGNORE INTO t_timer_task (timer_id, app, run_timer, manual, create_time, modify_time)
+             VALUES ($1, $2, $3, 1, $4, $5)"
+        }
+        _ => {
+            "INSERT INTO t_timer_task (timer_id, app, run_timer, manual, create_time, modify_time)
+             VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (timer_id, run_timer) DO NOTHING"
+        }
+    }
+}
+const DELETE_PENDING_FROM: &str = formatcp!(
+    "DELETE FROM t_timer_task WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND manual = 0",
+    code::PENDING
+);
+const RUNNING_BEFORE: &str = formatcp!(
+    "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND task_id <> $2 AND status = {} AND run_timer < $3",
+    code::RUNNING
 );
 // Listings bind: timer, the status filter twice, the window's time if any,
 // then (lists) limit and offset.
@@ -66,6 +88,13 @@ const COUNT_UPCOMING: &str = formatcp!(
     "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $3)
      AND status = {pending} AND run_timer > $4",
     pending = code::PENDING
+);
+
+const ENDED_SINCE: &str = formatcp!(
+    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE status IN ({succeeded}, {failed}) AND run_timer >= $1
+     ORDER BY run_timer DESC LIMIT $2",
+    succeeded = code::SUCCEEDED,
+    failed = code::FAILED
 );
 
 #[async_trait]
@@ -97,6 +126,38 @@ impl FireRepo for Database {
             }
             query.bind(from_ms).bind(to_ms).bind(i64::from(limit)).fetch_all(pool).await?.iter().map(key_from_row).collect()
         })
+    }
+
+    async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool> {
+        let done = on_db!(self, write, pool => sqlx::query(&pool.sql(insert_manual(self)))
+            .bind(fire.key.timer_id)
+            .bind(&fire.app)
+            .bind(fire.key.run_ms)
+            .bind(now_ms)
+            .bind(now_ms)
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(done == 1)
+    }
+
+    async fn running_before(&self, timer_id: i64, task_id: i64, run_ms: i64) -> Result<u64> {
+        let n: i64 = on_db!(self, read, pool => sqlx::query_scalar(&pool.sql(RUNNING_BEFORE))
+            .bind(timer_id)
+            .bind(task_id)
+            .bind(run_ms)
+            .fetch_one(pool)
+            .await?);
+        Ok(n as u64)
+    }
+
+    async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64> {
+        Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(DELETE_PENDING_FROM))
+            .bind(timer_id)
+            .bind(from_ms)
+            .execute(pool)
+            .await?
+            .rows_affected()))
     }
 
     async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {
@@ -250,6 +311,17 @@ impl FireRepo for Database {
             .rows_affected()))
     }
 
+    async fn ended_since(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>> {
+        on_db!(self, read, pool => sqlx::query(&pool.sql(ENDED_SINCE))
+            .bind(since_ms)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(fire_from_row)
+            .collect())
+    }
+
     async fn list_fires(
         &self,
         timer_id: i64,
@@ -308,12 +380,7 @@ fn push_key_values(qb: &mut QueryBuilder<'_, Sqlite>, keys: &[FireKey]) {
 const ON_KEYS: &str = "f.timer_id = k.column1 AND f.run_timer = k.column2";
 
 fn claimed_from_sqlite(row: &SqliteRow, owner: &str) -> Result<ClaimedFire> {
-    Ok(ClaimedFire {
-        task_id: row.try_get("task_id")?,
-        key: key_from_row(row)?,
-        attempt: row.try_get::<i64, _>("attempt")? as u32,
-        owner: owner.to_string(),
-    })
+    claimed_from_row(row, owner)
 }
 
 async fn insert_sqlite(write: &SqlitePool, fires: &[NewFire], now_ms: i64) -> Result<u64> {
@@ -350,7 +417,7 @@ async fn claim_sqlite(
         qb.push(", modify_time = ").push_bind(now_ms).push(" FROM ");
         push_key_values(&mut qb, chunk);
         qb.push(formatcp!(" WHERE {ON_KEYS} AND f.status = {} AND {TIMER_ENABLED}", code::PENDING));
-        qb.push(" RETURNING task_id, timer_id, run_timer, attempt");
+        qb.push(formatcp!(" RETURNING {CLAIMED_COLUMNS_SQLITE}"));
         for row in qb.build().fetch_all(&mut *tx).await? {
             out.claimed.push(claimed_from_sqlite(&row, owner)?);
         }
@@ -393,7 +460,7 @@ async fn reclaim_sqlite(
         qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
         push_id_list(&mut qb, chunk);
         qb.push(" AND ").push(&claimable);
-        qb.push(formatcp!(" AND {TIMER_ENABLED} RETURNING task_id, timer_id, run_timer, attempt"));
+        qb.push(formatcp!(" AND {TIMER_ENABLED} RETURNING {CLAIMED_COLUMNS_SQLITE}"));
         for row in qb.build().fetch_all(&mut *tx).await? {
             out.claimed.push(claimed_from_sqlite(&row, owner)?);
         }
@@ -454,12 +521,7 @@ fn claim_outcome_pg(rows: &[PgRow], owner: &str) -> Result<ClaimOutcome> {
     for row in rows {
         let task_id: i64 = row.try_get("task_id")?;
         match fire_status(i64::from(row.try_get::<i16, _>("status")?), task_id)? {
-            FireStatus::Running => out.claimed.push(ClaimedFire {
-                task_id,
-                key: key_from_row(row)?,
-                attempt: row.try_get::<i32, _>("attempt")? as u32,
-                owner: owner.to_string(),
-            }),
+            FireStatus::Running => out.claimed.push(claimed_from_row(row, owner)?),
             _ => out.skipped += 1,
         }
     }
@@ -481,7 +543,7 @@ macro_rules! claim_update {
                  output = CASE WHEN c.enabled THEN f.output ELSE {} END,
                  modify_time = {}
              FROM c WHERE f.task_id = c.task_id
-             RETURNING f.task_id, f.timer_id, f.run_timer, f.attempt, f.status",
+             RETURNING {CLAIMED_COLUMNS_PG}, f.status",
             $owner,
             $skipped_owner,
             $lease,
@@ -660,9 +722,13 @@ async fn insert_mysql(pool: &MySqlPool, fires: &[NewFire], now_ms: i64) -> Resul
     Ok(inserted)
 }
 
-/// The columns a MySQL claim reads from the fires it locks.
+/// The columns a MySQL claim reads from the fires it locks: those of
+/// [`CLAIMED_COLUMNS_PG`] and whether the timer is enabled. (A locking read
+/// locks no row its subqueries read.)
 const LOCKED_COLUMNS: &str = formatcp!(
     "SELECT f.task_id, f.timer_id, f.run_timer, CAST(f.attempt AS SIGNED) AS attempt, \
+     CAST(f.manual AS SIGNED) AS manual, \
+     (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = f.timer_id) AS timer_modified, \
      CAST({TIMER_ENABLED} AS SIGNED) AS enabled FROM t_timer_task f WHERE "
 );
 
@@ -749,12 +815,7 @@ async fn take_locked_mysql(
         let task_id: i64 = row.try_get("task_id")?;
         if row.try_get::<i64, _>("enabled")? == 1 {
             won.push(task_id);
-            out.claimed.push(ClaimedFire {
-                task_id,
-                key: key_from_row(row)?,
-                attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
-                owner: owner.to_string(),
-            });
+            out.claimed.push(claimed_from_row(row, owner)?);
         } else {
             skipped.push(task_id);
         }

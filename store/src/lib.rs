@@ -14,8 +14,9 @@
 //! - [`sqlite`], [`postgres`], [`mysql`]: opening each database (pragmas,
 //!   session settings, pools, connect errors, migrations), SQLite's WAL
 //!   checkpointer, and how a shared statement reads on MySQL.
-//! - [`redis`]: the shard index and locks over Redis, for clusters.
+//! - [`redis`]: the shard index and locks over Redis or Redis Cluster, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
+//! - [`usage`]: what each app uses, kept as its timers change, for O(1) limits.
 //! - [`lease`]: the shard lease protocol (acquire, renew, finish, release), [`ShardLeases`].
 //! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
 //! - [`backup`]: an online copy of a SQLite database (`VACUUM INTO`).
@@ -38,6 +39,7 @@ mod sql;
 pub mod sqlite;
 pub mod tasks;
 mod timers;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -50,6 +52,7 @@ pub use repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;
+pub use usage::{Quota, Refusal};
 
 use xtimer_core::config::{DatabaseConfig, RedisConfig, ShardConfig};
 use xtimer_core::SharedClock;
@@ -100,10 +103,10 @@ impl Stores {
                 "the embedded shard index and locks".into(),
             )
         } else {
-            let store =
-                redis::RedisStore::connect(&redis.url, shard.clone()).await.map_err(at("redis.url", &redis.url))?;
+            let store = redis::RedisStore::open(redis, shard.clone()).await.map_err(at("redis.url", &redis.url))?;
             let store = Arc::new(store.with_clock(clock));
-            (store.clone(), store, format!("Redis at {}", redact(&redis.url)))
+            let kind = if redis::is_cluster(redis) { "Redis Cluster" } else { "Redis" };
+            (store.clone(), store, format!("{kind} at {}", redact(&redis.url)))
         };
         Ok(Self::over(database, shards, locks, format!("{sql} with {index}")))
     }
@@ -140,8 +143,13 @@ impl Stores {
     }
 }
 
-/// A URL with its password replaced by `***`, for logs and errors.
+/// A URL with its password replaced by `***`, for logs and errors; each
+/// of a comma-separated list (a Redis Cluster's nodes).
 pub fn redact(url: &str) -> String {
+    url.split(',').map(redact_one).collect::<Vec<_>>().join(",")
+}
+
+fn redact_one(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];

@@ -1,17 +1,29 @@
-//! The shard index and locks over Redis, for clusters.
+//! The shard index and locks over Redis or Redis Cluster, for clusters of nodes.
 //!
 //! # Keys
 //!
-//! - Shard: a sorted set `{prefix}:shard:{YYYY-MM-DD HH:MM}:{bucket}`
-//!   ([`ShardKey::set_key`]), member `{timer_id}_{run_ms}` ([`FireKey`]'s
-//!   `Display`), score `run_ms`. It expires [`SHARD_TTL_MS`] after its
-//!   minute ends, so keys clean themselves.
+//! - Shard: a sorted set `{prefix}:shard:{<YYYY-MM-DD HH:MM>:<bucket>}`,
+//!   e.g. `xtimer:shard:{2026-03-01 12:34:7}` ([`ShardKey::set_key`]),
+//!   member `{timer_id}_{run_ms}` ([`FireKey`]'s `Display`), score
+//!   `run_ms`. It expires [`SHARD_TTL_MS`] after its minute ends, so keys
+//!   clean themselves.
 //! - Lock: the caller's key (the scheduler's
-//!   `{prefix}:lock:{YYYY-MM-DD HH:MM}:{bucket}`, the migrator's and the
+//!   `{prefix}:lock:{<YYYY-MM-DD HH:MM>:<bucket>}`, the migrator's and the
 //!   reconciler's singletons), holding the owner's token. Taken with
 //!   `SET NX PX`; extended and released only by the token's owner, with Lua
 //!   scripts that compare the token and act in one step, so a node whose
 //!   lease ran out can never touch the lock a newer owner holds.
+//!
+//! # Redis Cluster
+//!
+//! The braces in shard and lock keys are literal, a Redis Cluster hash tag
+//! ([`ShardKey::hash_tag`]): only `{<minute>:<bucket>}` picks the slot, so
+//! a shard's set and its lock live in one slot, and the shards of a minute
+//! (and of every minute) spread over the masters. Every command and script
+//! touches one key; the one multi-command write, [`ShardStore::add`], is a
+//! `MULTI`/`EXEC` per shard (its members and its TTL, one slot), the
+//! shards' transactions sent concurrently. On a single server the same
+//! keys and commands apply.
 //!
 //! # Time
 //!
@@ -26,21 +38,25 @@
 //!
 //! # Failure
 //!
-//! One [`ConnectionManager`] multiplexes every call and reconnects after a
-//! failure. Connecting and every response are bounded by timeouts, and
-//! reconnection retries a few times with a capped backoff, so an unreachable
-//! Redis surfaces as [`Error::Redis`](crate::Error::Redis) within seconds
-//! instead of hanging a loop.
+//! One connection multiplexes every call: a [`ConnectionManager`] that
+//! reconnects after a failure on a single server, a cluster connection
+//! that follows the slot map (and reconnects) on a cluster. Connecting and
+//! every response are bounded by timeouts, and reconnection retries a few
+//! times with a capped backoff, so an unreachable Redis surfaces as
+//! [`Error::Redis`](crate::Error::Redis) within seconds instead of hanging
+//! a loop.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncCommands, Cmd, Pipeline, RedisFuture, Script, Value};
 use xtimer_core::clock::SystemClock;
-use xtimer_core::config::ShardConfig;
+use xtimer_core::config::{RedisConfig, ShardConfig};
 use xtimer_core::fire::FireKey;
 use xtimer_core::shard::ShardKey;
 use xtimer_core::SharedClock;
@@ -77,13 +93,61 @@ end
 return 0
 ";
 
-/// Shard sorted sets and lock keys in Redis, over one reconnecting connection manager.
+/// Shard sorted sets and lock keys in Redis or Redis Cluster, over one
+/// multiplexed, reconnecting connection.
 #[derive(Clone)]
 pub struct RedisStore {
     config: ShardConfig,
     clock: SharedClock,
-    conn: ConnectionManager,
+    conn: Connection,
     scripts: Arc<Scripts>,
+}
+
+/// The connection to a single server or to a cluster; commands go through
+/// it alike.
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// The seed nodes of a cluster named by `url`: comma-separated
+/// `redis://` URLs (a single one is enough: the others are discovered).
+pub fn cluster_nodes(url: &str) -> Vec<&str> {
+    url.split(',').map(str::trim).filter(|node| !node.is_empty()).collect()
+}
+
+/// Whether `redis` names a cluster: `redis.cluster` set, or several URLs.
+pub fn is_cluster(redis: &RedisConfig) -> bool {
+    redis.cluster || cluster_nodes(&redis.url).len() > 1
 }
 
 /// The lock scripts, hashed once; invoked with `EVALSHA`, falling back to
@@ -100,8 +164,19 @@ impl std::fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to `url`; key names use `config.key_prefix`. Shard TTLs run
-    /// on the system clock until [`with_clock`](Self::with_clock) says otherwise.
+    /// Connects to the server or cluster `redis` names (see [`is_cluster`]);
+    /// key names use `config.key_prefix`.
+    pub async fn open(redis: &RedisConfig, config: ShardConfig) -> Result<Self> {
+        if is_cluster(redis) {
+            Self::connect_cluster(&cluster_nodes(&redis.url), config).await
+        } else {
+            Self::connect(&redis.url, config).await
+        }
+    }
+
+    /// Connects to the single server at `url`; key names use
+    /// `config.key_prefix`. Shard TTLs run on the system clock until
+    /// [`with_clock`](Self::with_clock) says otherwise.
     ///
     /// Fails with [`Error::Redis`](crate::Error::Redis) if the URL is invalid
     /// or the server cannot be reached within a few seconds.
@@ -114,8 +189,26 @@ impl RedisStore {
             .set_factor(2)
             .set_max_delay(RECONNECT_MAX_DELAY_MS);
         let conn = ConnectionManager::new_with_config(client, manager_config).await?;
+        Ok(Self::over(Connection::Single(conn), config))
+    }
+
+    /// Connects to the Redis Cluster that `nodes` (`redis://` URLs, one or
+    /// more of its masters) belong to, as [`connect`](Self::connect) does
+    /// to a single server.
+    pub async fn connect_cluster(nodes: &[&str], config: ShardConfig) -> Result<Self> {
+        let client = ClusterClient::builder(nodes.iter().copied())
+            .connection_timeout(CONNECTION_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .retries(RECONNECT_RETRIES as u32)
+            .max_retry_wait(RECONNECT_MAX_DELAY_MS)
+            .build()?;
+        let conn = client.get_async_connection().await?;
+        Ok(Self::over(Connection::Cluster(conn), config))
+    }
+
+    fn over(conn: Connection, config: ShardConfig) -> Self {
         let scripts = Scripts { extend: Script::new(EXTEND_LUA), release: Script::new(RELEASE_LUA) };
-        Ok(Self { config, clock: Arc::new(SystemClock), conn, scripts: Arc::new(scripts) })
+        Self { config, clock: Arc::new(SystemClock), conn, scripts: Arc::new(scripts) }
     }
 
     /// Computes shard TTLs and expiry from `clock`, the node's injected clock
@@ -148,18 +241,28 @@ impl ShardStore for RedisStore {
         if shards.is_empty() {
             return Ok(());
         }
-        // One round trip. MULTI/EXEC so a shard never gets members without
-        // its TTL (a connection lost between the two would leak the key).
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for (shard, members) in &shards {
+        // One MULTI/EXEC per shard, so a shard never gets members without
+        // its TTL (a connection lost between the two would leak the key);
+        // each touches one key, hence one cluster slot. Sent concurrently
+        // over the multiplexed connection: about one round trip in all.
+        let mut writes = tokio::task::JoinSet::new();
+        for (shard, members) in shards {
             let key = shard.set_key(&self.config.key_prefix);
+            let mut pipe = redis::pipe();
+            pipe.atomic();
             for chunk in members.chunks(ZADD_CHUNK) {
                 pipe.zadd_multiple(&key, chunk).ignore();
             }
             pipe.pexpire(&key, shard.end_ms() + SHARD_TTL_MS - now).ignore();
+            let mut conn = self.conn.clone();
+            writes.spawn(async move { pipe.exec_async(&mut conn).await });
         }
-        pipe.exec_async(&mut self.conn.clone()).await?;
+        while let Some(written) = writes.join_next().await {
+            match written {
+                Ok(result) => result?,
+                Err(stopped) => std::panic::resume_unwind(stopped.into_panic()),
+            }
+        }
         Ok(())
     }
 

@@ -7,24 +7,80 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
-use crate::Result;
+use crate::usage::{Quota, Refusal};
+use crate::{Error, Result};
 
 /// Timers (`t_timer`).
 #[async_trait]
 pub trait TimerRepo: Send + Sync {
-    /// Stores a new timer and returns it with its id.
-    async fn create_timer(&self, timer: &NewTimer, now_ms: i64) -> Result<Timer>;
-    /// Stores many timers in one transaction (bulk import); returns their ids in order.
-    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>>;
+    /// Stores timers in one transaction, each checked against `quota` and
+    /// its app's usage (the timers before it in the call included); the
+    /// outcome of each in input order. A refused timer is not stored; the
+    /// others are (group commit of independent creates).
+    async fn create_each(
+        &self,
+        timers: &[NewTimer],
+        now_ms: i64,
+        quota: &Quota,
+    ) -> Result<Vec<std::result::Result<i64, Refusal>>>;
+    /// Stores timers in one transaction, all or none, checked against
+    /// `quota`; their ids in input order, or [`Error::NameTaken`] /
+    /// [`Error::Refused`] naming the first refused one.
+    async fn create_timers_within(&self, timers: &[NewTimer], now_ms: i64, quota: &Quota) -> Result<Vec<i64>>;
+    /// Sets a timer's status, keeping its app's usage; enabling is checked
+    /// against `quota` ([`Error::Refused`]). False when the id does not
+    /// exist or is deleted. Enabling marks it for expansion at the next
+    /// migrator step.
+    async fn set_status_within(&self, id: i64, status: TimerStatus, now_ms: i64, quota: &Quota) -> Result<bool>;
+    /// Forgets the one-shot counts of minutes before `before_minute` (Unix minutes).
+    async fn forget_minutes(&self, before_minute: i64) -> Result<u64>;
+
+    /// Stores a new timer, no quota, and returns it with its id.
+    async fn create_timer(&self, timer: &NewTimer, now_ms: i64) -> Result<Timer> {
+        let outcome = self.create_each(std::slice::from_ref(timer), now_ms, &Quota::default()).await?;
+        match outcome.into_iter().next() {
+            Some(Ok(id)) => Ok(timer.stored(id, now_ms)),
+            Some(Err(Refusal::NameTaken)) => Err(Error::NameTaken { app: timer.app.clone(), name: timer.name.clone() }),
+            Some(Err(refusal)) => Err(Error::Refused { app: timer.app.clone(), index: 0, refusal }),
+            None => Err(Error::Corrupt("t_timer: an insert returned no id".into())),
+        }
+    }
+    /// Stores many timers in one transaction, all or none, no quota;
+    /// returns their ids in order.
+    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
+        self.create_timers_within(timers, now_ms, &Quota::default()).await
+    }
+    /// [`TimerRepo::set_status_within`] without a quota.
+    async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
+        self.set_status_within(id, status, now_ms, &Quota::default()).await
+    }
     /// One timer by id, deleted ones included.
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>>;
     /// Several timers by id; missing ids are left out.
     async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
     /// A page of an app's timers that are not deleted, by id, and their total.
     async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
-    /// Sets a timer's status; false when the id does not exist or is
-    /// deleted. Enabling marks it for expansion at the next migrator step.
-    async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool>;
+    /// Replaces a timer's definition (all but its id, app and create
+    /// time) with `timer`; false when the id does not exist or is deleted.
+    /// An enabled timer is marked for expansion at the next migrator step;
+    /// its fires already made are left alone (see
+    /// [`FireRepo::delete_pending_from`]).
+    /// The new definition's load is checked against `quota` and the
+    /// app's usage kept ([`Error::Refused`]).
+    async fn update_timer(&self, id: i64, timer: &NewTimer, now_ms: i64, quota: &Quota) -> Result<bool>;
+    /// Disables enabled timer `timer_id` and records `reason` if fire
+    /// `task_id` (counted as failed, whatever its row says yet) and the
+    /// `n - 1` fires that ended before it since `since_ms` all failed;
+    /// true when it did (`pauseAfterFailures`).
+    async fn pause_if_failing(
+        &self,
+        timer_id: i64,
+        task_id: i64,
+        n: u32,
+        since_ms: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<bool>;
     /// Enabled timers with id > `after_id`, by id, at most `limit`.
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>>;
     /// Enabled timers whose next unexpanded fire is before `before_ms`,
@@ -35,6 +91,8 @@ pub trait TimerRepo: Send + Sync {
     /// Marks completed every enabled one-shot timer with nothing left to
     /// expand whose fire has ended; returns how many.
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64>;
+    /// How many timers have each status, deleted ones left out.
+    async fn count_timers_by_status(&self) -> Result<Vec<(TimerStatus, u64)>>;
 }
 
 /// A fire to insert (idempotent on (timer_id, run_ms)).
@@ -94,6 +152,17 @@ pub enum FireWindow {
 pub trait FireRepo: Send + Sync {
     /// Inserts fires, ignoring ones that exist; returns how many were new.
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64>;
+    /// Inserts one manual fire (`triggerTimer`); false when a fire with
+    /// its key exists already.
+    async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool>;
+    /// How many fires of `timer_id` due before `run_ms`, other than
+    /// `task_id`, are running (claimed and not ended): the fires a fire
+    /// at `run_ms` overlaps.
+    async fn running_before(&self, timer_id: i64, task_id: i64, run_ms: i64) -> Result<u64>;
+    /// Deletes a timer's scheduled fires that are still pending and due at
+    /// or after `from_ms` (its definition changed: they are made again
+    /// from the new one); manual fires stay. Returns how many.
+    async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64>;
     /// Pending fires with run time in `[from_ms, to_ms)`, by run time, at most `limit`,
     /// optionally of one timer.
     async fn pending_between(
@@ -153,6 +222,10 @@ pub trait FireRepo: Send + Sync {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<Fire>, u64)>;
+    /// Fires of every timer that ended succeeded or failed with a run
+    /// time at or after `since_ms`, newest first, at most `limit` (the
+    /// console's lateness chart and failing timers).
+    async fn ended_since(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>>;
     /// A page of a timer's fires, newest first, and their total.
     async fn list_fires(
         &self,

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use const_format::formatcp;
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
-use xtimer_core::fire::{Fire, FireKey, FireStatus};
+use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
-use xtimer_core::timer::{MisfirePolicy, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{MisfirePolicy, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus};
 
 use crate::repo::FireResult;
 use crate::{Error, Result};
@@ -19,6 +19,7 @@ pub(crate) mod code {
     use xtimer_core::fire::FireStatus;
     use xtimer_core::timer::TimerStatus;
 
+    pub const TIMER_DISABLED: i64 = TimerStatus::Disabled as i64;
     pub const TIMER_ENABLED: i64 = TimerStatus::Enabled as i64;
     pub const TIMER_DELETED: i64 = TimerStatus::Deleted as i64;
     pub const TIMER_COMPLETED: i64 = TimerStatus::Completed as i64;
@@ -39,7 +40,20 @@ pub const SKIPPED_OUTPUT: &str = "skipped: the timer is not enabled";
 /// The `t_timer_task` columns every fire query selects; small integers are
 /// read as 64-bit in every dialect.
 pub(crate) const FIRE_COLUMNS: &str = "task_id, timer_id, app, run_timer, CAST(status AS BIGINT) AS status, \
-     CAST(attempt AS BIGINT) AS attempt, output, cost_time, create_time, modify_time";
+     CAST(attempt AS BIGINT) AS attempt, output, cost_time, CAST(manual AS BIGINT) AS manual, create_time, \
+     modify_time";
+
+/// What a claim returns of each fire it took (`t_timer_task` as `f`): its
+/// key, attempts, whether it is manual and its timer's `modify_time`.
+/// PostgreSQL names the updated table by its alias.
+pub(crate) const CLAIMED_COLUMNS_PG: &str = "f.task_id, f.timer_id, f.run_timer, \
+     CAST(f.attempt AS BIGINT) AS attempt, CAST(f.manual AS BIGINT) AS manual, \
+     (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = f.timer_id) AS timer_modified";
+/// [`CLAIMED_COLUMNS_PG`] for SQLite, whose `RETURNING` names the updated
+/// table by its name only.
+pub(crate) const CLAIMED_COLUMNS_SQLITE: &str = "task_id, timer_id, run_timer, CAST(attempt AS BIGINT) AS attempt, \
+     CAST(manual AS BIGINT) AS manual, \
+     (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = t_timer_task.timer_id) AS timer_modified";
 
 /// The fire (`t_timer_task` as `f`) belongs to an enabled timer: a
 /// primary-key probe per row. A fire of a missing timer counts as not enabled.
@@ -49,7 +63,8 @@ pub(crate) const TIMER_ENABLED: &str =
 /// The `t_timer` columns every timer query selects, in order. `status` is
 /// read as a 64-bit integer in every dialect.
 pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
-     timezone, run_at, notify, retry, misfire, create_time, modify_time";
+     timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, on_failure, \
+     CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, overlap, create_time, modify_time";
 
 /// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
 pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
@@ -85,6 +100,17 @@ where
         notify,
         retry,
         misfire,
+        delete_after_run: row.try_get::<i64, _>("delete_after_run")? != 0,
+        on_failure: opt_text(row, "on_failure")?
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| corrupt(&format!("on_failure: {e}")))?,
+        pause_after_failures: row
+            .try_get::<Option<i64>, _>("pause_after_failures")?
+            .map(|n| u32::try_from(n).map_err(|_| corrupt("pause_after_failures")))
+            .transpose()?,
+        pause_reason: opt_text(row, "pause_reason")?,
+        overlap: OverlapPolicy::parse(&text(row, "overlap")?).ok_or_else(|| corrupt("overlap"))?,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })
@@ -134,14 +160,6 @@ where
     })
 }
 
-/// Maps a unique-index violation on insert to [`Error::NameTaken`] for `app`/`name`.
-pub(crate) fn name_taken_or(err: sqlx::Error, app: &str, name: &str) -> Error {
-    match err {
-        sqlx::Error::Database(e) if e.is_unique_violation() => Error::NameTaken { app: app.into(), name: name.into() },
-        e => e.into(),
-    }
-}
-
 /// SQL true when the claim of a running fire may be taken over: its lease
 /// ended before `now`, or the node named by its owner token
 /// (`{node_id}:{seq}`) has a `t_node` row with no heartbeat since
@@ -182,6 +200,7 @@ where
         attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
         output: text(row, "output")?,
         cost_time: row.try_get("cost_time")?,
+        manual: row.try_get::<i64, _>("manual")? != 0,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })
@@ -200,6 +219,23 @@ where
     i64: Decode<'r, R::Database> + Type<R::Database>,
 {
     Ok(FireKey { timer_id: row.try_get("timer_id")?, run_ms: row.try_get("run_timer")? })
+}
+
+/// A row of [`CLAIMED_COLUMNS`] as a fire claimed under `owner`.
+pub(crate) fn claimed_from_row<'r, R>(row: &'r R, owner: &str) -> Result<ClaimedFire>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(ClaimedFire {
+        task_id: row.try_get("task_id")?,
+        key: key_from_row(row)?,
+        attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
+        owner: owner.to_string(),
+        manual: row.try_get::<i64, _>("manual")? != 0,
+        timer_modified: row.try_get::<Option<i64>, _>("timer_modified")?.unwrap_or(0),
+    })
 }
 
 /// Appends `task_id IN (?, ...)` in any dialect.

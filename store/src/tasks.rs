@@ -78,16 +78,16 @@ pub struct Positions {
 /// What [`TaskStore::register`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Registration {
-    /// The type is registered (or re-configured); its table positions.
+    /// The type is registered; its table positions.
     Registered(Positions),
+    /// The type has a cfg already; nothing was written.
+    Exists,
     /// A registered type differs from this one only in letter case (table
     /// names are case-insensitive on SQLite); nothing was written.
     CaseClash {
         /// The registered type.
         existing: String,
     },
-    /// The type belongs to another app; nothing was written.
-    OwnedByOther,
 }
 
 /// Task configuration, positions and task tables over a [`Database`].
@@ -132,10 +132,10 @@ impl TaskStore {
         Ok(())
     }
 
-    /// Registers (or re-configures) a type: its cfg row, its pos row (1, 1)
-    /// if new, and the task table at its end position. A new type is owned
-    /// by `owner`; an existing type keeps its owner, and another owner may
-    /// not change it ([`Registration::OwnedByOther`]; `owner` `None` may).
+    /// Registers a new type: its cfg row, its pos row (1, 1) and the task
+    /// table at its end position, owned by `owner`. A type that has a cfg
+    /// row already is left as it is ([`Registration::Exists`]); its cfg
+    /// changes only through [`set_cfg`](Self::set_cfg).
     pub async fn register(&self, cfg: &TaskScheduleCfg, owner: Option<&str>, now_ms: i64) -> Result<Registration> {
         let clash = on_db!(&self.db, read, pool => sqlx::query(&pool.sql(
             "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $2 LIMIT 1"))
@@ -144,26 +144,30 @@ impl TaskStore {
         if let Some(existing) = clash {
             return Ok(Registration::CaseClash { existing });
         }
+        if self.cfg(&cfg.task_type).await?.is_some() {
+            return Ok(Registration::Exists);
+        }
         // The table first: the governor sees a type once its pos row exists.
         if self.positions(&cfg.task_type).await?.is_none() {
             self.create_table(&cfg.task_type, 1).await?;
         }
-        let upsert = format!(
-            "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) \
-             ON CONFLICT (task_type) DO UPDATE SET schedule_limit = $2, schedule_interval = $3, \
-             max_processing_time = $4, max_retry_num = $5, retry_interval = $6, max_retry_interval = $7, \
-             modify_time = $8 \
-             WHERE $9 IS NULL OR t_schedule_cfg.owner_app IS NULL OR t_schedule_cfg.owner_app = $9"
-        );
-        let written = match &self.db {
-            Database::Mysql(pool) => upsert_cfg_mysql(pool, cfg, owner, now_ms).await?,
-            db => on_db!(db, write, pool => sqlx::query(&upsert)
-                .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
-                .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
-                .bind(cfg.max_retry_interval).bind(now_ms).bind(owner).execute(pool).await?.rows_affected()),
+        // Insert-if-absent: a type registered meanwhile keeps its cfg.
+        let insert = match &self.db {
+            Database::Mysql(_) => format!(
+                "INSERT IGNORE INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            ),
+            _ => format!(
+                "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT (task_type) DO NOTHING"
+            ),
         };
+        let written = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(&insert))
+            .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
+            .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
+            .bind(cfg.max_retry_interval).bind(now_ms).bind(now_ms).bind(owner).execute(pool).await?.rows_affected());
         if written == 0 {
-            return Ok(Registration::OwnedByOther);
+            // Another register of the same type won the race.
+            return Ok(Registration::Exists);
         }
         let insert_pos = match &self.db {
             Database::Mysql(_) => {
@@ -181,6 +185,20 @@ impl TaskStore {
         let positions =
             positions.ok_or_else(|| Error::Corrupt(format!("t_schedule_pos: no row for {}", cfg.task_type)))?;
         Ok(Registration::Registered(positions))
+    }
+
+    /// Overwrites the cfg of a registered type with `cfg` (every field as
+    /// given) and stamps its modify_time; the owner stays. Returns `false`,
+    /// writing nothing, if the type has no cfg row.
+    pub async fn set_cfg(&self, cfg: &TaskScheduleCfg, now_ms: i64) -> Result<bool> {
+        let written = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(
+            "UPDATE t_schedule_cfg SET schedule_limit = $1, schedule_interval = $2, max_processing_time = $3, \
+             max_retry_num = $4, retry_interval = $5, max_retry_interval = $6, modify_time = $7 \
+             WHERE task_type = $8"))
+            .bind(cfg.schedule_limit).bind(cfg.schedule_interval)
+            .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
+            .bind(cfg.max_retry_interval).bind(now_ms).bind(&cfg.task_type).execute(pool).await?.rows_affected());
+        Ok(written > 0)
     }
 
     /// Every type, by type.
@@ -387,6 +405,19 @@ impl TaskStore {
         Ok(total)
     }
 
+    /// Tasks of a type in every table up to `end`, by status code.
+    pub async fn count_by_status(&self, task_type: &str, end: u32) -> Result<Vec<(i64, i64)>> {
+        let mut counts = std::collections::BTreeMap::new();
+        for p in 1..=end {
+            let sql = format!("SELECT status, COUNT(*) FROM \"{}\" GROUP BY status", table_name(task_type, p));
+            let rows: Vec<(i64, i64)> = on_db!(&self.db, read, pool => sqlx::query_as(&sql).fetch_all(pool).await?);
+            for (status, n) in rows {
+                *counts.entry(status).or_insert(0) += n;
+            }
+        }
+        Ok(counts.into_iter().collect())
+    }
+
     /// Processing tasks of the table at `pos` last touched before `cutoff_ms`.
     pub async fn timed_out(&self, task_type: &str, pos: u32, cutoff_ms: i64, limit: u32) -> Result<Vec<StoredTask>> {
         let sql = format!(
@@ -551,59 +582,6 @@ fn create_table_mysql(t: &str) -> Vec<String> {
          UNIQUE KEY task_id (task_id), KEY status_order (status, order_time)\
          ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"
     )]
-}
-
-/// MySQL: writes a type's cfg unless another app owns it; returns rows
-/// written (0: owned by another). MySQL's upsert takes no condition, so
-/// this updates where allowed, else inserts if new (a lost race with
-/// another registration updates once more).
-async fn upsert_cfg_mysql(
-    pool: &sqlx::MySqlPool,
-    cfg: &TaskScheduleCfg,
-    owner: Option<&str>,
-    now_ms: i64,
-) -> Result<u64> {
-    let update = pool.sql(
-        "UPDATE t_schedule_cfg SET schedule_limit = $1, schedule_interval = $2, max_processing_time = $3, \
-         max_retry_num = $4, retry_interval = $5, max_retry_interval = $6, modify_time = $7 \
-         WHERE task_type = $8 AND ($9 IS NULL OR owner_app IS NULL OR owner_app = $10)",
-    );
-    let update = || {
-        sqlx::query(&update)
-            .bind(cfg.schedule_limit)
-            .bind(cfg.schedule_interval)
-            .bind(cfg.max_processing_time)
-            .bind(cfg.max_retry_num)
-            .bind(cfg.retry_interval)
-            .bind(cfg.max_retry_interval)
-            .bind(now_ms)
-            .bind(&cfg.task_type)
-            .bind(owner)
-            .bind(owner)
-    };
-    let updated = update().execute(pool).await?.rows_affected();
-    if updated > 0 {
-        return Ok(updated);
-    }
-    let insert = format!("INSERT IGNORE INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    let inserted = sqlx::query(&insert)
-        .bind(&cfg.task_type)
-        .bind(cfg.schedule_limit)
-        .bind(cfg.schedule_interval)
-        .bind(cfg.max_processing_time)
-        .bind(cfg.max_retry_num)
-        .bind(cfg.retry_interval)
-        .bind(cfg.max_retry_interval)
-        .bind(now_ms)
-        .bind(now_ms)
-        .bind(owner)
-        .execute(pool)
-        .await?
-        .rows_affected();
-    if inserted > 0 {
-        return Ok(inserted);
-    }
-    Ok(update().execute(pool).await?.rows_affected())
 }
 
 /// MySQL: claims up to `want` due pending tasks of table `t` in one

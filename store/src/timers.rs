@@ -1,34 +1,71 @@
 //! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every dialect;
-//! only the inserts (MySQL has no `RETURNING`), the read by many ids and the
-//! batch move of next fire times differ, side by side.
+//! only the batch insert, the completion of one-shots (MySQL has no
+//! `RETURNING`), the read by many ids and the batch move of next fire times
+//! differ, side by side.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use const_format::formatcp;
 use sqlx::{MySql, QueryBuilder, Row, Sqlite};
+use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::{on_db, Dialect};
 use crate::repo::TimerRepo;
-use crate::sql::{code, name_taken_or, page_bound, schedule_columns, text, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::sql::{code, page_bound, schedule_columns, text, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Quota, Refusal, Tx};
 use crate::{Database, Error, Result};
 
 // `next_run` starts at 0: an enabled timer is expanded at the next
 // migrator step at the latest (its creator normally expands it at once).
 const INSERT: &str = "INSERT INTO t_timer \
-     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, create_time, modify_time, next_run) ";
+     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
+      pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
+const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
     code::TIMER_DELETED
 );
 const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
-// The new status is bound twice: MySQL assigns left to right, so a
-// `status` read after `SET status` would be the new one.
+const COUNT_BY_STATUS: &str = formatcp!(
+    "SELECT CAST(status AS BIGINT), COUNT(*) FROM t_timer WHERE status <> {} GROUP BY status",
+    code::TIMER_DELETED
+);
+// The new status is bound three times ($1, $3, $4): MySQL assigns left to
+// right, so a `status` read after `SET status` would be the new one.
 const SET_STATUS: &str = formatcp!(
-    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $3 = {enabled} THEN 0 ELSE next_run END
-     WHERE timer_id = $4 AND status <> {deleted}",
+    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $3 = {enabled} THEN 0 ELSE next_run END,
+         pause_reason = CASE WHEN $4 = {enabled} THEN NULL ELSE pause_reason END, peak_fpm = $5
+     WHERE timer_id = $6 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
+);
+// Enabling (or keeping enabled) marks the timer for expansion at once; the
+// new status is bound twice ($2, $16).
+const UPDATE: &str = formatcp!(
+    "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
+         retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $12,
+         pause_after_failures = $13, pause_reason = NULL, peak_fpm = $14, overlap = $15,
+         next_run = CASE WHEN $16 = {enabled} THEN 0 ELSE next_run END
+     WHERE timer_id = $17 AND status <> {deleted}",
+    enabled = code::TIMER_ENABLED,
+    deleted = code::TIMER_DELETED
+);
+// The timer ($3, $4) and the count of earlier fires ($7, $8) are bound twice.
+const PAUSE_IF_FAILING: &str = formatcp!(
+    "UPDATE t_timer SET status = {disabled}, pause_reason = $1, modify_time = $2
+     WHERE timer_id = $3 AND status = {enabled}
+       AND (SELECT COUNT(*) FROM (SELECT f.status FROM t_timer_task f
+                                  WHERE f.timer_id = $4 AND f.task_id <> $5 AND f.run_timer >= $6
+                                    AND f.status IN ({succeeded}, {failed})
+                                  ORDER BY f.run_timer DESC LIMIT $7) AS recent
+            WHERE recent.status = {failed}) >= $8",
+    disabled = code::TIMER_DISABLED,
+    enabled = code::TIMER_ENABLED,
+    succeeded = code::SUCCEEDED,
+    failed = code::FAILED
 );
 const DUE: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND next_run < $1 ORDER BY next_run LIMIT $2",
@@ -36,11 +73,26 @@ const DUE: &str = formatcp!(
 );
 const SET_NEXT_RUN: &str = "UPDATE t_timer SET next_run = $1 WHERE timer_id = $2";
 const COMPLETE_FIRED_ONCE: &str = formatcp!(
-    "UPDATE t_timer SET status = {completed}, modify_time = $1
+    "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
+         modify_time = $1
      WHERE status = {enabled} AND next_run IS NULL AND kind = 'once'
        AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
-                   AND f.status NOT IN ({pending}, {running}))",
+                   AND f.status NOT IN ({pending}, {running}))
+     RETURNING app, CAST(status AS BIGINT)",
     completed = code::TIMER_COMPLETED,
+    deleted = code::TIMER_DELETED,
+    enabled = code::TIMER_ENABLED,
+    pending = code::PENDING,
+    running = code::RUNNING
+);
+/// MySQL: [`COMPLETE_FIRED_ONCE`] in two steps, with no `RETURNING`: the
+/// one-shots to end, locked, then set by id.
+const FIRED_ONCE_MYSQL: &str = formatcp!(
+    "SELECT timer_id, app, CAST(delete_after_run AS SIGNED) AS delete_after_run FROM t_timer
+     WHERE status = {enabled} AND next_run IS NULL AND kind = 'once'
+       AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
+                   AND f.status NOT IN ({pending}, {running}))
+     FOR UPDATE",
     enabled = code::TIMER_ENABLED,
     pending = code::PENDING,
     running = code::RUNNING
@@ -58,29 +110,99 @@ fn retry_json(t: &NewTimer) -> String {
     serde_json::to_string(&t.retry).expect("retry serializes")
 }
 
-/// The error of a batch whose insert hit the unique name index.
-fn batch_name_taken(timers: &[NewTimer]) -> Error {
-    Error::NameTaken { app: timers[0].app.clone(), name: "(one of the batch)".into() }
+fn on_failure_json(t: &NewTimer) -> Option<String> {
+    t.on_failure.as_ref().map(|n| serde_json::to_string(n).expect("notify serializes"))
 }
 
 #[async_trait]
 impl TimerRepo for Database {
-    async fn create_timer(&self, t: &NewTimer, now_ms: i64) -> Result<Timer> {
-        if let Self::Mysql(pool) = self {
-            let ids = create_timers_mysql(pool, std::slice::from_ref(t), now_ms).await;
-            return ids.map(|ids| t.stored(ids[0], now_ms)).map_err(|e| match e {
-                Error::NameTaken { .. } => Error::NameTaken { app: t.app.clone(), name: t.name.clone() },
-                e => e,
-            });
+    async fn create_each(
+        &self,
+        timers: &[NewTimer],
+        now_ms: i64,
+        quota: &Quota,
+    ) -> Result<Vec<std::result::Result<i64, Refusal>>> {
+        let mut tx = Tx::begin(self).await?;
+        let outcomes = insert_checked(&mut tx, timers, now_ms, quota).await?;
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    async fn create_timers_within(&self, timers: &[NewTimer], now_ms: i64, quota: &Quota) -> Result<Vec<i64>> {
+        if timers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = Tx::begin(self).await?;
+        let outcomes = insert_checked(&mut tx, timers, now_ms, quota).await?;
+        let mut ids = Vec::with_capacity(outcomes.len());
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok(id) => ids.push(id),
+                // Dropping the transaction rolls the whole batch back.
+                Err(Refusal::NameTaken) => {
+                    return Err(Error::NameTaken { app: timers[index].app.clone(), name: timers[index].name.clone() })
+                }
+                Err(refusal) => return Err(Error::Refused { app: timers[index].app.clone(), index, refusal }),
+            }
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    async fn set_status_within(&self, id: i64, status: TimerStatus, now_ms: i64, quota: &Quota) -> Result<bool> {
+        let mut tx = Tx::begin(self).await?;
+        let Some((timer, peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
+        if timer.status == TimerStatus::Deleted {
+            return Ok(false);
+        }
+        let load = load_of(&timer.schedule, peak, now_ms);
+        if timer.status != status {
+            if counts_as_timer(timer.status) && !counts_as_timer(status) {
+                usage.remove_timer();
+            }
+            if timer.status == TimerStatus::Enabled {
+                usage.disable(load);
+            }
+            if status == TimerStatus::Enabled {
+                if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
+                    return Err(Error::Refused { app: timer.app, index: 0, refusal });
+                }
+            }
+        }
+        on_tx!(&mut tx, c => sqlx::query(&c.sql(SET_STATUS))
+            .bind(status.code())
+            .bind(now_ms)
+            .bind(status.code())
+            .bind(status.code())
+            .bind(peak_column(load))
+            .bind(id)
+            .execute(&mut *c)
+            .await?
+            .rows_affected());
+        usage.write(&mut tx).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn update_timer(&self, id: i64, t: &NewTimer, now_ms: i64, quota: &Quota) -> Result<bool> {
+        let mut tx = Tx::begin(self).await?;
+        let Some((old, old_peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
+        if old.status == TimerStatus::Deleted {
+            return Ok(false);
+        }
+        let load = Load::of(&t.schedule, now_ms);
+        if old.status == TimerStatus::Enabled {
+            usage.disable(load_of(&old.schedule, old_peak, now_ms));
+        }
+        if t.status == TimerStatus::Enabled {
+            if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
+                return Err(Error::Refused { app: old.app, index: 0, refusal });
+            }
+        } else if let Err(refusal) = alone_within(load, quota) {
+            return Err(Error::Refused { app: old.app, index: 0, refusal });
         }
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
-        let sql =
-            formatcp!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, 0) RETURNING timer_id");
-        // `fetch_all`, not `fetch_one`: SQLite commits a RETURNING statement
-        // only when it is stepped to its end, and an error there (a full
-        // disk) would be lost if the statement were dropped after one row.
-        let res: std::result::Result<Vec<i64>, sqlx::Error> = on_db!(self, write, pool => sqlx::query_scalar(sql)
-            .bind(&t.app)
+        let res = on_tx!(&mut tx, c => sqlx::query(&c.sql(UPDATE))
             .bind(&t.name)
             .bind(t.status.code())
             .bind(kind)
@@ -90,27 +212,65 @@ impl TimerRepo for Database {
             .bind(notify_json(t))
             .bind(retry_json(t))
             .bind(t.misfire.as_str())
+            .bind(i64::from(t.delete_after_run))
             .bind(now_ms)
-            .fetch_all(pool)
-            .await);
+            .bind(on_failure_json(t))
+            .bind(t.pause_after_failures.map(i64::from))
+            .bind(peak_column(load))
+            .bind(t.overlap.as_str())
+            .bind(t.status.code())
+            .bind(id)
+            .execute(&mut *c)
+            .await
+            .map(|done| done.rows_affected()));
         match res {
-            Ok(ids) => match ids.first() {
-                Some(&id) => Ok(t.stored(id, now_ms)),
-                None => Err(Error::Corrupt("t_timer: an insert returned no id".into())),
-            },
-            Err(e) => Err(name_taken_or(e, &t.app, &t.name)),
+            Ok(1) => {}
+            Ok(_) => return Ok(false),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(Error::NameTaken { app: old.app, name: t.name.clone() })
+            }
+            Err(e) => return Err(e.into()),
         }
+        usage.write(&mut tx).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
-    async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
-        if timers.is_empty() {
-            return Ok(Vec::new());
+    async fn pause_if_failing(
+        &self,
+        timer_id: i64,
+        task_id: i64,
+        n: u32,
+        since_ms: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let mut tx = Tx::begin(self).await?;
+        let Some((timer, peak, mut usage)) = locked_timer(&mut tx, timer_id, now_ms).await? else { return Ok(false) };
+        let earlier = i64::from(n.saturating_sub(1));
+        let done = on_tx!(&mut tx, c => sqlx::query(&c.sql(PAUSE_IF_FAILING))
+            .bind(reason)
+            .bind(now_ms)
+            .bind(timer_id)
+            .bind(timer_id)
+            .bind(task_id)
+            .bind(since_ms)
+            .bind(earlier)
+            .bind(earlier)
+            .execute(&mut *c)
+            .await?
+            .rows_affected());
+        if done != 1 {
+            return Ok(false);
         }
-        match self {
-            Self::Sqlite { write, .. } => create_timers_sqlite(write, timers, now_ms).await,
-            Self::Postgres(pool) => create_timers_pg(pool, timers, now_ms).await,
-            Self::Mysql(pool) => create_timers_mysql(pool, timers, now_ms).await,
-        }
+        usage.disable(load_of(&timer.schedule, peak, now_ms));
+        usage.write(&mut tx).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn forget_minutes(&self, before_minute: i64) -> Result<u64> {
+        usage::forget_minutes(self, before_minute).await
     }
 
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>> {
@@ -130,6 +290,7 @@ impl TimerRepo for Database {
                 );
                 sqlx::query(sql).bind(ids).fetch_all(pool).await?.iter().map(timer_from_row).collect()
             }
+            // `IN` lists of binds.
             db => on_db!(db, read, pool => {
                 let mut out = Vec::with_capacity(ids.len());
                 for chunk in ids.chunks(MAX_PARAMS) {
@@ -163,16 +324,10 @@ impl TimerRepo for Database {
         Ok((timers, total as u64))
     }
 
-    async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
-        let done = on_db!(self, write, pool => sqlx::query(&pool.sql(SET_STATUS))
-            .bind(status.code())
-            .bind(now_ms)
-            .bind(status.code())
-            .bind(id)
-            .execute(pool)
-            .await?
-            .rows_affected());
-        Ok(done == 1)
+    async fn count_timers_by_status(&self) -> Result<Vec<(TimerStatus, u64)>> {
+        let rows: Vec<(i64, i64)> =
+            on_db!(self, read, pool => sqlx::query_as(&pool.sql(COUNT_BY_STATUS)).fetch_all(pool).await?);
+        Ok(rows.into_iter().filter_map(|(status, n)| TimerStatus::from_code(status).map(|s| (s, n as u64))).collect())
     }
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
@@ -215,11 +370,24 @@ impl TimerRepo for Database {
     }
 
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64> {
-        Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(COMPLETE_FIRED_ONCE))
-            .bind(now_ms)
-            .execute(pool)
-            .await?
-            .rows_affected()))
+        // A one-shot timer's load (its minute) is past by now; one deleted
+        // (deleteAfterRun) no longer counts as a timer of its app.
+        let mut tx = Tx::begin(self).await?;
+        let ended: Vec<(String, i64)> = match &mut tx {
+            Tx::Mysql(c) => complete_fired_once_mysql(c, now_ms).await?,
+            tx => on_tx!(tx, c => sqlx::query_as(COMPLETE_FIRED_ONCE).bind(now_ms).fetch_all(&mut *c).await?),
+        };
+        let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
+        for (app, status) in &ended {
+            if *status == code::TIMER_DELETED {
+                *deleted.entry(app.as_str()).or_default() += 1;
+            }
+        }
+        for (app, n) in deleted {
+            usage::remove_timers(&mut tx, app, n).await?;
+        }
+        tx.commit().await?;
+        Ok(ended.len() as u64)
     }
 
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>> {
@@ -234,131 +402,269 @@ impl TimerRepo for Database {
     }
 }
 
-/// SQLite: multi-row `VALUES` statements in one transaction.
-async fn create_timers_sqlite(write: &sqlx::SqlitePool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
-    let mut ids = Vec::with_capacity(timers.len());
-    let mut tx = write.begin().await?;
-    for chunk in timers.chunks(MAX_PARAMS / 13) {
-        let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
-        qb.push_values(chunk, |mut b, t| {
-            let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
-            b.push_bind(t.app.clone())
-                .push_bind(t.name.clone())
-                .push_bind(t.status.code())
-                .push_bind(kind)
-                .push_bind(cron.map(str::to_string))
-                .push_bind(timezone.to_string())
-                .push_bind(run_at)
-                .push_bind(notify_json(t))
-                .push_bind(retry_json(t))
-                .push_bind(t.misfire.as_str())
-                .push_bind(now_ms)
-                .push_bind(now_ms)
-                .push_bind(0_i64);
-        });
-        qb.push(" RETURNING timer_id");
-        match qb.build().fetch_all(&mut *tx).await {
-            Ok(rows) => {
-                for row in rows {
-                    ids.push(row.try_get("timer_id")?);
-                }
+/// Inserts `timers` in `tx`, each checked against its app's usage (read
+/// and locked per app, in app order); the outcome of each, in input order.
+/// A refused timer is not inserted and not counted; the others are.
+async fn insert_checked(
+    tx: &mut Tx,
+    timers: &[NewTimer],
+    now_ms: i64,
+    quota: &Quota,
+) -> Result<Vec<std::result::Result<i64, Refusal>>> {
+    let mut usages: BTreeMap<&str, AppUsage> = BTreeMap::new();
+    for app in timers.iter().map(|t| t.app.as_str()).collect::<BTreeSet<_>>() {
+        usages.insert(app, AppUsage::read(tx, app, now_ms).await?);
+    }
+    let mut checked = Vec::with_capacity(timers.len());
+    let mut outcomes: Vec<std::result::Result<i64, Refusal>> = Vec::with_capacity(timers.len());
+    for t in timers {
+        let usage = usages.get_mut(t.app.as_str()).expect("every app's usage was read");
+        let load = Load::of(&t.schedule, now_ms);
+        let mut outcome = usage.add_timer(quota).map(|()| 0);
+        if outcome.is_ok() {
+            // A disabled timer is checked alone: one that could never be
+            // enabled is refused now rather than at its enable.
+            let checked = match (t.status, load) {
+                (TimerStatus::Enabled, _) => usage.enable(tx, load, quota).await?,
+                _ => alone_within(load, quota),
+            };
+            if let Err(refusal) = checked {
+                usage.remove_timer();
+                outcome = Err(refusal);
             }
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Err(batch_name_taken(chunk)),
-            Err(e) => return Err(e.into()),
+        }
+        if outcome.is_ok() {
+            checked.push((t, load));
+        }
+        outcomes.push(outcome);
+    }
+    let inserted = on_tx!(tx, c => insert_rows(c, &checked, now_ms).await?);
+    // The first of a name in the call gets its row; a name taken before, or
+    // by an earlier item of the call, is refused and uncounted.
+    let mut ids: HashMap<(&str, &str), i64> =
+        inserted.iter().map(|(id, app, name)| ((app.as_str(), name.as_str()), *id)).collect();
+    let mut checked = checked.into_iter();
+    for (t, outcome) in timers.iter().zip(outcomes.iter_mut()) {
+        if outcome.is_err() {
+            continue;
+        }
+        let (_, load) = checked.next().expect("one checked entry per accepted timer");
+        match ids.remove(&(t.app.as_str(), t.name.as_str())) {
+            Some(id) => *outcome = Ok(id),
+            None => {
+                let usage = usages.get_mut(t.app.as_str()).expect("every app's usage was read");
+                usage.remove_timer();
+                if t.status == TimerStatus::Enabled {
+                    usage.disable(load);
+                }
+                *outcome = Err(Refusal::NameTaken);
+            }
         }
     }
-    tx.commit().await?;
-    Ok(ids)
+    for usage in usages.into_values() {
+        usage.write(tx).await?;
+    }
+    Ok(outcomes)
+}
+
+/// A timer that is not enabled, checked alone: a cron whose own peak passes
+/// the limit could never be enabled, so it is refused now.
+fn alone_within(load: Load, quota: &Quota) -> std::result::Result<(), Refusal> {
+    match load {
+        Load::Cron(own) if own > quota.fires_per_minute_per_app => {
+            Err(Refusal::TooManyFires { fires: own, own, max: quota.fires_per_minute_per_app })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Rows of the timers: the stored columns (and the load's peak) of each.
+trait InsertRows {
+    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>>;
+}
+
+/// Inserts `timers` in order, skipping any whose name is taken; returns
+/// `(timer_id, app, name)` of each row made.
+async fn insert_rows<C: InsertRows>(
+    c: &mut C,
+    timers: &[(&NewTimer, Load)],
+    now_ms: i64,
+) -> Result<Vec<(i64, String, String)>> {
+    if timers.is_empty() {
+        return Ok(Vec::new());
+    }
+    c.insert_rows(timers, now_ms).await
+}
+
+const ON_NAME_TAKEN: &str = formatcp!(
+    " ON CONFLICT (app, name) WHERE status <> {} DO NOTHING RETURNING timer_id, app, name",
+    code::TIMER_DELETED
+);
+
+/// SQLite: multi-row `VALUES` statements.
+impl InsertRows for sqlx::SqliteConnection {
+    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
+        let mut made = Vec::with_capacity(timers.len());
+        for chunk in timers.chunks(MAX_PARAMS / 18) {
+            let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
+            qb.push_values(chunk, |mut b, (t, load)| {
+                let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+                b.push_bind(t.app.clone())
+                    .push_bind(t.name.clone())
+                    .push_bind(t.status.code())
+                    .push_bind(kind)
+                    .push_bind(cron.map(str::to_string))
+                    .push_bind(timezone.to_string())
+                    .push_bind(run_at)
+                    .push_bind(notify_json(t))
+                    .push_bind(retry_json(t))
+                    .push_bind(t.misfire.as_str())
+                    .push_bind(i64::from(t.delete_after_run))
+                    .push_bind(on_failure_json(t))
+                    .push_bind(t.pause_after_failures.map(i64::from))
+                    .push_bind(t.overlap.as_str())
+                    .push_bind(now_ms)
+                    .push_bind(now_ms)
+                    .push_bind(0_i64)
+                    .push_bind(peak_column(*load));
+            });
+            qb.push(ON_NAME_TAKEN);
+            for row in qb.build().fetch_all(&mut *self).await? {
+                made.push((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+            }
+        }
+        Ok(made)
+    }
 }
 
 /// PostgreSQL: one `INSERT ... SELECT FROM UNNEST` of one array per column,
-/// so the batch is one statement (all or nothing). Rows go in input order,
-/// so their ids, drawn from the sequence one after another, ascend in
-/// input order too.
-async fn create_timers_pg(pool: &sqlx::PgPool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
-    let schedules: Vec<_> = timers.iter().map(|t| schedule_columns(&t.schedule)).collect();
-    let sql = formatcp!(
-        "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, $11, $11, 0
-         FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                     $8::text[], $9::text[], $10::text[])
-              WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, ord)
-         ORDER BY ord
-         RETURNING timer_id"
-    );
-    let res = sqlx::query_scalar::<_, i64>(sql)
-        .bind(timers.iter().map(|t| t.app.as_str()).collect::<Vec<_>>())
-        .bind(timers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>())
-        .bind(timers.iter().map(|t| t.status.code() as i16).collect::<Vec<_>>())
-        .bind(schedules.iter().map(|s| s.0).collect::<Vec<_>>())
-        .bind(schedules.iter().map(|s| s.1).collect::<Vec<_>>())
-        .bind(schedules.iter().map(|s| s.2).collect::<Vec<_>>())
-        .bind(schedules.iter().map(|s| s.3).collect::<Vec<_>>())
-        .bind(timers.iter().map(notify_json).collect::<Vec<_>>())
-        .bind(timers.iter().map(retry_json).collect::<Vec<_>>())
-        .bind(timers.iter().map(|t| t.misfire.as_str()).collect::<Vec<_>>())
-        .bind(now_ms)
-        .fetch_all(pool)
-        .await;
-    match res {
-        Ok(mut ids) => {
-            ids.sort_unstable();
-            Ok(ids)
-        }
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(batch_name_taken(timers)),
-        Err(e) => Err(e.into()),
+/// rows in input order.
+impl InsertRows for sqlx::PgConnection {
+    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
+        let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
+        let sql = formatcp!(
+            "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
+                    on_failure, pause_after_failures, overlap, $11, $11, 0, peak
+             FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+                         $8::text[], $9::text[], $10::text[], $12::bigint[], $13::smallint[], $14::text[],
+                         $15::integer[], $16::text[])
+                  WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak,
+                                       delete_after_run, on_failure, pause_after_failures, overlap, ord)
+             ORDER BY ord{ON_NAME_TAKEN}"
+        );
+        let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
+            .bind(timers.iter().map(|(t, _)| t.app.as_str()).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.name.as_str()).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.status.code() as i16).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.0).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.1).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.2).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.3).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| notify_json(t)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| retry_json(t)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.misfire.as_str()).collect::<Vec<_>>())
+            .bind(now_ms)
+            .bind(timers.iter().map(|(_, load)| peak_column(*load)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| i16::from(t.delete_after_run)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| on_failure_json(t)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.overlap.as_str()).collect::<Vec<_>>())
+            .fetch_all(&mut *self)
+            .await?;
+        Ok(rows)
     }
 }
 
-/// MySQL: multi-row `VALUES` statements in one transaction. With no
-/// `RETURNING`, the ids are read back by the unique (app, live name) index,
-/// from the first id the statement drew on, and given in input order.
-async fn create_timers_mysql(pool: &sqlx::MySqlPool, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
-    let mut ids = Vec::with_capacity(timers.len());
-    let mut tx = pool.begin().await?;
-    for chunk in timers.chunks(500) {
-        let mut qb = QueryBuilder::<MySql>::new(INSERT);
-        qb.push_values(chunk, |mut b, t| {
-            let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
-            b.push_bind(t.app.clone())
-                .push_bind(t.name.clone())
-                .push_bind(t.status.code())
-                .push_bind(kind)
-                .push_bind(cron.map(str::to_string))
-                .push_bind(timezone.to_string())
-                .push_bind(run_at)
-                .push_bind(notify_json(t))
-                .push_bind(retry_json(t))
-                .push_bind(t.misfire.as_str())
-                .push_bind(now_ms)
-                .push_bind(now_ms)
-                .push_bind(0_i64);
-        });
-        let first = match qb.build().execute(&mut *tx).await {
-            Ok(done) => done.last_insert_id() as i64,
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Err(batch_name_taken(chunk)),
-            Err(e) => return Err(e.into()),
-        };
-        let mut qb = QueryBuilder::<MySql>::new("SELECT timer_id, app, name FROM t_timer WHERE timer_id >= ");
-        qb.push_bind(first).push(" AND (");
-        let mut sep = qb.separated(" OR ");
-        for t in chunk {
-            sep.push("(app = ").push_bind_unseparated(&t.app);
-            sep.push_unseparated(" AND live_name = ").push_bind_unseparated(&t.name).push_unseparated(")");
-        }
-        qb.push(")");
-        let rows = qb.build().fetch_all(&mut *tx).await?;
-        let mut by_key = std::collections::HashMap::with_capacity(rows.len());
-        for row in &rows {
-            let key = (text(row, "app")?, text(row, "name")?);
-            by_key.insert(key, row.try_get::<i64, _>("timer_id")?);
-        }
-        for t in chunk {
-            match by_key.get(&(t.app.clone(), t.name.clone())) {
-                Some(&id) => ids.push(id),
-                None => return Err(Error::Corrupt(format!("t_timer: inserted {}/{} not found", t.app, t.name))),
+/// MySQL: multi-row `INSERT IGNORE` statements (a taken name skips its row,
+/// as `ON CONFLICT DO NOTHING` does). With no `RETURNING`, each statement's
+/// rows are read back by (app, live name) from the first id it drew on:
+/// the caller holds the usage lock of every app in the batch, so no other
+/// transaction adds a live timer of these apps meanwhile, and a name taken
+/// before has a smaller id.
+impl InsertRows for sqlx::MySqlConnection {
+    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
+        let mut made = Vec::with_capacity(timers.len());
+        for chunk in timers.chunks(500) {
+            let mut qb = QueryBuilder::<MySql>::new(INSERT.replacen("INSERT", "INSERT IGNORE", 1));
+            qb.push_values(chunk, |mut b, (t, load)| {
+                let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+                b.push_bind(t.app.as_str())
+                    .push_bind(t.name.as_str())
+                    .push_bind(t.status.code())
+                    .push_bind(kind)
+                    .push_bind(cron)
+                    .push_bind(timezone)
+                    .push_bind(run_at)
+                    .push_bind(notify_json(t))
+                    .push_bind(retry_json(t))
+                    .push_bind(t.misfire.as_str())
+                    .push_bind(i64::from(t.delete_after_run))
+                    .push_bind(on_failure_json(t))
+                    .push_bind(t.pause_after_failures.map(i64::from))
+                    .push_bind(t.overlap.as_str())
+                    .push_bind(now_ms)
+                    .push_bind(now_ms)
+                    .push_bind(0_i64)
+                    .push_bind(peak_column(*load));
+            });
+            let done = qb.build().execute(&mut *self).await?;
+            if done.rows_affected() == 0 {
+                continue;
+            }
+            let mut qb = QueryBuilder::<MySql>::new("SELECT timer_id, app, name FROM t_timer WHERE timer_id >= ");
+            qb.push_bind(done.last_insert_id() as i64).push(" AND (");
+            let mut sep = qb.separated(" OR ");
+            for (t, _) in chunk {
+                sep.push("(app = ").push_bind_unseparated(t.app.as_str());
+                sep.push_unseparated(" AND live_name = ").push_bind_unseparated(t.name.as_str()).push_unseparated(")");
+            }
+            qb.push(") ORDER BY timer_id");
+            for row in qb.build().fetch_all(&mut *self).await? {
+                made.push((row.try_get("timer_id")?, text(&row, "app")?, text(&row, "name")?));
             }
         }
+        Ok(made)
     }
-    tx.commit().await?;
-    Ok(ids)
+}
+
+/// MySQL: ends the enabled one-shots whose fire has ended (completed, or
+/// deleted with deleteAfterRun); returns (app, new status) of each.
+async fn complete_fired_once_mysql(c: &mut sqlx::MySqlConnection, now_ms: i64) -> Result<Vec<(String, i64)>> {
+    let mut ended = Vec::new();
+    let mut by_status: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for row in sqlx::query(FIRED_ONCE_MYSQL).fetch_all(&mut *c).await? {
+        let delete = row.try_get::<i64, _>("delete_after_run")? == 1;
+        let status = if delete { code::TIMER_DELETED } else { code::TIMER_COMPLETED };
+        by_status.entry(status).or_default().push(row.try_get("timer_id")?);
+        ended.push((text(&row, "app")?, status));
+    }
+    for (status, ids) in by_status {
+        for chunk in ids.chunks(MAX_PARAMS) {
+            let mut qb = QueryBuilder::<MySql>::new("UPDATE t_timer SET status = ");
+            qb.push_bind(status).push(", modify_time = ").push_bind(now_ms).push(" WHERE timer_id IN (");
+            let mut sep = qb.separated(", ");
+            for id in chunk {
+                sep.push_bind(*id);
+            }
+            qb.push(")");
+            qb.build().execute(&mut *c).await?;
+        }
+    }
+    Ok(ended)
+}
+
+/// A timer, its stored peak and its app's usage, read in `tx`: the app
+/// first, to lock its usage, then the row as it is under that lock.
+async fn locked_timer(tx: &mut Tx, id: i64, now_ms: i64) -> Result<Option<(Timer, Option<i64>, AppUsage)>> {
+    let Some((timer, _)) = timer_with_peak(tx, id).await? else { return Ok(None) };
+    let usage = AppUsage::read(tx, &timer.app, now_ms).await?;
+    Ok(timer_with_peak(tx, id).await?.map(|(timer, peak)| (timer, peak, usage)))
+}
+
+/// A timer and its stored peak, read in `tx`.
+async fn timer_with_peak(tx: &mut Tx, id: i64) -> Result<Option<(Timer, Option<i64>)>> {
+    let row = on_tx!(tx, c => sqlx::query(&c.sql(GET_WITH_PEAK)).bind(id).fetch_optional(&mut *c).await?
+        .map(|row| Ok::<_, Error>((timer_from_row(&row)?, row.try_get::<Option<i64>, _>("peak_fpm")?)))
+        .transpose()?);
+    Ok(row)
 }

@@ -1,5 +1,5 @@
-//! Many nodes on one PostgreSQL (or MySQL) + Redis: every fire once, under
-//! crashes.
+//! Many nodes on one PostgreSQL (or MySQL) + Redis (or Redis Cluster):
+//! every fire once, under crashes.
 //!
 //! Each test starts its own database server and Redis (so it can kill,
 //! flush or stop them) and runs `xtimer serve` processes against them, with
@@ -17,7 +17,7 @@ use sqlx::Row;
 use xtimer::receiver::Receiver;
 
 use nodes::ProcNode;
-use servers::{Mariadb, Postgres, Redis};
+use servers::{Mariadb, Postgres, Redis, RedisCluster};
 
 /// Which database server a test runs on.
 #[derive(Debug, Clone, Copy)]
@@ -261,6 +261,46 @@ async fn kill_9_of_a_node_mid_minute_loses_nothing_and_its_fires_are_taken_over(
     let worst = rx.hits().iter().map(|h| h.lateness_ms()).fold(0.0, f64::max);
     eprintln!("worst lateness across the kill: {worst:.0} ms");
     assert!(worst <= 5_000.0, "a fire arrived {worst:.0} ms late");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_redis_cluster_three_nodes_lose_nothing_to_a_kill_9_and_a_masters_flushall() {
+    let (db, redis) = (Db::start(Kind::Postgres), RedisCluster::start().await);
+    let rx = Receiver::start(false).await.unwrap();
+    let mut victim = ProcNode::start(db.url(), &redis.url, &[]).await;
+    let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
+    let (mut killed_at, mut held, mut spread) = (0, 0, Vec::new());
+    let out = run_window(&nodes[0], &db, &rx, 50, 30, 10, async {
+        spread = redis.keys_per_master();
+        for _ in 0..50 {
+            held = victim.shards_held().await;
+            if held > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        killed_at = now_ms();
+        victim.kill9();
+        // Then one master loses its shards and locks, while the survivors take over.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        redis.flushall(0);
+    })
+    .await;
+    let worst = rx.hits().iter().map(|h| h.lateness_ms()).fold(0.0, f64::max);
+    eprintln!(
+        "Redis Cluster: keys per master {spread:?}; kill -9 holding {held} shards, FLUSHALL of a master: \
+         split {:?}, duplicates {}, worst lateness {worst:.0} ms",
+        out.split,
+        out.duplicates.len()
+    );
+    assert!(spread.iter().all(|&keys| keys > 0), "shards and locks on every master: {spread:?}");
+    assert!(held > 0, "the victim held shards when it was killed");
+    assert!(out.lost.is_empty(), "lost: {:?}", &out.lost[..out.lost.len().min(10)]);
+    assert_eq!(out.not_succeeded, 0);
+    // At-least-once: only fires the dead node had claimed may come twice.
+    for (key, run) in &out.duplicates {
+        assert!((killed_at - 3_000..=killed_at + 1_000).contains(run), "duplicate {key} far from the kill");
+    }
 }
 
 async fn redis_flushall_mid_run_loses_nothing_and_repeats_nothing(kind: Kind) {

@@ -1,5 +1,6 @@
-//! Throwaway PostgreSQL, MariaDB and Redis servers on 127.0.0.1, one set per
-//! test, so a test may stop, flush or kill them without touching anyone else.
+//! Throwaway PostgreSQL, MariaDB, Redis and Redis Cluster servers on
+//! 127.0.0.1, one set per test, so a test may stop, flush or kill them
+//! without touching anyone else.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -287,5 +288,98 @@ impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A free port P whose cluster bus port, P + 10000, is free too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = rand::random_range(20_000..45_000u16);
+        let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if free(port) && free(port + 10_000) {
+            return port;
+        }
+    }
+}
+
+/// A Redis Cluster of three masters, no replicas, no persistence.
+pub struct RedisCluster {
+    /// The masters' URLs, comma-separated: a `redis.url` naming the cluster.
+    pub url: String,
+    masters: Vec<String>,
+    children: Vec<std::process::Child>,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    /// Starts three `redis-server`s in cluster mode and joins them with
+    /// `redis-cli --cluster create`; returns once every node reports the
+    /// cluster ok.
+    pub async fn start() -> Self {
+        let dir = tempfile::Builder::new().prefix("xtimer-redis-cluster").tempdir().unwrap();
+        let (mut masters, mut children, mut addrs) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let port = free_cluster_port();
+            let config = dir.path().join(format!("nodes-{port}.conf"));
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--cluster-enabled", "yes", "--cluster-config-file", config.to_str().unwrap()])
+                .args(["--dir", dir.path().to_str().unwrap()])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("redis-server on PATH (apt-get install redis-server)");
+            children.push(child);
+            for _ in 0..100 {
+                if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            addrs.push(format!("127.0.0.1:{port}"));
+            masters.push(format!("redis://127.0.0.1:{port}"));
+        }
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli on PATH");
+        assert!(out.status.success(), "redis-cli --cluster create: {}", String::from_utf8_lossy(&out.stdout));
+        let cluster = Self { url: masters.join(","), masters, children, _dir: dir };
+        for master in &cluster.masters {
+            for attempt in 0.. {
+                if cluster.cli(master, &["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(attempt < 200, "{master}: cluster not ok");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        cluster
+    }
+
+    fn cli(&self, master: &str, args: &[&str]) -> String {
+        let out = Command::new("redis-cli").args(["-u", master]).args(args).output().unwrap();
+        assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Keys on each master.
+    pub fn keys_per_master(&self) -> Vec<u64> {
+        self.masters.iter().map(|m| self.cli(m, &["DBSIZE"]).trim().parse().unwrap()).collect()
+    }
+
+    /// `FLUSHALL` on one master: the shards and locks in its slots are gone.
+    pub fn flushall(&self, master: usize) {
+        self.cli(&self.masters[master], &["FLUSHALL"]);
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }

@@ -72,6 +72,13 @@ impl GoWorker {
         assert_eq!(reply["code"], 0, "{reply}");
     }
 
+    /// The type's entry in get_task_schedule_cfg_list.
+    async fn cfg(&self, task_type: &str) -> Value {
+        let list = self.get("/v1/get_task_schedule_cfg_list").await;
+        let list = list["task_schedule_cfg_list"].as_array().cloned().unwrap_or_default();
+        list.into_iter().find(|c| c["task_type"] == task_type).unwrap_or_else(|| panic!("{task_type} not listed"))
+    }
+
     async fn create(&self, task_type: &str, context: &str) -> String {
         let body = json!({"task_data": {"task_type": task_type, "context": context, "user_id": "u1"}});
         let reply = self.post_json("/v1/create_task", &body.to_string()).await;
@@ -545,6 +552,10 @@ async fn a_fire_whose_task_type_is_unknown_fails_after_one_attempt(stack: Stack)
         }),
         retry: RetryPolicy { max_attempts: 3, backoff_ms: 100 },
         misfire: MisfirePolicy::FireAll,
+        delete_after_run: false,
+        on_failure: None,
+        pause_after_failures: None,
+        overlap: Default::default(),
     };
     let id = node.node.stores.timers.create_timer(&ghost, now_ms()).await.unwrap().id;
     assert_eq!(node.act("enableTimer", id, "it").await["code"], 0);
@@ -597,6 +608,11 @@ async fn task_types_belong_to_the_app_that_registered_them(stack: Stack) {
 
     let beta_calls = [
         (post.clone(), "/v1/register_task".to_string(), Some(json!({"task_type": "alpha_jobs", "schedule_limit": 1}))),
+        (
+            post.clone(),
+            "/v1/set_task_schedule_cfg".to_string(),
+            Some(json!({"task_type": "alpha_jobs", "schedule_limit": 1})),
+        ),
         (post.clone(), "/v1/create_task".to_string(), Some(json!({"task_data": {"task_type": "alpha_jobs"}}))),
         (post.clone(), "/v1/hold_tasks?task_type=alpha_jobs&limit=10".to_string(), None),
         (post.clone(), "/v1/set_task".to_string(), Some(json!({"task_data": {"task_id": task_id, "status": 4}}))),
@@ -644,9 +660,11 @@ async fn task_types_belong_to_the_app_that_registered_them(stack: Stack) {
         assert!(status == 401 || status == 403, "{user}:{token}: {status} {reply}");
         assert_eq!(reply["code"], 8020, "{user}:{token}: {reply}");
     }
-    // Even past the route's check (another node's cache), the store keeps the owner's cfg.
+    // Even past the route's check (another node's cache), the engine keeps the owner's cfg.
     let cfg = TaskScheduleCfg { task_type: "alpha_jobs".into(), schedule_limit: 1, ..Default::default() };
-    let err = node.node.tasks.register(cfg, Some("beta")).await.unwrap_err();
+    let err = node.node.tasks.register(cfg.clone(), Some("beta")).await.unwrap_err();
+    assert!(matches!(err, xtimer_asyncflow::Error::TypeExists(_)), "{err}");
+    let err = node.node.tasks.set_cfg(cfg, Some("beta")).await.unwrap_err();
     assert!(matches!(err, xtimer_asyncflow::Error::NotOwner(_)), "{err}");
     let (_, list) = call(get.clone(), "/v1/get_task_schedule_cfg_list", "beta-token", None).await;
     assert_eq!(list["task_schedule_cfg_list"], Value::Null, "{list}");
@@ -684,7 +702,78 @@ async fn get_task_list_shows_only_tasks_whose_time_has_come(stack: Stack) {
     node.stop().await;
 }
 
+/// register_task creates a type and never changes one: a second register
+/// answers 8048 and leaves the tuned cfg alone (a deploy script that
+/// registers at every start keeps production settings). The cfg changes
+/// through set_task_schedule_cfg, in the same shapes, zero meaning unchanged.
+async fn register_creates_and_set_task_schedule_cfg_changes(stack: Stack) {
+    let node = TestNode::spawn(stack).await;
+    let go = GoWorker::new(&node);
+    go.register(json!({"task_type": "tuned", "schedule_limit": 50, "max_retry_num": 7, "retry_interval": -5})).await;
+    let registered = go.cfg("tuned").await;
+
+    // A deploy script registering again, flat, nested either way: 8048, nothing changed.
+    for body in [
+        json!({"task_type": "tuned"}),
+        json!({"task_config_data": {"task_type": "tuned", "schedule_limit": 1}}),
+        json!({"task_type_data": {"task_type": "tuned", "max_retry_num": 1}}),
+    ] {
+        let reply = go.post_json("/v1/register_task", &body.to_string()).await;
+        assert_eq!(reply["code"], 8048, "{body}: {reply}");
+        assert!(reply["msg"].as_str().unwrap().contains("already registered"), "{reply}");
+        assert!(reply["msg"].as_str().unwrap().contains("/v1/set_task_schedule_cfg"), "{reply}");
+        assert_eq!(go.cfg("tuned").await, registered, "{body} changed the cfg");
+    }
+
+    // set_task_schedule_cfg: only the fields sent change; the reply is the cfg as changed.
+    let reply = go
+        .post_json("/v1/set_task_schedule_cfg", r#"{"task_config_data":{"task_type":"tuned","schedule_limit":9}}"#)
+        .await;
+    assert_eq!(reply["code"], 0, "{reply}");
+    assert_eq!(reply["msg"], "ok");
+    let changed = &reply["task_schedule_cfg"];
+    assert_eq!(changed["schedule_limit"], 9, "{reply}");
+    for key in ["schedule_interval", "max_processing_time", "max_retry_num", "retry_interval", "max_retry_interval"] {
+        assert_eq!(changed[key], registered[key], "{key} kept: {reply}");
+    }
+    assert_eq!(&go.cfg("tuned").await, changed, "the list shows the change");
+    let flat = go.post_json("/v1/set_task_schedule_cfg", r#"{"task_type":"tuned","max_retry_num":2}"#).await;
+    assert_eq!(flat["code"], 0, "{flat}");
+    let nested = r#"{"task_type_data":{"task_type":"tuned","retry_interval":30,"max_retry_interval":60}}"#;
+    let nested = go.post_json("/v1/set_task_schedule_cfg", nested).await;
+    assert_eq!(nested["code"], 0, "{nested}");
+    let now = go.cfg("tuned").await;
+    assert_eq!(
+        [&now["schedule_limit"], &now["max_retry_num"], &now["retry_interval"], &now["max_retry_interval"]],
+        [&json!(9), &json!(2), &json!(30), &json!(60)],
+        "{now}"
+    );
+    // New tasks take the changed cfg.
+    let task_id = go.create("tuned", "c").await;
+    let task = go.get_task(&task_id).await;
+    assert_eq!((task.max_retry_num, task.max_retry_interval), (2, 30), "{task:?}");
+
+    // Bad input names the field and the limit, and changes nothing.
+    let bad = go.post_json("/v1/set_task_schedule_cfg", r#"{"task_type":"tuned","schedule_limit":5000}"#).await;
+    assert_eq!(bad["code"], 8020, "{bad}");
+    assert!(bad["msg"].as_str().unwrap().contains("schedule_limit must be 1 to 2000, not 5000"), "{bad}");
+    let bad = go.post_json("/v1/set_task_schedule_cfg", r#"{"schedule_limit":5}"#).await;
+    assert_eq!(bad["code"], 8020, "{bad}");
+    assert!(bad["msg"].as_str().unwrap().contains("task_type is required"), "{bad}");
+    let bad = go.post_json("/v1/set_task_schedule_cfg", r#"{"task_type":"tuned","schedule_limit":"5"}"#).await;
+    assert_eq!(bad["code"], 8021, "{bad}");
+    assert_eq!(go.cfg("tuned").await, now, "refused changes left the cfg alone");
+    // A type that is not registered is not created by a cfg change.
+    let ghost = go.post_json("/v1/set_task_schedule_cfg", r#"{"task_type":"ghost","schedule_limit":5}"#).await;
+    assert_eq!(ghost["code"], 8039, "{ghost}");
+    assert!(ghost["msg"].as_str().unwrap().contains("not registered"), "{ghost}");
+    let list = go.get("/v1/get_task_schedule_cfg_list").await;
+    assert_eq!(list["task_schedule_cfg_list"].as_array().unwrap().len(), 1, "{list}");
+    node.stop().await;
+}
+
 on_both_stacks!(
+    register_creates_and_set_task_schedule_cfg_changes,
     task_types_belong_to_the_app_that_registered_them,
     get_task_list_shows_only_tasks_whose_time_has_come,
     go_worker_wire,

@@ -3,9 +3,13 @@
 
 mod adversarial;
 mod asyncflow;
+mod cli;
 mod echo;
 mod fires;
 mod helpers;
+mod lifecycle;
+mod logging;
+mod metrics;
 mod nodes;
 mod operations;
 mod race;
@@ -14,4 +18,5 @@ mod restart;
 mod security;
 mod slow_clients;
 mod stop;
+mod ui;
 mod worker_sdk;

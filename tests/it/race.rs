@@ -40,6 +40,10 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::FireOnce,
+            delete_after_run: false,
+            on_failure: None,
+            pause_after_failures: None,
+            overlap: Default::default(),
         };
         let timer = timers.create_timer(&timer, now_ms()).await.unwrap();
         keys.push(FireKey { timer_id: timer.id, run_ms: now_ms() + 200 });

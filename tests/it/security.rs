@@ -100,6 +100,10 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
         }),
         retry: RetryPolicy { max_attempts: 3, backoff_ms: 100 },
         misfire: MisfirePolicy::FireOnce,
+        delete_after_run: false,
+        on_failure: None,
+        pause_after_failures: None,
+        overlap: Default::default(),
     };
     let timer = node.node.stores.timers.create_timer(&timer, now_ms()).await.unwrap();
     node.node.expander.expand_timer(&timer).await.unwrap();

@@ -73,6 +73,12 @@ async fn worker_runs_the_three_stage_demo_with_retries(stack: Stack) {
     client.register_task(&fixed).await.unwrap();
     let panicky = TaskScheduleCfg { task_type: PANIC_TYPE.into(), retry_interval: -1, ..demo::cfg() };
     client.register_task(&panicky).await.unwrap();
+    // Registering again is refused and changes nothing; the cfg changes through set_task_schedule_cfg.
+    let err = client.register_task(&TaskScheduleCfg { max_retry_num: 9, ..fixed.clone() }).await.unwrap_err();
+    assert_eq!(err.code(), Some(8048), "{err}");
+    let tweak = TaskScheduleCfg { task_type: FIXED_TYPE.into(), schedule_interval: 2, ..TaskScheduleCfg::default() };
+    let changed = client.set_task_schedule_cfg(&tweak).await.unwrap();
+    assert_eq!((changed.schedule_interval, changed.max_retry_num, changed.retry_interval), (2, 2, -1), "{changed:?}");
 
     let ok_id = client.create_task(&demo::new_task("it://ok", 0)).await.unwrap();
     let flaky_id = client.create_task(&demo::new_task("it://flaky", 2)).await.unwrap();

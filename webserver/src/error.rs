@@ -68,6 +68,10 @@ pub enum ApiError {
         /// The name.
         name: String,
     },
+    /// The server stopped handling a create before it could answer (it may
+    /// or may not be stored: a retry answers 409 if it was). 503.
+    #[error("the create was interrupted before its answer: retry it (a 409 then means it was stored)")]
+    Interrupted,
     /// No route has this path. 404.
     #[error("no route for {method} {path}")]
     NoRoute {
@@ -130,6 +134,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Auth(err) => err.status(),
             Self::LimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Interrupted => StatusCode::SERVICE_UNAVAILABLE,
             Self::Store(_) | Self::Expand(_) | Self::Tasks(_) | Self::Randomness(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -148,7 +153,12 @@ impl From<xtimer_store::Error> for ApiError {
 
 impl From<xtimer_migrator::Error> for ApiError {
     fn from(err: xtimer_migrator::Error) -> Self {
-        Self::Expand(err)
+        match err {
+            xtimer_migrator::Error::ManualFireTaken { .. } => {
+                Self::LimitExceeded { msg: err.to_string(), retry_after: Some(std::time::Duration::from_secs(1)) }
+            }
+            other => Self::Expand(other),
+        }
     }
 }
 

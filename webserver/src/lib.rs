@@ -11,6 +11,9 @@
 //!   - [`routes::health`]: `GET /healthz`;
 //!   - [`routes::nodes`]: `GET /api/xtimer/nodes`, the cluster's nodes.
 //! - [`routes::tasks`]: the asyncflow task API, `/v1/...` (API.md section 2).
+//! - [`metrics`]: `GET /metrics` (Prometheus text) and the request counter.
+//! - [`openapi`]: `GET /openapi.json`, the OpenAPI 3.1 document of every route.
+//! - [`ui`]: the web console at `/ui` (embedded assets) and its overview data.
 //! - [`auth`]: per-app bearer tokens: the [`auth::resolve`] middleware,
 //!   [`auth::AuthContext`] and [`auth::authorize`], for every API's handlers.
 //! - [`limits`]: the per-app request rate limit and the fires-per-minute count.
@@ -31,9 +34,12 @@ pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod limits;
+pub mod metrics;
+pub mod openapi;
 pub mod routes;
 pub mod security;
 pub mod serve;
+pub mod ui;
 
 use std::sync::Arc;
 
@@ -69,6 +75,8 @@ pub struct Shared {
     nodes: Option<Arc<dyn NodeRepo>>,
     tasks: Option<Tasks>,
     security: Arc<security::Security>,
+    creates: Arc<routes::timers::group_commit::CreateQueue>,
+    shards_held: Option<metrics::ShardsHeld>,
 }
 
 impl AppState {
@@ -90,6 +98,8 @@ impl AppState {
             nodes: None,
             tasks: None,
             security: Arc::default(),
+            creates: Arc::default(),
+            shards_held: None,
         }))
     }
 
@@ -112,6 +122,17 @@ impl AppState {
         self
     }
 
+    /// The queue `createTimer` group-commits through.
+    pub(crate) fn creates(&self) -> &routes::timers::group_commit::CreateQueue {
+        &self.creates
+    }
+
+    /// Reports `xtimer_shards_held` from `held` (this node's trigger).
+    pub fn with_shards_held(mut self, held: metrics::ShardsHeld) -> Self {
+        Arc::make_mut(&mut self.0).shards_held = Some(held);
+        self
+    }
+
     /// The server configuration this state was built with.
     pub fn config(&self) -> &ServerConfig {
         &self.config
@@ -130,18 +151,23 @@ impl std::ops::Deref for AppState {
 ///
 /// The timer routes answer both under `/api/xtimer/` and `/xtimer/`. Layers,
 /// outermost first: panics become a 500 envelope; requests are traced;
-/// 5xx causes are logged; the bearer token is resolved into an
+/// requests are counted for `/metrics`; 5xx causes are logged; the bearer token is resolved into an
 /// [`auth::AuthContext`]; the caller's request rate is limited (429);
 /// bodies are limited to `max_body_bytes` (a 413 envelope when exceeded,
 /// which closes the connection); a 405 names the methods its route takes.
 pub fn router(state: AppState) -> Router {
+    metrics::install();
     let routes = Router::new()
         .route("/healthz", get(routes::health::health_check))
+        .route("/metrics", get(metrics::metrics_get))
+        .route("/openapi.json", get(openapi::openapi_get))
         .merge(routes::timers::routes("/api/xtimer", &state.config))
         .merge(routes::timers::routes("/xtimer", &state.config))
         .route("/api/xtimer/nodes", get(routes::nodes::nodes_list))
         .route("/xtimer/nodes", get(routes::nodes::nodes_list))
         .merge(routes::tasks::routes())
+        .merge(ui::routes())
+        .route_layer(middleware::from_fn(metrics::tag_route))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::method_not_allowed);
     // Outside the routes: their `Allow` header is set by then.
@@ -153,6 +179,7 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), limits::rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), auth::resolve))
         .layer(middleware::from_fn(error::log_server_errors))
+        .layer(middleware::from_fn(metrics::count_requests))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(error::panic_response))
         .with_state(state)

@@ -1,11 +1,10 @@
 //! Explicit limits: API requests per second per app (a token bucket per
-//! key, [`rate_limit`]), and the fires per minute a set of schedules makes
-//! ([`busiest_minute`]). The other limits (body size, callback headers and
-//! body, name and app lengths, timers per app) are checked where the input
-//! is read; every one answers an envelope naming the limit and its
-//! configuration key.
+//! key, [`rate_limit`]). The timers per app and fires per minute per app
+//! are counters the store keeps and checks as timers change
+//! (`xtimer_store::usage`); the other limits (body size, callback headers
+//! and body, name and app lengths) are checked where the input is read;
+//! every one answers an envelope naming the limit and its configuration key.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -15,20 +14,11 @@ use axum::http::header::{CONNECTION, CONTENT_LENGTH};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use chrono::DateTime;
 use dashmap::DashMap;
-use xtimer_core::cron::CronSchedule;
-use xtimer_core::timer::Schedule;
 
 use crate::auth::AuthContext;
 use crate::{ApiError, AppState};
 
-/// How far ahead [`busiest_minute`] looks.
-pub const FIRE_WINDOW_MS: i64 = 60 * 60_000;
-/// The app's other enabled timers are counted in the fires-per-minute
-/// check only when it has at most this many timers (the check expands each
-/// one over [`FIRE_WINDOW_MS`]); past it only the new timer is checked.
-pub const FIRE_CHECK_MAX_TIMERS: u64 = 100;
 /// Keys kept before idle buckets are dropped.
 const MAX_BUCKETS: usize = 100_000;
 
@@ -140,32 +130,6 @@ fn rate_key(request: &Request) -> String {
     }
 }
 
-/// The most fires any one minute gets from `schedules` in
-/// `[now_ms, now_ms + FIRE_WINDOW_MS)`, with the minute (Unix ms) it starts.
-/// Crons that do not parse count nothing (they were validated before).
-pub fn busiest_minute<'a>(schedules: impl IntoIterator<Item = &'a Schedule>, now_ms: i64) -> (u64, i64) {
-    let end = now_ms.saturating_add(FIRE_WINDOW_MS);
-    let mut minutes: HashMap<i64, u64> = HashMap::new();
-    let now = DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
-    for schedule in schedules {
-        match schedule {
-            Schedule::Cron { expr, timezone } => {
-                let Ok(cron) = CronSchedule::parse(expr, timezone, now) else { continue };
-                // At most 60 fires a minute: fire times are whole seconds.
-                for at in cron.fires_between(now_ms, end, (FIRE_WINDOW_MS / 1000) as usize) {
-                    *minutes.entry(at.div_euclid(60_000)).or_default() += 1;
-                }
-            }
-            Schedule::Once { run_at_ms } => {
-                if (now_ms..end).contains(run_at_ms) {
-                    *minutes.entry(run_at_ms.div_euclid(60_000)).or_default() += 1;
-                }
-            }
-        }
-    }
-    minutes.into_iter().map(|(m, n)| (n, m * 60_000)).max().unwrap_or((0, now_ms))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,18 +144,5 @@ mod tests {
         std::thread::sleep(Duration::from_millis(120));
         assert!(r.take("a").is_ok(), "refilled");
         assert!(RateLimiter::new(0, 0).take("a").is_ok(), "0 is off");
-    }
-
-    #[test]
-    fn the_busiest_minute_sums_every_schedule() {
-        let now = 1_893_456_000_000; // 2030-01-01T00:00:00Z, a minute boundary
-        let every_second = Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() };
-        let every_minute = Schedule::Cron { expr: "* * * * *".into(), timezone: "UTC".into() };
-        let at_five = Schedule::Cron { expr: "*/5 5 * * * *".into(), timezone: "Asia/Shanghai".into() };
-        let once = Schedule::Once { run_at_ms: now + 5 * 60_000 + 1 };
-        assert_eq!(busiest_minute([&every_second], now).0, 60);
-        assert_eq!(busiest_minute([&every_minute], now).0, 1);
-        assert_eq!(busiest_minute([&at_five, &every_minute, &once], now), (12 + 1 + 1, now + 5 * 60_000));
-        assert_eq!(busiest_minute([], now).0, 0);
     }
 }

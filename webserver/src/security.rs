@@ -28,14 +28,14 @@ pub struct Security {
     pub policy: Arc<TargetPolicy>,
     /// Whether `createTimer` resolves callback hosts to check them.
     pub resolve_at_create: bool,
-    /// Serializes the limit checks and writes of each app's creates and enables.
+    /// Serializes the updates of each app's timers.
     pub app_locks: AppLocks,
 }
 
-/// Locks over apps, held by a create or an enable from its limit checks
-/// (timers per app, fires per minute) to its write, so that concurrent
-/// calls cannot each pass a check that only one of them may pass. Exact on
-/// one node; across nodes each node's calls are serialized on their own.
+/// Locks over apps, held by an update from its read of the timer to its
+/// re-expansion, so that two updates of one timer on this node cannot
+/// interleave their fires. (The limits need no lock: the store checks them
+/// in the write's transaction.)
 /// A fixed set of stripes (an app's name picks one), so that unknown app
 /// names cannot grow it.
 pub struct AppLocks(Vec<Arc<tokio::sync::Mutex<()>>>);
@@ -55,17 +55,6 @@ impl AppLocks {
         self.0[self.stripe(app)].clone().lock_owned().await
     }
 
-    /// Waits for the locks of every app in `apps`, taking each stripe once
-    /// and in one order, so two batches cannot wait for each other.
-    pub async fn lock_all<'a>(&self, apps: impl IntoIterator<Item = &'a str>) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
-        let stripes: std::collections::BTreeSet<usize> = apps.into_iter().map(|app| self.stripe(app)).collect();
-        let mut guards = Vec::with_capacity(stripes.len());
-        for stripe in stripes {
-            guards.push(self.0[stripe].clone().lock_owned().await);
-        }
-        guards
-    }
-
     fn stripe(&self, app: &str) -> usize {
         use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
         let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(app);
@@ -83,8 +72,8 @@ impl Default for Security {
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
             limits,
             policy: Arc::new(TargetPolicy::default()),
-            resolve_at_create: callback.resolve_at_create,
             app_locks: AppLocks::default(),
+            resolve_at_create: callback.resolve_at_create,
         }
     }
 }
@@ -105,8 +94,8 @@ impl Security {
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
             limits: limits.clone(),
             policy: Arc::new(policy),
-            resolve_at_create: callback.resolve_at_create,
             app_locks: AppLocks::default(),
+            resolve_at_create: callback.resolve_at_create,
         })
     }
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use xtimer_asyncflow::wire::{
-    path, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskData, TaskDataBody, TaskDataRequest, TaskListBody,
-    TaskScheduleCfg, TaskStatus,
+    code, path, CfgBody, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskData, TaskDataBody,
+    TaskDataRequest, TaskListBody, TaskScheduleCfg, TaskStatus,
 };
 
 use crate::error::{Error, Result};
@@ -152,23 +152,14 @@ impl Client {
         Ok(reply.counts)
     }
 
-    /// Registers a task type with its scheduling configuration (fields
+    /// Registers a new task type with its scheduling configuration (fields
     /// left at zero get the server's defaults, see
     /// [`TaskScheduleCfg::with_defaults`]). Sent nested as
-    /// `{"task_config_data": {...}}`, without the time fields.
+    /// `{"task_config_data": {...}}`, without the time fields. A type the
+    /// server has already answers 8048 ([`Error::Api`]) and keeps its cfg:
+    /// change that with [`set_task_schedule_cfg`](Self::set_task_schedule_cfg).
     pub async fn register_task(&self, cfg: &TaskScheduleCfg) -> Result<()> {
-        let body = serde_json::json!({
-            "task_config_data": {
-                "task_type": cfg.task_type,
-                "schedule_limit": cfg.schedule_limit,
-                "schedule_interval": cfg.schedule_interval,
-                "max_processing_time": cfg.max_processing_time,
-                "max_retry_num": cfg.max_retry_num,
-                "retry_interval": cfg.retry_interval,
-                "max_retry_interval": cfg.max_retry_interval,
-            }
-        });
-        let req = self.post(path::REGISTER_TASK).json(&body);
+        let req = self.post(path::REGISTER_TASK).json(&cfg_body(cfg));
         let _: Empty = send("register_task", req).await?;
         Ok(())
     }
@@ -180,8 +171,21 @@ impl Client {
         if list.iter().any(|c| c.task_type == cfg.task_type) {
             return Ok(false);
         }
-        self.register_task(cfg).await?;
-        Ok(true)
+        match self.register_task(cfg).await {
+            Ok(()) => Ok(true),
+            // Registered by someone else since the list was read.
+            Err(err) if err.code() == Some(code::REGISTER_INSERT) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Changes the scheduling configuration of a registered type: fields
+    /// left at zero keep their value. Returns the configuration as changed.
+    pub async fn set_task_schedule_cfg(&self, cfg: &TaskScheduleCfg) -> Result<TaskScheduleCfg> {
+        const OP: &str = "set_task_schedule_cfg";
+        let req = self.post(path::SET_TASK_SCHEDULE_CFG).json(&cfg_body(cfg));
+        let reply: CfgBody = send(OP, req).await?;
+        reply.task_schedule_cfg.ok_or(Error::Missing { op: OP, field: "task_schedule_cfg" })
     }
 
     /// `GET /v1/ping`: Ok when the server answers `{"message": "pong"}`.
@@ -197,6 +201,22 @@ impl Client {
             Err(Error::Missing { op: OP, field: "message" })
         }
     }
+}
+
+/// A cfg as register_task and set_task_schedule_cfg take it:
+/// `{"task_config_data": {...}}`, without the time fields.
+fn cfg_body(cfg: &TaskScheduleCfg) -> serde_json::Value {
+    serde_json::json!({
+        "task_config_data": {
+            "task_type": cfg.task_type,
+            "schedule_limit": cfg.schedule_limit,
+            "schedule_interval": cfg.schedule_interval,
+            "max_processing_time": cfg.max_processing_time,
+            "max_retry_num": cfg.max_retry_num,
+            "retry_interval": cfg.retry_interval,
+            "max_retry_interval": cfg.max_retry_interval,
+        }
+    })
 }
 
 /// Sends `req` and decodes the reply's fields, turning a non-zero code into

@@ -221,6 +221,10 @@ impl Harness {
             }),
             retry,
             misfire,
+            delete_after_run: false,
+            on_failure: None,
+            pause_after_failures: None,
+            overlap: Default::default(),
         };
         self.repo.create_timer(&timer, self.now()).await.expect("create timer")
     }

@@ -23,6 +23,10 @@ async fn a_task_fire_without_a_task_engine_is_retried_per_its_policy_then_fails(
         }),
         retry: RetryPolicy { max_attempts: 3, backoff_ms: 10 },
         misfire: MisfirePolicy::FireAll,
+        delete_after_run: false,
+        on_failure: None,
+        pause_after_failures: None,
+        overlap: Default::default(),
     };
     let timer = h.repo.create_timer(&new, h.now()).await.expect("create timer");
     let keys = h.fires(&timer, &[-10_000]).await;

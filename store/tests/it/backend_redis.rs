@@ -3,7 +3,9 @@
 //! cannot express.
 //!
 //! The server comes from `XTIMER_TEST_REDIS_URL` (default
-//! `redis://127.0.0.1:16379`). Tests share it, so each one gets its own key
+//! `redis://127.0.0.1:16379`); the Redis Cluster backend's from
+//! `XTIMER_TEST_REDIS_CLUSTER_URL` (its masters' URLs, comma-separated;
+//! `scripts/test` starts a cluster of three). Tests share it, so each one gets its own key
 //! prefix (`t{random hex}`) and nothing is ever flushed; every key a test
 //! writes carries a TTL, so the server cleans up after it.
 //!
@@ -19,7 +21,7 @@ use ::redis::aio::MultiplexedConnection;
 use ::redis::AsyncCommands;
 use async_trait::async_trait;
 use xtimer_core::clock::ManualClock;
-use xtimer_core::config::ShardConfig;
+use xtimer_core::config::{RedisConfig, ShardConfig};
 use xtimer_core::fire::FireKey;
 use xtimer_core::shard::{ShardKey, MINUTE_MS};
 use xtimer_store::redis::RedisStore;
@@ -46,6 +48,25 @@ pub async fn redis() -> Backend {
     let prefix = prefix();
     let config = ShardConfig { key_prefix: prefix.clone(), ..ShardConfig::default() };
     let store = RedisStore::connect(&url(), config).await.expect("redis reachable").with_clock(backend.clock.clone());
+    backend.locks = Arc::new(PrefixedLocks { prefix, inner: store.clone() });
+    backend.shards = Arc::new(store);
+    backend
+}
+
+/// The Redis Cluster under test: its masters' URLs, comma-separated.
+fn cluster_url() -> String {
+    std::env::var("XTIMER_TEST_REDIS_CLUSTER_URL")
+        .expect("a Redis Cluster at XTIMER_TEST_REDIS_CLUSTER_URL (scripts/test starts one)")
+}
+
+/// [`redis`], with the shard index and locks on the Redis Cluster.
+pub async fn redis_cluster() -> Backend {
+    let mut backend = crate::helpers::embedded().await;
+    let prefix = prefix();
+    let config = ShardConfig { key_prefix: prefix.clone(), ..ShardConfig::default() };
+    let redis = RedisConfig { url: cluster_url(), cluster: true };
+    let store =
+        RedisStore::open(&redis, config).await.expect("redis cluster reachable").with_clock(backend.clock.clone());
     backend.locks = Arc::new(PrefixedLocks { prefix, inner: store.clone() });
     backend.shards = Arc::new(store);
     backend
@@ -230,7 +251,7 @@ async fn add_writes_the_design_keys_with_a_ttl_from_the_injected_clock() {
 
     let shard = ShardKey::of(42, this.run_ms, f.store.buckets());
     let key = shard.set_key(&f.prefix);
-    assert_eq!(key, format!("{}:shard:2026-03-01 12:34:{}", f.prefix, shard.bucket));
+    assert_eq!(key, format!("{}:shard:{{2026-03-01 12:34:{}}}", f.prefix, shard.bucket));
     let members: Vec<(String, i64)> = f.raw.clone().zrange_withscores(&key, 0, -1).await.unwrap();
     assert_eq!(
         members,
@@ -383,4 +404,86 @@ async fn redis_going_away_is_an_error_and_coming_back_is_reconnected() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     plug.abort();
+}
+
+/// On a cluster, a shard's set and its lock share a slot (one hash tag),
+/// while the shards of a few minutes spread over every master; fires added
+/// across many shards (one transaction per shard) read back whole.
+#[tokio::test]
+async fn on_a_cluster_a_shard_keeps_to_one_slot_and_shards_spread_over_the_masters() {
+    let prefix = prefix();
+    let config = ShardConfig { key_prefix: prefix.clone(), ..ShardConfig::default() };
+    let redis = RedisConfig { url: cluster_url(), cluster: false };
+    let masters: Vec<String> = redis.url.split(',').map(|u| u.trim().to_string()).collect();
+    assert!(masters.len() >= 3, "XTIMER_TEST_REDIS_CLUSTER_URL names the masters: {}", redis.url);
+    // Several URLs name a cluster without the switch.
+    let store = RedisStore::open(&redis, config).await.expect("redis cluster reachable");
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = store.with_clock(clock.clone());
+
+    let mut raw = Vec::new();
+    for master in &masters {
+        let client = ::redis::Client::open(master.as_str()).unwrap();
+        raw.push(client.get_multiplexed_async_connection().await.unwrap());
+    }
+    let slot = |conn: &MultiplexedConnection, key: String| {
+        let mut conn = conn.clone();
+        async move { ::redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query_async::<i64>(&mut conn).await.unwrap() }
+    };
+    let shard = ShardKey { minute_ms: T0, bucket: 7 };
+    assert_eq!(slot(&raw[0], shard.set_key(&prefix)).await, slot(&raw[0], shard.lock_key(&prefix)).await);
+    assert_ne!(
+        slot(&raw[0], shard.set_key(&prefix)).await,
+        slot(&raw[0], ShardKey { minute_ms: T0, bucket: 8 }.set_key(&prefix)).await,
+        "buckets of one minute hash apart"
+    );
+
+    let fires: Vec<FireKey> =
+        (1..=2_000).map(|id| FireKey { timer_id: id, run_ms: T0 + (id * 37) % (3 * MINUTE_MS) }).collect();
+    store.add(&fires).await.unwrap();
+    let mut read = Vec::new();
+    let mut shards = 0;
+    for minute in 0..3 {
+        for bucket in 0..store.buckets() {
+            let shard = ShardKey { minute_ms: T0 + minute * MINUTE_MS, bucket };
+            let keys = store.range(shard, shard.minute_ms, shard.end_ms()).await.unwrap();
+            assert_eq!(store.count(shard).await.unwrap(), keys.len() as u64);
+            shards += usize::from(!keys.is_empty());
+            read.extend(keys);
+        }
+    }
+    read.sort();
+    let mut expected = fires;
+    expected.sort();
+    assert_eq!(read, expected, "every fire read back from its shard");
+
+    // Each master holds some of the shards, and together exactly them.
+    let mut per_master = Vec::new();
+    for conn in &raw {
+        let keys: Vec<String> = conn.clone().keys(format!("{prefix}:shard:*")).await.unwrap();
+        per_master.push(keys.len());
+    }
+    assert!(per_master.iter().all(|&n| n > 0), "shards per master: {per_master:?}");
+    assert_eq!(per_master.iter().sum::<usize>(), shards, "shards per master: {per_master:?}");
+
+    // A lock on a shard: token-checked extend and release by Lua, in the shard's slot.
+    let lock = shard.lock_key(&prefix);
+    assert!(store.acquire(&lock, "a", 10_000).await.unwrap());
+    assert!(!store.acquire(&lock, "b", 10_000).await.unwrap());
+    assert!(!store.extend(&lock, "b", 10_000).await.unwrap());
+    assert!(!store.release(&lock, "b").await.unwrap());
+    assert!(store.extend(&lock, "a", 130_000).await.unwrap());
+    assert!(store.release(&lock, "a").await.unwrap());
+}
+
+#[tokio::test]
+async fn unreachable_cluster_is_an_error_not_a_hang() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let redis = RedisConfig { url: format!("redis://127.0.0.1:{port}"), cluster: true };
+    let connected = tokio::time::timeout(Duration::from_secs(20), RedisStore::open(&redis, ShardConfig::default()))
+        .await
+        .expect("connect gives up within its timeouts");
+    assert!(matches!(connected, Err(Error::Redis(_))), "{:?}", connected.map(|_| ()));
+    assert!(started.elapsed() < Duration::from_secs(10), "gave up after {:?}", started.elapsed());
 }

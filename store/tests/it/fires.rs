@@ -339,7 +339,14 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
     assert_eq!(taken.skipped, 0);
     assert_eq!(
         taken.claimed,
-        vec![ClaimedFire { task_id: old.task_id, key: k, attempt: 1, owner: "node-b:1".into() }],
+        vec![ClaimedFire {
+            task_id: old.task_id,
+            key: k,
+            attempt: 1,
+            owner: "node-b:1".into(),
+            manual: false,
+            timer_modified: t.modify_time
+        }],
         "attempt counts what was made before this claim"
     );
     let new = &taken.claimed[0];
@@ -368,7 +375,15 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
     let pending = insert(&b, &t, &[T0 - 5_000]).await[0];
     let id = fire(&b, pending).await.task_id;
     let got = b.fires.reclaim(&[id], "node-c:2", 30_000, b.now(), 0).await.unwrap();
-    assert_eq!(got.claimed, vec![ClaimedFire { task_id: id, key: pending, attempt: 0, owner: "node-c:2".into() }]);
+    let expected = ClaimedFire {
+        task_id: id,
+        key: pending,
+        attempt: 0,
+        owner: "node-c:2".into(),
+        manual: false,
+        timer_modified: t.modify_time,
+    };
+    assert_eq!(got.claimed, vec![expected]);
     assert!(b.fires.overdue(b.now(), b.now() + 29_999, 0, 100).await.unwrap().is_empty());
 }
 
@@ -501,4 +516,31 @@ pub async fn listing_windows_split_due_from_upcoming(b: Backend) {
     assert_eq!(runs(upcoming), (vec![now + 1_000, now + 2_000], 2), "planned, soonest first");
     let all = b.fires.list_fires_in(t.id, None, FireWindow::All, 0, 10).await.unwrap();
     assert_eq!(all.1, 5);
+}
+
+pub async fn manual_fires_are_marked_and_outlive_a_reschedule(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let scheduled = insert(&b, &t, &[T0 - 1_000, T0 + 1_000, T0 + 2_000]).await;
+    let manual = NewFire { key: FireKey { timer_id: t.id, run_ms: T0 + 1_500 }, app: t.app.clone() };
+    assert!(b.fires.insert_manual_fire(&manual, b.now()).await.unwrap());
+    assert!(!b.fires.insert_manual_fire(&manual, b.now()).await.unwrap(), "its key is taken now");
+    let taken = NewFire { key: scheduled[1], app: t.app.clone() };
+    assert!(!b.fires.insert_manual_fire(&taken, b.now()).await.unwrap(), "a scheduled fire's key is never reused");
+    assert!(fire(&b, manual.key).await.manual);
+    assert!(!fire(&b, scheduled[1]).await.manual);
+
+    let claimed = claim_all(&b, &[manual.key, scheduled[2]], "node-a:1", 10_000).await;
+    let manual_claim = claimed.iter().find(|c| c.key == manual.key).unwrap();
+    assert!(manual_claim.manual);
+    assert_eq!(manual_claim.idempotency_key(), format!("{}_manual", manual.key));
+    assert_eq!(manual_claim.timer_modified, t.modify_time);
+    let other = claimed.iter().find(|c| c.key == scheduled[2]).unwrap();
+    assert_eq!((other.manual, other.idempotency_key()), (false, scheduled[2].to_string()));
+
+    // Pending scheduled fires from T0 on go; the past one, the running one
+    // and the manual one stay.
+    b.fires.release(&claimed[..], b.now()).await.unwrap();
+    assert_eq!(b.fires.delete_pending_from(t.id, T0).await.unwrap(), 2);
+    let left = b.fires.pending_between(Some(t.id), 0, i64::MAX, 100).await.unwrap();
+    assert_eq!(left, vec![scheduled[0], manual.key]);
 }

@@ -73,6 +73,10 @@ pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
         }),
         retry: RetryPolicy { max_attempts: 3, backoff_ms: 250 },
         misfire: MisfirePolicy::FireAll,
+        delete_after_run: false,
+        on_failure: None,
+        pause_after_failures: None,
+        overlap: Default::default(),
     }
 }
 

@@ -50,6 +50,12 @@ macro_rules! conformance_suite {
                     enabled_timers_page_by_id,
                     due_timers_follow_the_next_fire_index,
                     a_one_shot_completes_once_its_fire_has_ended,
+                    the_timer_quota_counts_live_timers_in_and_across_calls,
+                    fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots,
+                    a_name_taken_within_a_group_refuses_only_the_later_item,
+                    update_replaces_the_definition_and_marks_it_for_expansion,
+                    a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended,
+                    pause_if_failing_counts_the_fires_that_ended_before,
                 }
                 fires {
                     insert_fires_is_idempotent,
@@ -59,6 +65,7 @@ macro_rules! conformance_suite {
                     claim_is_a_compare_and_set,
                     claim_of_a_repeated_key_claims_it_once,
                     claim_skips_fires_of_disabled_and_deleted_timers,
+                    manual_fires_are_marked_and_outlive_a_reschedule,
                     claim_lease_runs_from_the_run_time,
                     a_dead_nodes_claims_are_taken_over_before_their_lease_ends,
                     record_is_fenced_by_the_claim_owner,
@@ -135,6 +142,13 @@ conformance_suite!(redis, crate::backend_redis::redis, ignore {
     locks::locks_on_different_keys_are_independent: "Redis expires leases on its own clock, not the ManualClock; backend_redis::locks_on_different_keys_expire_independently",
 });
 
+conformance_suite!(redis_cluster, crate::backend_redis::redis_cluster, ignore {
+    locks::acquire_is_exclusive_until_the_lease_expires: "Redis expires leases on its own clock, not the ManualClock; backend_redis::leases_and_the_done_marker_expire_on_the_server_clock",
+    locks::expired_lock_cannot_be_extended_or_released: "Redis expires leases on its own clock, not the ManualClock; backend_redis::expired_lock_cannot_be_extended_or_released",
+    locks::extend_with_a_long_ttl_is_the_done_marker: "Redis expires leases on its own clock, not the ManualClock; backend_redis::extend_with_a_long_ttl_is_the_done_marker and leases_and_the_done_marker_expire_on_the_server_clock",
+    locks::locks_on_different_keys_are_independent: "Redis expires leases on its own clock, not the ManualClock; backend_redis::locks_on_different_keys_expire_independently",
+});
+
 /// A server that cannot be reached at start is named by its setting and URL
 /// (password hidden), with the reason.
 #[tokio::test]
@@ -143,7 +157,7 @@ async fn an_unreachable_server_at_start_names_its_setting_and_url() {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = DatabaseConfig { url: format!("sqlite://{}", dir.path().join("x.db").display()), max_connections: 2 };
     let clock: xtimer_core::SharedClock = std::sync::Arc::new(xtimer_core::SystemClock);
-    let redis = RedisConfig { url: "redis://:hunter2@127.0.0.1:1".into() };
+    let redis = RedisConfig { url: "redis://:hunter2@127.0.0.1:1".into(), ..RedisConfig::default() };
     let err =
         xtimer_store::Stores::connect(&sqlite, &redis, &ShardConfig::default(), clock.clone()).await.err().unwrap();
     let msg = err.to_string();

@@ -1,7 +1,7 @@
 //! `TimerRepo` conformance.
 
 use xtimer_core::timer::{MisfirePolicy, RetryPolicy, Schedule, TimerStatus};
-use xtimer_store::Error;
+use xtimer_store::{Error, Quota, Refusal};
 
 use crate::helpers::{claim_all, insert, new_timer, succeeded, timer, Backend, APP};
 
@@ -192,4 +192,174 @@ fn once_run(t: &xtimer_core::timer::Timer) -> i64 {
         Schedule::Once { run_at_ms } => run_at_ms,
         Schedule::Cron { .. } => unreachable!("a one-shot timer"),
     }
+}
+
+fn every_second(name: &str, status: TimerStatus) -> xtimer_core::timer::NewTimer {
+    let mut t = new_timer(APP, name, status);
+    t.schedule = Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() };
+    t
+}
+
+fn once_at(name: &str, run_at_ms: i64) -> xtimer_core::timer::NewTimer {
+    let mut t = new_timer(APP, name, TimerStatus::Enabled);
+    t.schedule = Schedule::Once { run_at_ms };
+    t
+}
+
+pub async fn the_timer_quota_counts_live_timers_in_and_across_calls(b: Backend) {
+    let quota = Quota { timers_per_app: 3, ..Quota::default() };
+    let first = b.timers.create_each(&[new_timer(APP, "a", TimerStatus::Disabled)], b.now(), &quota).await.unwrap();
+    let Ok(a) = first[0] else { panic!("{first:?}") };
+    let names = ["b", "c", "d"].map(|n| new_timer(APP, n, TimerStatus::Enabled));
+    let got = b.timers.create_each(&names, b.now(), &quota).await.unwrap();
+    assert!(got[0].is_ok() && got[1].is_ok(), "{got:?}");
+    assert_eq!(
+        got[2],
+        Err(Refusal::TooManyTimers { has: 1, adding: 3, max: 3 }),
+        "the third of the call is one too many"
+    );
+    // Another app has its own count; a deleted timer frees its place.
+    let other = b.timers.create_each(&[new_timer("other", "a", TimerStatus::Enabled)], b.now(), &quota).await.unwrap();
+    assert!(other[0].is_ok());
+    assert!(b.timers.set_status_within(a, TimerStatus::Deleted, b.now(), &quota).await.unwrap());
+    let again = b.timers.create_each(&[new_timer(APP, "d", TimerStatus::Enabled)], b.now(), &quota).await.unwrap();
+    assert!(again[0].is_ok(), "{again:?}");
+    // All or none: a batch past the quota stores nothing and names its first refused item.
+    let batch = [new_timer(APP, "e", TimerStatus::Enabled)];
+    match b.timers.create_timers_within(&batch, b.now(), &quota).await {
+        Err(Error::Refused { index: 0, refusal: Refusal::TooManyTimers { has: 3, .. }, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+pub async fn fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots(b: Backend) {
+    let quota = Quota { fires_per_minute_per_app: 100, ..Quota::default() };
+    let t = b.timers.as_ref();
+    let made = t.create_each(&[every_second("s1", TimerStatus::Enabled)], b.now(), &quota).await.unwrap();
+    let Ok(s1) = made[0] else { panic!("{made:?}") };
+    let refused = t.create_each(&[every_second("s2", TimerStatus::Enabled)], b.now(), &quota).await.unwrap();
+    assert_eq!(refused[0], Err(Refusal::TooManyFires { fires: 120, own: 60, max: 100 }));
+    let made = t.create_each(&[every_second("s2", TimerStatus::Disabled)], b.now(), &quota).await.unwrap();
+    let Ok(s2) = made[0] else { panic!("{made:?}") };
+    match t.set_status_within(s2, TimerStatus::Enabled, b.now(), &quota).await {
+        Err(Error::Refused { refusal: Refusal::TooManyFires { fires: 120, .. }, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // A timer that alone passes the limit is refused even disabled.
+    let tight = Quota { fires_per_minute_per_app: 30, ..Quota::default() };
+    let alone = t.create_each(&[every_second("s3", TimerStatus::Disabled)], b.now(), &tight).await.unwrap();
+    assert_eq!(alone[0], Err(Refusal::TooManyFires { fires: 60, own: 60, max: 30 }));
+
+    // One-shots count in their own minute, on top of the crons' 60.
+    let minute = (b.now() / 60_000 + 10) * 60_000;
+    let shots: Vec<_> = (0..41).map(|i| once_at(&format!("o{i}"), minute + i * 1_000)).collect();
+    let got = t.create_each(&shots, b.now(), &quota).await.unwrap();
+    assert!(got[..40].iter().all(Result::is_ok), "{got:?}");
+    assert_eq!(got[40], Err(Refusal::TooManyFires { fires: 101, own: 1, max: 100 }));
+    let next_minute = t.create_each(&[once_at("o40", minute + 60_000)], b.now(), &quota).await.unwrap();
+    assert!(next_minute[0].is_ok(), "another minute has room");
+    // A cron now meets the fullest minute of one-shots: 60 + 40 + 1 > 100.
+    let mut one_a_minute = every_second("m", TimerStatus::Enabled);
+    one_a_minute.schedule = Schedule::Cron { expr: "0 * * * * *".into(), timezone: "UTC".into() };
+    let refused = t.create_each(&[one_a_minute.clone()], b.now(), &quota).await.unwrap();
+    assert_eq!(refused[0], Err(Refusal::TooManyFires { fires: 101, own: 1, max: 100 }));
+
+    // Disabling frees what a timer added; enabling an enabled one is a no-op.
+    assert!(t.set_status_within(s1, TimerStatus::Disabled, b.now(), &quota).await.unwrap());
+    let made = t.create_each(&[one_a_minute], b.now(), &quota).await.unwrap();
+    let Ok(m) = made[0] else { panic!("40 + 1 <= 100 once s1 is off: {made:?}") };
+    assert!(t.set_status_within(m, TimerStatus::Enabled, b.now(), &quota).await.unwrap());
+    match t.set_status_within(s2, TimerStatus::Enabled, b.now(), &quota).await {
+        Err(Error::Refused { refusal: Refusal::TooManyFires { fires: 101, own: 60, .. }, .. }) => {}
+        other => panic!("60 + 1 + 40 > 100: {other:?}"),
+    }
+    // Past minutes are forgotten; the next minute's one-shots stay counted.
+    assert_eq!(t.forget_minutes(minute / 60_000).await.unwrap(), 0);
+    assert_eq!(t.forget_minutes(minute / 60_000 + 1).await.unwrap(), 1);
+}
+
+pub async fn a_name_taken_within_a_group_refuses_only_the_later_item(b: Backend) {
+    let quota = Quota { timers_per_app: 3, ..Quota::default() };
+    let group = [
+        new_timer(APP, "x", TimerStatus::Enabled),
+        new_timer(APP, "y", TimerStatus::Enabled),
+        new_timer(APP, "x", TimerStatus::Enabled),
+    ];
+    let got = b.timers.create_each(&group, b.now(), &quota).await.unwrap();
+    assert!(got[0].is_ok() && got[1].is_ok(), "{got:?}");
+    assert_eq!(got[2], Err(Refusal::NameTaken));
+    assert_ne!(got[0], got[1]);
+    // The refused item was not counted: one more fits, then the quota is full.
+    let more = [new_timer(APP, "z", TimerStatus::Enabled), new_timer(APP, "w", TimerStatus::Enabled)];
+    let got = b.timers.create_each(&more, b.now(), &quota).await.unwrap();
+    assert!(got[0].is_ok(), "{got:?}");
+    assert!(matches!(got[1], Err(Refusal::TooManyTimers { .. })), "{got:?}");
+    let (_, total) = b.timers.list_app_timers(APP, 0, 10).await.unwrap();
+    assert_eq!(total, 3);
+}
+
+pub async fn update_replaces_the_definition_and_marks_it_for_expansion(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    timer(&b, "taken", TimerStatus::Disabled).await;
+    b.timers.set_next_runs(&[(t.id, Some(b.now() + 3_600_000))]).await.unwrap();
+    b.clock.advance(1_000);
+    let mut new = new_timer(APP, "renamed", TimerStatus::Enabled);
+    new.schedule = Schedule::Once { run_at_ms: b.now() + 5_000 };
+    new.retry = RetryPolicy { max_attempts: 7, backoff_ms: 10 };
+    new.delete_after_run = true;
+    if let xtimer_core::timer::Notify::Http(http) = &new.notify {
+        new.on_failure = Some(http.clone());
+    }
+    assert!(b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap());
+    let got = b.timers.get_timer(t.id).await.unwrap().unwrap();
+    assert_eq!(got, xtimer_core::timer::Timer { create_time: t.create_time, ..new.stored(t.id, b.now()) });
+    assert!(b.timers.due_timers(b.now(), 10).await.unwrap().iter().any(|d| d.id == t.id), "expanded at the next step");
+    new.name = "taken".into();
+    let err = b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap_err();
+    assert!(matches!(err, Error::NameTaken { .. }), "{err:?}");
+    assert!(b.timers.set_timer_status(t.id, TimerStatus::Deleted, b.now()).await.unwrap());
+    new.name = "again".into();
+    assert!(
+        !b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap(),
+        "a deleted timer is not updated"
+    );
+}
+
+pub async fn a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended(b: Backend) {
+    let mut once = new_timer(APP, "once", TimerStatus::Enabled);
+    once.schedule = Schedule::Once { run_at_ms: b.now() + 1_000 };
+    once.delete_after_run = true;
+    let once = b.timers.create_timer(&once, b.now()).await.unwrap();
+    assert!(once.delete_after_run);
+    let keys = insert(&b, &once, &[once_run(&once)]).await;
+    b.timers.set_next_runs(&[(once.id, None)]).await.unwrap();
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 0, "its fire is still pending");
+    let claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    assert_eq!(b.fires.record(&[succeeded(&claims[0], 3)], b.now()).await.unwrap(), 1);
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 1);
+    assert_eq!(b.timers.get_timer(once.id).await.unwrap().unwrap().status, TimerStatus::Deleted);
+    let (_, total) = b.timers.list_app_timers(APP, 0, 10).await.unwrap();
+    assert_eq!(total, 0, "deleted, not listed");
+}
+
+pub async fn pause_if_failing_counts_the_fires_that_ended_before(b: Backend) {
+    use xtimer_core::fire::FireStatus;
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let keys = insert(&b, &t, &[b.now() + 1_000, b.now() + 2_000, b.now() + 3_000]).await;
+    let mut claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    claims.sort_by_key(|c| c.key.run_ms);
+    let failed = crate::helpers::result(&claims[0], FireStatus::Failed, 1, "HTTP 500", 0, None);
+    assert_eq!(b.fires.record(&[failed, succeeded(&claims[1], 0)], b.now()).await.unwrap(), 2);
+    let (id, last) = (t.id, claims[2].task_id);
+    assert!(!b.timers.pause_if_failing(id, last, 2, 0, "why", b.now()).await.unwrap(), "the one before succeeded");
+    assert!(!b.timers.pause_if_failing(id, last, 3, 0, "why", b.now()).await.unwrap());
+    assert_eq!(b.timers.get_timer(id).await.unwrap().unwrap().status, TimerStatus::Enabled);
+    assert!(b.timers.pause_if_failing(id, claims[1].task_id, 2, 0, "why", b.now()).await.unwrap(), "two in a row");
+    let got = b.timers.get_timer(id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.pause_reason.as_deref()), (TimerStatus::Disabled, Some("why")));
+    assert!(!b.timers.pause_if_failing(id, last, 1, 0, "again", b.now()).await.unwrap(), "already disabled");
+    assert!(b.timers.set_timer_status(id, TimerStatus::Enabled, b.now()).await.unwrap());
+    assert_eq!(b.timers.get_timer(id).await.unwrap().unwrap().pause_reason, None, "enabling clears the reason");
+    let since = b.now() + 1;
+    assert!(!b.timers.pause_if_failing(id, last, 2, since, "why", b.now()).await.unwrap(), "older fires do not count");
 }

@@ -37,6 +37,7 @@ impl Gen<'_> {
                     ("/v1/get_task_schedule_cfg_list", GET),
                     ("/v1/get_task_counts_by_type", GET),
                     ("/v1/register_task", POST),
+                    ("/v1/set_task_schedule_cfg", POST),
                     ("/v1/ping", GET),
                 ]);
                 (path.to_string(), vec![method])

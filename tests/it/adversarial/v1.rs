@@ -351,6 +351,8 @@ impl Gen<'_> {
                 if self.chance(30) {
                     // Its own registered type: re-configuring with a bad value is refused too.
                     cfg["task_type"] = json!(app.task_type);
+                    let body = json!({ "task_config_data": cfg }).to_string();
+                    return Hostile::v1(POST, "/v1/set_task_schedule_cfg").bearer(app.token).json(body);
                 }
                 json!({ "task_config_data": cfg })
             }
@@ -422,7 +424,7 @@ impl Gen<'_> {
             _ => {
                 let mut cfg = Self::valid_cfg(t);
                 cfg["schedule_limit"] = json!(2_000);
-                Hostile::v1(POST, "/v1/register_task").json(json!({ "task_config_data": cfg }).to_string())
+                Hostile::v1(POST, "/v1/set_task_schedule_cfg").json(json!({ "task_config_data": cfg }).to_string())
             }
         }
     }

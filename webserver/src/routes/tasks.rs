@@ -26,8 +26,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use xtimer_asyncflow::wire::{
-    code, path, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskDataBody, TaskDataRequest, TaskListBody,
-    TaskScheduleCfg,
+    code, path, CfgBody, CfgListBody, CountsBody, CreateTaskBody, Empty, Reply, TaskDataBody, TaskDataRequest,
+    TaskListBody, TaskScheduleCfg,
 };
 use xtimer_asyncflow::{Error, TaskId, Tasks};
 
@@ -45,6 +45,7 @@ pub fn routes() -> Router<AppState> {
         .route(path::GET_TASK_SCHEDULE_CFG_LIST, get(get_task_schedule_cfg_list))
         .route(path::GET_TASK_COUNTS_BY_TYPE, get(get_task_counts_by_type))
         .route(path::REGISTER_TASK, post(register_task))
+        .route(path::SET_TASK_SCHEDULE_CFG, post(set_task_schedule_cfg))
         .route(path::PING, get(ping))
 }
 
@@ -311,6 +312,26 @@ async fn get_task_counts_by_type(State(state): State<AppState>, auth: AuthContex
     )
 }
 
+/// The cfg fields of register_task and set_task_schedule_cfg: nested in
+/// `task_config_data` or `task_type_data`, or flat; `task_type` required.
+fn cfg_body(body: Result<Bytes, BytesRejection>) -> Result<TaskScheduleCfg, Failure> {
+    let mut fields: serde_json::Map<String, Value> = json_body(body)?;
+    let inner = ["task_config_data", "task_type_data"].into_iter().find_map(|k| fields.remove(k));
+    let cfg_value = match inner {
+        Some(Value::Object(o)) => Value::Object(o),
+        Some(other) => {
+            return Err(Failure::new(code::SHOULD_BIND, format!("task config: expected an object, not {other}")));
+        }
+        None => Value::Object(fields),
+    };
+    let cfg: TaskScheduleCfg =
+        serde_json::from_value(cfg_value).map_err(|e| Failure::new(code::SHOULD_BIND, format!("task config: {e}")))?;
+    if cfg.task_type.is_empty() {
+        return Err(Failure::new(code::INPUT_INVALID, "task_type is required"));
+    }
+    Ok(cfg)
+}
+
 async fn register_task(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -319,35 +340,35 @@ async fn register_task(
     reply::<Empty>(
         async {
             let tasks = engine(&state, &auth)?;
-            let mut fields: serde_json::Map<String, Value> = json_body(body)?;
-            // `{"task_config_data": {...}}` or `{"task_type_data": {...}}`, or the fields flat.
-            let inner = ["task_config_data", "task_type_data"].into_iter().find_map(|k| fields.remove(k));
-            let cfg_value = match inner {
-                Some(Value::Object(o)) => Value::Object(o),
-                Some(other) => {
-                    return Err(Failure::new(
-                        code::SHOULD_BIND,
-                        format!("task config: expected an object, not {other}"),
-                    ));
-                }
-                None => Value::Object(fields),
-            };
-            let cfg: TaskScheduleCfg = serde_json::from_value(cfg_value)
-                .map_err(|e| Failure::new(code::SHOULD_BIND, format!("task config: {e}")))?;
-            if cfg.task_type.is_empty() {
-                return Err(Failure::new(code::INPUT_INVALID, "task_type is required"));
-            }
+            let cfg = cfg_body(body)?;
             require_owner(tasks, &auth, &cfg.task_type).await?;
-            let task_type = cfg.task_type.clone();
             tasks.register(cfg, auth.app()).await.map_err(|e| {
-                if matches!(e, Error::NotOwner(_)) {
-                    return not_owner(&task_type);
-                }
                 let call =
                     if matches!(e, Error::Store(_)) { code::REGISTER_CREATE_TABLE } else { code::REGISTER_INSERT };
                 Failure::engine(call, "register task", e)
             })?;
             Ok(Empty {})
+        }
+        .await,
+    )
+}
+
+async fn set_task_schedule_cfg(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    reply(
+        async {
+            let tasks = engine(&state, &auth)?;
+            let cfg = cfg_body(body)?;
+            require_owner(tasks, &auth, &cfg.task_type).await?;
+            let task_type = cfg.task_type.clone();
+            let cfg = tasks.set_cfg(cfg, auth.app()).await.map_err(|e| match e {
+                Error::NotOwner(_) => not_owner(&task_type),
+                e => Failure::engine(code::GET_TASK_CFG, "set task schedule cfg", e),
+            })?;
+            Ok(CfgBody { task_schedule_cfg: Some(cfg) })
         }
         .await,
     )

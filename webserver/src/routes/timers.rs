@@ -12,13 +12,18 @@
 //! one, before the input is read) of the app it names (403 otherwise), and
 //! a timer of another app answers 403 instead of 404: the caller proved
 //! who it is, so it is told why. Creating and enabling check the limits
-//! (timers per app, fires per minute per app; under the app's lock, so
-//! concurrent calls cannot overshoot them) and the callback target policy.
+//! (timers per app, fires per minute per app: counters the store keeps and
+//! checks in the write's transaction, so concurrent calls on any node
+//! cannot overshoot them) and the callback target policy. Concurrent
+//! `createTimer` calls share a transaction ([`group_commit`]).
 
 pub mod admin;
 pub mod batch;
+pub mod group_commit;
 
 pub mod input;
+pub mod lifecycle;
+pub mod preview;
 pub mod view;
 
 use axum::extract::{DefaultBodyLimit, State};
@@ -27,14 +32,12 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::timer::{Notify, Schedule, Timer, TimerStatus};
-use xtimer_store::FireWindow;
+use xtimer_store::{FireWindow, Quota, Refusal};
 
 use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 use self::view::{FireView, List, TimerId, TimerView};
 use crate::auth::{authorize, AuthContext, AuthError};
-use crate::error::error_chain;
 use crate::extract::{ApiJson, ApiQuery, QueryOrJson};
-use crate::limits::{busiest_minute, FIRE_CHECK_MAX_TIMERS};
 use crate::security::CREATE_RESOLVE_TIMEOUT;
 use crate::{ApiError, AppState, Envelope};
 
@@ -51,6 +54,9 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/getTimer"), get(timers_get))
         .route(&format!("{prefix}/getAppTimers"), get(timers_list))
         .route(&format!("{prefix}/getTimerTasks"), get(timer_tasks_list))
+        .route(&format!("{prefix}/updateTimer"), post(lifecycle::timers_update))
+        .route(&format!("{prefix}/triggerTimer"), post(lifecycle::timers_trigger))
+        .route(&format!("{prefix}/previewCron"), get(preview::cron_preview))
         .route(&format!("{prefix}/admin/issueToken"), post(admin::tokens_issue))
 }
 
@@ -71,40 +77,10 @@ pub async fn timers_create(
         Notify::Http(notify) => check_target(&state, &notify.url).await?,
         Notify::Asyncflow(task) => check_task_type(&state, &new.app, &task.task_type).await?,
     }
-    let _app_lock = state.security.app_locks.lock(&new.app).await;
-    let (_, existing) = state.timers.list_app_timers(&new.app, 0, 0).await?;
-    let max = state.security.limits.timers_per_app;
-    if existing >= max {
-        return Err(ApiError::LimitExceeded {
-            msg: format!(
-                "app `{}` has {existing} timers, the most it may have (limits.timers_per_app = {max}): delete \
-                 some first",
-                new.app
-            ),
-            retry_after: None,
-        });
+    if let Some(notify) = &new.on_failure {
+        check_target(&state, &notify.url).await.map_err(lifecycle::on_failure_field)?;
     }
-    // A disabled timer is checked alone here, and with the others when enabled.
-    let alone = new.status != TimerStatus::Enabled;
-    check_fire_rate(&state, &new.app, None, &[&new.schedule], alone, now).await?;
-    let timer = state.timers.create_timer(&new, now).await?;
-    if timer.status == TimerStatus::Enabled {
-        if let Err(err) = state.expander.expand_timer(&timer).await {
-            // Answer as if nothing was created, and make that true: a
-            // caller seeing a 500 retries, and a kept timer would turn the
-            // retry into a 409 while this one (say, a one-shot whose time
-            // passes before the migrator's next step) might never fire.
-            let undo = state.timers.set_timer_status(timer.id, TimerStatus::Deleted, state.clock.now_ms()).await;
-            if let Err(undo) = undo {
-                tracing::error!(
-                    timer_id = timer.id,
-                    error = %error_chain(&undo),
-                    "Deleting a timer whose expansion failed failed too; the migrator's next step expands it."
-                );
-            }
-            return Err(err.into());
-        }
-    }
+    let timer = state.creates().create(&state, new).await?;
     Ok(Envelope(TimerId { id: timer.id }))
 }
 
@@ -116,12 +92,15 @@ pub async fn timers_enable(
     r: Result<ApiQuery<TimerRef>, ApiError>,
 ) -> Result<Envelope<TimerId>, ApiError> {
     let r = authorized(&auth, r)?;
-    let _app_lock = state.security.app_locks.lock(&r.app).await;
     let mut timer = live_timer(&state, &auth, &r).await?;
-    if timer.status != TimerStatus::Enabled {
-        check_fire_rate(&state, &timer.app, Some(timer.id), &[&timer.schedule], false, state.clock.now_ms()).await?;
+    match state.timers.set_status_within(r.id, TimerStatus::Enabled, state.clock.now_ms(), &quota(&state)).await {
+        Ok(true) => {}
+        Ok(false) => return Err(not_found(&r)),
+        Err(xtimer_store::Error::Refused { app, refusal, .. }) => {
+            return Err(refusal_error(&app, refusal, schedule_field(&timer.schedule), None))
+        }
+        Err(err) => return Err(err.into()),
     }
-    set_status(&state, &r, TimerStatus::Enabled).await?;
     timer.status = TimerStatus::Enabled;
     state.expander.expand_timer(&timer).await?;
     Ok(Envelope(TimerId { id: timer.id }))
@@ -270,54 +249,51 @@ pub(crate) async fn check_task_type(state: &AppState, app: &str, task_type: &str
     }
 }
 
-/// 400 when `new` (one timer's schedule, or a batch's enabled ones), added
-/// to the app's enabled timers (but `except`; none when `alone`), would
-/// make its busiest minute of the next hour exceed
-/// `limits.fires_per_minute_per_app`. The other timers count only while the
-/// app has at most [`FIRE_CHECK_MAX_TIMERS`].
-pub(crate) async fn check_fire_rate(
-    state: &AppState,
-    app: &str,
-    except: Option<i64>,
-    new: &[&Schedule],
-    alone: bool,
-    now_ms: i64,
-) -> Result<(), ApiError> {
-    let max = state.security.limits.fires_per_minute_per_app;
-    let (own, _) = busiest_minute(new.iter().copied(), now_ms);
-    let mut schedules: Vec<Schedule> = new.iter().map(|s| (*s).clone()).collect();
-    if own <= max && !alone {
-        let (timers, total) = state.timers.list_app_timers(app, 0, FIRE_CHECK_MAX_TIMERS).await?;
-        if total <= FIRE_CHECK_MAX_TIMERS {
-            schedules.extend(
-                timers
-                    .into_iter()
-                    .filter(|t| t.status == TimerStatus::Enabled && Some(t.id) != except)
-                    .map(|t| t.schedule),
-            );
+/// The create-time limits as the store checks them.
+pub(crate) fn quota(state: &AppState) -> Quota {
+    let limits = &state.security.limits;
+    Quota { timers_per_app: limits.timers_per_app, fires_per_minute_per_app: limits.fires_per_minute_per_app }
+}
+
+/// The input field a schedule came from.
+pub(crate) fn schedule_field(schedule: &Schedule) -> &'static str {
+    match schedule {
+        Schedule::Once { .. } => "runAt",
+        Schedule::Cron { .. } => "cron",
+    }
+}
+
+/// The reply to a limit the store refused a timer by: 429 for the timers
+/// per app, 400 naming `field` for the fires per minute; `item` is the
+/// timer's index in a batch.
+pub(crate) fn refusal_error(app: &str, refusal: Refusal, field: &str, item: Option<usize>) -> ApiError {
+    let at = item.map(|i| format!("timers[{i}].")).unwrap_or_default();
+    match refusal {
+        Refusal::NameTaken => {
+            ApiError::Invalid(format!("{at}name: another timer of app `{app}` has this name (or an earlier item)"))
+        }
+        Refusal::TooManyTimers { has, max, .. } if item.is_none() => ApiError::LimitExceeded {
+            msg: format!(
+                "app `{app}` has {has} timers, the most it may have (limits.timers_per_app = {max}): delete some first"
+            ),
+            retry_after: None,
+        },
+        Refusal::TooManyTimers { has, adding, max } => ApiError::LimitExceeded {
+            msg: format!(
+                "app `{app}` has {has} timers and this batch adds {adding}, more than it may have \
+                 (limits.timers_per_app = {max}): delete some first or send fewer"
+            ),
+            retry_after: None,
+        },
+        Refusal::TooManyFires { fires, own, max } => {
+            let whose = if own > max {
+                format!("this timer alone would fire {own} times in a minute")
+            } else {
+                format!("this timer with the app's enabled timers would fire up to {fires} times in a minute")
+            };
+            ApiError::Invalid(format!(
+                "{at}{field}: {whose}, more than app `{app}` may (limits.fires_per_minute_per_app = {max})"
+            ))
         }
     }
-    let (busiest, minute) = busiest_minute(&schedules, now_ms);
-    if busiest <= max {
-        return Ok(());
-    }
-    let whose = match (new.len(), own > max) {
-        (1, true) => "this timer alone",
-        (1, false) => "this timer with the app's enabled timers",
-        (_, true) => "this batch alone",
-        (_, false) => "this batch with the app's enabled timers",
-    };
-    let field = match new {
-        [Schedule::Once { .. }] => "runAt",
-        [_] => "cron",
-        _ => "timers",
-    };
-    Err(ApiError::invalid(
-        field,
-        format!(
-            "{whose} would fire {busiest} times in the minute from {}, more than app `{app}` may \
-             (limits.fires_per_minute_per_app = {max})",
-            xtimer_core::clock::rfc3339(minute)
-        ),
-    ))
 }

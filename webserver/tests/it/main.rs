@@ -9,6 +9,7 @@ mod helpers;
 mod lifecycle;
 mod limits;
 mod listing;
+mod openapi;
 mod server;
 mod slow_clients;
 mod validation;

@@ -8,7 +8,7 @@ use serde_json::json;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
-use xtimer_store::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, TimerRepo};
+use xtimer_store::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, Quota, TimerRepo};
 use xtimer_webserver::error::INTERNAL_ERROR_MSG;
 
 use crate::helpers::{cron_timer, once_timer, spawn_app, spawn_app_with, Fakes, NOW_MS};
@@ -68,10 +68,27 @@ impl BrokenTimers {
 
 #[async_trait]
 impl TimerRepo for BrokenTimers {
-    async fn create_timer(&self, _: &NewTimer, _: i64) -> xtimer_store::Result<Timer> {
+    async fn count_timers_by_status(&self) -> xtimer_store::Result<Vec<(TimerStatus, u64)>> {
         self.fail()
     }
-    async fn create_timers(&self, _: &[NewTimer], _: i64) -> xtimer_store::Result<Vec<i64>> {
+    async fn create_each(
+        &self,
+        _: &[NewTimer],
+        _: i64,
+        _: &Quota,
+    ) -> xtimer_store::Result<Vec<Result<i64, xtimer_store::Refusal>>> {
+        self.fail()
+    }
+    async fn create_timers_within(&self, _: &[NewTimer], _: i64, _: &Quota) -> xtimer_store::Result<Vec<i64>> {
+        self.fail()
+    }
+    async fn forget_minutes(&self, _: i64) -> xtimer_store::Result<u64> {
+        self.fail()
+    }
+    async fn update_timer(&self, _: i64, _: &NewTimer, _: i64, _: &Quota) -> xtimer_store::Result<bool> {
+        self.fail()
+    }
+    async fn pause_if_failing(&self, _: i64, _: i64, _: u32, _: i64, _: &str, _: i64) -> xtimer_store::Result<bool> {
         self.fail()
     }
     async fn get_timer(&self, _: i64) -> xtimer_store::Result<Option<Timer>> {
@@ -83,7 +100,7 @@ impl TimerRepo for BrokenTimers {
     async fn list_app_timers(&self, _: &str, _: u64, _: u64) -> xtimer_store::Result<(Vec<Timer>, u64)> {
         self.fail()
     }
-    async fn set_timer_status(&self, _: i64, _: TimerStatus, _: i64) -> xtimer_store::Result<bool> {
+    async fn set_status_within(&self, _: i64, _: TimerStatus, _: i64, _: &Quota) -> xtimer_store::Result<bool> {
         self.fail()
     }
     async fn enabled_timers(&self, _: i64, _: u32) -> xtimer_store::Result<Vec<Timer>> {
@@ -139,7 +156,19 @@ fn store_down<T>() -> xtimer_store::Result<T> {
 
 #[async_trait]
 impl FireRepo for BrokenFires {
+    async fn ended_since(&self, _: i64, _: u32) -> xtimer_store::Result<Vec<Fire>> {
+        store_down()
+    }
     async fn insert_fires(&self, _: &[NewFire], _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn insert_manual_fire(&self, _: &NewFire, _: i64) -> xtimer_store::Result<bool> {
+        store_down()
+    }
+    async fn delete_pending_from(&self, _: i64, _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn running_before(&self, _: i64, _: i64, _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
     async fn delete_ended_before(&self, _: i64, _: u32) -> xtimer_store::Result<u64> {

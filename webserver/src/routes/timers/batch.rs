@@ -4,15 +4,15 @@
 //! reported in one 400. The batch is stored in one transaction and its
 //! enabled timers are expanded together before the reply.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use xtimer_core::timer::{NewTimer, Notify, Schedule, TimerStatus};
+use xtimer_core::timer::{NewTimer, Notify, TimerStatus};
 
 use super::input::CreateTimer;
-use super::{check_fire_rate, check_target, check_task_type};
+use super::{check_target, check_task_type, quota, refusal_error, schedule_field};
 use crate::auth::{authorize, AuthContext};
 use crate::error::error_chain;
 use crate::extract::ApiJson;
@@ -58,18 +58,13 @@ pub async fn timers_create_batch(
     }
     check_targets(&state, &timers).await?;
 
-    let apps: BTreeSet<&str> = timers.iter().map(|t| t.app.as_str()).collect();
-    let _app_locks = state.security.app_locks.lock_all(apps.iter().copied()).await;
-    for app in &apps {
-        let of_app: Vec<&NewTimer> = timers.iter().filter(|t| t.app == *app).collect();
-        check_quota(&state, app, of_app.len() as u64).await?;
-        let enabled: Vec<&Schedule> =
-            of_app.iter().filter(|t| t.status == TimerStatus::Enabled).map(|t| &t.schedule).collect();
-        if !enabled.is_empty() {
-            check_fire_rate(&state, app, None, &enabled, false, now).await?;
+    let ids = match state.timers.create_timers_within(&timers, now, &quota(&state)).await {
+        Ok(ids) => ids,
+        Err(xtimer_store::Error::Refused { app, index, refusal }) => {
+            return Err(refusal_error(&app, refusal, schedule_field(&timers[index].schedule), Some(index)))
         }
-    }
-    let ids = state.timers.create_timers(&timers, now).await?;
+        Err(err) => return Err(err.into()),
+    };
     let enabled: Vec<_> = timers
         .iter()
         .zip(&ids)
@@ -157,22 +152,6 @@ async fn check_targets(state: &AppState, timers: &[NewTimer]) -> Result<(), ApiE
     }
     for ((app, task_type), i) in types {
         check_task_type(state, app, task_type).await.map_err(at(i))?;
-    }
-    Ok(())
-}
-
-/// 429 when `adding` more timers would take `app` past `limits.timers_per_app`.
-async fn check_quota(state: &AppState, app: &str, adding: u64) -> Result<(), ApiError> {
-    let (_, existing) = state.timers.list_app_timers(app, 0, 0).await?;
-    let max = state.security.limits.timers_per_app;
-    if existing + adding > max {
-        return Err(ApiError::LimitExceeded {
-            msg: format!(
-                "app `{app}` has {existing} timers and this batch adds {adding}, more than it may have \
-                 (limits.timers_per_app = {max}): delete some first or send fewer"
-            ),
-            retry_after: None,
-        });
     }
     Ok(())
 }

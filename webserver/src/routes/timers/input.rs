@@ -20,7 +20,7 @@ use xtimer_core::config::LimitsConfig;
 use xtimer_core::cron::{parse_timezone, CronSchedule};
 use xtimer_core::fire::FireStatus;
 use xtimer_core::timer::{
-    AsyncflowNotify, HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus,
+    AsyncflowNotify, HttpNotify, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, TimerStatus,
 };
 
 use crate::ApiError;
@@ -92,7 +92,26 @@ pub struct CreateTimer {
     /// [`MAX_CALLBACK_TIMEOUT_MS`]; the executor's `timeout_ms` when absent.
     #[serde(default)]
     pub callback_timeout_ms: Option<i64>,
+    /// One-shot timers only: once its fire has ended the timer is deleted
+    /// instead of completed. Defaults to false.
+    #[serde(default)]
+    pub delete_after_run: Option<bool>,
+    /// An HTTP notify called once when a fire ends failed, with a JSON
+    /// body naming the timer, the fire, its attempts and last output.
+    #[serde(default, deserialize_with = "object")]
+    pub on_failure: Option<NotifyHttpParam>,
+    /// Disable the timer after this many consecutive failed fires,
+    /// 1..=[`MAX_PAUSE_AFTER_FAILURES`]; never when absent.
+    #[serde(default)]
+    pub pause_after_failures: Option<i64>,
+    /// `allow` (the default), `skip` or `buffer_one`: what a fire does
+    /// while the one before it is still running.
+    #[serde(default)]
+    pub overlap: Option<String>,
 }
+
+/// Largest `pauseAfterFailures`.
+pub const MAX_PAUSE_AFTER_FAILURES: i64 = 1000;
 
 /// Shortest `callbackTimeoutMs`.
 pub const MIN_CALLBACK_TIMEOUT_MS: i64 = 100;
@@ -241,9 +260,49 @@ impl CreateTimer {
                 None
             }),
         };
-        match (schedule, notify, retry, misfire) {
-            (Some(schedule), Some(notify), Some(retry), Some(misfire)) if p.0.is_empty() => {
-                Ok(NewTimer { app: self.app, name: self.name, status, schedule, notify, retry, misfire })
+        let on_failure = match self.on_failure {
+            None => Some(None),
+            Some(notify) => {
+                if notify.body.is_some() {
+                    p.push("onFailure.body", "is set by xtimer: a JSON description of the failed fire");
+                }
+                notify.validate_as(&mut p, limits, "onFailure").map(Some)
+            }
+        };
+        let pause_after_failures = self.pause_after_failures.and_then(|n| {
+            if !(1..=MAX_PAUSE_AFTER_FAILURES).contains(&n) {
+                p.push("pauseAfterFailures", format!("must be 1 to {MAX_PAUSE_AFTER_FAILURES}, got {n}"));
+            }
+            u32::try_from(n).ok()
+        });
+        let overlap = match self.overlap.as_deref() {
+            None => Some(OverlapPolicy::default()),
+            Some(s) => OverlapPolicy::parse(s).or_else(|| {
+                p.push("overlap", format!("must be one of allow, skip, buffer_one, got `{s}`"));
+                None
+            }),
+        };
+        let delete_after_run = self.delete_after_run.unwrap_or(false);
+        if delete_after_run && self.cron.is_some() {
+            p.push("deleteAfterRun", "applies only to a one-shot timer (runAt), not to a cron timer");
+        }
+        match (schedule, notify, retry, misfire, on_failure, overlap) {
+            (Some(schedule), Some(notify), Some(retry), Some(misfire), Some(on_failure), Some(overlap))
+                if p.0.is_empty() =>
+            {
+                Ok(NewTimer {
+                    app: self.app,
+                    name: self.name,
+                    status,
+                    schedule,
+                    notify,
+                    retry,
+                    misfire,
+                    delete_after_run,
+                    on_failure,
+                    pause_after_failures,
+                    overlap,
+                })
             }
             _ => Err(p.into_error()),
         }
@@ -268,34 +327,60 @@ impl CreateTimer {
                 None
             }
             (Some(expr), None) => {
-                if expr.trim().is_empty() {
-                    p.push("cron", "must not be empty");
-                    return None;
-                }
-                let chars = expr.chars().count();
-                if chars > MAX_CRON_CHARS {
-                    p.push("cron", format!("must be at most {MAX_CRON_CHARS} characters, got {chars}"));
-                    return None;
-                }
                 if !timezone_ok {
+                    // Still report what is wrong with the expression itself.
+                    check_cron_text(p, expr);
                     return None;
                 }
-                let now = DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
-                match CronSchedule::parse(expr, timezone, now) {
-                    Ok(_) => Some(Schedule::Cron { expr: expr.clone(), timezone: timezone.to_owned() }),
-                    Err(err @ xtimer_core::Error::UnknownTimezone(_)) => {
-                        p.push("timezone", err);
-                        None
-                    }
-                    // Already names the field: "cron `...` is invalid: ...".
-                    Err(err) => {
-                        p.0.push(err.to_string());
-                        None
-                    }
-                }
+                cron_schedule(p, expr, timezone, now_ms)
+                    .map(|_| Schedule::Cron { expr: expr.clone(), timezone: timezone.to_owned() })
             }
             (None, Some(run_at)) => run_at_ms(run_at, now_ms, p).map(|run_at_ms| Schedule::Once { run_at_ms }),
         }
+    }
+}
+
+/// Checks a cron expression's text alone (empty, too long).
+fn check_cron_text(p: &mut Problems, expr: &str) -> bool {
+    if expr.trim().is_empty() {
+        p.push("cron", "must not be empty");
+        return false;
+    }
+    let chars = expr.chars().count();
+    if chars > MAX_CRON_CHARS {
+        p.push("cron", format!("must be at most {MAX_CRON_CHARS} characters, got {chars}"));
+        return false;
+    }
+    true
+}
+
+/// `expr` parsed in `timezone`, if it is valid and fires after `now_ms`.
+fn cron_schedule(p: &mut Problems, expr: &str, timezone: &str, now_ms: i64) -> Option<CronSchedule> {
+    if !check_cron_text(p, expr) {
+        return None;
+    }
+    let now = DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
+    match CronSchedule::parse(expr, timezone, now) {
+        Ok(schedule) => Some(schedule),
+        Err(err @ xtimer_core::Error::UnknownTimezone(_)) => {
+            p.push("timezone", err);
+            None
+        }
+        // Already names the field: "cron `...` is invalid: ...".
+        Err(err) => {
+            p.0.push(err.to_string());
+            None
+        }
+    }
+}
+
+/// `cron` in `timezone` (UTC when absent), checked exactly as `createTimer`
+/// checks it: the schedule, or the same 400.
+pub fn parse_cron(expr: &str, timezone: Option<&str>, now_ms: i64) -> Result<CronSchedule, ApiError> {
+    let mut p = Problems::default();
+    match cron_schedule(&mut p, expr, timezone.unwrap_or("UTC"), now_ms) {
+        Some(schedule) if p.0.is_empty() => Ok(schedule),
+        _ => Err(p.into_error()),
     }
 }
 
@@ -366,22 +451,27 @@ fn check_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
 
 impl NotifyHttpParam {
     fn validate(self, p: &mut Problems, limits: &LimitsConfig) -> Option<HttpNotify> {
+        self.validate_as(p, limits, "notifyHTTPParam")
+    }
+
+    /// Checks the callback given as `field` (`notifyHTTPParam`, `onFailure`).
+    fn validate_as(self, p: &mut Problems, limits: &LimitsConfig, field: &str) -> Option<HttpNotify> {
         let before = p.0.len();
-        check_url(p, &self.url);
+        check_url(p, &self.url, &format!("{field}.url"));
         let method = self.method.as_deref().unwrap_or("POST").to_ascii_uppercase();
         if !METHODS.contains(&method.as_str()) {
             p.push(
-                "notifyHTTPParam.method",
+                &format!("{field}.method"),
                 format!("must be one of {}, got `{}`", METHODS.join(", "), self.method.unwrap_or_default()),
             );
         }
         let headers = self.header.unwrap_or_default();
-        check_headers(p, &headers, limits);
+        check_headers(p, &headers, limits, &format!("{field}.header"));
         if let Some(body) = &self.body {
             let max = limits.callback_max_body_bytes;
             if body.len() > max {
                 p.push(
-                    "notifyHTTPParam.body",
+                    &format!("{field}.body"),
                     format!("must be at most {max} bytes (limits.callback_max_body_bytes), got {}", body.len()),
                 );
             }
@@ -426,47 +516,45 @@ fn check_task_text(p: &mut Problems, field: &str, value: &str, max: usize, key: 
     }
 }
 
-fn check_url(p: &mut Problems, url: &str) {
-    const FIELD: &str = "notifyHTTPParam.url";
+fn check_url(p: &mut Problems, url: &str, field: &str) {
     let chars = url.chars().count();
     if chars == 0 {
-        return p.push(FIELD, "must not be empty");
+        return p.push(field, "must not be empty");
     }
     if chars > MAX_URL_CHARS {
-        return p.push(FIELD, format!("must be at most {MAX_URL_CHARS} characters, got {chars}"));
+        return p.push(field, format!("must be at most {MAX_URL_CHARS} characters, got {chars}"));
     }
     // `host:port/path` reads as a URL whose scheme is the host: say what to add.
     let no_scheme = !url.contains("://");
     if no_scheme && format!("http://{url}").parse::<Uri>().is_ok_and(|u| u.host().is_some()) {
-        return p.push(FIELD, format!("`{url}` has no scheme: add `http://`: `http://{url}`"));
+        return p.push(field, format!("`{url}` has no scheme: add `http://`: `http://{url}`"));
     }
     let uri = match url.parse::<Uri>() {
         Ok(uri) => uri,
-        Err(err) => return p.push(FIELD, format!("`{url}` is not a valid URL: {err}")),
+        Err(err) => return p.push(field, format!("`{url}` is not a valid URL: {err}")),
     };
     match uri.scheme_str() {
         Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https") => {}
-        Some(s) => return p.push(FIELD, format!("must use http or https, got `{s}`")),
+        Some(s) => return p.push(field, format!("must use http or https, got `{s}`")),
         None => {
-            return p.push(FIELD, format!("`{url}` is not an absolute http or https URL such as `http://host/path`"))
+            return p.push(field, format!("`{url}` is not an absolute http or https URL such as `http://host/path`"))
         }
     }
     if uri.host().is_none_or(str::is_empty) {
-        p.push(FIELD, format!("`{url}` names no host"));
+        p.push(field, format!("`{url}` names no host"));
     }
 }
 
-fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>, limits: &LimitsConfig) {
-    const FIELD: &str = "notifyHTTPParam.header";
+fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>, limits: &LimitsConfig, field: &str) {
     let max = limits.callback_max_headers;
     if headers.len() > max {
-        p.push(FIELD, format!("at most {max} headers (limits.callback_max_headers), got {}", headers.len()));
+        p.push(field, format!("at most {max} headers (limits.callback_max_headers), got {}", headers.len()));
     }
     let total: usize = headers.iter().map(|(k, v)| k.len() + v.len()).sum();
     let max = limits.callback_max_header_bytes;
     if total > max {
         p.push(
-            FIELD,
+            field,
             format!("names and values must total at most {max} bytes (limits.callback_max_header_bytes), got {total}"),
         );
     }
@@ -474,10 +562,10 @@ fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>, limits: &
     for (name, value) in headers {
         if name.len() > MAX_HEADER_NAME_BYTES {
             let start: String = name.chars().take(32).collect();
-            p.push(FIELD, format!("header name `{start}...` is longer than {MAX_HEADER_NAME_BYTES} bytes"));
+            p.push(field, format!("header name `{start}...` is longer than {MAX_HEADER_NAME_BYTES} bytes"));
             continue;
         }
-        let field = format!("{FIELD}.{name}");
+        let field = format!("{field}.{name}");
         match HeaderName::from_bytes(name.as_bytes()) {
             Err(_) => p.push(&field, format!("`{name}` is not a valid HTTP header name")),
             Ok(parsed) => {

@@ -7,7 +7,7 @@ use serde::Serialize;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::cron::CronSchedule;
 use xtimer_core::fire::Fire;
-use xtimer_core::timer::{Notify, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus};
 
 /// `{"id": N}`: the reply of create, enable, disable and delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,7 +35,8 @@ pub struct TimerView {
     pub app: String,
     /// Name, unique in the app among timers that are not deleted.
     pub name: String,
-    /// 1 disabled, 2 enabled, 3 deleted.
+    /// 1 disabled, 2 enabled, 3 deleted, 4 completed (a one-shot timer
+    /// whose fire has ended).
     pub status: i64,
     /// Cron expression of a repeating timer, else null.
     pub cron: Option<String>,
@@ -58,6 +59,22 @@ pub struct TimerView {
     /// This timer's callback timeout, ms, when it sets one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback_timeout_ms: Option<u64>,
+    /// A one-shot timer deleted, not completed, once its fire has ended;
+    /// shown only when set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub delete_after_run: bool,
+    /// Called once when a fire ends failed, when the timer sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<NotifyView>,
+    /// Disabled after this many consecutive failed fires, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause_after_failures: Option<u32>,
+    /// Why `pauseAfterFailures` disabled the timer, until it is enabled again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause_reason: Option<String>,
+    /// `skip` or `buffer_one`; left out for `allow`, the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<&'static str>,
     /// Its next fire time, Unix ms: null unless enabled with a fire ahead.
     pub next_run_timer: Option<i64>,
     /// Its next fire time, RFC 3339 UTC.
@@ -157,6 +174,16 @@ impl From<&Timer> for TimerView {
                 Notify::Http(http) => http.timeout_ms,
                 Notify::Asyncflow(_) => None,
             },
+            delete_after_run: t.delete_after_run,
+            on_failure: t.on_failure.as_ref().map(|n| NotifyView {
+                url: n.url.clone(),
+                method: n.method.clone(),
+                header: n.headers.clone(),
+                body: None,
+            }),
+            pause_after_failures: t.pause_after_failures,
+            pause_reason: t.pause_reason.clone(),
+            overlap: (t.overlap != OverlapPolicy::Allow).then_some(t.overlap.as_str()),
             next_run_timer: None,
             next_run_time: None,
             create_time: rfc3339(t.create_time),
@@ -185,6 +212,8 @@ pub struct FireView {
     pub output: String,
     /// How late the first attempt was sent, ms.
     pub cost_time: i64,
+    /// Made by `triggerTimer`, not by the schedule.
+    pub manual: bool,
     /// Creation time, RFC 3339.
     pub create_time: String,
     /// Last change, RFC 3339.
@@ -202,6 +231,7 @@ impl From<&Fire> for FireView {
             attempt: f.attempt,
             output: f.output.clone(),
             cost_time: f.cost_time,
+            manual: f.manual,
             create_time: rfc3339(f.create_time),
             modify_time: rfc3339(f.modify_time),
         }

@@ -1,0 +1,108 @@
+//! The client commands of the binary: `xtimer timer ...` and `xtimer cron
+//! preview`, calls to a running server's timer API that print tables for
+//! people or the reply's JSON for scripts (`--json`), and exit with a code
+//! per kind of failure ([`client::exit`]).
+//!
+//! - [`client`]: the HTTP call, its envelope and exit codes.
+//! - [`timer`]: the `timer` subcommands.
+//! - [`table`]: plain-text tables.
+
+pub mod client;
+pub mod table;
+pub mod timer;
+
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::Value;
+
+use self::client::{Client, Failure};
+
+/// Where the server is and who is calling; shared by every client command.
+#[derive(Debug, Clone, Args)]
+pub struct Remote {
+    /// The server's base URL.
+    #[arg(long, env = "XTIMER_SERVER", default_value = "http://127.0.0.1:8080", global = true)]
+    pub server: String,
+    /// Bearer token (an app's or the admin's) when the server has auth on.
+    #[arg(long, env = "XTIMER_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Print the reply's `result` as JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+impl Remote {
+    fn client(&self) -> Result<Client, Failure> {
+        Client::new(&self.server, self.token.clone())
+    }
+}
+
+/// `xtimer cron ...`.
+#[derive(Debug, Subcommand)]
+pub enum CronCommand {
+    /// The next fire times of a cron expression, with daylight-saving notes.
+    Preview {
+        /// The expression (5, 6 or 7 fields, or a macro such as @daily).
+        expr: String,
+        /// IANA time zone.
+        #[arg(long, default_value = "UTC")]
+        tz: String,
+        /// How many fire times.
+        #[arg(long, default_value_t = 10)]
+        count: u32,
+        /// Start from this time (RFC 3339 or Unix ms); default now.
+        #[arg(long)]
+        from: Option<String>,
+    },
+}
+
+/// Runs `xtimer cron ...`; returns the exit code.
+pub async fn cron(remote: &Remote, command: CronCommand) -> u8 {
+    let CronCommand::Preview { expr, tz, count, from } = command;
+    let run = async {
+        let mut query = vec![("cron", expr), ("timezone", tz), ("count", count.to_string())];
+        if let Some(from) = from {
+            query.push(("from", from));
+        }
+        let result = remote.client()?.call(Method::GET, "previewCron", &query, None).await?;
+        let rows: Vec<Vec<String>> = list_of(&result)
+            .iter()
+            .map(|f| vec![text(&f["runTime"]), text(&f["runTimer"]), text(&f["note"])])
+            .collect();
+        Ok::<_, Failure>((result, table::render(&["RUN TIME", "UNIX MS", "NOTE"], &rows)))
+    };
+    finish(remote, run.await)
+}
+
+/// Prints the outcome of a command: the table (or the JSON with `--json`)
+/// on stdout, a failure on stderr; returns the exit code.
+pub fn finish(remote: &Remote, outcome: Result<(Value, String), Failure>) -> u8 {
+    match outcome {
+        Ok((result, table)) => {
+            if remote.json {
+                println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+            } else {
+                print!("{table}");
+            }
+            client::exit::OK
+        }
+        Err(failure) => {
+            eprintln!("error: {}", failure.msg);
+            failure.code
+        }
+    }
+}
+
+/// The `list` of a list reply.
+pub fn list_of(result: &Value) -> Vec<Value> {
+    result["list"].as_array().cloned().unwrap_or_default()
+}
+
+/// A JSON value as a table cell: strings bare, null as `-`.
+pub fn text(value: &Value) -> String {
+    match value {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

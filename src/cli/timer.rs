@@ -1,0 +1,361 @@
+//! `xtimer timer ...`: create (one timer from flags, or many from a JSON
+//! file: a bulk import in batches, with progress), list, get, update,
+//! enable, disable, delete, trigger and fires.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+use super::client::{Client, Failure};
+use super::{finish, list_of, table, text, Remote};
+
+/// Timers per `createTimers` call of a bulk import (the API's most).
+pub const IMPORT_BATCH: usize = 1000;
+
+/// `xtimer timer ...`.
+#[derive(Debug, Subcommand)]
+pub enum TimerCommand {
+    /// Create a timer from flags, or every timer of a JSON file (`--file`).
+    Create(CreateArgs),
+    /// List an app's timers.
+    List {
+        #[arg(long)]
+        app: String,
+        /// Page, from 1.
+        #[arg(long, default_value_t = 1)]
+        page: u32,
+        #[arg(long, default_value_t = 50)]
+        page_size: u32,
+    },
+    /// Show one timer.
+    Get(TimerRef),
+    /// Change some fields of a timer; the others keep their value.
+    Update {
+        #[command(flatten)]
+        timer: TimerRef,
+        #[command(flatten)]
+        fields: TimerFields,
+        /// A JSON object of the fields to change (`-`: standard input).
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Enable a timer: it fires from now on.
+    Enable(TimerRef),
+    /// Disable a timer: its fires are skipped until it is enabled again.
+    Disable(TimerRef),
+    /// Delete a timer.
+    Delete(TimerRef),
+    /// Fire a timer once now, besides its schedule.
+    Trigger(TimerRef),
+    /// A timer's fires: those already due, newest first, or `--upcoming`.
+    Fires {
+        #[command(flatten)]
+        timer: TimerRef,
+        /// Only fires of this status (0 pending ... 5 missed).
+        #[arg(long)]
+        status: Option<i64>,
+        /// The planned fires, soonest first.
+        #[arg(long)]
+        upcoming: bool,
+        #[arg(long, default_value_t = 20)]
+        page_size: u32,
+    },
+}
+
+/// One timer: its id and app.
+#[derive(Debug, Args)]
+pub struct TimerRef {
+    /// The timer's id.
+    pub id: i64,
+    /// The app it belongs to.
+    #[arg(long)]
+    pub app: String,
+}
+
+/// Timer fields as flags.
+#[derive(Debug, Default, Args)]
+pub struct TimerFields {
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Cron expression (5, 6 or 7 fields).
+    #[arg(long, conflicts_with = "run_at")]
+    pub cron: Option<String>,
+    /// One-shot time (RFC 3339 or Unix ms).
+    #[arg(long)]
+    pub run_at: Option<String>,
+    /// IANA time zone.
+    #[arg(long)]
+    pub timezone: Option<String>,
+    /// Callback URL.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Callback method.
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Callback body, sent as given.
+    #[arg(long)]
+    pub body: Option<String>,
+}
+
+impl TimerFields {
+    fn into_json(self) -> Map<String, Value> {
+        let mut out = Map::new();
+        let mut put = |key: &str, value: Option<String>| {
+            if let Some(v) = value {
+                out.insert(key.into(), Value::String(v));
+            }
+        };
+        put("name", self.name);
+        put("cron", self.cron);
+        put("runAt", self.run_at);
+        put("timezone", self.timezone);
+        if let Some(url) = self.url {
+            let mut notify = json!({"url": url});
+            if let Some(method) = self.method {
+                notify["method"] = json!(method);
+            }
+            if let Some(body) = self.body {
+                notify["body"] = json!(body);
+            }
+            out.insert("notifyHTTPParam".into(), notify);
+        }
+        out
+    }
+}
+
+/// `xtimer timer create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The app (with flags; a file names its own).
+    #[arg(long, required_unless_present = "file")]
+    pub app: Option<String>,
+    #[command(flatten)]
+    pub fields: TimerFields,
+    /// Create it enabled (it fires at once on its schedule).
+    #[arg(long)]
+    pub enable: bool,
+    /// A JSON timer, an array of timers or `{"timers": [...]}` (`-`:
+    /// standard input); many are created in batches of 1000, all of a
+    /// batch or none.
+    #[arg(long, conflicts_with = "app")]
+    pub file: Option<PathBuf>,
+}
+
+/// Runs `xtimer timer ...`; returns the exit code.
+pub async fn run(remote: &Remote, command: TimerCommand) -> u8 {
+    let outcome = match remote.client() {
+        Ok(client) => execute(&client, command).await,
+        Err(failure) => Err(failure),
+    };
+    finish(remote, outcome)
+}
+
+async fn execute(client: &Client, command: TimerCommand) -> Result<(Value, String), Failure> {
+    let by_ref = |r: &TimerRef| vec![("id", r.id.to_string()), ("app", r.app.clone())];
+    match command {
+        TimerCommand::Create(args) => create(client, args).await,
+        TimerCommand::List { app, page, page_size } => {
+            let query = [("app", app), ("pageIndex", page.to_string()), ("pageSize", page_size.to_string())];
+            let result = client.call(Method::GET, "getAppTimers", &query, None).await?;
+            let rows: Vec<Vec<String>> = list_of(&result).iter().map(timer_row).collect();
+            let mut out = table::render(&["ID", "NAME", "STATUS", "SCHEDULE", "TIMEZONE", "NEXT FIRE"], &rows);
+            out.push_str(&format!("{} of {} timers\n", rows.len(), text(&result["total"])));
+            Ok((result, out))
+        }
+        TimerCommand::Get(r) => {
+            let result = client.call(Method::GET, "getTimer", &by_ref(&r), None).await?;
+            let out = describe(&result);
+            Ok((result, out))
+        }
+        TimerCommand::Update { timer, fields, file } => {
+            let mut body = match file {
+                Some(path) => match read_json(&path)? {
+                    Value::Object(map) => map,
+                    _ => return Err(Failure::usage(format!("{}: expected a JSON object of fields", path.display()))),
+                },
+                None => Map::new(),
+            };
+            body.extend(fields.into_json());
+            if body.is_empty() {
+                return Err(Failure::usage("nothing to update: give a field flag (--cron, --url, ...) or --file"));
+            }
+            body.insert("id".into(), json!(timer.id));
+            body.insert("app".into(), json!(timer.app));
+            let result = client.call(Method::POST, "updateTimer", &[], Some(&Value::Object(body))).await?;
+            let out = describe(&result);
+            Ok((result, out))
+        }
+        TimerCommand::Enable(r) => done(client.call(Method::GET, "enableTimer", &by_ref(&r), None).await?, "enabled"),
+        TimerCommand::Disable(r) => done(client.call(Method::GET, "unableTimer", &by_ref(&r), None).await?, "disabled"),
+        TimerCommand::Delete(r) => done(client.call(Method::DELETE, "delTimer", &by_ref(&r), None).await?, "deleted"),
+        TimerCommand::Trigger(r) => {
+            let result = client.call(Method::POST, "triggerTimer", &by_ref(&r), None).await?;
+            let out = format!("timer {} fires now (run time {} ms)\n", r.id, text(&result["runTimer"]));
+            Ok((result, out))
+        }
+        TimerCommand::Fires { timer, status, upcoming, page_size } => {
+            let mut query = by_ref(&timer);
+            query.push(("pageSize", page_size.to_string()));
+            if let Some(status) = status {
+                query.push(("status", status.to_string()));
+            }
+            if upcoming {
+                query.push(("upcoming", "true".into()));
+            }
+            let result = client.call(Method::GET, "getTimerTasks", &query, None).await?;
+            let rows: Vec<Vec<String>> = list_of(&result)
+                .iter()
+                .map(|f| {
+                    vec![
+                        text(&f["taskId"]),
+                        run_time(&f["runTimer"]),
+                        fire_status(&f["status"]).into(),
+                        text(&f["attempt"]),
+                        text(&f["costTime"]),
+                        text(&f["output"]),
+                    ]
+                })
+                .collect();
+            let mut out = table::render(&["FIRE", "RUN TIME", "STATUS", "ATTEMPT", "LATE MS", "OUTPUT"], &rows);
+            out.push_str(&format!("{} of {} fires\n", rows.len(), text(&result["total"])));
+            Ok((result, out))
+        }
+    }
+}
+
+fn done(result: Value, what: &str) -> Result<(Value, String), Failure> {
+    let out = format!("timer {} {what}\n", text(&result["id"]));
+    Ok((result, out))
+}
+
+async fn create(client: &Client, args: CreateArgs) -> Result<(Value, String), Failure> {
+    let Some(path) = args.file else {
+        let mut body = args.fields.into_json();
+        body.insert("app".into(), json!(args.app));
+        body.insert("status".into(), json!(if args.enable { 2 } else { 1 }));
+        let result = client.call(Method::POST, "createTimer", &[], Some(&Value::Object(body))).await?;
+        let out = format!("created timer {}\n", text(&result["id"]));
+        return Ok((result, out));
+    };
+    let timers = match read_json(&path)? {
+        Value::Array(list) => list,
+        Value::Object(mut map) if map.contains_key("timers") => match map.remove("timers") {
+            Some(Value::Array(list)) => list,
+            _ => return Err(Failure::usage(format!("{}: `timers` must be an array", path.display()))),
+        },
+        one @ Value::Object(_) => {
+            let result = client.call(Method::POST, "createTimer", &[], Some(&one)).await?;
+            let out = format!("created timer {}\n", text(&result["id"]));
+            return Ok((result, out));
+        }
+        _ => {
+            return Err(Failure::usage(format!(
+                "{}: expected a timer, an array of timers or {{\"timers\": [...]}}",
+                path.display()
+            )))
+        }
+    };
+    let progress = crate::progress::bar("timers", timers.len() as u64);
+    let mut ids = Vec::with_capacity(timers.len());
+    for (n, batch) in timers.chunks(IMPORT_BATCH).enumerate() {
+        let body = json!({ "timers": batch });
+        let result = client.call(Method::POST, "createTimers", &[], Some(&body)).await.map_err(|f| Failure {
+            msg: format!(
+                "{} (batch {}: timers {}..{}; the batches before it were created)",
+                f.msg,
+                n + 1,
+                n * IMPORT_BATCH,
+                n * IMPORT_BATCH + batch.len()
+            ),
+            code: f.code,
+        })?;
+        ids.extend(result["ids"].as_array().cloned().unwrap_or_default());
+        progress.inc(batch.len() as u64);
+    }
+    progress.finish_and_clear();
+    let out = format!("created {} timers\n", ids.len());
+    Ok((json!({ "ids": ids }), out))
+}
+
+fn read_json(path: &PathBuf) -> Result<Value, Failure> {
+    let text =
+        if path.as_os_str() == "-" { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) }
+            .map_err(|e| Failure::usage(format!("reading {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| Failure::usage(format!("{}: not JSON: {e}", path.display())))
+}
+
+fn timer_row(t: &Value) -> Vec<String> {
+    let schedule = if t["cron"].is_string() { text(&t["cron"]) } else { format!("once at {}", text(&t["runAt"])) };
+    vec![
+        text(&t["id"]),
+        text(&t["name"]),
+        timer_status(&t["status"]).into(),
+        schedule,
+        text(&t["timezone"]),
+        text(&t["nextRunTime"]),
+    ]
+}
+
+/// A timer as `key: value` lines.
+fn describe(t: &Value) -> String {
+    let (kind, schedule) =
+        if t["cron"].is_string() { ("cron", text(&t["cron"])) } else { ("run at", text(&t["runAt"])) };
+    let notify = &t["notifyHTTPParam"];
+    let target = if notify.is_object() {
+        format!("{} {}", text(&notify["method"]), text(&notify["url"]))
+    } else {
+        format!("asyncflow task {}", text(&t["notifyAsyncflowParam"]["taskType"]))
+    };
+    let rows = [
+        ("id", text(&t["id"])),
+        ("app", text(&t["app"])),
+        ("name", text(&t["name"])),
+        ("status", timer_status(&t["status"]).into()),
+        (kind, schedule),
+        ("timezone", text(&t["timezone"])),
+        ("callback", target),
+        (
+            "retry",
+            format!("{} attempts, {} ms backoff", text(&t["retry"]["maxAttempts"]), text(&t["retry"]["backoffMs"])),
+        ),
+        ("misfire", text(&t["misfire"])),
+        ("next fire", text(&t["nextRunTime"])),
+        ("created", text(&t["createTime"])),
+        ("modified", text(&t["modifyTime"])),
+    ];
+    rows.iter().map(|(k, v)| format!("{k:<10} {v}\n")).collect()
+}
+
+/// A timer status code as a word.
+pub fn timer_status(code: &Value) -> &'static str {
+    match code.as_i64() {
+        Some(1) => "disabled",
+        Some(2) => "enabled",
+        Some(3) => "deleted",
+        Some(4) => "completed",
+        _ => "unknown",
+    }
+}
+
+/// A fire status code as a word.
+pub fn fire_status(code: &Value) -> &'static str {
+    match code.as_i64() {
+        Some(0) => "pending",
+        Some(1) => "running",
+        Some(2) => "succeeded",
+        Some(3) => "failed",
+        Some(4) => "skipped",
+        Some(5) => "missed",
+        _ => "unknown",
+    }
+}
+
+/// Unix milliseconds as RFC 3339 UTC.
+fn run_time(ms: &Value) -> String {
+    ms.as_i64()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| text(ms))
+}

@@ -1,0 +1,160 @@
+//! The client commands (`xtimer timer ...`), run as the binary against a
+//! live node: tables for people, `--json` for scripts, and exit codes.
+//! `timer update`, `timer trigger` and `cron preview` call routes this
+//! server does not have yet; their exit code for that is tested.
+
+use std::process::Output;
+
+use serde_json::Value;
+use xtimer::cli::client::exit;
+use xtimer::receiver::Receiver;
+
+use crate::helpers::{wait_for, Stack, TestNode};
+
+/// Runs `xtimer ARGS --server BASE` to its end.
+async fn xtimer(base: &str, args: &[&str]) -> Output {
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend(["--server".into(), base.into()]);
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_xtimer"))
+            .args(&all)
+            .env_remove("XTIMER_TOKEN")
+            .env_remove("XTIMER_SERVER")
+            .output()
+            .expect("xtimer runs")
+    })
+    .await
+    .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn code(out: &Output) -> u8 {
+    out.status.code().expect("exited") as u8
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_through_its_life_from_the_command_line() {
+    let node = TestNode::spawn(Stack::Embedded).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let base = node.base.clone();
+    let url = rx.url("/hook");
+
+    let out = xtimer(
+        &base,
+        &[
+            "timer",
+            "create",
+            "--app",
+            "cli",
+            "--name",
+            "every-second",
+            "--cron",
+            "* * * * * *",
+            "--url",
+            &url,
+            "--enable",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    let id: String = stdout(&out).trim().strip_prefix("created timer ").expect("created timer N").to_owned();
+
+    let out = xtimer(&base, &["timer", "list", "--app", "cli"]).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    let table = stdout(&out);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("ID") && lines[0].contains("SCHEDULE"), "{table}");
+    assert!(lines[1].starts_with(&id) && lines[1].contains("every-second") && lines[1].contains("enabled"), "{table}");
+    assert!(table.contains("1 of 1 timers"), "{table}");
+
+    let out = xtimer(&base, &["timer", "get", &id, "--app", "cli", "--json"]).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    let timer: Value = serde_json::from_str(&stdout(&out)).expect("--json prints JSON");
+    assert_eq!(timer["name"], "every-second");
+    assert_eq!(timer["notifyHTTPParam"]["url"], url.as_str());
+
+    rx.wait_until(crate::helpers::PATIENCE, |hits| !hits.is_empty()).await;
+    let fires = wait_for("a succeeded fire listed", || async {
+        let out = xtimer(&base, &["timer", "fires", &id, "--app", "cli", "--status", "2"]).await;
+        let text = stdout(&out);
+        text.contains("succeeded").then_some(text)
+    })
+    .await;
+    assert!(fires.lines().next().unwrap().contains("LATE MS"), "{fires}");
+    assert!(fires.contains("200"), "the output column shows the answer: {fires}");
+
+    let out = xtimer(&base, &["timer", "disable", &id, "--app", "cli"]).await;
+    assert_eq!((code(&out), stdout(&out)), (exit::OK, format!("timer {id} disabled\n")));
+    let out = xtimer(&base, &["timer", "get", &id, "--app", "cli"]).await;
+    assert!(stdout(&out).lines().any(|l| l.starts_with("status") && l.ends_with("disabled")), "{}", stdout(&out));
+    let out = xtimer(&base, &["timer", "enable", &id, "--app", "cli"]).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    let out = xtimer(&base, &["timer", "delete", &id, "--app", "cli"]).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+
+    // Gone: a 404, exit code NOT_FOUND, the server's message on stderr.
+    let out = xtimer(&base, &["timer", "get", &id, "--app", "cli"]).await;
+    assert_eq!(code(&out), exit::NOT_FOUND);
+    assert!(stderr(&out).contains("not found") && stderr(&out).contains("HTTP 404"), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_unreachable_servers_and_bulk_imports() {
+    let node = TestNode::spawn(Stack::Embedded).await;
+    let base = node.base.clone();
+
+    let out = xtimer(
+        &base,
+        &["timer", "create", "--app", "cli", "--name", "bad", "--cron", "61 * * * *", "--url", "http://127.0.0.1:9/x"],
+    )
+    .await;
+    assert_eq!(code(&out), exit::INVALID, "{}", stderr(&out));
+    assert!(stderr(&out).contains("cron") && stderr(&out).contains("HTTP 400"), "{}", stderr(&out));
+
+    let out = xtimer("http://127.0.0.1:1", &["timer", "list", "--app", "cli"]).await;
+    assert_eq!(code(&out), exit::UNREACHABLE);
+    assert!(stderr(&out).contains("cannot reach"), "{}", stderr(&out));
+
+    // No such flag: clap's usage error.
+    let out = xtimer(&base, &["timer", "list", "--app", "cli", "--frobnicate"]).await;
+    assert_eq!(code(&out), exit::USAGE);
+
+    // 2,500 timers from a file: three batches.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("timers.json");
+    let timers: Vec<Value> = (0..2500)
+        .map(|n| {
+            serde_json::json!({"app": "bulk", "name": format!("t{n}"), "cron": "0 0 * * *",
+                "notifyHTTPParam": {"url": "http://127.0.0.1:9/hook"}})
+        })
+        .collect();
+    std::fs::write(&file, serde_json::to_string(&serde_json::json!({ "timers": timers })).unwrap()).unwrap();
+    let out = xtimer(&base, &["timer", "create", "--file", file.to_str().unwrap(), "--json"]).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    let reply: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(reply["ids"].as_array().unwrap().len(), 2500);
+    let out = xtimer(&base, &["timer", "list", "--app", "bulk", "--page-size", "1"]).await;
+    assert!(stdout(&out).contains("1 of 2500 timers"), "{}", stdout(&out));
+
+    // Importing the same names again: the first batch is refused as taken.
+    let out = xtimer(&base, &["timer", "create", "--file", file.to_str().unwrap()]).await;
+    assert_eq!(code(&out), exit::CONFLICT, "{}", stderr(&out));
+    assert!(stderr(&out).contains("batch 1"), "{}", stderr(&out));
+
+    // Routes of the timer API's next part answer 404 on this server: the
+    // command says so and exits NOT_FOUND.
+    let out = xtimer(&base, &["cron", "preview", "*/5 * * * *"]).await;
+    if code(&out) != exit::OK {
+        assert_eq!(code(&out), exit::NOT_FOUND, "{}", stderr(&out));
+    }
+    node.stop().await;
+}

@@ -1,0 +1,241 @@
+//! Changing a timer after it was made: `updateTimer` (a new definition,
+//! history kept) and `triggerTimer` (one extra fire now).
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use xtimer_core::timer::{Notify, Schedule, Timer, TimerStatus};
+
+use super::input::{CreateTimer, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerRef};
+use super::view::TimerView;
+use super::{check_target, check_task_type, live_timer, quota, refusal_error, schedule_field};
+use crate::auth::{authorize, AuthContext};
+use crate::extract::{ApiJson, QueryOrJson};
+use crate::{ApiError, AppState, Envelope};
+
+/// Body of `updateTimer`: the timer's `id` and `app`, and any timer field
+/// to change. An absent field keeps its value; an object field
+/// (`notifyHTTPParam`, `notifyAsyncflowParam`, `retry`) is replaced whole;
+/// giving `cron` makes a one-shot timer a cron timer and `runAt` the reverse.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UpdateTimer {
+    /// The timer to change.
+    pub id: i64,
+    /// The app it belongs to (it cannot change).
+    pub app: String,
+    /// New name, unique in the app.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// New cron expression (the timer becomes a cron timer).
+    #[serde(default)]
+    pub cron: Option<String>,
+    /// New one-shot time (the timer becomes a one-shot timer).
+    #[serde(default)]
+    pub run_at: Option<Value>,
+    /// New time zone of the cron.
+    #[serde(default)]
+    pub timezone: Option<String>,
+    /// 1 (disabled) or 2 (enabled).
+    #[serde(default)]
+    pub status: Option<Value>,
+    /// New callback.
+    #[serde(rename = "notifyHTTPParam", default)]
+    pub notify_http_param: Option<NotifyHttpParam>,
+    /// New task each fire creates.
+    #[serde(rename = "notifyAsyncflowParam", default)]
+    pub notify_asyncflow_param: Option<NotifyAsyncflowParam>,
+    /// New retry policy.
+    #[serde(default)]
+    pub retry: Option<RetryParam>,
+    /// New misfire policy.
+    #[serde(default)]
+    pub misfire: Option<String>,
+    /// New callback timeout, ms.
+    #[serde(default)]
+    pub callback_timeout_ms: Option<i64>,
+    /// New `deleteAfterRun` (one-shot timers).
+    #[serde(default)]
+    pub delete_after_run: Option<bool>,
+    /// New failure notify.
+    #[serde(default)]
+    pub on_failure: Option<NotifyHttpParam>,
+    /// New `pauseAfterFailures`.
+    #[serde(default)]
+    pub pause_after_failures: Option<i64>,
+    /// New overlap policy.
+    #[serde(default)]
+    pub overlap: Option<String>,
+}
+
+impl UpdateTimer {
+    /// The whole timer as `createTimer` would take it: these changes over
+    /// `stored`.
+    fn merged_with(self, stored: &Timer) -> CreateTimer {
+        let (cron, run_at, timezone) = match (&self.cron, &self.run_at, &stored.schedule) {
+            (Some(_), _, _) | (None, None, Schedule::Cron { .. }) => {
+                let stored_zone = match &stored.schedule {
+                    Schedule::Cron { timezone, .. } => Some(timezone.clone()),
+                    Schedule::Once { .. } => None,
+                };
+                let cron = self.cron.clone().or_else(|| match &stored.schedule {
+                    Schedule::Cron { expr, .. } => Some(expr.clone()),
+                    Schedule::Once { .. } => None,
+                });
+                (cron, self.run_at.clone(), self.timezone.clone().or(stored_zone))
+            }
+            (None, Some(run_at), _) => (None, Some(run_at.clone()), self.timezone.clone()),
+            (None, None, Schedule::Once { run_at_ms }) => (None, Some(Value::from(*run_at_ms)), self.timezone.clone()),
+        };
+        let one_shot = cron.is_none();
+        let (http, task) = match (self.notify_http_param, self.notify_asyncflow_param) {
+            (None, None) => match &stored.notify {
+                Notify::Http(http) => (
+                    Some(NotifyHttpParam {
+                        url: http.url.clone(),
+                        method: Some(http.method.clone()),
+                        header: Some(http.headers.clone()),
+                        body: http.body.clone(),
+                    }),
+                    None,
+                ),
+                Notify::Asyncflow(task) => (
+                    None,
+                    Some(NotifyAsyncflowParam {
+                        task_type: task.task_type.clone(),
+                        task_stage: Some(task.task_stage.clone()),
+                        context: Some(Value::String(task.context.clone())),
+                    }),
+                ),
+            },
+            given => given,
+        };
+        let stored_timeout = match &stored.notify {
+            Notify::Http(stored) => stored.timeout_ms.and_then(|ms| i64::try_from(ms).ok()),
+            Notify::Asyncflow(_) => None,
+        };
+        let stored_status = match stored.status {
+            TimerStatus::Enabled => 2,
+            // A completed one-shot timer is disabled until enabled again.
+            _ => 1,
+        };
+        CreateTimer {
+            app: self.app,
+            name: self.name.unwrap_or_else(|| stored.name.clone()),
+            cron,
+            run_at,
+            timezone,
+            status: Some(self.status.unwrap_or(Value::from(stored_status))),
+            callback_timeout_ms: self.callback_timeout_ms.or(if http.is_some() { stored_timeout } else { None }),
+            notify_http_param: http,
+            notify_asyncflow_param: task,
+            retry: Some(self.retry.unwrap_or(RetryParam {
+                max_attempts: Some(i64::from(stored.retry.max_attempts)),
+                backoff_ms: i64::try_from(stored.retry.backoff_ms).ok(),
+            })),
+            misfire: Some(self.misfire.unwrap_or_else(|| stored.misfire.as_str().to_owned())),
+            delete_after_run: self.delete_after_run.or(one_shot.then_some(stored.delete_after_run)),
+            on_failure: self.on_failure.or_else(|| {
+                stored.on_failure.as_ref().map(|n| NotifyHttpParam {
+                    url: n.url.clone(),
+                    method: Some(n.method.clone()),
+                    header: Some(n.headers.clone()),
+                    body: None,
+                })
+            }),
+            pause_after_failures: self.pause_after_failures.or(stored.pause_after_failures.map(i64::from)),
+            overlap: Some(self.overlap.unwrap_or_else(|| stored.overlap.as_str().to_owned())),
+        }
+    }
+}
+
+/// `POST updateTimer`: changes any of a timer's fields, validated as
+/// `createTimer` validates them, and answers the timer as it is now. Its
+/// scheduled fires not yet claimed are made again from the new definition
+/// before the reply (none fires at an old time after it, none is lost at a
+/// new time); fires already made, manual ones and the history stay.
+pub async fn timers_update(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    input: Result<ApiJson<UpdateTimer>, ApiError>,
+) -> Result<Envelope<TimerView>, ApiError> {
+    auth.require_token()?;
+    let ApiJson(input) = input?;
+    authorize(&auth, &input.app)?;
+    let r = TimerRef { id: input.id, app: input.app.clone() };
+    let _app_lock = state.security.app_locks.lock(&r.app).await;
+    let stored = live_timer(&state, &auth, &r).await?;
+    let now = state.clock.now_ms();
+    // A one-shot time kept as it was may be past by now: it stays valid.
+    let keeps_past_run_at = input.cron.is_none() && input.run_at.is_none();
+    let check_at = match stored.schedule {
+        Schedule::Once { run_at_ms } if keeps_past_run_at => now.min(run_at_ms),
+        _ => now,
+    };
+    let new = input.merged_with(&stored).validate_with(check_at, &state.security.limits)?;
+    match (&new.notify, &stored.notify) {
+        (Notify::Http(new), Notify::Http(old)) if new.url == old.url => {}
+        (Notify::Http(notify), _) => check_target(&state, &notify.url).await?,
+        (Notify::Asyncflow(task), _) => check_task_type(&state, &new.app, &task.task_type).await?,
+    }
+    match (&new.on_failure, &stored.on_failure) {
+        (Some(new), Some(old)) if new.url == old.url => {}
+        (Some(notify), _) => check_target(&state, &notify.url).await.map_err(on_failure_field)?,
+        (None, _) => {}
+    }
+    match state.timers.update_timer(stored.id, &new, now, &quota(&state)).await {
+        Ok(true) => {}
+        Ok(false) => return Err(ApiError::TimerNotFound { id: r.id, app: r.app }),
+        Err(xtimer_store::Error::Refused { app, refusal, .. }) => {
+            return Err(refusal_error(&app, refusal, schedule_field(&new.schedule), None))
+        }
+        Err(err) => return Err(err.into()),
+    }
+    if new.schedule != stored.schedule || new.status != TimerStatus::Enabled {
+        state.fires.delete_pending_from(stored.id, now).await?;
+    }
+    let timer = Timer { create_time: stored.create_time, ..new.stored(stored.id, now) };
+    if timer.status == TimerStatus::Enabled {
+        state.expander.expand_timer(&timer).await?;
+    }
+    Ok(Envelope(TimerView::at(&timer, state.clock.now_ms())))
+}
+
+/// A refused callback target, named as `onFailure.url`.
+pub(crate) fn on_failure_field(err: ApiError) -> ApiError {
+    match err {
+        ApiError::Invalid(msg) => ApiError::Invalid(msg.replacen("notifyHTTPParam.url", "onFailure.url", 1)),
+        other => other,
+    }
+}
+
+/// `{"runTimer": ms}`: the reply of `triggerTimer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Triggered {
+    /// The run time of the manual fire, Unix ms.
+    pub run_timer: i64,
+}
+
+/// `POST triggerTimer` (query or JSON body `id`, `app`): one extra fire of
+/// an enabled timer, now, recorded like any other with `manual: true` and
+/// sent with its own `Idempotency-Key` (`{id}_{runTimer}_manual`). The
+/// schedule is left as it is.
+pub async fn timers_trigger(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    r: Result<QueryOrJson<TimerRef>, ApiError>,
+) -> Result<Envelope<Triggered>, ApiError> {
+    auth.require_token()?;
+    let QueryOrJson(r) = r?;
+    authorize(&auth, &r.app)?;
+    let timer = live_timer(&state, &auth, &r).await?;
+    if timer.status != TimerStatus::Enabled {
+        return Err(ApiError::invalid(
+            "id",
+            format!("timer {} is not enabled (status {}): enable it to trigger it", timer.id, timer.status.code()),
+        ));
+    }
+    let run_timer = state.expander.fire_now(&timer).await?;
+    Ok(Envelope(Triggered { run_timer }))
+}

@@ -1,0 +1,185 @@
+//! `GET /ui/api/overview`: what the console's lateness page shows, from
+//! the fire records of the last hour (every node's): p50 and p99 lateness
+//! per minute, and the timers whose fires failed, most failures first.
+//!
+//! It reads at most [`MAX_FIRES`] fires, newest first; past that the
+//! oldest minutes are left out and `sampled` says so.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::extract::State;
+use serde::Serialize;
+use xtimer_core::clock::rfc3339;
+use xtimer_core::fire::{Fire, FireStatus};
+
+use crate::auth::{authorize, AuthContext};
+use crate::{ApiError, AppState, Envelope};
+
+/// How far back the overview looks.
+pub const WINDOW_MS: i64 = 60 * 60 * 1000;
+/// Most fire records one overview reads.
+pub const MAX_FIRES: u32 = 50_000;
+/// Most failing timers listed.
+pub const MAX_FAILING: usize = 50;
+
+/// The reply's `result`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overview {
+    /// Start of the window, Unix ms.
+    pub from_ms: i64,
+    /// One entry per minute that had fires, oldest first.
+    pub minutes: Vec<MinuteLateness>,
+    /// Timers with failed fires in the window, most failures first.
+    pub failing: Vec<FailingTimer>,
+    /// True when the window held more than [`MAX_FIRES`] fires.
+    pub sampled: bool,
+}
+
+/// Lateness of the fires of one minute (by run time).
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MinuteLateness {
+    /// The minute's start, Unix ms.
+    pub minute_ms: i64,
+    pub fires: usize,
+    pub failed: usize,
+    pub p50_ms: i64,
+    pub p99_ms: i64,
+}
+
+/// A timer whose fires failed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailingTimer {
+    pub timer_id: i64,
+    pub app: String,
+    pub name: String,
+    pub failed: usize,
+    pub fires: usize,
+    pub last_failed_at: String,
+    pub last_output: String,
+}
+
+/// `GET /ui/api/overview`. With auth on, an app's token sees its app's
+/// fires only; the admin token sees every app.
+pub async fn overview_get(State(state): State<AppState>, auth: AuthContext) -> Result<Envelope<Overview>, ApiError> {
+    auth.require_token()?;
+    let now = state.clock.now_ms();
+    let from_ms = now - WINDOW_MS;
+    let fires = state.fires.ended_since(from_ms, MAX_FIRES).await?;
+    let sampled = fires.len() == MAX_FIRES as usize;
+    let fires: Vec<Fire> = fires.into_iter().filter(|f| authorize(&auth, &f.app).is_ok()).collect();
+    let minutes = per_minute(&fires);
+    let mut failing = failing_timers(&fires);
+    let ids: Vec<i64> = failing.iter().map(|f| f.timer_id).collect();
+    let names: HashMap<i64, String> =
+        state.timers.get_timers(&ids).await?.into_iter().map(|t| (t.id, t.name)).collect();
+    for f in &mut failing {
+        f.name = names.get(&f.timer_id).cloned().unwrap_or_default();
+    }
+    Ok(Envelope(Overview { from_ms, minutes, failing, sampled }))
+}
+
+/// p50 and p99 of `cost_time` per minute of run time, oldest first.
+pub fn per_minute(fires: &[Fire]) -> Vec<MinuteLateness> {
+    let mut by_minute: BTreeMap<i64, (Vec<i64>, usize)> = BTreeMap::new();
+    for f in fires {
+        let entry = by_minute.entry(f.run_ms.div_euclid(60_000) * 60_000).or_default();
+        entry.0.push(f.cost_time.max(0));
+        entry.1 += usize::from(f.status == FireStatus::Failed);
+    }
+    by_minute
+        .into_iter()
+        .map(|(minute_ms, (mut late, failed))| {
+            late.sort_unstable();
+            MinuteLateness {
+                minute_ms,
+                fires: late.len(),
+                failed,
+                p50_ms: percentile(&late, 0.50),
+                p99_ms: percentile(&late, 0.99),
+            }
+        })
+        .collect()
+}
+
+/// The nearest-rank percentile `q` of sorted `values`.
+fn percentile(sorted: &[i64], q: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Timers with at least one failed fire (newest-first input), most failures
+/// first, at most [`MAX_FAILING`]; names are filled in by the caller.
+fn failing_timers(fires: &[Fire]) -> Vec<FailingTimer> {
+    let mut by_timer: HashMap<i64, FailingTimer> = HashMap::new();
+    for f in fires {
+        let entry = by_timer.entry(f.timer_id).or_insert_with(|| FailingTimer {
+            timer_id: f.timer_id,
+            app: f.app.clone(),
+            name: String::new(),
+            failed: 0,
+            fires: 0,
+            last_failed_at: String::new(),
+            last_output: String::new(),
+        });
+        entry.fires += 1;
+        if f.status == FireStatus::Failed {
+            if entry.failed == 0 {
+                entry.last_failed_at = rfc3339(f.run_ms);
+                entry.last_output = f.output.clone();
+            }
+            entry.failed += 1;
+        }
+    }
+    let mut list: Vec<FailingTimer> = by_timer.into_values().filter(|t| t.failed > 0).collect();
+    list.sort_by(|a, b| b.failed.cmp(&a.failed).then(a.timer_id.cmp(&b.timer_id)));
+    list.truncate(MAX_FAILING);
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fire(timer_id: i64, run_ms: i64, status: FireStatus, cost_time: i64) -> Fire {
+        Fire {
+            task_id: run_ms,
+            timer_id,
+            app: "a".into(),
+            run_ms,
+            status,
+            attempt: 1,
+            output: format!("out {run_ms}"),
+            cost_time,
+            manual: false,
+            create_time: 0,
+            modify_time: 0,
+        }
+    }
+
+    #[test]
+    fn percentiles_per_minute_and_failures_per_timer() {
+        // Minute 0: lateness 1..=100 ms; minute 1: one failed fire, 7 ms.
+        let mut fires: Vec<Fire> = (1..=100).map(|n| fire(1, n * 100, FireStatus::Succeeded, n)).collect();
+        fires.push(fire(2, 60_500, FireStatus::Failed, 7));
+        fires.push(fire(2, 60_000, FireStatus::Failed, 9));
+        fires.sort_by_key(|f| std::cmp::Reverse(f.run_ms));
+        let minutes = per_minute(&fires);
+        assert_eq!(
+            minutes,
+            [
+                MinuteLateness { minute_ms: 0, fires: 100, failed: 0, p50_ms: 50, p99_ms: 99 },
+                MinuteLateness { minute_ms: 60_000, fires: 2, failed: 2, p50_ms: 7, p99_ms: 9 },
+            ]
+        );
+        let failing = failing_timers(&fires);
+        assert_eq!(failing.len(), 1);
+        assert_eq!((failing[0].timer_id, failing[0].failed, failing[0].fires), (2, 2, 2));
+        assert_eq!(failing[0].last_output, "out 60500", "the newest failure's output");
+    }
+}

@@ -1,0 +1,116 @@
+//! `GET /openapi.json`: the document parses as OpenAPI 3.1, every `$ref`
+//! resolves, every documented route is served, and every route the router
+//! declares (read from its source) is documented.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::helpers::spawn_app;
+
+/// (method, path) of every operation in the document.
+fn operations(doc: &Value) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().unwrap().keys() {
+            out.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    out
+}
+
+fn refs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(r)) = map.get("$ref") {
+                out.push(r.clone());
+            }
+            map.values().for_each(|v| refs(v, out));
+        }
+        Value::Array(list) => list.iter().for_each(|v| refs(v, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn the_document_is_openapi_3_1_and_every_documented_route_is_served() {
+    let app = spawn_app().await;
+    let doc = app.get("/openapi.json").await.body;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{}", doc["openapi"]);
+    assert_eq!(doc["info"]["title"], "xtimer");
+    // It deserializes into utoipa's model of an OpenAPI document.
+    let parsed: utoipa::openapi::OpenApi = serde_json::from_value(doc.clone()).expect("a valid OpenAPI document");
+    assert_eq!(parsed.paths.paths.len(), doc["paths"].as_object().unwrap().len());
+    let mut found = Vec::new();
+    refs(&doc, &mut found);
+    assert!(!found.is_empty());
+    for r in found {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{r}"));
+        assert!(doc["components"]["schemas"][name].is_object(), "{r} resolves");
+    }
+    let mut ids = BTreeSet::new();
+    for (method, path) in operations(&doc) {
+        let op = &doc["paths"][&path][method.to_lowercase()];
+        assert!(ids.insert(op["operationId"].as_str().unwrap().to_owned()), "unique operationId: {op}");
+        let request = Request::builder().method(method.as_str()).uri(&path).body(Body::empty()).unwrap();
+        let response = app.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}: {text}");
+        assert!(!text.contains("no route for"), "{method} {path} is documented but not served: {text}");
+    }
+}
+
+/// The first argument of every `.route(` call in `text`.
+fn route_args(text: &str) -> Vec<String> {
+    text.match_indices(".route(")
+        .map(|(at, _)| {
+            let rest = &text[at + 7..];
+            let end = rest.find(", ").unwrap_or(rest.len());
+            rest[..end].trim().to_owned()
+        })
+        .collect()
+}
+
+fn sources(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("openapi.rs") {
+            out.push(std::fs::read_to_string(path).unwrap());
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_route_the_router_declares_is_documented() {
+    let app = spawn_app().await;
+    let doc = app.get("/openapi.json").await.body;
+    let documented: BTreeSet<String> = doc["paths"].as_object().unwrap().keys().cloned().collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    let wire = std::fs::read_to_string(root.join("../asyncflow/src/wire.rs")).unwrap();
+    let mut declared = BTreeSet::new();
+    for arg in files.iter().flat_map(|f| route_args(f)) {
+        if let Some(name) = arg.strip_prefix("path::") {
+            let line = wire.lines().find(|l| l.contains(&format!("pub const {name}: &str = "))).expect(&arg);
+            declared.insert(line.split('"').nth(1).unwrap().to_owned());
+        } else if let Some(tail) = arg.strip_prefix("&format!(\"{prefix}") {
+            let tail = tail.trim_end_matches("\")");
+            declared.insert(format!("/api/xtimer{tail}"));
+            declared.insert(format!("/xtimer{tail}"));
+        } else {
+            declared.insert(arg.trim_matches('"').to_owned());
+        }
+    }
+    assert!(declared.len() >= 30, "the scan found the routes: {declared:?}");
+    let missing: Vec<_> = declared.difference(&documented).collect();
+    assert!(missing.is_empty(), "served but not in /openapi.json (add them to openapi::ROUTES): {missing:?}");
+}
