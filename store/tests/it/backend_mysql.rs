@@ -1,8 +1,9 @@
 //! The MySQL backend: the repositories on a fresh database of the server at
 //! `XTIMER_TEST_MYSQL_URL` (MySQL 8 or MariaDB), with the in-process shard
 //! index and locks (the Redis half has its own backend). Also the tests
-//! only a server needs: concurrent claimers and holders, nodes migrating
-//! at once, and a clear error for an unreachable server.
+//! only a server needs: concurrent claimers and holders, concurrent first
+//! counts of an app's usage, nodes migrating at once, and a clear error for
+//! an unreachable server.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,11 +14,11 @@ use xtimer_core::fire::FireKey;
 use xtimer_core::task::{TaskData, TaskScheduleCfg, TaskStatus};
 use xtimer_core::timer::TimerStatus;
 use xtimer_store::tasks::{Positions, Registration};
-use xtimer_store::{mysql, Database, TaskStore};
-use xtimer_store::{Error, NewFire};
+use xtimer_store::{mysql, Database, TaskStore, TimerRepo};
+use xtimer_store::{Error, NewFire, Quota, Refusal};
 
 use crate::backend_pg::chain;
-use crate::helpers::{self, timer, Backend, APP, T0};
+use crate::helpers::{self, new_timer, timer, Backend, APP, T0};
 
 /// The test server; a throwaway local one by default (scripts/test starts one).
 pub fn database_url() -> String {
@@ -129,6 +130,41 @@ async fn concurrent_holds_never_share_a_task_and_take_only_due_ones() {
     assert!(!seen.contains("t9999"), "a task whose order_time has not come stays");
     let stored = store.get("mail", 1, "t0007").await.unwrap().unwrap();
     assert_eq!((stored.data.status, stored.modify_ms), (TaskStatus::Processing.code(), T0));
+}
+
+#[tokio::test]
+async fn concurrent_first_counts_of_an_app_neither_deadlock_nor_pass_the_quota() {
+    let db = Arc::new(fresh(24).await);
+    let quota = Quota { timers_per_app: 10, ..Quota::default() };
+    let before = [new_timer(APP, "old-1", TimerStatus::Enabled), new_timer(APP, "old-2", TimerStatus::Enabled)];
+    db.create_timers_within(&before, T0, &quota).await.unwrap();
+    // As an app from before the counters: its timers, no usage row.
+    sqlx::query("DELETE FROM t_app_usage").execute(pool(&db)).await.unwrap();
+
+    // Each create its own transaction, all counting the app first at once.
+    let mut creates = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let db = db.clone();
+        creates.spawn(async move {
+            db.create_each(&[new_timer(APP, &format!("new-{i}"), TimerStatus::Enabled)], T0, &quota).await
+        });
+    }
+    let (mut made, mut refused) = (0, 0);
+    while let Some(outcome) = creates.join_next().await {
+        match outcome.unwrap().unwrap_or_else(|e| panic!("no create fails: {}", chain(&e)))[0] {
+            Ok(_) => made += 1,
+            Err(Refusal::TooManyTimers { max: 10, .. }) => refused += 1,
+            ref other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((made, refused), (8, 8), "the quota of 10, 2 of them old");
+    let (timers, cron_fpm): (i64, i64) = sqlx::query_as("SELECT timers, cron_fpm FROM t_app_usage WHERE app = ?")
+        .bind(APP)
+        .fetch_one(pool(&db))
+        .await
+        .unwrap();
+    // Every timer here fires every 5 s: 12 a minute.
+    assert_eq!((timers, cron_fpm), (10, 10 * 12), "counted once, then kept");
 }
 
 #[tokio::test]
