@@ -25,7 +25,7 @@ use sqlx::{MySql, MySqlPool, PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
+use crate::repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
 use crate::sql::{
     claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, page_bound, push_id_list,
     rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
@@ -58,6 +58,8 @@ fn insert_manual(db: &Database) -> &'static str {
         }
     }
 }
+const RUN_TIMES_BETWEEN: &str =
+    "SELECT run_timer FROM t_timer_task WHERE timer_id = $1 AND run_timer >= $2 AND run_timer < $3 ORDER BY run_timer";
 const DELETE_PENDING_FROM: &str = formatcp!(
     "DELETE FROM t_timer_task WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND manual = 0",
     code::PENDING
@@ -139,6 +141,47 @@ impl FireRepo for Database {
             .await?
             .rows_affected());
         Ok(done == 1)
+    }
+
+    async fn insert_backfill(&self, fires: &[BackfillFire], now_ms: i64) -> Result<u64> {
+        if fires.is_empty() {
+            return Ok(0);
+        }
+        // Insert-or-ignore on the fire's key: MySQL says so up front.
+        let (insert, on_conflict) = match self {
+            Self::Mysql(_) => ("INSERT IGNORE", ""),
+            _ => ("INSERT", " ON CONFLICT (timer_id, run_timer) DO NOTHING"),
+        };
+        on_db!(self, write, pool => {
+            let mut inserted = 0;
+            let mut tx = pool.begin().await?;
+            for chunk in fires.chunks(MAX_PARAMS / 6) {
+                let mut qb = QueryBuilder::new(format!(
+                    "{insert} INTO t_timer_task (timer_id, app, run_timer, backfill_at, create_time, modify_time) "
+                ));
+                qb.push_values(chunk, |mut b, f| {
+                    b.push_bind(f.fire.key.timer_id)
+                        .push_bind(&f.fire.app)
+                        .push_bind(f.fire.key.run_ms)
+                        .push_bind(f.send_at_ms)
+                        .push_bind(now_ms)
+                        .push_bind(now_ms);
+                });
+                qb.push(on_conflict);
+                inserted += qb.build().execute(&mut *tx).await?.rows_affected();
+            }
+            tx.commit().await?;
+            Ok(inserted)
+        })
+    }
+
+    async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>> {
+        Ok(on_db!(self, read, pool => sqlx::query_scalar(&pool.sql(RUN_TIMES_BETWEEN))
+            .bind(timer_id)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(pool)
+            .await?))
     }
 
     async fn running_before(&self, timer_id: i64, task_id: i64, run_ms: i64) -> Result<u64> {
@@ -261,21 +304,26 @@ impl FireRepo for Database {
         limit: u32,
     ) -> Result<Vec<Overdue>> {
         // Two ranges of (status, run_timer), merged newest first. `now` is
-        // bound twice ($2, $3).
+        // bound three times ($2, $3, $4).
         const SQL: &str = formatcp!(
-            "SELECT task_id, timer_id, run_timer, status FROM (
-                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status FROM t_timer_task
-                 WHERE status = {pending} AND run_timer < $1
+            "SELECT task_id, timer_id, run_timer, status, backfill FROM (
+                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status,
+                        CAST(CASE WHEN backfill_at IS NULL THEN 0 ELSE 1 END AS BIGINT) AS backfill
+                 FROM t_timer_task
+                 WHERE status = {pending} AND run_timer < $1 AND (backfill_at IS NULL OR backfill_at <= $2)
                  UNION ALL
-                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status FROM t_timer_task f
-                 WHERE status = {running} AND run_timer < $2 AND {taken_over}
-             ) o ORDER BY run_timer DESC LIMIT $5",
+                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status,
+                        CAST(CASE WHEN backfill_at IS NULL THEN 0 ELSE 1 END AS BIGINT) AS backfill
+                 FROM t_timer_task f
+                 WHERE status = {running} AND run_timer < $3 AND {taken_over}
+             ) o ORDER BY run_timer DESC LIMIT $6",
             pending = code::PENDING,
             running = code::RUNNING,
-            taken_over = claim_taken_over!("f.owner", "$3", "$4"),
+            taken_over = claim_taken_over!("f.owner", "$4", "$5"),
         );
         on_db!(self, read, pool => sqlx::query(&pool.sql(SQL))
             .bind(pending_before_ms)
+            .bind(now_ms)
             .bind(now_ms)
             .bind(now_ms)
             .bind(alive_since_ms)
@@ -285,7 +333,12 @@ impl FireRepo for Database {
             .iter()
             .map(|r| {
                 let task_id = r.try_get("task_id")?;
-                Ok(Overdue { task_id, key: key_from_row(r)?, status: fire_status(r.try_get("status")?, task_id)? })
+                Ok(Overdue {
+                    task_id,
+                    key: key_from_row(r)?,
+                    status: fire_status(r.try_get("status")?, task_id)?,
+                    backfill: r.try_get::<i64, _>("backfill")? == 1,
+                })
             })
             .collect())
     }

@@ -48,7 +48,7 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use lease::ShardLeases;
 pub use lock::{LockStore, MemoryLocks};
-pub use repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo, Overdue, TimerRepo};
+pub use repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo, Overdue, TimerRepo};
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;

@@ -66,6 +66,7 @@ macro_rules! conformance_suite {
                     claim_of_a_repeated_key_claims_it_once,
                     claim_skips_fires_of_disabled_and_deleted_timers,
                     manual_fires_are_marked_and_outlive_a_reschedule,
+                    backfilled_fires_wait_for_their_send_time_and_say_so,
                     claim_lease_runs_from_the_run_time,
                     a_dead_nodes_claims_are_taken_over_before_their_lease_ends,
                     record_is_fenced_by_the_claim_owner,

@@ -18,6 +18,7 @@
 //! `createTimer` calls share a transaction ([`group_commit`]).
 
 pub mod admin;
+pub mod backfill;
 pub mod batch;
 pub mod group_commit;
 
@@ -56,6 +57,7 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/getTimerTasks"), get(timer_tasks_list))
         .route(&format!("{prefix}/updateTimer"), post(lifecycle::timers_update))
         .route(&format!("{prefix}/triggerTimer"), post(lifecycle::timers_trigger))
+        .route(&format!("{prefix}/backfillTimer"), post(backfill::timers_backfill))
         .route(&format!("{prefix}/previewCron"), get(preview::cron_preview))
         .route(&format!("{prefix}/admin/issueToken"), post(admin::tokens_issue))
 }
