@@ -33,13 +33,5 @@ pub fn fire_times(
 /// expansion starts. `None` when it has none (a one-shot whose time is
 /// before `at_ms`, or a schedule that does not parse).
 pub fn next_fire_at_or_after(timer: &Timer, at_ms: i64) -> Option<i64> {
-    match &timer.schedule {
-        Schedule::Once { run_at_ms } => (*run_at_ms >= at_ms).then_some(*run_at_ms),
-        Schedule::Cron { expr, timezone } => {
-            let at = DateTime::from_timestamp_millis(at_ms)?;
-            let schedule = CronSchedule::parse(expr, timezone, at).ok()?;
-            let before = DateTime::from_timestamp_millis(at_ms - 1)?;
-            schedule.next_after(before).map(|t| t.timestamp_millis())
-        }
-    }
+    timer.schedule.next_fire_at_or_after(at_ms)
 }
