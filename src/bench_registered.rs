@@ -113,7 +113,9 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
 
     // Daily timers at an hour more than an hour away, spread over its minutes.
     let hour = (chrono::Utc::now().timestamp() / 3_600 + 12) % 24;
-    let daily = |i: u64| {
+    let daily_url = url.clone();
+    let daily = move |i: u64| {
+        let url = &daily_url;
         serde_json::json!({
             "app": format!("reg{}", (i / BATCH as u64) % APPS), "name": format!("d{i}"), "status": 2,
             "cron": format!("{} {} {} * * *", i % 60, (i / 60) % 60, hour),
@@ -121,7 +123,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         })
     };
     let started = Instant::now();
-    create_all(&client, &base, args.timers, args.clients, &daily).await?;
+    create_all(&client, &base, args.timers, args.clients, Arc::new(daily)).await?;
     let creates_per_sec = args.timers as f64 / started.elapsed().as_secs_f64().max(1e-9);
 
     let mut steps = Vec::new();
@@ -142,13 +144,15 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let single_per_sec = create_singly(&client, &single, &url, SINGLE_CLIENTS, SINGLE_SECONDS).await?;
 
     // The due timers: per-second crons, measured from a whole second after set-up.
-    let due = |i: u64| {
+    let due_url = url.clone();
+    let due = move |i: u64| {
+        let url = &due_url;
         serde_json::json!({
             "app": "due", "name": format!("s{i}"), "status": 2, "cron": "* * * * * *",
             "notifyHTTPParam": {"url": url},
         })
     };
-    create_all(&client, &base, args.due, args.clients, &due).await?;
+    create_all(&client, &base, args.due, args.clients, Arc::new(due)).await?;
     let start_ms = (chrono::Utc::now().timestamp_millis() / 1_000 + args.lead as i64) * 1_000;
     let end_ms = start_ms + args.seconds as i64 * 1_000;
     let in_window = |h: &crate::receiver::Hit| h.run_ms >= start_ms && h.run_ms < end_ms;
@@ -189,22 +193,22 @@ async fn create_all(
     url: &str,
     count: u64,
     clients: usize,
-    timer: &(dyn Fn(u64) -> serde_json::Value + Sync),
+    timer: Arc<dyn Fn(u64) -> serde_json::Value + Send + Sync>,
 ) -> anyhow::Result<()> {
-    let batches: Vec<Vec<u8>> = (0..count)
-        .step_by(BATCH)
-        .map(|from| {
-            let timers: Vec<_> = (from..(from + BATCH as u64).min(count)).map(timer).collect();
-            serde_json::to_vec(&serde_json::json!({ "timers": timers })).expect("JSON")
-        })
-        .collect();
-    let queue = Arc::new(tokio::sync::Mutex::new(batches));
+    // Each client builds its next batch when it sends it: the bodies of a
+    // million timers held at once would be counted in the node's memory.
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..clients.max(1) {
-        let (client, url, queue) = (client.clone(), url.to_string(), queue.clone());
+        let (client, url, next, timer) = (client.clone(), url.to_string(), next.clone(), timer.clone());
         tasks.spawn(async move {
             loop {
-                let Some(body) = queue.lock().await.pop() else { return anyhow::Ok(()) };
+                let from = next.fetch_add(BATCH as u64, std::sync::atomic::Ordering::Relaxed);
+                if from >= count {
+                    return anyhow::Ok(());
+                }
+                let timers: Vec<_> = (from..(from + BATCH as u64).min(count)).map(&*timer).collect();
+                let body = serde_json::to_vec(&serde_json::json!({ "timers": timers }))?;
                 let reply = client.post(&url).header("content-type", "application/json").body(body).send().await?;
                 let status = reply.status();
                 let text = reply.text().await?;
@@ -290,13 +294,13 @@ pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
     let base = format!("http://{}/api/xtimer/createTimers", node.addr);
     let receiver = Receiver::start(false).await?;
     let url = receiver.url("/bench");
-    let timer = |i: u64| {
+    let timer = move |i: u64| {
         serde_json::json!({
             "app": "history", "name": format!("s{i}"), "status": 2, "cron": "* * * * * *",
             "notifyHTTPParam": {"url": url},
         })
     };
-    create_all(&reqwest::Client::new(), &base, args.timers, args.clients, &timer).await?;
+    create_all(&reqwest::Client::new(), &base, args.timers, args.clients, Arc::new(timer)).await?;
     let started = Instant::now();
     for minute in 1..=args.seconds.div_ceil(60) {
         let due = started + Duration::from_secs(minute * 60);
