@@ -65,7 +65,7 @@
 //!   Thursday, Saturday (`0/2`), and `7/1` every day.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
@@ -112,8 +112,8 @@ pub fn parse_timezone(name: &str) -> Result<Tz> {
 const PARSED_CAPACITY: usize = 4096;
 
 /// Parsed expressions by `"{zone} {expression}"`.
-fn parsed_cache() -> std::sync::MutexGuard<'static, HashMap<String, CronSchedule>> {
-    static PARSED: OnceLock<Mutex<HashMap<String, CronSchedule>>> = OnceLock::new();
+fn parsed_cache() -> std::sync::MutexGuard<'static, HashMap<String, Arc<CronSchedule>>> {
+    static PARSED: OnceLock<Mutex<HashMap<String, Arc<CronSchedule>>>> = OnceLock::new();
     PARSED.get_or_init(Mutex::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -155,26 +155,31 @@ impl CronSchedule {
     /// Parses `expr` (5, 6 or 7 fields, or a macro) in time zone `tz`.
     /// Fails when it is malformed, or when it never fires after `now`.
     pub fn parse(expr: &str, tz: &str, now: DateTime<Utc>) -> Result<Self> {
+        let schedule = Self::parsed(expr, tz)?;
+        match schedule.next_after(now) {
+            Some(_) => Ok(Self::clone(&schedule)),
+            None => Err(Error::CronNeverFires(expr.trim().to_string())),
+        }
+    }
+
+    /// Parses `expr` in `tz` like [`CronSchedule::parse`] but without
+    /// asking whether it fires again, sharing the result: for expressions
+    /// checked when their timer was made, evaluated again and again.
+    pub fn parsed(expr: &str, tz: &str) -> Result<Arc<Self>> {
         let tz = parse_timezone(tz)?;
         let expr = expr.trim();
         let key = format!("{tz} {expr}");
         let cached = parsed_cache().get(&key).cloned();
-        let schedule = match cached {
-            Some(schedule) => schedule,
-            None => {
-                let schedule = Self::parse_pattern(expr, tz)?;
-                let mut cache = parsed_cache();
-                if cache.len() >= PARSED_CAPACITY {
-                    cache.clear();
-                }
-                cache.insert(key, schedule.clone());
-                schedule
-            }
-        };
-        match schedule.next_after(now) {
-            Some(_) => Ok(schedule),
-            None => Err(Error::CronNeverFires(expr.to_string())),
+        if let Some(schedule) = cached {
+            return Ok(schedule);
         }
+        let schedule = Arc::new(Self::parse_pattern(expr, tz)?);
+        let mut cache = parsed_cache();
+        if cache.len() >= PARSED_CAPACITY {
+            cache.clear();
+        }
+        cache.insert(key, schedule.clone());
+        Ok(schedule)
     }
 
     /// Parses `expr` (trimmed) in `tz`, without the never-fires check.

@@ -52,8 +52,7 @@ impl Schedule {
         match self {
             Self::Once { run_at_ms } => (*run_at_ms >= at_ms).then_some(*run_at_ms),
             Self::Cron { expr, timezone } => {
-                let at = chrono::DateTime::from_timestamp_millis(at_ms)?;
-                let schedule = crate::cron::CronSchedule::parse(expr, timezone, at).ok()?;
+                let schedule = crate::cron::CronSchedule::parsed(expr, timezone).ok()?;
                 let before = chrono::DateTime::from_timestamp_millis(at_ms - 1)?;
                 schedule.next_after(before).map(|t| t.timestamp_millis())
             }

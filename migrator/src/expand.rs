@@ -1,6 +1,5 @@
 //! Pure expansion of one timer's fire times over a window.
 
-use chrono::DateTime;
 use xtimer_core::cron::CronSchedule;
 use xtimer_core::timer::{Schedule, Timer};
 
@@ -22,8 +21,7 @@ pub fn fire_times(
             Ok(if due { vec![*run_at_ms] } else { Vec::new() })
         }
         Schedule::Cron { expr, timezone } => {
-            let now = DateTime::from_timestamp_millis(from_ms).unwrap_or_default();
-            let schedule = CronSchedule::parse(expr, timezone, now)?;
+            let schedule = CronSchedule::parsed(expr, timezone)?;
             Ok(schedule.fires_between(from_ms, to_ms, limit))
         }
     }
