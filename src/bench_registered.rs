@@ -104,6 +104,7 @@ fn print_row(label: &str, f: &Figures) {
 async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
     let config = fresh_config(args, dir.path()).await?;
+    let db_url = config.database.url.clone();
     let db_path = dir.path().join("bench.db");
     let node = Node::start(config).await?;
     let base = format!("http://{}/api/xtimer/createTimers", node.addr);
@@ -138,7 +139,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let idle = Instant::now();
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let idle_cpu_pct = (cpu_seconds() - cpu_before) / idle.elapsed().as_secs_f64() * 100.0;
-    let db_mb = db_bytes(&db_path) as f64 / 1e6;
+    let db_mb = db_bytes(&db_path, &db_url).await as f64 / 1e6;
     // After the idle time, so that the bulk import's WAL is checkpointed.
     let single = format!("http://{}/api/xtimer/createTimer", node.addr);
     let single_per_sec = create_singly(&client, &single, &url, SINGLE_CLIENTS, SINGLE_SECONDS).await?;
@@ -272,8 +273,16 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// Bytes of the SQLite database and its WAL (0 on PostgreSQL).
-fn db_bytes(path: &std::path::Path) -> u64 {
+/// Bytes of the database: the SQLite file and its WAL, or PostgreSQL's
+/// `pg_database_size` when `url` names one.
+async fn db_bytes(path: &std::path::Path, url: &str) -> u64 {
+    if url.starts_with("postgres") {
+        use sqlx::Connection;
+        let Ok(mut conn) = sqlx::PgConnection::connect(url).await else { return 0 };
+        let size: Result<i64, _> =
+            sqlx::query_scalar("SELECT pg_database_size(current_database())").fetch_one(&mut conn).await;
+        return size.map_or(0, |n| n as u64);
+    }
     let size = |p: std::path::PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     size(path.to_path_buf()) + size(path.with_extension("db-wal"))
 }
@@ -284,6 +293,7 @@ fn db_bytes(path: &std::path::Path) -> u64 {
 pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let config = fresh_config(args, dir.path()).await?;
+    let db_url = config.database.url.clone();
     println!(
         "scenario History: {} per-second timers for {} s, fire records kept {} ms",
         args.timers, args.seconds, config.retention.keep_fires_ms
@@ -305,7 +315,7 @@ pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
     for minute in 1..=args.seconds.div_ceil(60) {
         let due = started + Duration::from_secs(minute * 60);
         tokio::time::sleep_until(due.into()).await;
-        println!("{minute:>6} {:>10} {:>8.1}", receiver.hits().len(), db_bytes(&db_path) as f64 / 1e6);
+        println!("{minute:>6} {:>10} {:>8.1}", receiver.hits().len(), db_bytes(&db_path, &db_url).await as f64 / 1e6);
     }
     node.shutdown().await;
     Ok(())
