@@ -27,10 +27,10 @@ use crate::receiver::Receiver;
 
 /// Timers per `createTimers` call.
 const BATCH: usize = 1_000;
-/// Apps the registered timers are spread over: at a million, 10,000 each,
-/// within the default `limits.fires_per_minute_per_app` (a daily cron
-/// counts its peak, one fire a minute, against it).
-const APPS: u64 = 100;
+/// Apps the registered timers are spread over: at ten million, 10,000
+/// each, within the default `limits.fires_per_minute_per_app` (a daily cron
+/// counts its peak, one fire a minute, against it) and `timers_per_app`.
+const APPS: u64 = 1_000;
 /// Clients calling `createTimer` at once, and for how long.
 const SINGLE_CLIENTS: usize = 64;
 const SINGLE_SECONDS: u64 = 5;
