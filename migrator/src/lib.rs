@@ -188,21 +188,33 @@ impl Expander {
     }
 
     /// Expands one timer from now to the current horizon and indexes its
-    /// fires; called when a timer is enabled, so it fires on time.
+    /// fires; called when a timer is enabled or updated, so it fires on time.
     pub async fn expand_timer(&self, timer: &Timer) -> Result<u64> {
-        self.expand_timers(std::slice::from_ref(timer)).await
+        self.expand(std::slice::from_ref(timer), false).await
     }
 
-    /// Expands many timers just created or enabled, in one insert, and
-    /// indexes their fires; returns how many fires it indexed. A one-shot
-    /// timer enabled after its time still fires, once, now.
-    pub async fn expand_timers(&self, timers: &[Timer]) -> Result<u64> {
+    /// Expands timers just created (stored with their first fire as
+    /// `next_run`), in one insert, and indexes their fires; returns how many
+    /// fires it indexed. A timer with no fire before the horizon costs
+    /// nothing: its stored `next_run` is already right. A one-shot timer
+    /// created enabled after its time still fires, once, now.
+    pub async fn expand_created(&self, timers: &[Timer]) -> Result<u64> {
+        self.expand(timers, true).await
+    }
+
+    async fn expand(&self, timers: &[Timer], created: bool) -> Result<u64> {
         let now = self.clock.now_ms();
         let to = self.horizon(now);
         let mut fires = Vec::new();
         let mut next = Vec::with_capacity(timers.len());
         for timer in timers {
-            fires.extend(self.fires_of(timer, now, to, true));
+            let own = self.fires_of(timer, now, to, true);
+            // Created with no fire before the horizon: its stored first fire
+            // is at or after the horizon, which is what would be written.
+            if created && own.is_empty() {
+                continue;
+            }
+            fires.extend(own);
             next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
         }
         self.fires.insert_fires(&fires, now).await?;

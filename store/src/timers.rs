@@ -17,8 +17,10 @@ use crate::sql::{code, page_bound, schedule_columns, text, timer_from_row, MAX_P
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Quota, Refusal, Tx};
 use crate::{Database, Error, Result};
 
-// `next_run` starts at 0: an enabled timer is expanded at the next
-// migrator step at the latest (its creator normally expands it at once).
+// `next_run` starts at the timer's first fire (`NewTimer::first_next_run`):
+// a timer due before the migrator's horizon is expanded at its next step at
+// the latest (its creator normally expands it at once); one due later is
+// not read until then.
 const INSERT: &str = "INSERT INTO t_timer \
      (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
       pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm) ";
@@ -525,7 +527,7 @@ impl InsertRows for sqlx::SqliteConnection {
                     .push_bind(t.overlap.as_str())
                     .push_bind(now_ms)
                     .push_bind(now_ms)
-                    .push_bind(0_i64)
+                    .push_bind(t.first_next_run(now_ms))
                     .push_bind(peak_column(*load));
             });
             qb.push(ON_NAME_TAKEN);
@@ -544,12 +546,12 @@ impl InsertRows for sqlx::PgConnection {
         let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
         let sql = formatcp!(
             "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                    on_failure, pause_after_failures, overlap, $11, $11, 0, peak
+                    on_failure, pause_after_failures, overlap, $11, $11, next_run, peak
              FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
                          $8::text[], $9::text[], $10::text[], $12::bigint[], $13::smallint[], $14::text[],
-                         $15::integer[], $16::text[])
+                         $15::integer[], $16::text[], $17::bigint[])
                   WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak,
-                                       delete_after_run, on_failure, pause_after_failures, overlap, ord)
+                                       delete_after_run, on_failure, pause_after_failures, overlap, next_run, ord)
              ORDER BY ord{ON_NAME_TAKEN}"
         );
         let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
@@ -569,6 +571,7 @@ impl InsertRows for sqlx::PgConnection {
             .bind(timers.iter().map(|(t, _)| on_failure_json(t)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.overlap.as_str()).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.first_next_run(now_ms)).collect::<Vec<_>>())
             .fetch_all(&mut *self)
             .await?;
         Ok(rows)

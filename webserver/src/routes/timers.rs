@@ -207,6 +207,19 @@ async fn live_timer(state: &AppState, auth: &AuthContext, r: &TimerRef) -> Resul
     }
 }
 
+/// A timer [`live_timer`] found that must be enabled to `verb` it
+/// (trigger, backfill): a 400 naming its status otherwise.
+async fn enabled_timer(state: &AppState, auth: &AuthContext, r: &TimerRef, verb: &str) -> Result<Timer, ApiError> {
+    let timer = live_timer(state, auth, r).await?;
+    if timer.status != TimerStatus::Enabled {
+        return Err(ApiError::invalid(
+            "id",
+            format!("timer {} is not enabled (status {}): enable it to {verb} it", timer.id, timer.status.code()),
+        ));
+    }
+    Ok(timer)
+}
+
 /// The one 404 of a timer that is unknown, deleted or (auth off) another app's.
 fn not_found(r: &TimerRef) -> ApiError {
     ApiError::TimerNotFound { id: r.id, app: r.app.clone() }

@@ -5,10 +5,9 @@
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use xtimer_core::timer::TimerStatus;
 
+use super::enabled_timer;
 use super::input::TimerRef;
-use super::live_timer;
 use super::preview::parse_instant;
 use crate::auth::{authorize, AuthContext};
 use crate::extract::ApiJson;
@@ -82,13 +81,7 @@ pub async fn timers_backfill(
             format!("must be 1 to {most} (limits.backfill_max_fires), got {max_fires}"),
         ));
     }
-    let timer = live_timer(&state, &auth, &TimerRef { id: input.id, app: input.app }).await?;
-    if timer.status != TimerStatus::Enabled {
-        return Err(ApiError::invalid(
-            "id",
-            format!("timer {} is not enabled (status {}): enable it to backfill it", timer.id, timer.status.code()),
-        ));
-    }
+    let timer = enabled_timer(&state, &auth, &TimerRef { id: input.id, app: input.app }, "backfill").await?;
     let count = state.expander.backfill(&timer, from, to, max_fires as usize, limits.backfill_fires_per_second).await?;
     Ok(Envelope(Backfilled { count }))
 }
