@@ -273,15 +273,13 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// Bytes of the database: the SQLite file and its WAL, or PostgreSQL's
-/// `pg_database_size` when `url` names one.
+/// Bytes of the database: the SQLite file and its WAL, or what the server
+/// reports when `url` names PostgreSQL or MySQL.
 async fn db_bytes(path: &std::path::Path, url: &str) -> u64 {
-    if url.starts_with("postgres") {
-        use sqlx::Connection;
-        let Ok(mut conn) = sqlx::PgConnection::connect(url).await else { return 0 };
-        let size: Result<i64, _> =
-            sqlx::query_scalar("SELECT pg_database_size(current_database())").fetch_one(&mut conn).await;
-        return size.map_or(0, |n| n as u64);
+    match xtimer_store::db::server_database_bytes(url).await {
+        Ok(Some(bytes)) => return bytes,
+        Ok(None) => {}
+        Err(_) => return 0,
     }
     let size = |p: std::path::PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     size(path.to_path_buf()) + size(path.with_extension("db-wal"))

@@ -151,3 +151,25 @@ pub async fn create_database(admin_url: &str, name: &str) -> Result<String> {
     };
     Ok(format!("{base}/{name}"))
 }
+
+/// Bytes the database of a PostgreSQL or MySQL `url` takes on its server
+/// (benchmarks report it); `None` for any other URL. On MySQL it is
+/// InnoDB's estimate of its tables' data and indexes.
+pub async fn server_database_bytes(url: &str) -> Result<Option<u64>> {
+    use sqlx::Connection;
+    let bytes: i64 = if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        sqlx::query_scalar("SELECT pg_database_size(current_database())").fetch_one(&mut conn).await?
+    } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+        let mut conn = sqlx::MySqlConnection::connect(url).await?;
+        sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) FROM information_schema.tables \
+             WHERE table_schema = DATABASE()",
+        )
+        .fetch_one(&mut conn)
+        .await?
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(bytes.max(0) as u64))
+}

@@ -607,7 +607,7 @@ impl InsertRows for sqlx::MySqlConnection {
                     .push_bind(t.overlap.as_str())
                     .push_bind(now_ms)
                     .push_bind(now_ms)
-                    .push_bind(0_i64)
+                    .push_bind(t.first_next_run(now_ms))
                     .push_bind(peak_column(*load));
             });
             let done = qb.build().execute(&mut *self).await?;
