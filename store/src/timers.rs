@@ -87,6 +87,19 @@ const COMPLETE_FIRED_ONCE: &str = formatcp!(
     pending = code::PENDING,
     running = code::RUNNING
 );
+/// Apps with a deleteAfterRun one-shot [`COMPLETE_FIRED_ONCE`] will delete:
+/// their usage is locked before the timers are, the order every other
+/// write of a timer takes (so the two cannot deadlock).
+const DELETING_ONCE_APPS: &str = formatcp!(
+    "SELECT DISTINCT app FROM t_timer
+     WHERE status = {enabled} AND next_run IS NULL AND kind = 'once' AND delete_after_run = 1
+       AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
+                   AND f.status NOT IN ({pending}, {running}))
+     ORDER BY app",
+    enabled = code::TIMER_ENABLED,
+    pending = code::PENDING,
+    running = code::RUNNING
+);
 /// MySQL: [`COMPLETE_FIRED_ONCE`] in two steps, with no `RETURNING`: the
 /// one-shots to end, locked, then set by id.
 const FIRED_ONCE_MYSQL: &str = formatcp!(
@@ -375,6 +388,17 @@ impl TimerRepo for Database {
         // A one-shot timer's load (its minute) is past by now; one deleted
         // (deleteAfterRun) no longer counts as a timer of its app.
         let mut tx = Tx::begin(self).await?;
+        if !matches!(tx, Tx::Sqlite(_)) {
+            let apps: Vec<String> = on_tx!(&mut tx, c => sqlx::query(&c.sql(DELETING_ONCE_APPS))
+                .fetch_all(&mut *c)
+                .await?
+                .iter()
+                .map(|row| crate::sql::text(row, "app"))
+                .collect::<Result<_>>()?);
+            for app in apps {
+                AppUsage::read(&mut tx, &app, now_ms).await?;
+            }
+        }
         let ended: Vec<(String, i64)> = match &mut tx {
             Tx::Mysql(c) => complete_fired_once_mysql(c, now_ms).await?,
             tx => on_tx!(tx, c => sqlx::query_as(COMPLETE_FIRED_ONCE).bind(now_ms).fetch_all(&mut *c).await?),
