@@ -72,14 +72,15 @@ pub struct BenchArgs {
     /// Seconds between the end of set-up and the first fire.
     #[arg(long, default_value_t = 5)]
     pub lead: u64,
-    /// PostgreSQL server (`postgres://USER@HOST:PORT/DB`); each run gets a
-    /// fresh database on it. Default: a SQLite file in a temporary folder.
+    /// PostgreSQL or MySQL server (`postgres://USER@HOST:PORT/DB`,
+    /// `mysql://USER@HOST:PORT/DB`); each run gets a fresh database on it.
+    /// Default: a SQLite file in a temporary folder.
     #[arg(long)]
     pub database_url: Option<String>,
     /// Redis server; each run gets a fresh key prefix. Default: embedded.
     #[arg(long)]
     pub redis_url: Option<String>,
-    /// Nodes sharing the stores, all in this process (needs PostgreSQL and Redis when > 1).
+    /// Nodes sharing the stores, all in this process (needs a database server and Redis when > 1).
     #[arg(long, default_value_t = 1)]
     pub nodes: usize,
     /// Concurrent HTTP clients (create-task, hold-tasks).
@@ -234,7 +235,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let mut config = fresh_config(args, dir.path()).await?;
     anyhow::ensure!(
         args.nodes == 1 || (args.database_url.is_some() && args.redis_url.is_some()),
-        "--nodes > 1 needs --database-url (PostgreSQL) and --redis-url"
+        "--nodes > 1 needs --database-url (PostgreSQL or MySQL) and --redis-url"
     );
     // The window must fit in the migrator's horizon (two steps).
     config.migrator.step_ms = config.migrator.step_ms.max((args.lead + args.seconds + 10) * 1000);
@@ -408,7 +409,7 @@ pub(crate) async fn fresh_config(args: &BenchArgs, dir: &std::path::Path) -> any
     config.server.listen = "127.0.0.1:0".into();
     let suffix = format!("{:08x}", rand::random::<u32>());
     config.database.url = match &args.database_url {
-        Some(url) => fresh_pg_database(url, &format!("xtbench_{suffix}")).await?,
+        Some(url) => xtimer_store::db::create_database(url, &format!("xtbench_{suffix}")).await?,
         None => format!("sqlite://{}", dir.join("bench.db").display()),
     };
     if let Some(url) = &args.redis_url {
@@ -416,15 +417,6 @@ pub(crate) async fn fresh_config(args: &BenchArgs, dir: &std::path::Path) -> any
         config.shard.key_prefix = format!("xtbench{suffix}");
     }
     Ok(config)
-}
-
-/// Creates database `name` on the server of `admin_url`; returns its URL.
-async fn fresh_pg_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(admin_url).await?;
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await?;
-    let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin_url);
-    Ok(format!("{base}/{name}"))
 }
 
 /// CPU time of this process and of the receiver's, from a start to now.

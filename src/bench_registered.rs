@@ -27,10 +27,10 @@ use crate::node::Node;
 
 /// Timers per `createTimers` call.
 const BATCH: usize = 1_000;
-/// Apps the registered timers are spread over: at a million, 10,000 each,
-/// within the default `limits.fires_per_minute_per_app` (a daily cron
-/// counts its peak, one fire a minute, against it).
-const APPS: u64 = 100;
+/// Apps the registered timers are spread over: at ten million, 10,000
+/// each, within the default `limits.fires_per_minute_per_app` (a daily cron
+/// counts its peak, one fire a minute, against it) and `timers_per_app`.
+const APPS: u64 = 1_000;
 /// Clients calling `createTimer` at once, and for how long.
 const SINGLE_CLIENTS: usize = 64;
 const SINGLE_SECONDS: u64 = 5;
@@ -104,6 +104,7 @@ fn print_row(label: &str, f: &Figures) {
 async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
     let config = fresh_config(args, dir.path()).await?;
+    let db_url = config.database.url.clone();
     let db_path = dir.path().join("bench.db");
     let node = Node::start(config).await?;
     let base = format!("http://{}/api/xtimer/createTimers", node.addr);
@@ -113,7 +114,9 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
 
     // Daily timers at an hour more than an hour away, spread over its minutes.
     let hour = (chrono::Utc::now().timestamp() / 3_600 + 12) % 24;
-    let daily = |i: u64| {
+    let daily_url = url.clone();
+    let daily = move |i: u64| {
+        let url = &daily_url;
         serde_json::json!({
             "app": format!("reg{}", (i / BATCH as u64) % APPS), "name": format!("d{i}"), "status": 2,
             "cron": format!("{} {} {} * * *", i % 60, (i / 60) % 60, hour),
@@ -121,7 +124,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         })
     };
     let started = Instant::now();
-    create_all(&client, &base, args.timers, args.clients, &daily).await?;
+    create_all(&client, &base, args.timers, args.clients, Arc::new(daily)).await?;
     let creates_per_sec = args.timers as f64 / started.elapsed().as_secs_f64().max(1e-9);
 
     let mut steps = Vec::new();
@@ -136,19 +139,21 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let idle = Instant::now();
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let idle_cpu_pct = (cpu_seconds() - cpu_before) / idle.elapsed().as_secs_f64() * 100.0;
-    let db_mb = db_bytes(&db_path) as f64 / 1e6;
+    let db_mb = db_bytes(&db_path, &db_url).await as f64 / 1e6;
     // After the idle time, so that the bulk import's WAL is checkpointed.
     let single = format!("http://{}/api/xtimer/createTimer", node.addr);
     let single_per_sec = create_singly(&client, &single, &url, SINGLE_CLIENTS, SINGLE_SECONDS).await?;
 
     // The due timers: per-second crons, measured from a whole second after set-up.
-    let due = |i: u64| {
+    let due_url = url.clone();
+    let due = move |i: u64| {
+        let url = &due_url;
         serde_json::json!({
             "app": "due", "name": format!("s{i}"), "status": 2, "cron": "* * * * * *",
             "notifyHTTPParam": {"url": url},
         })
     };
-    create_all(&client, &base, args.due, args.clients, &due).await?;
+    create_all(&client, &base, args.due, args.clients, Arc::new(due)).await?;
     let start_ms = (chrono::Utc::now().timestamp_millis() / 1_000 + args.lead as i64) * 1_000;
     let end_ms = start_ms + args.seconds as i64 * 1_000;
     let expected = (args.due * args.seconds) as usize;
@@ -189,22 +194,22 @@ async fn create_all(
     url: &str,
     count: u64,
     clients: usize,
-    timer: &(dyn Fn(u64) -> serde_json::Value + Sync),
+    timer: Arc<dyn Fn(u64) -> serde_json::Value + Send + Sync>,
 ) -> anyhow::Result<()> {
-    let batches: Vec<Vec<u8>> = (0..count)
-        .step_by(BATCH)
-        .map(|from| {
-            let timers: Vec<_> = (from..(from + BATCH as u64).min(count)).map(timer).collect();
-            serde_json::to_vec(&serde_json::json!({ "timers": timers })).expect("JSON")
-        })
-        .collect();
-    let queue = Arc::new(tokio::sync::Mutex::new(batches));
+    // Each client builds its next batch when it sends it: the bodies of a
+    // million timers held at once would be counted in the node's memory.
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..clients.max(1) {
-        let (client, url, queue) = (client.clone(), url.to_string(), queue.clone());
+        let (client, url, next, timer) = (client.clone(), url.to_string(), next.clone(), timer.clone());
         tasks.spawn(async move {
             loop {
-                let Some(body) = queue.lock().await.pop() else { return anyhow::Ok(()) };
+                let from = next.fetch_add(BATCH as u64, std::sync::atomic::Ordering::Relaxed);
+                if from >= count {
+                    return anyhow::Ok(());
+                }
+                let timers: Vec<_> = (from..(from + BATCH as u64).min(count)).map(&*timer).collect();
+                let body = serde_json::to_vec(&serde_json::json!({ "timers": timers }))?;
                 let reply = client.post(&url).header("content-type", "application/json").body(body).send().await?;
                 let status = reply.status();
                 let text = reply.text().await?;
@@ -268,8 +273,14 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// Bytes of the SQLite database and its WAL (0 on PostgreSQL).
-fn db_bytes(path: &std::path::Path) -> u64 {
+/// Bytes of the database: the SQLite file and its WAL, or what the server
+/// reports when `url` names PostgreSQL or MySQL.
+async fn db_bytes(path: &std::path::Path, url: &str) -> u64 {
+    match xtimer_store::db::server_database_bytes(url).await {
+        Ok(Some(bytes)) => return bytes,
+        Ok(None) => {}
+        Err(_) => return 0,
+    }
     let size = |p: std::path::PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     size(path.to_path_buf()) + size(path.with_extension("db-wal"))
 }
@@ -280,6 +291,7 @@ fn db_bytes(path: &std::path::Path) -> u64 {
 pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let config = fresh_config(args, dir.path()).await?;
+    let db_url = config.database.url.clone();
     println!(
         "scenario History: {} per-second timers for {} s, fire records kept {} ms",
         args.timers, args.seconds, config.retention.keep_fires_ms
@@ -290,19 +302,19 @@ pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
     let base = format!("http://{}/api/xtimer/createTimers", node.addr);
     let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
     let url = receiver.url("/bench");
-    let timer = |i: u64| {
+    let timer = move |i: u64| {
         serde_json::json!({
             "app": "history", "name": format!("s{i}"), "status": 2, "cron": "* * * * * *",
             "notifyHTTPParam": {"url": url},
         })
     };
-    create_all(&reqwest::Client::new(), &base, args.timers, args.clients, &timer).await?;
+    create_all(&reqwest::Client::new(), &base, args.timers, args.clients, Arc::new(timer)).await?;
     let started = Instant::now();
     for minute in 1..=args.seconds.div_ceil(60) {
         let due = started + Duration::from_secs(minute * 60);
         tokio::time::sleep_until(due.into()).await;
         let fires = receiver.count(i64::MIN, i64::MAX).await?;
-        println!("{minute:>6} {fires:>10} {:>8.1}", db_bytes(&db_path) as f64 / 1e6);
+        println!("{minute:>6} {fires:>10} {:>8.1}", db_bytes(&db_path, &db_url).await as f64 / 1e6);
     }
     node.shutdown().await;
     Ok(())

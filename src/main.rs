@@ -39,7 +39,7 @@ enum Command {
     /// Apply the schema to the database (and check Redis) and exit; `serve`
     /// does this too at start.
     Migrate {
-        /// Database URL (`sqlite://PATH` or `postgres://...`).
+        /// Database URL (`sqlite://PATH`, `postgres://...` or `mysql://...`).
         #[arg(long, env = "XTIMER_DATABASE_URL")]
         database_url: Option<String>,
         /// TOML configuration file.
@@ -47,7 +47,8 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Copy the SQLite database to a new file, while a node may be running
-    /// on it (`VACUUM INTO`: a consistent snapshot). PostgreSQL: use pg_dump.
+    /// on it (`VACUUM INTO`: a consistent snapshot). PostgreSQL: use pg_dump;
+    /// MySQL: mysqldump.
     Backup {
         /// The new file to write; an existing file is never overwritten.
         #[arg(long, value_name = "FILE")]

@@ -159,7 +159,10 @@ impl Node {
         let security =
             Security::new(&config.auth, &config.callback, &config.limits, Some(stores.auth.clone()), clock.clone())?;
         let trigger_handle = trigger.handle();
-        let state = state.with_security(security).with_shards_held(Arc::new(move || trigger_handle.held().len()));
+        let state = state
+            .with_security(security)
+            .with_fire_retention(config.retention.keep_fires_ms)
+            .with_shards_held(Arc::new(move || trigger_handle.held().len()));
         let app = router(state.with_nodes(stores.nodes.clone()).with_tasks(tasks.clone()));
         if !config.auth.enabled && !addr.ip().is_loopback() {
             tracing::warn!(

@@ -482,6 +482,11 @@ pub struct LimitsConfig {
     pub callback_max_header_bytes: usize,
     /// Bytes of a callback's body. Defaults to 65536.
     pub callback_max_body_bytes: usize,
+    /// Fires one `backfillTimer` call may make (`maxFires` at most, and
+    /// its default). Defaults to 10000.
+    pub backfill_max_fires: u32,
+    /// Pace at which a backfill's fires are sent, per second. Defaults to 10.
+    pub backfill_fires_per_second: u32,
 }
 
 impl Default for LimitsConfig {
@@ -494,6 +499,8 @@ impl Default for LimitsConfig {
             callback_max_headers: 32,
             callback_max_header_bytes: 16 * 1024,
             callback_max_body_bytes: 64 * 1024,
+            backfill_max_fires: 10_000,
+            backfill_fires_per_second: 10,
         }
     }
 }
@@ -644,6 +651,11 @@ impl Config {
             "limits.request_burst must be at least 1",
         );
         check(self.limits.callback_max_body_bytes >= 1, "limits.callback_max_body_bytes must be at least 1");
+        check(self.limits.backfill_max_fires >= 1, "limits.backfill_max_fires must be at least 1");
+        check(
+            (1..=10_000).contains(&self.limits.backfill_fires_per_second),
+            "limits.backfill_fires_per_second must be 1 to 10000",
+        );
         match crate::target_policy::TargetPolicy::from_config(&self.callback) {
             Err(crate::Error::Config(problems)) => p.extend(problems),
             Err(other) => p.push(other.to_string()),

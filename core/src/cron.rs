@@ -64,6 +64,9 @@
 //! - In 5-field crons, weekday `7` is Sunday, so `7/2` means Sunday, Tuesday,
 //!   Thursday, Saturday (`0/2`), and `7/1` every day.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
@@ -101,6 +104,17 @@ const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 /// Parses an IANA time zone name.
 pub fn parse_timezone(name: &str) -> Result<Tz> {
     name.parse::<Tz>().map_err(|_| Error::UnknownTimezone(name.to_string()))
+}
+
+/// Expressions kept parsed, at most: a timer's cron is parsed when it is
+/// checked, when its peak is counted and when it is expanded, and many
+/// timers share an expression. The cache is emptied when it is full.
+const PARSED_CAPACITY: usize = 4096;
+
+/// Parsed expressions by `"{zone} {expression}"`.
+fn parsed_cache() -> std::sync::MutexGuard<'static, HashMap<String, Arc<CronSchedule>>> {
+    static PARSED: OnceLock<Mutex<HashMap<String, Arc<CronSchedule>>>> = OnceLock::new();
+    PARSED.get_or_init(Mutex::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A parsed cron expression bound to a time zone.
@@ -141,8 +155,35 @@ impl CronSchedule {
     /// Parses `expr` (5, 6 or 7 fields, or a macro) in time zone `tz`.
     /// Fails when it is malformed, or when it never fires after `now`.
     pub fn parse(expr: &str, tz: &str, now: DateTime<Utc>) -> Result<Self> {
+        let schedule = Self::parsed(expr, tz)?;
+        match schedule.next_after(now) {
+            Some(_) => Ok(Self::clone(&schedule)),
+            None => Err(Error::CronNeverFires(expr.trim().to_string())),
+        }
+    }
+
+    /// Parses `expr` in `tz` like [`CronSchedule::parse`] but without
+    /// asking whether it fires again, sharing the result: for expressions
+    /// checked when their timer was made, evaluated again and again.
+    pub fn parsed(expr: &str, tz: &str) -> Result<Arc<Self>> {
         let tz = parse_timezone(tz)?;
         let expr = expr.trim();
+        let key = format!("{tz} {expr}");
+        let cached = parsed_cache().get(&key).cloned();
+        if let Some(schedule) = cached {
+            return Ok(schedule);
+        }
+        let schedule = Arc::new(Self::parse_pattern(expr, tz)?);
+        let mut cache = parsed_cache();
+        if cache.len() >= PARSED_CAPACITY {
+            cache.clear();
+        }
+        cache.insert(key, schedule.clone());
+        Ok(schedule)
+    }
+
+    /// Parses `expr` (trimmed) in `tz`, without the never-fires check.
+    fn parse_pattern(expr: &str, tz: Tz) -> Result<Self> {
         let invalid = |reason: String| Error::InvalidCron { expr: shorten(expr), reason };
         let (pattern, fixed_time, quartz) = normalize(expr).map_err(invalid)?;
         let cron = CronParser::builder()
@@ -165,11 +206,7 @@ impl CronSchedule {
                  time, such as UTC, fire up to {MAX_YEAR})"
             )));
         }
-        let schedule = Self { expr: expr.to_string(), tz, cron, fixed_time, dst_bounded };
-        match schedule.next_after(now) {
-            Some(_) => Ok(schedule),
-            None => Err(Error::CronNeverFires(expr.to_string())),
-        }
+        Ok(Self { expr: expr.to_string(), tz, cron, fixed_time, dst_bounded })
     }
 
     /// Why fire time `t` (one this schedule gave) is not plainly the wall

@@ -36,7 +36,7 @@ impl Load {
 /// Fires of the cron in the first minute it fires in after `now_ms`.
 fn cron_peak(expr: &str, timezone: &str, now_ms: i64) -> u64 {
     let Some(now) = DateTime::from_timestamp_millis(now_ms) else { return 0 };
-    let Ok(cron) = CronSchedule::parse(expr, timezone, now) else { return 0 };
+    let Ok(cron) = CronSchedule::parsed(expr, timezone) else { return 0 };
     let Some(first) = cron.next_after(now) else { return 0 };
     let minute = first.timestamp_millis().div_euclid(60_000) * 60_000;
     // Fire times are whole seconds: at most 60 in a minute.

@@ -44,6 +44,22 @@ pub enum Schedule {
     Once { run_at_ms: i64 },
 }
 
+impl Schedule {
+    /// The first fire time at or after `at_ms`; `None` when there is none
+    /// (a one-shot whose time is before `at_ms`, or a cron that does not
+    /// parse or never fires again).
+    pub fn next_fire_at_or_after(&self, at_ms: i64) -> Option<i64> {
+        match self {
+            Self::Once { run_at_ms } => (*run_at_ms >= at_ms).then_some(*run_at_ms),
+            Self::Cron { expr, timezone } => {
+                let schedule = crate::cron::CronSchedule::parsed(expr, timezone).ok()?;
+                let before = chrono::DateTime::from_timestamp_millis(at_ms - 1)?;
+                schedule.next_after(before).map(|t| t.timestamp_millis())
+            }
+        }
+    }
+}
+
 /// The HTTP callback of a timer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpNotify {
@@ -209,6 +225,19 @@ pub struct NewTimer {
 }
 
 impl NewTimer {
+    /// Its `next_run` when stored at `now_ms` (the first fire time not yet
+    /// expanded into fires): an enabled timer's first fire at or after now,
+    /// or a one-shot's own time even if past (it still fires once);
+    /// `Some(0)` for a disabled one, since enabling starts it over; `None`
+    /// when it never fires.
+    pub fn first_next_run(&self, now_ms: i64) -> Option<i64> {
+        match (&self.status, &self.schedule) {
+            (TimerStatus::Enabled, Schedule::Once { run_at_ms }) => Some(*run_at_ms),
+            (TimerStatus::Enabled, schedule) => schedule.next_fire_at_or_after(now_ms),
+            _ => Some(0),
+        }
+    }
+
     /// The timer as stored under `id` at `now_ms`.
     pub fn stored(&self, id: i64, now_ms: i64) -> Timer {
         Timer {

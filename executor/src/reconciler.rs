@@ -14,6 +14,9 @@
 //! (unless a fire within the threshold already goes out) and marks the rest
 //! missed.
 //!
+//! A fire made by `backfillTimer` is past due by design: it waits for its
+//! send time (the backfill's pace) and then fires whatever the policy.
+//!
 //! Overdue fires are read newest first, so the first fire met of a timer is
 //! its latest (the one `fire_once` keeps), but they are dispatched oldest
 //! first, and the executor sends one timer's late fires one after another:
@@ -176,9 +179,11 @@ impl Reconciler {
         for o in overdue {
             let (status, policy) =
                 timers.get(&o.key.timer_id).copied().unwrap_or((TimerStatus::Deleted, MisfirePolicy::Skip));
-            // Newest first: the first fire met of a timer is its latest.
-            let latest = seen_latest.insert(o.key.timer_id);
+            // Newest first: the first scheduled fire met of a timer is its
+            // latest. A backfilled fire was asked for: it always fires.
+            let latest = !o.backfill && seen_latest.insert(o.key.timer_id);
             let fires = o.status == FireStatus::Running
+                || o.backfill
                 || status != TimerStatus::Enabled
                 || now - o.key.run_ms < threshold
                 || match policy {

@@ -1,6 +1,5 @@
 //! Pure expansion of one timer's fire times over a window.
 
-use chrono::DateTime;
 use xtimer_core::cron::CronSchedule;
 use xtimer_core::timer::{Schedule, Timer};
 
@@ -22,8 +21,7 @@ pub fn fire_times(
             Ok(if due { vec![*run_at_ms] } else { Vec::new() })
         }
         Schedule::Cron { expr, timezone } => {
-            let now = DateTime::from_timestamp_millis(from_ms).unwrap_or_default();
-            let schedule = CronSchedule::parse(expr, timezone, now)?;
+            let schedule = CronSchedule::parsed(expr, timezone)?;
             Ok(schedule.fires_between(from_ms, to_ms, limit))
         }
     }
@@ -33,13 +31,5 @@ pub fn fire_times(
 /// expansion starts. `None` when it has none (a one-shot whose time is
 /// before `at_ms`, or a schedule that does not parse).
 pub fn next_fire_at_or_after(timer: &Timer, at_ms: i64) -> Option<i64> {
-    match &timer.schedule {
-        Schedule::Once { run_at_ms } => (*run_at_ms >= at_ms).then_some(*run_at_ms),
-        Schedule::Cron { expr, timezone } => {
-            let at = DateTime::from_timestamp_millis(at_ms)?;
-            let schedule = CronSchedule::parse(expr, timezone, at).ok()?;
-            let before = DateTime::from_timestamp_millis(at_ms - 1)?;
-            schedule.next_after(before).map(|t| t.timestamp_millis())
-        }
-    }
+    timer.schedule.next_fire_at_or_after(at_ms)
 }

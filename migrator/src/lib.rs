@@ -25,6 +25,7 @@ pub mod error;
 pub mod expand;
 pub mod retention;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ use xtimer_core::node::NodeContext;
 use xtimer_core::shard::{minute_of, MINUTE_MS};
 use xtimer_core::timer::Timer;
 use xtimer_core::SharedClock;
-use xtimer_store::{FireRepo, LockStore, NewFire, ShardStore, Stores, TimerRepo};
+use xtimer_store::{BackfillFire, FireRepo, LockStore, NewFire, ShardStore, Stores, TimerRepo};
 
 pub use error::{Error, Result};
 pub use retention::Retention;
@@ -196,21 +197,33 @@ impl Expander {
     }
 
     /// Expands one timer from now to the current horizon and indexes its
-    /// fires; called when a timer is enabled, so it fires on time.
+    /// fires; called when a timer is enabled or updated, so it fires on time.
     pub async fn expand_timer(&self, timer: &Timer) -> Result<u64> {
-        self.expand_timers(std::slice::from_ref(timer)).await
+        self.expand(std::slice::from_ref(timer), false).await
     }
 
-    /// Expands many timers just created or enabled, in one insert, and
-    /// indexes their fires; returns how many fires it indexed. A one-shot
-    /// timer enabled after its time still fires, once, now.
-    pub async fn expand_timers(&self, timers: &[Timer]) -> Result<u64> {
+    /// Expands timers just created (stored with their first fire as
+    /// `next_run`), in one insert, and indexes their fires; returns how many
+    /// fires it indexed. A timer with no fire before the horizon costs
+    /// nothing: its stored `next_run` is already right. A one-shot timer
+    /// created enabled after its time still fires, once, now.
+    pub async fn expand_created(&self, timers: &[Timer]) -> Result<u64> {
+        self.expand(timers, true).await
+    }
+
+    async fn expand(&self, timers: &[Timer], created: bool) -> Result<u64> {
         let now = self.clock.now_ms();
         let to = self.horizon(now);
         let mut fires = Vec::new();
         let mut next = Vec::with_capacity(timers.len());
         for timer in timers {
-            fires.extend(self.fires_of(timer, now, to, true));
+            let own = self.fires_of(timer, now, to, true);
+            // Created with no fire before the horizon: its stored first fire
+            // is at or after the horizon, which is what would be written.
+            if created && own.is_empty() {
+                continue;
+            }
+            fires.extend(own);
             next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
         }
         by_run_time(&mut fires);
@@ -250,6 +263,55 @@ impl Expander {
             run_ms += 1;
         }
         Err(Error::ManualFireTaken { timer_id: timer.id })
+    }
+
+    /// Backfills `timer` over `[from_ms, to_ms)`: each scheduled time there
+    /// without a fire record gets one, the oldest first, at most
+    /// `max_fires`. Returns how many were made. The fires are past due; the
+    /// reconciler sends them, whatever the timer's misfire policy, from now
+    /// on at `per_second` (one after another, oldest first): a backfill
+    /// stored is a backfill done, on this node or, after a crash, another.
+    pub async fn backfill(
+        &self,
+        timer: &Timer,
+        from_ms: i64,
+        to_ms: i64,
+        max_fires: usize,
+        per_second: u32,
+    ) -> Result<u64> {
+        /// Scheduled times expanded and checked against the records at once.
+        const CHUNK: usize = 10_000;
+        let now = self.clock.now_ms();
+        let mut missing = Vec::new();
+        let mut cursor = from_ms;
+        while cursor < to_ms && missing.len() < max_fires {
+            let times = match expand::fire_times(timer, cursor, to_ms, CHUNK, false) {
+                Ok(times) => times,
+                Err(err) => {
+                    tracing::warn!(timer_id = timer.id, error = %err, "Timer schedule does not parse; not backfilled.");
+                    break;
+                }
+            };
+            let Some(&last) = times.last() else { break };
+            let known: HashSet<i64> =
+                self.fires.run_times_between(timer.id, cursor, last + 1).await?.into_iter().collect();
+            let room = max_fires - missing.len();
+            missing.extend(times.iter().copied().filter(|t| !known.contains(t)).take(room));
+            if times.len() < CHUNK {
+                break;
+            }
+            cursor = last + 1;
+        }
+        let gap_ms = 1_000.0 / f64::from(per_second.max(1));
+        let fires: Vec<BackfillFire> = missing
+            .into_iter()
+            .enumerate()
+            .map(|(i, run_ms)| BackfillFire {
+                fire: NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() },
+                send_at_ms: now + (i as f64 * gap_ms) as i64,
+            })
+            .collect();
+        Ok(self.fires.insert_backfill(&fires, now).await?)
     }
 
     fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<NewFire> {

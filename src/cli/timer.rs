@@ -1,6 +1,6 @@
 //! `xtimer timer ...`: create (one timer from flags, or many from a JSON
 //! file: a bulk import in batches, with progress), list, get, update,
-//! enable, disable, delete, trigger and fires.
+//! enable, disable, delete, trigger, backfill and fires.
 
 use std::path::PathBuf;
 
@@ -49,6 +49,21 @@ pub enum TimerCommand {
     Delete(TimerRef),
     /// Fire a timer once now, besides its schedule.
     Trigger(TimerRef),
+    /// Fire every scheduled time in [from, to) that has no fire record,
+    /// oldest first, at a bounded pace.
+    Backfill {
+        #[command(flatten)]
+        timer: TimerRef,
+        /// Start of the window, included (RFC 3339 or Unix ms).
+        #[arg(long)]
+        from: String,
+        /// End of the window, excluded (RFC 3339 or Unix ms).
+        #[arg(long)]
+        to: String,
+        /// Most fires to make.
+        #[arg(long)]
+        max_fires: Option<i64>,
+    },
     /// A timer's fires: those already due, newest first, or `--upcoming`.
     Fires {
         #[command(flatten)]
@@ -193,6 +208,16 @@ async fn execute(client: &Client, command: TimerCommand) -> Result<(Value, Strin
         TimerCommand::Trigger(r) => {
             let result = client.call(Method::POST, "triggerTimer", &by_ref(&r), None).await?;
             let out = format!("timer {} fires now (run time {} ms)\n", r.id, text(&result["runTimer"]));
+            Ok((result, out))
+        }
+        TimerCommand::Backfill { timer, from, to, max_fires } => {
+            let instant = |t: String| t.parse::<i64>().map(Value::from).unwrap_or(Value::String(t));
+            let mut body = json!({"id": timer.id, "app": timer.app, "from": instant(from), "to": instant(to)});
+            if let Some(max) = max_fires {
+                body["maxFires"] = json!(max);
+            }
+            let result = client.call(Method::POST, "backfillTimer", &[], Some(&body)).await?;
+            let out = format!("timer {}: {} fires backfilled\n", timer.id, text(&result["count"]));
             Ok((result, out))
         }
         TimerCommand::Fires { timer, status, upcoming, page_size } => {

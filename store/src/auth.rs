@@ -1,5 +1,5 @@
 //! API tokens and callback signing secrets (`t_api_token`, `t_app_secret`),
-//! over either SQL dialect.
+//! over any SQL dialect.
 //!
 //! Tokens are stored as their SHA-256 only; signing secrets are stored as
 //! they are, since signing needs them. The server-wide default secret is
@@ -7,7 +7,8 @@
 
 use async_trait::async_trait;
 
-use crate::db::on_db;
+use crate::db::{on_db, Dialect};
+use crate::sql::text;
 use crate::{Database, Result};
 
 /// App of the server-wide default signing secret.
@@ -28,8 +29,15 @@ pub trait AuthRepo: Send + Sync {
     async fn ensure_secret(&self, app: &str, candidate: &str, now_ms: i64) -> Result<String>;
 }
 
-const INSERT_SECRET: &str =
-    "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+/// Gives an app a secret unless it has one.
+fn insert_secret(db: &Database) -> &'static str {
+    match db {
+        Database::Mysql(_) => {
+            "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON DUPLICATE KEY UPDATE app = app"
+        }
+        _ => "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    }
+}
 const SELECT_SECRET: &str = "SELECT secret FROM t_app_secret WHERE app = $1";
 
 #[async_trait]
@@ -37,35 +45,39 @@ impl AuthRepo for Database {
     async fn issue_token(&self, app: &str, token_hash: &str, new_secret: &str, now_ms: i64) -> Result<String> {
         on_db!(self, write, pool => {
             let mut tx = pool.begin().await?;
-            sqlx::query("INSERT INTO t_api_token (token_hash, app, create_time) VALUES ($1, $2, $3)")
+            sqlx::query(&pool.sql("INSERT INTO t_api_token (token_hash, app, create_time) VALUES ($1, $2, $3)"))
                 .bind(token_hash)
                 .bind(app)
                 .bind(now_ms)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query(INSERT_SECRET).bind(app).bind(new_secret).bind(now_ms).execute(&mut *tx).await?;
-            let secret: String = sqlx::query_scalar(SELECT_SECRET).bind(app).fetch_one(&mut *tx).await?;
+            sqlx::query(&pool.sql(insert_secret(self))).bind(app).bind(new_secret).bind(now_ms).execute(&mut *tx).await?;
+            let secret = text(&sqlx::query(&pool.sql(SELECT_SECRET)).bind(app).fetch_one(&mut *tx).await?, "secret")?;
             tx.commit().await?;
             Ok(secret)
         })
     }
 
     async fn token_app(&self, token_hash: &str) -> Result<Option<String>> {
-        Ok(on_db!(self, read, pool => sqlx::query_scalar("SELECT app FROM t_api_token WHERE token_hash = $1")
+        on_db!(self, read, pool => sqlx::query(&pool.sql("SELECT app FROM t_api_token WHERE token_hash = $1"))
             .bind(token_hash)
             .fetch_optional(pool)
-            .await?))
+            .await?
+            .as_ref()
+            .map(|row| text(row, "app"))
+            .transpose())
     }
 
     async fn app_secret(&self, app: &str) -> Result<Option<String>> {
-        Ok(on_db!(self, read, pool => sqlx::query_scalar(SELECT_SECRET).bind(app).fetch_optional(pool).await?))
+        Ok(on_db!(self, read, pool => sqlx::query(&pool.sql(SELECT_SECRET)).bind(app).fetch_optional(pool).await?
+            .as_ref().map(|row| text(row, "secret")).transpose()?))
     }
 
     async fn ensure_secret(&self, app: &str, candidate: &str, now_ms: i64) -> Result<String> {
         // Read back through the writer: SQLite's read pool may not see the row yet.
         on_db!(self, write, pool => {
-            sqlx::query(INSERT_SECRET).bind(app).bind(candidate).bind(now_ms).execute(pool).await?;
-            Ok(sqlx::query_scalar(SELECT_SECRET).bind(app).fetch_one(pool).await?)
+            sqlx::query(&pool.sql(insert_secret(self))).bind(app).bind(candidate).bind(now_ms).execute(pool).await?;
+            text(&sqlx::query(&pool.sql(SELECT_SECRET)).bind(app).fetch_one(pool).await?, "secret")
         })
     }
 }

@@ -26,6 +26,9 @@ pub async fn backup(url: &str, to: &Path) -> Result<u64, Error> {
     if url.starts_with("postgres:") || url.starts_with("postgresql:") {
         return Err(Error::BackupPostgres(redact(url)));
     }
+    if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+        return Err(Error::BackupMysql(redact(url)));
+    }
     if !url.starts_with("sqlite:") {
         return Err(Error::BackupNotSqlite(redact(url)));
     }

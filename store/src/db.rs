@@ -3,33 +3,70 @@
 //!
 //! Every repository (timers, fires, nodes, auth, tasks) is implemented once,
 //! on [`Database`]. A statement that reads the same in every dialect is
-//! written once, with `$n` placeholders (SQLite reads `$1` as parameter 1
-//! too), and run on either pool through [`on_db!`]; a statement that really
-//! differs (a batch insert, a claim, anything with dialect-only syntax) is a
-//! function per dialect, side by side in its repository's file.
+//! written once, with `$n` placeholders, and run on any pool through
+//! [`on_db!`], its text passed through [`Dialect::sql`]: SQLite and
+//! PostgreSQL read it as written, MySQL gets `?` placeholders (so a shared
+//! statement uses each `$n` once, in order) and `SIGNED` for `BIGINT` in
+//! casts. A statement that really differs (a batch insert, a claim, an
+//! upsert, anything with dialect-only syntax) is a function per dialect,
+//! side by side in its repository's file.
+
+use std::borrow::Cow;
 
 use xtimer_core::config::DatabaseConfig;
 
-use crate::{postgres, redact, sqlite, Error, Result};
+use crate::{mysql, postgres, redact, sqlite, Error, Result};
 
 /// Runs `$body` with `$pool` bound to the write pool (`write`) or a read
-/// pool (`read`) of either dialect of a [`Database`]. The body is compiled
-/// once per dialect, so one statement text serves both.
+/// pool (`read`) of any dialect of a [`Database`]. The body is compiled
+/// once per dialect, so one statement text serves them all.
 macro_rules! on_db {
     ($db:expr, write, $pool:ident => $body:expr) => {
         match $db {
             $crate::Database::Sqlite { write: $pool, .. } => $body,
             $crate::Database::Postgres($pool) => $body,
+            $crate::Database::Mysql($pool) => $body,
         }
     };
     ($db:expr, read, $pool:ident => $body:expr) => {
         match $db {
             $crate::Database::Sqlite { read: $pool, .. } => $body,
             $crate::Database::Postgres($pool) => $body,
+            $crate::Database::Mysql($pool) => $body,
         }
     };
 }
 pub(crate) use on_db;
+
+/// A shared statement's text as a pool's (or a connection's) dialect reads it.
+pub(crate) trait Dialect {
+    /// `text` (with `$n` placeholders) in this dialect.
+    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str>;
+}
+
+/// SQLite and PostgreSQL read a shared statement as written.
+macro_rules! as_written {
+    ($($t:ty),*) => {$(
+        impl Dialect for $t {
+            fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
+                Cow::Borrowed(text)
+            }
+        }
+    )*};
+}
+as_written!(sqlx::SqlitePool, sqlx::SqliteConnection, sqlx::PgPool, sqlx::PgConnection);
+
+impl Dialect for sqlx::MySqlPool {
+    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
+        Cow::Owned(mysql::statement(text))
+    }
+}
+
+impl Dialect for sqlx::MySqlConnection {
+    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
+        Cow::Owned(mysql::statement(text))
+    }
+}
 
 /// The SQL database a node runs on, as pools.
 #[derive(Debug, Clone)]
@@ -40,17 +77,21 @@ pub enum Database {
     Sqlite { write: sqlx::SqlitePool, read: sqlx::SqlitePool },
     /// PostgreSQL: one pool for all.
     Postgres(sqlx::PgPool),
+    /// MySQL 8 (or MariaDB): one pool for all.
+    Mysql(sqlx::MySqlPool),
 }
 
 impl Database {
-    /// Connects the database `config.url` names (`sqlite://PATH` or
-    /// `postgres://...`) and applies its schema.
+    /// Connects the database `config.url` names (`sqlite://PATH`,
+    /// `postgres://...` or `mysql://...`) and applies its schema.
     pub async fn connect(config: &DatabaseConfig) -> Result<Self> {
         let url = config.url.as_str();
         if url.starts_with("sqlite:") {
             sqlite::connect(config).await
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             postgres::connect(config, None).await
+        } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+            mysql::connect(config, None).await
         } else {
             Err(Error::UnsupportedUrl(redact(url)))
         }
@@ -70,19 +111,65 @@ impl Database {
                 write.close().await;
             }
             Self::Postgres(pool) => pool.close().await,
+            Self::Mysql(pool) => pool.close().await,
         }
     }
 
-    /// The WAL checkpointer a node runs on SQLite; none on PostgreSQL.
+    /// The WAL checkpointer a node runs on SQLite; none on the servers.
     pub fn checkpointer(&self, period: std::time::Duration) -> Option<sqlite::Checkpointer> {
         match self {
             Self::Sqlite { read, .. } => Some(sqlite::Checkpointer::new(read.clone(), period)),
-            Self::Postgres(_) => None,
+            Self::Postgres(_) | Self::Mysql(_) => None,
         }
     }
+}
 
-    /// Whether this is PostgreSQL.
-    pub(crate) fn is_postgres(&self) -> bool {
-        matches!(self, Self::Postgres(_))
+/// Creates database `name` on the PostgreSQL or MySQL server of
+/// `admin_url` and returns the URL of the new database (tests and
+/// benchmarks start each run on a fresh one). `name` must be a plain
+/// identifier (letters, digits, `_`).
+pub async fn create_database(admin_url: &str, name: &str) -> Result<String> {
+    use sqlx::Connection;
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(Error::Corrupt(format!("not a plain database name: {name}")));
     }
+    let sql = format!("CREATE DATABASE {name}");
+    if admin_url.starts_with("mysql:") || admin_url.starts_with("mariadb:") {
+        let mut conn = sqlx::MySqlConnection::connect(admin_url).await?;
+        sqlx::query(&sql).execute(&mut conn).await?;
+    } else {
+        let mut conn = sqlx::PgConnection::connect(admin_url).await?;
+        sqlx::query(&sql).execute(&mut conn).await?;
+    }
+    let (base, _) = admin_url.split_once('?').unwrap_or((admin_url, ""));
+    let base = match base.find("://").map(|s| s + 3) {
+        Some(host) => match base[host..].find('/') {
+            Some(slash) => &base[..host + slash],
+            None => base,
+        },
+        None => base,
+    };
+    Ok(format!("{base}/{name}"))
+}
+
+/// Bytes the database of a PostgreSQL or MySQL `url` takes on its server
+/// (benchmarks report it); `None` for any other URL. On MySQL it is
+/// InnoDB's estimate of its tables' data and indexes.
+pub async fn server_database_bytes(url: &str) -> Result<Option<u64>> {
+    use sqlx::Connection;
+    let bytes: i64 = if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        sqlx::query_scalar("SELECT pg_database_size(current_database())").fetch_one(&mut conn).await?
+    } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+        let mut conn = sqlx::MySqlConnection::connect(url).await?;
+        sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) FROM information_schema.tables \
+             WHERE table_schema = DATABASE()",
+        )
+        .fetch_one(&mut conn)
+        .await?
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(bytes.max(0) as u64))
 }

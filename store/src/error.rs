@@ -42,6 +42,12 @@ pub enum Error {
          `pg_dump --format=custom --file=xtimer.dump URL`; `xtimer backup` copies SQLite databases"
     )]
     BackupPostgres(String),
+    /// `xtimer backup` on a MySQL URL: MySQL has its own tools.
+    #[error(
+        "database.url is MySQL ({0}): back it up with MySQL's own tools, e.g. \
+         `mysqldump --single-transaction DATABASE > xtimer.sql`; `xtimer backup` copies SQLite databases"
+    )]
+    BackupMysql(String),
     /// `xtimer backup` on a URL that is not SQLite.
     #[error("database.url `{0}` is not a SQLite URL (`sqlite://PATH`)")]
     BackupNotSqlite(String),

@@ -9,16 +9,23 @@
 //!   claims lock the fires they take with `FOR UPDATE SKIP LOCKED`, so
 //!   concurrent claimers never wait for each other and never both win a
 //!   fire; inserts take keys in index order, so they cannot deadlock.
+//! - MySQL has neither arrays nor `UPDATE ... RETURNING`: batches are
+//!   multi-row `VALUES` lists, and a claim is a transaction that locks the
+//!   fires it takes (`SELECT ... FOR UPDATE SKIP LOCKED`, as on PostgreSQL)
+//!   and then updates them by id. Results and releases are one statement
+//!   per fire in one transaction (MySQL assigns columns left to right, so
+//!   each reads the row as it was).
 
 use async_trait::async_trait;
 use const_format::formatcp;
+use sqlx::mysql::MySqlRow;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{MySql, MySqlPool, PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
-use crate::db::on_db;
-use crate::repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
+use crate::db::{on_db, Dialect};
+use crate::repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
 use crate::sql::{
     claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, padded, page_bound,
     push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
@@ -35,11 +42,24 @@ const PENDING_BETWEEN: &str = formatcp!(
 // a plan on its own index (a cached generic plan would serve both badly).
 const PENDING_BETWEEN_OF_TIMER: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
-     WHERE timer_id = $4 AND status = {} AND run_timer >= $1 AND run_timer < $2 ORDER BY run_timer LIMIT $3",
+     WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND run_timer < $3 ORDER BY run_timer LIMIT $4",
     code::PENDING
 );
-const INSERT_MANUAL: &str = "INSERT INTO t_timer_task (timer_id, app, run_timer, manual, create_time, modify_time)
-     VALUES ($1, $2, $3, 1, $4, $4) ON CONFLICT (timer_id, run_timer) DO NOTHING";
+/// A manual fire (triggerTimer) unless the timer has a fire at that time.
+fn insert_manual(db: &Database) -> &'static str {
+    match db {
+        Database::Mysql(_) => {
+            "INSERT IGNORE INTO t_timer_task (timer_id, app, run_timer, manual, create_time, modify_time)
+             VALUES ($1, $2, $3, 1, $4, $5)"
+        }
+        _ => {
+            "INSERT INTO t_timer_task (timer_id, app, run_timer, manual, create_time, modify_time)
+             VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (timer_id, run_timer) DO NOTHING"
+        }
+    }
+}
+const RUN_TIMES_BETWEEN: &str =
+    "SELECT run_timer FROM t_timer_task WHERE timer_id = $1 AND run_timer >= $2 AND run_timer < $3 ORDER BY run_timer";
 const DELETE_PENDING_FROM: &str = formatcp!(
     "DELETE FROM t_timer_task WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND manual = 0",
     code::PENDING
@@ -48,25 +68,27 @@ const RUNNING_BEFORE: &str = formatcp!(
     "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND task_id <> $2 AND status = {} AND run_timer < $3",
     code::RUNNING
 );
+// Listings bind: timer, the status filter twice, the window's time if any,
+// then (lists) limit and offset.
 const LIST: &str = formatcp!(
-    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
-     ORDER BY run_timer DESC LIMIT $3 OFFSET $4"
+    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $3)
+     ORDER BY run_timer DESC LIMIT $4 OFFSET $5"
 );
-const COUNT: &str = "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)";
+const COUNT: &str = "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $3)";
 const LIST_DUE: &str = formatcp!(
-    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
-     AND run_timer <= $5 ORDER BY run_timer DESC LIMIT $3 OFFSET $4"
+    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $3)
+     AND run_timer <= $4 ORDER BY run_timer DESC LIMIT $5 OFFSET $6"
 );
 const COUNT_DUE: &str =
-    "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2) AND run_timer <= $3";
+    "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $3) AND run_timer <= $4";
 const LIST_UPCOMING: &str = formatcp!(
-    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
-     AND status = {pending} AND run_timer > $5 ORDER BY run_timer LIMIT $3 OFFSET $4",
+    "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $3)
+     AND status = {pending} AND run_timer > $4 ORDER BY run_timer LIMIT $5 OFFSET $6",
     pending = code::PENDING
 );
 const COUNT_UPCOMING: &str = formatcp!(
-    "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $2)
-     AND status = {pending} AND run_timer > $3",
+    "SELECT COUNT(*) FROM t_timer_task WHERE timer_id = $1 AND ($2 IS NULL OR status = $3)
+     AND status = {pending} AND run_timer > $4",
     pending = code::PENDING
 );
 
@@ -86,6 +108,7 @@ impl FireRepo for Database {
         match self {
             Self::Sqlite { write, .. } => insert_sqlite(write, fires, now_ms).await,
             Self::Postgres(pool) => insert_pg(pool, fires, now_ms).await,
+            Self::Mysql(pool) => insert_mysql(pool, fires, now_ms).await,
         }
     }
 
@@ -98,19 +121,21 @@ impl FireRepo for Database {
     ) -> Result<Vec<FireKey>> {
         let sql = if timer_id.is_some() { PENDING_BETWEEN_OF_TIMER } else { PENDING_BETWEEN };
         on_db!(self, read, pool => {
-            let mut query = sqlx::query(sql).bind(from_ms).bind(to_ms).bind(i64::from(limit));
+            let sql = pool.sql(sql);
+            let mut query = sqlx::query(&sql);
             if let Some(id) = timer_id {
                 query = query.bind(id);
             }
-            query.fetch_all(pool).await?.iter().map(key_from_row).collect()
+            query.bind(from_ms).bind(to_ms).bind(i64::from(limit)).fetch_all(pool).await?.iter().map(key_from_row).collect()
         })
     }
 
     async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool> {
-        let done = on_db!(self, write, pool => sqlx::query(INSERT_MANUAL)
+        let done = on_db!(self, write, pool => sqlx::query(&pool.sql(insert_manual(self)))
             .bind(fire.key.timer_id)
             .bind(&fire.app)
             .bind(fire.key.run_ms)
+            .bind(now_ms)
             .bind(now_ms)
             .execute(pool)
             .await?
@@ -118,8 +143,49 @@ impl FireRepo for Database {
         Ok(done == 1)
     }
 
+    async fn insert_backfill(&self, fires: &[BackfillFire], now_ms: i64) -> Result<u64> {
+        if fires.is_empty() {
+            return Ok(0);
+        }
+        // Insert-or-ignore on the fire's key: MySQL says so up front.
+        let (insert, on_conflict) = match self {
+            Self::Mysql(_) => ("INSERT IGNORE", ""),
+            _ => ("INSERT", " ON CONFLICT (timer_id, run_timer) DO NOTHING"),
+        };
+        on_db!(self, write, pool => {
+            let mut inserted = 0;
+            let mut tx = pool.begin().await?;
+            for chunk in fires.chunks(MAX_PARAMS / 6) {
+                let mut qb = QueryBuilder::new(format!(
+                    "{insert} INTO t_timer_task (timer_id, app, run_timer, backfill_at, create_time, modify_time) "
+                ));
+                qb.push_values(chunk, |mut b, f| {
+                    b.push_bind(f.fire.key.timer_id)
+                        .push_bind(&f.fire.app)
+                        .push_bind(f.fire.key.run_ms)
+                        .push_bind(f.send_at_ms)
+                        .push_bind(now_ms)
+                        .push_bind(now_ms);
+                });
+                qb.push(on_conflict);
+                inserted += qb.build().execute(&mut *tx).await?.rows_affected();
+            }
+            tx.commit().await?;
+            Ok(inserted)
+        })
+    }
+
+    async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>> {
+        Ok(on_db!(self, read, pool => sqlx::query_scalar(&pool.sql(RUN_TIMES_BETWEEN))
+            .bind(timer_id)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(pool)
+            .await?))
+    }
+
     async fn running_before(&self, timer_id: i64, task_id: i64, run_ms: i64) -> Result<u64> {
-        let n: i64 = on_db!(self, read, pool => sqlx::query_scalar(RUNNING_BEFORE)
+        let n: i64 = on_db!(self, read, pool => sqlx::query_scalar(&pool.sql(RUNNING_BEFORE))
             .bind(timer_id)
             .bind(task_id)
             .bind(run_ms)
@@ -129,7 +195,7 @@ impl FireRepo for Database {
     }
 
     async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64> {
-        Ok(on_db!(self, write, pool => sqlx::query(DELETE_PENDING_FROM)
+        Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(DELETE_PENDING_FROM))
             .bind(timer_id)
             .bind(from_ms)
             .execute(pool)
@@ -144,6 +210,7 @@ impl FireRepo for Database {
         match self {
             Self::Sqlite { write, .. } => claim_sqlite(write, keys, owner, lease_ms, now_ms).await,
             Self::Postgres(pool) => claim_pg(pool, keys, owner, lease_ms, now_ms).await,
+            Self::Mysql(pool) => claim_mysql(pool, keys, owner, lease_ms, now_ms).await,
         }
     }
 
@@ -163,6 +230,7 @@ impl FireRepo for Database {
                 reclaim_sqlite(write, task_ids, owner, lease_ms, now_ms, alive_since_ms).await
             }
             Self::Postgres(pool) => reclaim_pg(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms).await,
+            Self::Mysql(pool) => reclaim_mysql(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms).await,
         }
     }
 
@@ -173,6 +241,7 @@ impl FireRepo for Database {
         match self {
             Self::Sqlite { write, .. } => record_sqlite(write, results, now_ms).await,
             Self::Postgres(pool) => record_pg(pool, results, now_ms).await,
+            Self::Mysql(pool) => record_mysql(pool, results, now_ms).await,
         }
     }
 
@@ -181,8 +250,30 @@ impl FireRepo for Database {
             return Ok(0);
         }
         match self {
-            Self::Sqlite { write, .. } => release_sqlite(write, claims, now_ms).await,
             Self::Postgres(pool) => release_pg(pool, claims, now_ms).await,
+            // One statement per fire, in one transaction.
+            db => on_db!(db, write, pool => {
+                const SQL: &str = formatcp!(
+                    "UPDATE t_timer_task SET status = {}, owner = NULL, lease_until = NULL, modify_time = $1
+                     WHERE task_id = $2 AND owner = $3 AND status = {}",
+                    code::PENDING,
+                    code::RUNNING
+                );
+                let sql = pool.sql(SQL);
+                let mut released = 0;
+                let mut tx = pool.begin().await?;
+                for c in claims {
+                    released += sqlx::query(&sql)
+                        .bind(now_ms)
+                        .bind(c.task_id)
+                        .bind(&c.owner)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                }
+                tx.commit().await?;
+                Ok(released)
+            }),
         }
     }
 
@@ -212,21 +303,28 @@ impl FireRepo for Database {
         alive_since_ms: i64,
         limit: u32,
     ) -> Result<Vec<Overdue>> {
-        // Two ranges of (status, run_timer), merged newest first.
+        // Two ranges of (status, run_timer), merged newest first. `now` is
+        // bound three times ($2, $3, $4).
         const SQL: &str = formatcp!(
-            "SELECT task_id, timer_id, run_timer, status FROM (
-                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status FROM t_timer_task
-                 WHERE status = {pending} AND run_timer < $1
+            "SELECT task_id, timer_id, run_timer, status, backfill FROM (
+                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status,
+                        CAST(CASE WHEN backfill_at IS NULL THEN 0 ELSE 1 END AS BIGINT) AS backfill
+                 FROM t_timer_task
+                 WHERE status = {pending} AND run_timer < $1 AND (backfill_at IS NULL OR backfill_at <= $2)
                  UNION ALL
-                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status FROM t_timer_task f
-                 WHERE status = {running} AND run_timer < $2 AND {taken_over}
-             ) o ORDER BY run_timer DESC LIMIT $4",
+                 SELECT task_id, timer_id, run_timer, CAST(status AS BIGINT) AS status,
+                        CAST(CASE WHEN backfill_at IS NULL THEN 0 ELSE 1 END AS BIGINT) AS backfill
+                 FROM t_timer_task f
+                 WHERE status = {running} AND run_timer < $3 AND {taken_over}
+             ) o ORDER BY run_timer DESC LIMIT $6",
             pending = code::PENDING,
             running = code::RUNNING,
-            taken_over = claim_taken_over!("f.owner", "$2", "$3"),
+            taken_over = claim_taken_over!("f.owner", "$4", "$5"),
         );
-        on_db!(self, read, pool => sqlx::query(SQL)
+        on_db!(self, read, pool => sqlx::query(&pool.sql(SQL))
             .bind(pending_before_ms)
+            .bind(now_ms)
+            .bind(now_ms)
             .bind(now_ms)
             .bind(alive_since_ms)
             .bind(i64::from(limit))
@@ -235,23 +333,30 @@ impl FireRepo for Database {
             .iter()
             .map(|r| {
                 let task_id = r.try_get("task_id")?;
-                Ok(Overdue { task_id, key: key_from_row(r)?, status: fire_status(r.try_get("status")?, task_id)? })
+                Ok(Overdue {
+                    task_id,
+                    key: key_from_row(r)?,
+                    status: fire_status(r.try_get("status")?, task_id)?,
+                    backfill: r.try_get::<i64, _>("backfill")? == 1,
+                })
             })
             .collect())
     }
 
     async fn delete_ended_before(&self, before_ms: i64, limit: u32) -> Result<u64> {
         // By the (status, run_timer) index: one short range per ended status.
+        // The ids are a derived table: MySQL takes no `LIMIT` in an `IN`
+        // subquery, nor a subquery on the table it deletes from.
         const SQL: &str = formatcp!(
-            "DELETE FROM t_timer_task WHERE task_id IN (
+            "DELETE FROM t_timer_task WHERE task_id IN (SELECT task_id FROM (
                  SELECT task_id FROM t_timer_task
-                 WHERE status IN ({}, {}, {}, {}) AND run_timer < $1 LIMIT $2)",
+                 WHERE status IN ({}, {}, {}, {}) AND run_timer < $1 LIMIT $2) ended)",
             code::SUCCEEDED,
             code::FAILED,
             code::SKIPPED,
             code::MISSED
         );
-        Ok(on_db!(self, write, pool => sqlx::query(SQL)
+        Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(SQL))
             .bind(before_ms)
             .bind(i64::from(limit))
             .execute(pool)
@@ -260,7 +365,7 @@ impl FireRepo for Database {
     }
 
     async fn ended_since(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>> {
-        on_db!(self, read, pool => sqlx::query(ENDED_SINCE)
+        on_db!(self, read, pool => sqlx::query(&pool.sql(ENDED_SINCE))
             .bind(since_ms)
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -295,13 +400,14 @@ impl FireRepo for Database {
             FireWindow::UpcomingAfter(at) => (LIST_UPCOMING, COUNT_UPCOMING, Some(at)),
         };
         let (fires, total) = on_db!(self, read, pool => {
-            let mut rows = sqlx::query(list).bind(timer_id).bind(status).bind(page_bound(limit)).bind(page_bound(offset));
-            let mut total = sqlx::query_scalar(count).bind(timer_id).bind(status);
+            let (list, count) = (pool.sql(list), pool.sql(count));
+            let mut rows = sqlx::query(&list).bind(timer_id).bind(status).bind(status);
+            let mut total = sqlx::query_scalar(&count).bind(timer_id).bind(status).bind(status);
             if let Some(at) = at {
                 rows = rows.bind(at);
                 total = total.bind(at);
             }
-            let rows = rows.fetch_all(pool).await?;
+            let rows = rows.bind(page_bound(limit)).bind(page_bound(offset)).fetch_all(pool).await?;
             let total: i64 = total.fetch_one(pool).await?;
             (rows.iter().map(fire_from_row).collect::<Result<Vec<_>>>()?, total)
         });
@@ -492,23 +598,6 @@ async fn record_sqlite(write: &SqlitePool, results: &[FireResult], now_ms: i64) 
     Ok(written)
 }
 
-async fn release_sqlite(write: &SqlitePool, claims: &[ClaimedFire], now_ms: i64) -> Result<u64> {
-    const SQL: &str = formatcp!(
-        "UPDATE t_timer_task SET status = {}, owner = NULL, lease_until = NULL, modify_time = $1
-         WHERE task_id = $2 AND owner = $3 AND status = {}",
-        code::PENDING,
-        code::RUNNING
-    );
-    let mut released = 0;
-    let mut tx = write.begin().await?;
-    for c in claims {
-        released +=
-            sqlx::query(SQL).bind(now_ms).bind(c.task_id).bind(&c.owner).execute(&mut *tx).await?.rows_affected();
-    }
-    tx.commit().await?;
-    Ok(released)
-}
-
 // ---- PostgreSQL ---------------------------------------------------------
 
 /// Splits the rows a claim statement returned into fires won (running) and
@@ -692,4 +781,183 @@ async fn release_pg(pool: &PgPool, claims: &[ClaimedFire], now_ms: i64) -> Resul
         .execute(pool)
         .await?;
     Ok(done.rows_affected())
+}
+
+// ---- MySQL --------------------------------------------------------------
+
+/// Keys or ids per MySQL statement: well inside its packet and range
+/// optimizer limits.
+const MYSQL_CHUNK: usize = 500;
+
+async fn insert_mysql(pool: &MySqlPool, fires: &[NewFire], now_ms: i64) -> Result<u64> {
+    // Keys in index order, so overlapping inserts cannot deadlock.
+    let mut sorted: Vec<&NewFire> = fires.iter().collect();
+    sorted.sort_by_key(|f| (f.key.timer_id, f.key.run_ms));
+    let mut inserted = 0;
+    let mut tx = pool.begin().await?;
+    for chunk in sorted.chunks(MYSQL_CHUNK) {
+        let mut qb = QueryBuilder::<MySql>::new(
+            "INSERT IGNORE INTO t_timer_task (timer_id, app, run_timer, create_time, modify_time) ",
+        );
+        qb.push_values(chunk, |mut b, f| {
+            b.push_bind(f.key.timer_id).push_bind(&f.app).push_bind(f.key.run_ms).push_bind(now_ms).push_bind(now_ms);
+        });
+        inserted += qb.build().execute(&mut *tx).await?.rows_affected();
+    }
+    tx.commit().await?;
+    Ok(inserted)
+}
+
+/// The columns a MySQL claim reads from the fires it locks: those of
+/// [`CLAIMED_COLUMNS_PG`] and whether the timer is enabled. (A locking read
+/// locks no row its subqueries read.)
+const LOCKED_COLUMNS: &str = formatcp!(
+    "SELECT f.task_id, f.timer_id, f.run_timer, CAST(f.attempt AS SIGNED) AS attempt, \
+     CAST(f.manual AS SIGNED) AS manual, \
+     (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = f.timer_id) AS timer_modified, \
+     CAST({TIMER_ENABLED} AS SIGNED) AS enabled FROM t_timer_task f WHERE "
+);
+
+/// How a MySQL claim sets the lease and the owner of a skipped fire.
+#[derive(Clone, Copy)]
+enum Takeover {
+    /// A first claim: the lease runs from the later of the run time and
+    /// now; a skipped fire keeps its owner column.
+    Claim,
+    /// A reclaim: the lease runs from now; a skipped fire loses its owner.
+    Reclaim,
+}
+
+async fn claim_mysql(
+    pool: &MySqlPool,
+    keys: &[FireKey],
+    owner: &str,
+    lease_ms: i64,
+    now_ms: i64,
+) -> Result<ClaimOutcome> {
+    let mut out = ClaimOutcome::default();
+    let mut tx = pool.begin().await?;
+    for chunk in keys.chunks(MYSQL_CHUNK) {
+        let mut qb = QueryBuilder::<MySql>::new(LOCKED_COLUMNS);
+        qb.push(formatcp!("f.status = {} AND (", code::PENDING));
+        let mut sep = qb.separated(" OR ");
+        for key in chunk {
+            sep.push("(f.timer_id = ").push_bind_unseparated(key.timer_id);
+            sep.push_unseparated(" AND f.run_timer = ").push_bind_unseparated(key.run_ms).push_unseparated(")");
+        }
+        qb.push(") FOR UPDATE SKIP LOCKED");
+        let locked = qb.build().fetch_all(&mut *tx).await?;
+        take_locked_mysql(&mut tx, &locked, owner, Takeover::Claim, lease_ms, now_ms, &mut out).await?;
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+async fn reclaim_mysql(
+    pool: &MySqlPool,
+    task_ids: &[i64],
+    owner: &str,
+    lease_ms: i64,
+    now_ms: i64,
+    alive_since_ms: i64,
+) -> Result<ClaimOutcome> {
+    // Literal integers, not binds, as on SQLite.
+    let claimable = format!(
+        " AND (f.status = {} OR (f.status = {} AND {})) FOR UPDATE SKIP LOCKED",
+        code::PENDING,
+        code::RUNNING,
+        claim_taken_over!("f.owner", "{now}", "{alive_since}")
+            .replace("{now}", &now_ms.to_string())
+            .replace("{alive_since}", &alive_since_ms.to_string())
+    );
+    let mut out = ClaimOutcome::default();
+    let mut tx = pool.begin().await?;
+    for chunk in task_ids.chunks(MYSQL_CHUNK) {
+        let mut qb = QueryBuilder::<MySql>::new(LOCKED_COLUMNS);
+        qb.push("f.");
+        push_id_list(&mut qb, chunk);
+        qb.push(&claimable);
+        let locked = qb.build().fetch_all(&mut *tx).await?;
+        take_locked_mysql(&mut tx, &locked, owner, Takeover::Reclaim, lease_ms, now_ms, &mut out).await?;
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Claims the fires a MySQL claim locked ([`LOCKED_COLUMNS`] rows): those of
+/// an enabled timer become running under `owner`, the others skipped.
+async fn take_locked_mysql(
+    tx: &mut sqlx::MySqlConnection,
+    locked: &[MySqlRow],
+    owner: &str,
+    takeover: Takeover,
+    lease_ms: i64,
+    now_ms: i64,
+    out: &mut ClaimOutcome,
+) -> Result<()> {
+    let mut won = Vec::new();
+    let mut skipped = Vec::new();
+    for row in locked {
+        let task_id: i64 = row.try_get("task_id")?;
+        if row.try_get::<i64, _>("enabled")? == 1 {
+            won.push(task_id);
+            out.claimed.push(claimed_from_row(row, owner)?);
+        } else {
+            skipped.push(task_id);
+        }
+    }
+    if !won.is_empty() {
+        let lease = match takeover {
+            Takeover::Claim => "GREATEST(run_timer, ",
+            Takeover::Reclaim => "(",
+        };
+        let mut qb =
+            QueryBuilder::<MySql>::new(formatcp!("UPDATE t_timer_task SET status = {}, owner = ", code::RUNNING));
+        qb.push_bind(owner).push(", lease_until = ").push(lease).push_bind(now_ms).push(") + ").push_bind(lease_ms);
+        qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
+        push_id_list(&mut qb, &won);
+        qb.build().execute(&mut *tx).await?;
+    }
+    if !skipped.is_empty() {
+        let owner_column = match takeover {
+            Takeover::Claim => "",
+            Takeover::Reclaim => ", owner = NULL",
+        };
+        let mut qb = QueryBuilder::<MySql>::new(formatcp!("UPDATE t_timer_task SET status = {}", code::SKIPPED));
+        qb.push(owner_column).push(", output = ").push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms);
+        qb.push(" WHERE ");
+        push_id_list(&mut qb, &skipped);
+        out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
+    }
+    Ok(())
+}
+
+async fn record_mysql(pool: &MySqlPool, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    // `cost_time` first: it reads `attempt` before this statement sets it.
+    const SQL: &str = formatcp!(
+        "UPDATE t_timer_task SET cost_time = CASE WHEN attempt = 0 THEN $1 ELSE cost_time END,
+             status = $2, attempt = $3, output = $4, lease_until = $5, modify_time = $6
+         WHERE task_id = $7 AND owner = $8 AND status = {}",
+        code::RUNNING
+    );
+    let sql = pool.sql(SQL);
+    let mut written = 0;
+    let mut tx = pool.begin().await?;
+    // In input order, so the results of one fire apply in order.
+    for r in results {
+        written += sqlx::query(&sql)
+            .bind(r.cost_time)
+            .bind(r.status.code())
+            .bind(i64::from(r.attempt))
+            .bind(&r.output)
+            .bind(r.lease_until)
+            .bind(now_ms)
+            .bind(r.task_id)
+            .bind(&r.owner)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+    }
+    tx.commit().await?;
+    Ok(written)
 }

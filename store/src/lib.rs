@@ -11,8 +11,9 @@
 //!   repository, each implemented once on [`Database`].
 //! - `sql`: what the dialects share: status codes from core's enums,
 //!   column lists, SQL fragments, row decoding.
-//! - [`sqlite`], [`postgres`]: opening each database (pragmas, pools,
-//!   connect errors, migrations) and SQLite's WAL checkpointer.
+//! - [`sqlite`], [`postgres`], [`mysql`]: opening each database (pragmas,
+//!   session settings, pools, connect errors, migrations), SQLite's WAL
+//!   checkpointer, and how a shared statement reads on MySQL.
 //! - [`redis`]: the shard index and locks over Redis or Redis Cluster, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
 //! - [`usage`]: what each app uses, kept as its timers change, for O(1) limits.
@@ -28,6 +29,7 @@ pub mod error;
 mod fires;
 pub mod lease;
 pub mod lock;
+pub mod mysql;
 mod nodes;
 pub mod postgres;
 pub mod redis;
@@ -46,7 +48,7 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use lease::ShardLeases;
 pub use lock::{LockStore, MemoryLocks};
-pub use repo::{ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo, Overdue, TimerRepo};
+pub use repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo, Overdue, TimerRepo};
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;
@@ -72,7 +74,7 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Connects the database named by `db.url` (SQLite or PostgreSQL,
+    /// Connects the database named by `db.url` (SQLite, PostgreSQL or MySQL,
     /// applying the schema) and, when `redis.url` is set, the Redis shard
     /// index and locks; otherwise the embedded ones (one node only).
     pub async fn connect(
@@ -92,6 +94,7 @@ impl Stores {
         let sql = match &database {
             Database::Sqlite { .. } => format!("SQLite at {}", db.url),
             Database::Postgres(_) => format!("PostgreSQL at {}", redact(&db.url)),
+            Database::Mysql(_) => format!("MySQL at {}", redact(&db.url)),
         };
         let (shards, locks, index): (Arc<dyn ShardStore>, Arc<dyn LockStore>, String) = if redis.url.is_empty() {
             (
@@ -129,7 +132,7 @@ impl Stores {
         }
     }
 
-    /// The WAL checkpointer a node runs on SQLite; none on PostgreSQL.
+    /// The WAL checkpointer a node runs on SQLite; none on the servers.
     pub fn checkpointer(&self, period: std::time::Duration) -> Option<sqlite::Checkpointer> {
         self.database.checkpointer(period)
     }

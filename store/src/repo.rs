@@ -134,6 +134,17 @@ pub struct Overdue {
     pub task_id: i64,
     pub key: FireKey,
     pub status: FireStatus,
+    /// Made by `backfillTimer`: it fires whatever its timer's misfire policy.
+    pub backfill: bool,
+}
+
+/// A fire `backfillTimer` makes: past due, sent by the reconciler once
+/// `send_at_ms` has come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillFire {
+    pub fire: NewFire,
+    /// When the reconciler may send it, Unix ms.
+    pub send_at_ms: i64,
 }
 
 /// Which of a timer's fires a listing shows.
@@ -155,6 +166,12 @@ pub trait FireRepo: Send + Sync {
     /// Inserts one manual fire (`triggerTimer`); false when a fire with
     /// its key exists already.
     async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool>;
+    /// Inserts backfilled fires, ignoring ones whose key exists; returns how
+    /// many were new.
+    async fn insert_backfill(&self, fires: &[BackfillFire], now_ms: i64) -> Result<u64>;
+    /// The run times of every fire of `timer_id` in `[from_ms, to_ms)`,
+    /// whatever its status, ascending.
+    async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>>;
     /// How many fires of `timer_id` due before `run_ms`, other than
     /// `task_id`, are running (claimed and not ended): the fires a fire
     /// at `run_ms` overlaps.

@@ -77,34 +77,31 @@ where
     let id: i64 = row.try_get("timer_id")?;
     let corrupt = |what: &str| Error::Corrupt(format!("t_timer {id}: {what}"));
     let status = TimerStatus::from_code(row.try_get("status")?).ok_or_else(|| corrupt("status"))?;
-    let kind: String = row.try_get("kind")?;
+    let kind = text(row, "kind")?;
     let schedule = match kind.as_str() {
         "cron" => Schedule::Cron {
-            expr: row.try_get::<Option<String>, _>("cron")?.ok_or_else(|| corrupt("cron"))?,
-            timezone: row.try_get("timezone")?,
+            expr: opt_text(row, "cron")?.ok_or_else(|| corrupt("cron"))?,
+            timezone: text(row, "timezone")?,
         },
         "once" => {
             Schedule::Once { run_at_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))? }
         }
         _ => return Err(corrupt("kind")),
     };
-    let notify: Notify =
-        serde_json::from_str(&row.try_get::<String, _>("notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
-    let retry: RetryPolicy =
-        serde_json::from_str(&row.try_get::<String, _>("retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
-    let misfire = MisfirePolicy::parse(&row.try_get::<String, _>("misfire")?).ok_or_else(|| corrupt("misfire"))?;
+    let notify: Notify = serde_json::from_str(&text(row, "notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
+    let retry: RetryPolicy = serde_json::from_str(&text(row, "retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
+    let misfire = MisfirePolicy::parse(&text(row, "misfire")?).ok_or_else(|| corrupt("misfire"))?;
     Ok(Timer {
         id,
-        app: row.try_get("app")?,
-        name: row.try_get("name")?,
+        app: text(row, "app")?,
+        name: text(row, "name")?,
         status,
         schedule,
         notify,
         retry,
         misfire,
         delete_after_run: row.try_get::<i64, _>("delete_after_run")? != 0,
-        on_failure: row
-            .try_get::<Option<String>, _>("on_failure")?
+        on_failure: opt_text(row, "on_failure")?
             .map(|json| serde_json::from_str(&json))
             .transpose()
             .map_err(|e| corrupt(&format!("on_failure: {e}")))?,
@@ -112,11 +109,34 @@ where
             .try_get::<Option<i64>, _>("pause_after_failures")?
             .map(|n| u32::try_from(n).map_err(|_| corrupt("pause_after_failures")))
             .transpose()?,
-        pause_reason: row.try_get("pause_reason")?,
-        overlap: OverlapPolicy::parse(&row.try_get::<String, _>("overlap")?).ok_or_else(|| corrupt("overlap"))?,
+        pause_reason: opt_text(row, "pause_reason")?,
+        overlap: OverlapPolicy::parse(&text(row, "overlap")?).ok_or_else(|| corrupt("overlap"))?,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })
+}
+
+/// A text column, decoded unchecked: MySQL reports text that compares byte
+/// for byte (`utf8mb4_bin`, as every MySQL text column here) as binary, and
+/// sqlx decodes that as text only when told to. Text decodes as UTF-8 the
+/// same way in every dialect.
+pub(crate) fn text<'r, R>(row: &'r R, column: &'r str) -> Result<String>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    String: Decode<'r, R::Database>,
+{
+    Ok(row.try_get_unchecked(column)?)
+}
+
+/// A nullable text column (see [`text`]).
+pub(crate) fn opt_text<'r, R>(row: &'r R, column: &'r str) -> Result<Option<String>>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    Option<String>: Decode<'r, R::Database>,
+{
+    Ok(row.try_get_unchecked(column)?)
 }
 
 /// A `t_node` row as a [`NodeInfo`].
@@ -127,13 +147,13 @@ where
     i64: Decode<'r, R::Database> + Type<R::Database>,
     String: Decode<'r, R::Database> + Type<R::Database>,
 {
-    let id: String = row.try_get("node_id")?;
-    let shards = serde_json::from_str(&row.try_get::<String, _>("shards")?)
-        .map_err(|e| Error::Corrupt(format!("t_node {id}: shards: {e}")))?;
+    let id = text(row, "node_id")?;
+    let shards =
+        serde_json::from_str(&text(row, "shards")?).map_err(|e| Error::Corrupt(format!("t_node {id}: shards: {e}")))?;
     Ok(NodeInfo {
         id,
-        host: row.try_get("host")?,
-        listen: row.try_get("listen")?,
+        host: text(row, "host")?,
+        listen: text(row, "listen")?,
         started_at: row.try_get("started_at")?,
         heartbeat_at: row.try_get("heartbeat_at")?,
         shards,
@@ -174,11 +194,11 @@ where
     Ok(Fire {
         task_id,
         timer_id: row.try_get("timer_id")?,
-        app: row.try_get("app")?,
+        app: text(row, "app")?,
         run_ms: row.try_get("run_timer")?,
         status: fire_status(row.try_get("status")?, task_id)?,
         attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
-        output: row.try_get("output")?,
+        output: text(row, "output")?,
         cost_time: row.try_get("cost_time")?,
         manual: row.try_get::<i64, _>("manual")? != 0,
         create_time: row.try_get("create_time")?,

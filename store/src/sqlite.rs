@@ -20,6 +20,10 @@ use crate::{Database, Result};
 /// WAL pages after which a commit checkpoints by itself (SQLite's default
 /// is 1,000): 40 MB, far above what the [`Checkpointer`] lets the WAL reach.
 const AUTOCHECKPOINT_PAGES: &str = "10000";
+/// Page cache of the one writer connection (KiB, as a negative
+/// `cache_size`): the index pages every create and claim walks stay in
+/// memory as the tables grow. Each reader keeps the default 16 MiB.
+const WRITER_CACHE: &str = "-65536";
 /// Bytes the WAL file is cut back to after a checkpoint resets it.
 const WAL_SIZE_LIMIT: &str = "67108864";
 
@@ -43,7 +47,7 @@ pub(crate) async fn connect(config: &DatabaseConfig) -> Result<Database> {
     let write = SqlitePoolOptions::new()
         .max_connections(1)
         .after_release(|conn, _| Box::pin(still_in_step(conn)))
-        .connect_with(options.clone())
+        .connect_with(options.clone().pragma("cache_size", WRITER_CACHE))
         .await?;
     sqlx::migrate!("../migrations/sqlite").run(&write).await?;
     let read = SqlitePoolOptions::new().max_connections(config.max_connections).connect_with(options).await?;

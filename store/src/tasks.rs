@@ -3,18 +3,21 @@
 //! ask of SQL. The engine keeps the rules; this keeps the statements.
 //!
 //! Statements are written once (see [`crate::db`]). What differs per
-//! dialect is small and named: the id column of a new task table, `FOR
-//! UPDATE SKIP LOCKED` in holds (SQLite needs no lock: every write goes
-//! through its one writer connection, so a hold is one atomic statement),
-//! the batch insert, and PostgreSQL's planner statistics.
+//! dialect is small and named: the DDL of a new task table, `FOR UPDATE
+//! SKIP LOCKED` in holds (SQLite needs no lock: every write goes through
+//! its one writer connection, so a hold is one atomic statement; MySQL,
+//! with no `UPDATE ... RETURNING`, locks, updates and returns in a
+//! transaction), the upserts, the batch insert, and PostgreSQL's planner
+//! statistics.
 //!
 //! Table names come only from [`table_name`] over a type the engine checked
 //! (`check_task_type`: letters, digits and `_`), and are quoted.
 
-use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
+use sqlx::{ColumnIndex, Decode, MySql, QueryBuilder, Row, Type};
 use xtimer_core::task::{rfc3339, table_name, TaskData, TaskScheduleCfg, TaskStatus};
 
-use crate::db::on_db;
+use crate::db::{on_db, Dialect};
+use crate::sql::{opt_text, text};
 use crate::{Database, Error, Result};
 
 /// Columns of a task table every read selects, in order.
@@ -99,14 +102,14 @@ impl TaskStore {
         Self { db }
     }
 
-    fn is_postgres(&self) -> bool {
-        self.db.is_postgres()
-    }
-
     /// DDL of a task table and its indexes.
     fn create_table_sql(&self, task_type: &str, pos: u32) -> Vec<String> {
         let t = table_name(task_type, pos);
-        let id = if self.is_postgres() { "id BIGSERIAL PRIMARY KEY" } else { "id INTEGER PRIMARY KEY AUTOINCREMENT" };
+        let id = match &self.db {
+            Database::Postgres(_) => "id BIGSERIAL PRIMARY KEY",
+            Database::Sqlite { .. } => "id INTEGER PRIMARY KEY AUTOINCREMENT",
+            Database::Mysql(_) => return create_table_mysql(&t),
+        };
         vec![
             format!(
                 "CREATE TABLE IF NOT EXISTS \"{t}\" (\
@@ -134,9 +137,10 @@ impl TaskStore {
     /// row already is left as it is ([`Registration::Exists`]); its cfg
     /// changes only through [`set_cfg`](Self::set_cfg).
     pub async fn register(&self, cfg: &TaskScheduleCfg, owner: Option<&str>, now_ms: i64) -> Result<Registration> {
-        let clash: Option<String> = on_db!(&self.db, read, pool => sqlx::query_scalar(
-            "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $1 LIMIT 1")
-            .bind(&cfg.task_type).fetch_optional(pool).await?);
+        let clash = on_db!(&self.db, read, pool => sqlx::query(&pool.sql(
+            "SELECT task_type FROM t_schedule_cfg WHERE lower(task_type) = lower($1) AND task_type <> $2 LIMIT 1"))
+            .bind(&cfg.task_type).bind(&cfg.task_type).fetch_optional(pool).await?
+            .as_ref().map(|row| text(row, "task_type")).transpose()?);
         if let Some(existing) = clash {
             return Ok(Registration::CaseClash { existing });
         }
@@ -147,22 +151,36 @@ impl TaskStore {
         if self.positions(&cfg.task_type).await?.is_none() {
             self.create_table(&cfg.task_type, 1).await?;
         }
-        let insert = format!(
-            "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) \
-             ON CONFLICT (task_type) DO NOTHING"
-        );
-        let written = on_db!(&self.db, write, pool => sqlx::query(&insert)
+        // Insert-if-absent: a type registered meanwhile keeps its cfg.
+        let insert = match &self.db {
+            Database::Mysql(_) => format!(
+                "INSERT IGNORE INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            ),
+            _ => format!(
+                "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT (task_type) DO NOTHING"
+            ),
+        };
+        let written = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(&insert))
             .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
             .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
-            .bind(cfg.max_retry_interval).bind(now_ms).bind(owner).execute(pool).await?.rows_affected());
+            .bind(cfg.max_retry_interval).bind(now_ms).bind(now_ms).bind(owner).execute(pool).await?.rows_affected());
         if written == 0 {
             // Another register of the same type won the race.
             return Ok(Registration::Exists);
         }
-        on_db!(&self.db, write, pool => sqlx::query(
-            "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
-             VALUES ($1, 1, 1, $2, $2) ON CONFLICT (task_type) DO NOTHING")
-            .bind(&cfg.task_type).bind(now_ms).execute(pool).await?.rows_affected());
+        let insert_pos = match &self.db {
+            Database::Mysql(_) => {
+                "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
+                 VALUES ($1, 1, 1, $2, $3) ON DUPLICATE KEY UPDATE task_type = task_type"
+            }
+            _ => {
+                "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
+                 VALUES ($1, 1, 1, $2, $3) ON CONFLICT (task_type) DO NOTHING"
+            }
+        };
+        on_db!(&self.db, write, pool => sqlx::query(&pool.sql(insert_pos))
+            .bind(&cfg.task_type).bind(now_ms).bind(now_ms).execute(pool).await?.rows_affected());
         let positions = self.positions(&cfg.task_type).await?;
         let positions =
             positions.ok_or_else(|| Error::Corrupt(format!("t_schedule_pos: no row for {}", cfg.task_type)))?;
@@ -173,13 +191,13 @@ impl TaskStore {
     /// given) and stamps its modify_time; the owner stays. Returns `false`,
     /// writing nothing, if the type has no cfg row.
     pub async fn set_cfg(&self, cfg: &TaskScheduleCfg, now_ms: i64) -> Result<bool> {
-        let written = on_db!(&self.db, write, pool => sqlx::query(
-            "UPDATE t_schedule_cfg SET schedule_limit = $2, schedule_interval = $3, max_processing_time = $4, \
-             max_retry_num = $5, retry_interval = $6, max_retry_interval = $7, modify_time = $8 \
-             WHERE task_type = $1")
-            .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
+        let written = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(
+            "UPDATE t_schedule_cfg SET schedule_limit = $1, schedule_interval = $2, max_processing_time = $3, \
+             max_retry_num = $4, retry_interval = $5, max_retry_interval = $6, modify_time = $7 \
+             WHERE task_type = $8"))
+            .bind(cfg.schedule_limit).bind(cfg.schedule_interval)
             .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
-            .bind(cfg.max_retry_interval).bind(now_ms).execute(pool).await?.rows_affected());
+            .bind(cfg.max_retry_interval).bind(now_ms).bind(&cfg.task_type).execute(pool).await?.rows_affected());
         Ok(written > 0)
     }
 
@@ -192,7 +210,7 @@ impl TaskStore {
     /// One type.
     pub async fn cfg(&self, task_type: &str) -> Result<Option<TypeRow>> {
         let sql = format!("SELECT {CFG_COLUMNS} FROM t_schedule_cfg WHERE task_type = $1");
-        on_db!(&self.db, read, pool => sqlx::query(&sql).bind(task_type).fetch_optional(pool).await?
+        on_db!(&self.db, read, pool => sqlx::query(&pool.sql(&sql)).bind(task_type).fetch_optional(pool).await?
             .as_ref().map(type_from_row).transpose())
     }
 
@@ -200,7 +218,7 @@ impl TaskStore {
     pub async fn positions(&self, task_type: &str) -> Result<Option<Positions>> {
         let sql = "SELECT schedule_begin_pos, schedule_end_pos FROM t_schedule_pos WHERE task_type = $1";
         let row: Option<(i64, i64)> =
-            on_db!(&self.db, read, pool => sqlx::query_as(sql).bind(task_type).fetch_optional(pool).await?);
+            on_db!(&self.db, read, pool => sqlx::query_as(&pool.sql(sql)).bind(task_type).fetch_optional(pool).await?);
         Ok(row.map(|(begin, end)| Positions { begin: begin as u32, end: end as u32 }))
     }
 
@@ -215,10 +233,43 @@ impl TaskStore {
              max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time) ",
             table_name(task_type, pos)
         );
-        match &self.db {
-            Database::Postgres(pool) => insert_unnest(pool, &head, tasks, now_ms).await,
-            Database::Sqlite { write, .. } => insert_chunked(write, &head, tasks, now_ms).await,
-        }
+        let (head, suffix) = match &self.db {
+            Database::Postgres(pool) => return insert_unnest(pool, &head, tasks, now_ms).await,
+            Database::Mysql(_) => (head.replacen("INSERT INTO", "INSERT IGNORE INTO", 1), ""),
+            Database::Sqlite { .. } => (head, " ON CONFLICT (task_id) DO NOTHING"),
+        };
+        // SQLite and MySQL: the batch in one transaction, split into
+        // statements of the [`INSERT_SIZES`] shapes.
+        on_db!(&self.db, write, pool => {
+            let mut tx = pool.begin().await?;
+            let mut rest = tasks;
+            while !rest.is_empty() {
+                let size = INSERT_SIZES.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
+                let (chunk, tail) = rest.split_at(size);
+                rest = tail;
+                let mut qb = QueryBuilder::new(head.as_str());
+                qb.push_values(chunk, |mut b, t| {
+                    b.push_bind(&t.user_id)
+                        .push_bind(&t.task_id)
+                        .push_bind(&t.task_type)
+                        .push_bind(&t.task_stage)
+                        .push_bind(i64::from(t.status))
+                        .push_bind(t.priority.unwrap_or(0))
+                        .push_bind(t.crt_retry_num)
+                        .push_bind(t.max_retry_num)
+                        .push_bind(t.max_retry_interval)
+                        .push_bind(&t.schedule_log)
+                        .push_bind(&t.context)
+                        .push_bind(t.order_time)
+                        .push_bind(now_ms)
+                        .push_bind(now_ms);
+                });
+                qb.push(suffix);
+                qb.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
     }
 
     /// Whether the table at `pos` has a pending task due by `now_s`: a
@@ -230,7 +281,7 @@ impl TaskStore {
             TaskStatus::Pending.code()
         );
         let found: Option<i32> =
-            on_db!(&self.db, read, pool => sqlx::query_scalar(&sql).bind(now_s).fetch_optional(pool).await?);
+            on_db!(&self.db, read, pool => sqlx::query_scalar(&pool.sql(&sql)).bind(now_s).fetch_optional(pool).await?);
         Ok(found.is_some())
     }
 
@@ -238,7 +289,7 @@ impl TaskStore {
     /// order_time first, and returns them as claimed (status processing).
     pub async fn hold(&self, task_type: &str, pos: Positions, limit: u32, now_ms: i64) -> Result<Vec<TaskData>> {
         let now_s = now_ms.div_euclid(1_000);
-        let lock = if self.is_postgres() { " FOR UPDATE SKIP LOCKED" } else { "" };
+        let lock = if matches!(self.db, Database::Postgres(_)) { " FOR UPDATE SKIP LOCKED" } else { "" };
         let mut held = Vec::new();
         for p in pos.begin..=pos.end {
             let want = limit as usize - held.len();
@@ -249,6 +300,10 @@ impl TaskStore {
                 continue;
             }
             let t = table_name(task_type, p);
+            if let Database::Mysql(pool) = &self.db {
+                held.extend(hold_mysql(pool, &t, want, now_ms).await?);
+                continue;
+            }
             let sql = format!(
                 "UPDATE \"{t}\" SET status = {processing}, modify_time = $1 WHERE id IN (\
                  SELECT id FROM \"{t}\" WHERE status = {pending} AND order_time <= $2 \
@@ -267,7 +322,7 @@ impl TaskStore {
     /// One task, from the table at `pos`.
     pub async fn get(&self, task_type: &str, pos: u32, task_id: &str) -> Result<Option<StoredTask>> {
         let sql = format!("SELECT {TASK_COLUMNS} FROM \"{}\" WHERE task_id = $1", table_name(task_type, pos));
-        on_db!(&self.db, read, pool => sqlx::query(&sql).bind(task_id).fetch_optional(pool).await?
+        on_db!(&self.db, read, pool => sqlx::query(&pool.sql(&sql)).bind(task_id).fetch_optional(pool).await?
             .as_ref().map(task_from_row).transpose())
     }
 
@@ -329,10 +384,10 @@ impl TaskStore {
             }
             let filter = status.map(|s| format!("AND status = {s}")).unwrap_or_default();
             let sql = format!(
-                "SELECT {TASK_COLUMNS} FROM \"{}\" WHERE order_time <= $2 {filter} ORDER BY order_time LIMIT $1",
+                "SELECT {TASK_COLUMNS} FROM \"{}\" WHERE order_time <= $1 {filter} ORDER BY order_time LIMIT $2",
                 table_name(task_type, p)
             );
-            let rows = on_db!(&self.db, read, pool => sqlx::query(&sql).bind(want as i64).bind(due_by_s).fetch_all(pool).await?
+            let rows = on_db!(&self.db, read, pool => sqlx::query(&pool.sql(&sql)).bind(due_by_s).bind(want as i64).fetch_all(pool).await?
                 .iter().map(task_from_row).collect::<Result<Vec<_>>>()?);
             out.extend(rows.into_iter().map(|t| t.data));
         }
@@ -370,7 +425,7 @@ impl TaskStore {
             table_name(task_type, pos),
             TaskStatus::Processing.code()
         );
-        on_db!(&self.db, read, pool => sqlx::query(&sql).bind(cutoff_ms).bind(i64::from(limit)).fetch_all(pool).await?
+        on_db!(&self.db, read, pool => sqlx::query(&pool.sql(&sql)).bind(cutoff_ms).bind(i64::from(limit)).fetch_all(pool).await?
             .iter().map(task_from_row).collect())
     }
 
@@ -383,7 +438,7 @@ impl TaskStore {
             table_name(&task.task_type, pos),
             TaskStatus::Processing.code()
         );
-        let done = on_db!(&self.db, write, pool => sqlx::query(&sql).bind(i64::from(task.status))
+        let done = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(&sql)).bind(i64::from(task.status))
             .bind(task.crt_retry_num).bind(task.max_retry_interval).bind(task.order_time).bind(&task.schedule_log)
             .bind(now_ms).bind(&task.task_id).bind(seen_modify_ms).execute(pool).await?.rows_affected());
         Ok(done > 0)
@@ -426,7 +481,7 @@ impl TaskStore {
         self.create_table(task_type, end + 1).await?;
         let sql = "UPDATE t_schedule_pos SET schedule_end_pos = $1, modify_time = $2 \
                    WHERE task_type = $3 AND schedule_end_pos = $4";
-        let done = on_db!(&self.db, write, pool => sqlx::query(sql).bind(i64::from(end) + 1).bind(now_ms)
+        let done = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(sql)).bind(i64::from(end) + 1).bind(now_ms)
             .bind(task_type).bind(i64::from(end)).execute(pool).await?.rows_affected());
         Ok(done > 0)
     }
@@ -446,9 +501,9 @@ impl TaskStore {
     /// Moves a type's begin position from `begin` to `begin + 1` if it is still `begin`.
     pub async fn advance_begin(&self, task_type: &str, begin: u32, now_ms: i64) -> Result<bool> {
         let sql = "UPDATE t_schedule_pos SET schedule_begin_pos = $1, modify_time = $2 \
-                   WHERE task_type = $3 AND schedule_begin_pos = $4 AND schedule_end_pos > $4";
-        let done = on_db!(&self.db, write, pool => sqlx::query(sql).bind(i64::from(begin) + 1).bind(now_ms)
-            .bind(task_type).bind(i64::from(begin)).execute(pool).await?.rows_affected());
+                   WHERE task_type = $3 AND schedule_begin_pos = $4 AND schedule_end_pos > $5";
+        let done = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(sql)).bind(i64::from(begin) + 1).bind(now_ms)
+            .bind(task_type).bind(i64::from(begin)).bind(i64::from(begin)).execute(pool).await?.rows_affected());
         Ok(done > 0)
     }
 }
@@ -464,55 +519,22 @@ where
     let modify_ms: i64 = row.try_get("modify_time")?;
     let status: i64 = row.try_get("status")?;
     let data = TaskData {
-        user_id: row.try_get("user_id")?,
-        task_id: row.try_get("task_id")?,
-        task_type: row.try_get("task_type")?,
-        task_stage: row.try_get("task_stage")?,
+        user_id: text(row, "user_id")?,
+        task_id: text(row, "task_id")?,
+        task_type: text(row, "task_type")?,
+        task_stage: text(row, "task_stage")?,
         status: i32::try_from(status).map_err(|_| Error::Corrupt(format!("task status {status}")))?,
         priority: Some(row.try_get("priority")?),
         crt_retry_num: row.try_get("crt_retry_num")?,
         max_retry_num: row.try_get("max_retry_num")?,
         max_retry_interval: row.try_get("max_retry_interval")?,
-        schedule_log: row.try_get("schedule_log")?,
-        context: row.try_get("task_context")?,
+        schedule_log: text(row, "schedule_log")?,
+        context: text(row, "task_context")?,
         order_time: row.try_get("order_time")?,
         create_time: Some(rfc3339(create_ms)),
         modify_time: Some(rfc3339(modify_ms)),
     };
     Ok(StoredTask { data, create_ms, modify_ms })
-}
-
-/// SQLite: the batch in one transaction, split into statements of the
-/// [`INSERT_SIZES`] shapes.
-async fn insert_chunked(pool: &sqlx::SqlitePool, head: &str, tasks: &[TaskData], now_ms: i64) -> Result<()> {
-    let mut tx = pool.begin().await?;
-    let mut rest = tasks;
-    while !rest.is_empty() {
-        let size = INSERT_SIZES.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
-        let (chunk, tail) = rest.split_at(size);
-        rest = tail;
-        let mut qb = QueryBuilder::new(head);
-        qb.push_values(chunk, |mut b, t| {
-            b.push_bind(&t.user_id)
-                .push_bind(&t.task_id)
-                .push_bind(&t.task_type)
-                .push_bind(&t.task_stage)
-                .push_bind(i64::from(t.status))
-                .push_bind(t.priority.unwrap_or(0))
-                .push_bind(t.crt_retry_num)
-                .push_bind(t.max_retry_num)
-                .push_bind(t.max_retry_interval)
-                .push_bind(&t.schedule_log)
-                .push_bind(&t.context)
-                .push_bind(t.order_time)
-                .push_bind(now_ms)
-                .push_bind(now_ms);
-        });
-        qb.push(" ON CONFLICT (task_id) DO NOTHING");
-        qb.build().execute(&mut *tx).await?;
-    }
-    tx.commit().await?;
-    Ok(())
 }
 
 /// PostgreSQL: the batch as one column array per field, in one statement
@@ -544,6 +566,66 @@ async fn insert_unnest(pool: &sqlx::PgPool, head: &str, tasks: &[TaskData], now_
     Ok(())
 }
 
+/// MySQL: DDL of a task table. Indexed text is `VARCHAR` (MySQL indexes no
+/// whole `TEXT`), index names are the table's own (MySQL's are per table and
+/// at most 64 characters), text compares byte for byte.
+fn create_table_mysql(t: &str) -> Vec<String> {
+    vec![format!(
+        "CREATE TABLE IF NOT EXISTS \"{t}\" (\
+         id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL DEFAULT '', \
+         task_id VARCHAR(255) NOT NULL, task_type VARCHAR(64) NOT NULL, \
+         task_stage VARCHAR(255) NOT NULL DEFAULT '', status BIGINT NOT NULL, priority BIGINT NOT NULL DEFAULT 0, \
+         crt_retry_num BIGINT NOT NULL DEFAULT 0, max_retry_num BIGINT NOT NULL DEFAULT 0, \
+         max_retry_interval BIGINT NOT NULL DEFAULT 0, schedule_log MEDIUMTEXT NOT NULL DEFAULT (''), \
+         task_context MEDIUMTEXT NOT NULL DEFAULT (''), order_time BIGINT NOT NULL, \
+         create_time BIGINT NOT NULL, modify_time BIGINT NOT NULL, \
+         UNIQUE KEY task_id (task_id), KEY status_order (status, order_time)\
+         ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"
+    )]
+}
+
+/// MySQL: claims up to `want` due pending tasks of table `t` in one
+/// transaction: locks them (`FOR UPDATE SKIP LOCKED`, so concurrent holds
+/// never wait for each other nor share a task), marks them processing, and
+/// returns them as they now are, oldest order_time first.
+async fn hold_mysql(pool: &sqlx::MySqlPool, t: &str, want: usize, now_ms: i64) -> Result<Vec<TaskData>> {
+    let now_s = now_ms.div_euclid(1_000);
+    let select = format!(
+        "SELECT id, {TASK_COLUMNS} FROM \"{t}\" WHERE status = ? AND order_time <= ? \
+         ORDER BY order_time LIMIT ? FOR UPDATE SKIP LOCKED"
+    );
+    let mut tx = pool.begin().await?;
+    let rows = sqlx::query(&select)
+        .bind(i64::from(TaskStatus::Pending.code()))
+        .bind(now_s)
+        .bind(want as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut held = Vec::with_capacity(rows.len());
+    for row in &rows {
+        ids.push(row.try_get::<i64, _>("id")?);
+        let mut task = task_from_row(row)?.data;
+        task.status = TaskStatus::Processing.code();
+        task.modify_time = Some(rfc3339(now_ms));
+        held.push(task);
+    }
+    let mut qb = QueryBuilder::<MySql>::new(format!("UPDATE \"{t}\" SET status = "));
+    qb.push_bind(i64::from(TaskStatus::Processing.code())).push(", modify_time = ").push_bind(now_ms);
+    qb.push(" WHERE id IN (");
+    let mut sep = qb.separated(", ");
+    for id in ids {
+        sep.push_bind(id);
+    }
+    qb.push(")");
+    qb.build().execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(held)
+}
+
 fn type_from_row<'r, R>(row: &'r R) -> Result<TypeRow>
 where
     R: Row,
@@ -553,7 +635,7 @@ where
     Option<String>: Decode<'r, R::Database> + Type<R::Database>,
 {
     let cfg = TaskScheduleCfg {
-        task_type: row.try_get("task_type")?,
+        task_type: text(row, "task_type")?,
         schedule_limit: row.try_get("schedule_limit")?,
         schedule_interval: row.try_get("schedule_interval")?,
         max_processing_time: row.try_get("max_processing_time")?,
@@ -563,5 +645,5 @@ where
         create_time: Some(rfc3339(row.try_get("create_time")?)),
         modify_time: Some(rfc3339(row.try_get("modify_time")?)),
     };
-    Ok(TypeRow { cfg, owner: row.try_get("owner_app")? })
+    Ok(TypeRow { cfg, owner: opt_text(row, "owner_app")? })
 }

@@ -1,22 +1,26 @@
 //! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every dialect;
-//! only the batch insert and the read by many ids differ, side by side.
+//! only the batch insert, the completion of one-shots (MySQL has no
+//! `RETURNING`), the read by many ids and the batch move of next fire times
+//! differ, side by side.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use const_format::formatcp;
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{MySql, QueryBuilder, Row, Sqlite};
 use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
-use crate::db::on_db;
+use crate::db::{on_db, Dialect};
 use crate::repo::TimerRepo;
-use crate::sql::{code, padded, page_bound, schedule_columns, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::sql::{code, padded, page_bound, schedule_columns, text, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Quota, Refusal, Tx};
 use crate::{Database, Error, Result};
 
-// `next_run` starts at 0: an enabled timer is expanded at the next
-// migrator step at the latest (its creator normally expands it at once).
+// `next_run` starts at the timer's first fire (`NewTimer::first_next_run`):
+// a timer due before the migrator's horizon is expanded at its next step at
+// the latest (its creator normally expands it at once); one due later is
+// not read until then.
 const INSERT: &str = "INSERT INTO t_timer \
      (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
       pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm) ";
@@ -31,31 +35,35 @@ const COUNT_BY_STATUS: &str = formatcp!(
     "SELECT CAST(status AS BIGINT), COUNT(*) FROM t_timer WHERE status <> {} GROUP BY status",
     code::TIMER_DELETED
 );
+// The new status is bound three times ($1, $3, $4): MySQL assigns left to
+// right, so a `status` read after `SET status` would be the new one.
 const SET_STATUS: &str = formatcp!(
-    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $1 = {enabled} THEN 0 ELSE next_run END,
-         pause_reason = CASE WHEN $1 = {enabled} THEN NULL ELSE pause_reason END, peak_fpm = $4
-     WHERE timer_id = $3 AND status <> {deleted}",
+    "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $3 = {enabled} THEN 0 ELSE next_run END,
+         pause_reason = CASE WHEN $4 = {enabled} THEN NULL ELSE pause_reason END, peak_fpm = $5
+     WHERE timer_id = $6 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
 );
-// Enabling (or keeping enabled) marks the timer for expansion at once.
+// Enabling (or keeping enabled) marks the timer for expansion at once; the
+// new status is bound twice ($2, $16).
 const UPDATE: &str = formatcp!(
     "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
-         retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $13,
-         pause_after_failures = $14, pause_reason = NULL, peak_fpm = $15, overlap = $16,
-         next_run = CASE WHEN $2 = {enabled} THEN 0 ELSE next_run END
-     WHERE timer_id = $12 AND status <> {deleted}",
+         retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $12,
+         pause_after_failures = $13, pause_reason = NULL, peak_fpm = $14, overlap = $15,
+         next_run = CASE WHEN $16 = {enabled} THEN 0 ELSE next_run END
+     WHERE timer_id = $17 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
 );
+// The timer ($3, $4) and the count of earlier fires ($7, $8) are bound twice.
 const PAUSE_IF_FAILING: &str = formatcp!(
-    "UPDATE t_timer SET status = {disabled}, pause_reason = $4, modify_time = $5
-     WHERE timer_id = $1 AND status = {enabled}
+    "UPDATE t_timer SET status = {disabled}, pause_reason = $1, modify_time = $2
+     WHERE timer_id = $3 AND status = {enabled}
        AND (SELECT COUNT(*) FROM (SELECT f.status FROM t_timer_task f
-                                  WHERE f.timer_id = $1 AND f.task_id <> $2 AND f.run_timer >= $6
+                                  WHERE f.timer_id = $4 AND f.task_id <> $5 AND f.run_timer >= $6
                                     AND f.status IN ({succeeded}, {failed})
-                                  ORDER BY f.run_timer DESC LIMIT $3) AS recent
-            WHERE recent.status = {failed}) >= $3",
+                                  ORDER BY f.run_timer DESC LIMIT $7) AS recent
+            WHERE recent.status = {failed}) >= $8",
     disabled = code::TIMER_DISABLED,
     enabled = code::TIMER_ENABLED,
     succeeded = code::SUCCEEDED,
@@ -75,6 +83,31 @@ const COMPLETE_FIRED_ONCE: &str = formatcp!(
      RETURNING app, CAST(status AS BIGINT)",
     completed = code::TIMER_COMPLETED,
     deleted = code::TIMER_DELETED,
+    enabled = code::TIMER_ENABLED,
+    pending = code::PENDING,
+    running = code::RUNNING
+);
+/// Apps with a deleteAfterRun one-shot [`COMPLETE_FIRED_ONCE`] will delete:
+/// their usage is locked before the timers are, the order every other
+/// write of a timer takes (so the two cannot deadlock).
+const DELETING_ONCE_APPS: &str = formatcp!(
+    "SELECT DISTINCT app FROM t_timer
+     WHERE status = {enabled} AND next_run IS NULL AND kind = 'once' AND delete_after_run = 1
+       AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
+                   AND f.status NOT IN ({pending}, {running}))
+     ORDER BY app",
+    enabled = code::TIMER_ENABLED,
+    pending = code::PENDING,
+    running = code::RUNNING
+);
+/// MySQL: [`COMPLETE_FIRED_ONCE`] in two steps, with no `RETURNING`: the
+/// one-shots to end, locked, then set by id.
+const FIRED_ONCE_MYSQL: &str = formatcp!(
+    "SELECT timer_id, app, CAST(delete_after_run AS SIGNED) AS delete_after_run FROM t_timer
+     WHERE status = {enabled} AND next_run IS NULL AND kind = 'once'
+       AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
+                   AND f.status NOT IN ({pending}, {running}))
+     FOR UPDATE",
     enabled = code::TIMER_ENABLED,
     pending = code::PENDING,
     running = code::RUNNING
@@ -151,11 +184,13 @@ impl TimerRepo for Database {
                 }
             }
         }
-        on_tx!(&mut tx, c => sqlx::query(SET_STATUS)
+        on_tx!(&mut tx, c => sqlx::query(&c.sql(SET_STATUS))
             .bind(status.code())
             .bind(now_ms)
-            .bind(id)
+            .bind(status.code())
+            .bind(status.code())
             .bind(peak_column(load))
+            .bind(id)
             .execute(&mut *c)
             .await?
             .rows_affected());
@@ -182,7 +217,7 @@ impl TimerRepo for Database {
             return Err(Error::Refused { app: old.app, index: 0, refusal });
         }
         let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
-        let res = on_tx!(&mut tx, c => sqlx::query(UPDATE)
+        let res = on_tx!(&mut tx, c => sqlx::query(&c.sql(UPDATE))
             .bind(&t.name)
             .bind(t.status.code())
             .bind(kind)
@@ -194,11 +229,12 @@ impl TimerRepo for Database {
             .bind(t.misfire.as_str())
             .bind(i64::from(t.delete_after_run))
             .bind(now_ms)
-            .bind(id)
             .bind(on_failure_json(t))
             .bind(t.pause_after_failures.map(i64::from))
             .bind(peak_column(load))
             .bind(t.overlap.as_str())
+            .bind(t.status.code())
+            .bind(id)
             .execute(&mut *c)
             .await
             .map(|done| done.rows_affected()));
@@ -226,13 +262,16 @@ impl TimerRepo for Database {
     ) -> Result<bool> {
         let mut tx = Tx::begin(self).await?;
         let Some((timer, peak, mut usage)) = locked_timer(&mut tx, timer_id, now_ms).await? else { return Ok(false) };
-        let done = on_tx!(&mut tx, c => sqlx::query(PAUSE_IF_FAILING)
-            .bind(timer_id)
-            .bind(task_id)
-            .bind(i64::from(n.saturating_sub(1)))
+        let earlier = i64::from(n.saturating_sub(1));
+        let done = on_tx!(&mut tx, c => sqlx::query(&c.sql(PAUSE_IF_FAILING))
             .bind(reason)
             .bind(now_ms)
+            .bind(timer_id)
+            .bind(timer_id)
+            .bind(task_id)
             .bind(since_ms)
+            .bind(earlier)
+            .bind(earlier)
             .execute(&mut *c)
             .await?
             .rows_affected());
@@ -250,7 +289,7 @@ impl TimerRepo for Database {
     }
 
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>> {
-        let row = on_db!(self, read, pool => sqlx::query(GET).bind(id).fetch_optional(pool).await?
+        let row = on_db!(self, read, pool => sqlx::query(&pool.sql(GET)).bind(id).fetch_optional(pool).await?
             .as_ref().map(timer_from_row).transpose());
         row
     }
@@ -260,54 +299,55 @@ impl TimerRepo for Database {
             return Ok(Vec::new());
         }
         match self {
-            Self::Sqlite { read, .. } => {
-                let mut out = Vec::with_capacity(ids.len());
-                // A power of two at most MAX_PARAMS, as the padded list grows to one.
-                for chunk in ids.chunks(16_384) {
-                    let mut qb = QueryBuilder::<Sqlite>::new(formatcp!(
-                        "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN ("
-                    ));
-                    let mut sep = qb.separated(", ");
-                    for id in padded(chunk) {
-                        sep.push_bind(*id);
-                    }
-                    qb.push(")");
-                    for row in qb.build().fetch_all(read).await? {
-                        out.push(timer_from_row(&row)?);
-                    }
-                }
-                Ok(out)
-            }
             Self::Postgres(pool) => {
                 let sql = formatcp!(
                     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = ANY($1::bigint[]) ORDER BY timer_id"
                 );
                 sqlx::query(sql).bind(ids).fetch_all(pool).await?.iter().map(timer_from_row).collect()
             }
+            // `IN` lists of binds, padded to a power of two (at most
+            // MAX_PARAMS) so each shape is prepared once.
+            db => on_db!(db, read, pool => {
+                let mut out = Vec::with_capacity(ids.len());
+                for chunk in ids.chunks(16_384) {
+                    let mut qb =
+                        QueryBuilder::new(pool.sql(formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (")));
+                    let mut sep = qb.separated(", ");
+                    for id in padded(chunk) {
+                        sep.push_bind(*id);
+                    }
+                    qb.push(")");
+                    for row in qb.build().fetch_all(pool).await? {
+                        out.push(timer_from_row(&row)?);
+                    }
+                }
+                Ok(out)
+            }),
         }
     }
 
     async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)> {
         let (timers, total) = on_db!(self, read, pool => {
-            let rows = sqlx::query(LIST_APP)
+            let rows = sqlx::query(&pool.sql(LIST_APP))
                 .bind(app)
                 .bind(page_bound(limit))
                 .bind(page_bound(offset))
                 .fetch_all(pool)
                 .await?;
-            let total: i64 = sqlx::query_scalar(COUNT_APP).bind(app).fetch_one(pool).await?;
+            let total: i64 = sqlx::query_scalar(&pool.sql(COUNT_APP)).bind(app).fetch_one(pool).await?;
             (rows.iter().map(timer_from_row).collect::<Result<Vec<_>>>()?, total)
         });
         Ok((timers, total as u64))
     }
 
     async fn count_timers_by_status(&self) -> Result<Vec<(TimerStatus, u64)>> {
-        let rows: Vec<(i64, i64)> = on_db!(self, read, pool => sqlx::query_as(COUNT_BY_STATUS).fetch_all(pool).await?);
+        let rows: Vec<(i64, i64)> =
+            on_db!(self, read, pool => sqlx::query_as(&pool.sql(COUNT_BY_STATUS)).fetch_all(pool).await?);
         Ok(rows.into_iter().filter_map(|(status, n)| TimerStatus::from_code(status).map(|s| (s, n as u64))).collect())
     }
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
-        on_db!(self, read, pool => sqlx::query(DUE)
+        on_db!(self, read, pool => sqlx::query(&pool.sql(DUE))
             .bind(before_ms)
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -322,13 +362,6 @@ impl TimerRepo for Database {
             return Ok(());
         }
         match self {
-            Self::Sqlite { write, .. } => {
-                let mut tx = write.begin().await?;
-                for (id, run) in next {
-                    sqlx::query(SET_NEXT_RUN).bind(run).bind(id).execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-            }
             Self::Postgres(pool) => {
                 sqlx::query(
                     "UPDATE t_timer t SET next_run = v.next_run
@@ -339,6 +372,15 @@ impl TimerRepo for Database {
                 .execute(pool)
                 .await?;
             }
+            // One statement per timer, in one transaction.
+            db => on_db!(db, write, pool => {
+                let sql = pool.sql(SET_NEXT_RUN);
+                let mut tx = pool.begin().await?;
+                for (id, run) in next {
+                    sqlx::query(&sql).bind(run).bind(id).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }),
         }
         Ok(())
     }
@@ -347,8 +389,21 @@ impl TimerRepo for Database {
         // A one-shot timer's load (its minute) is past by now; one deleted
         // (deleteAfterRun) no longer counts as a timer of its app.
         let mut tx = Tx::begin(self).await?;
-        let ended: Vec<(String, i64)> =
-            on_tx!(&mut tx, c => sqlx::query_as(COMPLETE_FIRED_ONCE).bind(now_ms).fetch_all(&mut *c).await?);
+        if !matches!(tx, Tx::Sqlite(_)) {
+            let apps: Vec<String> = on_tx!(&mut tx, c => sqlx::query(&c.sql(DELETING_ONCE_APPS))
+                .fetch_all(&mut *c)
+                .await?
+                .iter()
+                .map(|row| crate::sql::text(row, "app"))
+                .collect::<Result<_>>()?);
+            for app in apps {
+                AppUsage::read(&mut tx, &app, now_ms).await?;
+            }
+        }
+        let ended: Vec<(String, i64)> = match &mut tx {
+            Tx::Mysql(c) => complete_fired_once_mysql(c, now_ms).await?,
+            tx => on_tx!(tx, c => sqlx::query_as(COMPLETE_FIRED_ONCE).bind(now_ms).fetch_all(&mut *c).await?),
+        };
         let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
         for (app, status) in &ended {
             if *status == code::TIMER_DELETED {
@@ -363,7 +418,7 @@ impl TimerRepo for Database {
     }
 
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>> {
-        on_db!(self, read, pool => sqlx::query(ENABLED)
+        on_db!(self, read, pool => sqlx::query(&pool.sql(ENABLED))
             .bind(after_id)
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -497,7 +552,7 @@ impl InsertRows for sqlx::SqliteConnection {
                     .push_bind(t.overlap.as_str())
                     .push_bind(now_ms)
                     .push_bind(now_ms)
-                    .push_bind(0_i64)
+                    .push_bind(t.first_next_run(now_ms))
                     .push_bind(peak_column(*load));
             });
             qb.push(ON_NAME_TAKEN);
@@ -516,12 +571,12 @@ impl InsertRows for sqlx::PgConnection {
         let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
         let sql = formatcp!(
             "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                    on_failure, pause_after_failures, overlap, $11, $11, 0, peak
+                    on_failure, pause_after_failures, overlap, $11, $11, next_run, peak
              FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
                          $8::text[], $9::text[], $10::text[], $12::bigint[], $13::smallint[], $14::text[],
-                         $15::integer[], $16::text[])
+                         $15::integer[], $16::text[], $17::bigint[])
                   WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak,
-                                       delete_after_run, on_failure, pause_after_failures, overlap, ord)
+                                       delete_after_run, on_failure, pause_after_failures, overlap, next_run, ord)
              ORDER BY ord{ON_NAME_TAKEN}"
         );
         let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
@@ -541,10 +596,89 @@ impl InsertRows for sqlx::PgConnection {
             .bind(timers.iter().map(|(t, _)| on_failure_json(t)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.overlap.as_str()).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| t.first_next_run(now_ms)).collect::<Vec<_>>())
             .fetch_all(&mut *self)
             .await?;
         Ok(rows)
     }
+}
+
+/// MySQL: multi-row `INSERT IGNORE` statements (a taken name skips its row,
+/// as `ON CONFLICT DO NOTHING` does). With no `RETURNING`, each statement's
+/// rows are read back by (app, live name) from the first id it drew on:
+/// the caller holds the usage lock of every app in the batch, so no other
+/// transaction adds a live timer of these apps meanwhile, and a name taken
+/// before has a smaller id.
+impl InsertRows for sqlx::MySqlConnection {
+    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
+        let mut made = Vec::with_capacity(timers.len());
+        for chunk in timers.chunks(500) {
+            let mut qb = QueryBuilder::<MySql>::new(INSERT.replacen("INSERT", "INSERT IGNORE", 1));
+            qb.push_values(chunk, |mut b, (t, load)| {
+                let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+                b.push_bind(t.app.as_str())
+                    .push_bind(t.name.as_str())
+                    .push_bind(t.status.code())
+                    .push_bind(kind)
+                    .push_bind(cron)
+                    .push_bind(timezone)
+                    .push_bind(run_at)
+                    .push_bind(notify_json(t))
+                    .push_bind(retry_json(t))
+                    .push_bind(t.misfire.as_str())
+                    .push_bind(i64::from(t.delete_after_run))
+                    .push_bind(on_failure_json(t))
+                    .push_bind(t.pause_after_failures.map(i64::from))
+                    .push_bind(t.overlap.as_str())
+                    .push_bind(now_ms)
+                    .push_bind(now_ms)
+                    .push_bind(t.first_next_run(now_ms))
+                    .push_bind(peak_column(*load));
+            });
+            let done = qb.build().execute(&mut *self).await?;
+            if done.rows_affected() == 0 {
+                continue;
+            }
+            let mut qb = QueryBuilder::<MySql>::new("SELECT timer_id, app, name FROM t_timer WHERE timer_id >= ");
+            qb.push_bind(done.last_insert_id() as i64).push(" AND (");
+            let mut sep = qb.separated(" OR ");
+            for (t, _) in chunk {
+                sep.push("(app = ").push_bind_unseparated(t.app.as_str());
+                sep.push_unseparated(" AND live_name = ").push_bind_unseparated(t.name.as_str()).push_unseparated(")");
+            }
+            qb.push(") ORDER BY timer_id");
+            for row in qb.build().fetch_all(&mut *self).await? {
+                made.push((row.try_get("timer_id")?, text(&row, "app")?, text(&row, "name")?));
+            }
+        }
+        Ok(made)
+    }
+}
+
+/// MySQL: ends the enabled one-shots whose fire has ended (completed, or
+/// deleted with deleteAfterRun); returns (app, new status) of each.
+async fn complete_fired_once_mysql(c: &mut sqlx::MySqlConnection, now_ms: i64) -> Result<Vec<(String, i64)>> {
+    let mut ended = Vec::new();
+    let mut by_status: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for row in sqlx::query(FIRED_ONCE_MYSQL).fetch_all(&mut *c).await? {
+        let delete = row.try_get::<i64, _>("delete_after_run")? == 1;
+        let status = if delete { code::TIMER_DELETED } else { code::TIMER_COMPLETED };
+        by_status.entry(status).or_default().push(row.try_get("timer_id")?);
+        ended.push((text(&row, "app")?, status));
+    }
+    for (status, ids) in by_status {
+        for chunk in ids.chunks(MAX_PARAMS) {
+            let mut qb = QueryBuilder::<MySql>::new("UPDATE t_timer SET status = ");
+            qb.push_bind(status).push(", modify_time = ").push_bind(now_ms).push(" WHERE timer_id IN (");
+            let mut sep = qb.separated(", ");
+            for id in chunk {
+                sep.push_bind(*id);
+            }
+            qb.push(")");
+            qb.build().execute(&mut *c).await?;
+        }
+    }
+    Ok(ended)
 }
 
 /// A timer, its stored peak and its app's usage, read in `tx`: the app
@@ -557,7 +691,7 @@ async fn locked_timer(tx: &mut Tx, id: i64, now_ms: i64) -> Result<Option<(Timer
 
 /// A timer and its stored peak, read in `tx`.
 async fn timer_with_peak(tx: &mut Tx, id: i64) -> Result<Option<(Timer, Option<i64>)>> {
-    let row = on_tx!(tx, c => sqlx::query(GET_WITH_PEAK).bind(id).fetch_optional(&mut *c).await?
+    let row = on_tx!(tx, c => sqlx::query(&c.sql(GET_WITH_PEAK)).bind(id).fetch_optional(&mut *c).await?
         .map(|row| Ok::<_, Error>((timer_from_row(&row)?, row.try_get::<Option<i64>, _>("peak_fpm")?)))
         .transpose()?);
     Ok(row)

@@ -7,8 +7,10 @@
 //! enabled cron timers' peak fires per minute, and per minute its enabled
 //! one-shot timers due then ([`Load`]). An app without a row (one that
 //! predates the counters) is counted from `t_timer` once, the first time a
-//! change needs it. On PostgreSQL the row is locked for the transaction, so
-//! concurrent changes of one app take turns; SQLite has one writer.
+//! change needs it. On PostgreSQL and MySQL the row is locked for the
+//! transaction, so concurrent changes of one app take turns; SQLite has one
+//! writer. On MySQL an app's first count starts from a placeholder row the
+//! counting transaction holds (see [`AppUsage::read`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -17,7 +19,8 @@ use sqlx::Row;
 use xtimer_core::load::Load;
 use xtimer_core::timer::{Schedule, TimerStatus};
 
-use crate::sql::code;
+use crate::db::Dialect;
+use crate::sql::{code, opt_text, text};
 use crate::{Database, Result};
 
 /// The create-time limits of every app.
@@ -48,14 +51,16 @@ pub enum Refusal {
     TooManyFires { fires: u64, own: u64, max: u64 },
 }
 
-/// A transaction on the write pool of either dialect.
+/// A transaction on the write pool of any dialect.
 pub(crate) enum Tx {
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    Mysql(sqlx::Transaction<'static, sqlx::MySql>),
 }
 
 /// Runs `$body` with `$c` bound to the connection of a [`Tx`], once per
-/// dialect, so one statement text serves both (as `on_db!` does for pools).
+/// dialect, so one statement text serves them all (as `on_db!` does for
+/// pools; shared text goes through [`Dialect::sql`] of `$c`).
 macro_rules! on_tx {
     ($tx:expr, $c:ident => $body:expr) => {
         match $tx {
@@ -65,6 +70,10 @@ macro_rules! on_tx {
             }
             $crate::usage::Tx::Postgres(t) => {
                 let $c: &mut sqlx::PgConnection = &mut *t;
+                $body
+            }
+            $crate::usage::Tx::Mysql(t) => {
+                let $c: &mut sqlx::MySqlConnection = &mut *t;
                 $body
             }
         }
@@ -78,6 +87,7 @@ impl Tx {
         Ok(match db {
             Database::Sqlite { write, .. } => Self::Sqlite(write.begin().await?),
             Database::Postgres(pool) => Self::Postgres(pool.begin().await?),
+            Database::Mysql(pool) => Self::Mysql(pool.begin().await?),
         })
     }
 
@@ -85,13 +95,17 @@ impl Tx {
         match self {
             Self::Sqlite(t) => t.commit().await?,
             Self::Postgres(t) => t.commit().await?,
+            Self::Mysql(t) => t.commit().await?,
         }
         Ok(())
     }
 }
 
 const USAGE_SQLITE: &str = "SELECT timers, cron_fpm FROM t_app_usage WHERE app = $1";
-const USAGE_PG: &str = "SELECT timers, cron_fpm FROM t_app_usage WHERE app = $1 FOR UPDATE";
+/// PostgreSQL and MySQL: the row, locked for the transaction.
+const USAGE_LOCKED: &str = "SELECT timers, cron_fpm FROM t_app_usage WHERE app = $1 FOR UPDATE";
+/// MySQL: the `timers` of a usage row not counted yet (see [`AppUsage::read`]).
+const UNCOUNTED: i64 = -1;
 const COUNT_TIMERS: &str =
     formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
 const ENABLED_CRONS: &str = formatcp!(
@@ -101,6 +115,17 @@ const ENABLED_CRONS: &str = formatcp!(
 const SET_PEAK: &str = "UPDATE t_timer SET peak_fpm = $1 WHERE timer_id = $2";
 const INSERT_USAGE: &str =
     "INSERT INTO t_app_usage (app, timers, cron_fpm) VALUES ($1, $2, $3) ON CONFLICT (app) DO NOTHING";
+/// MySQL: a placeholder usage row, or the existing row, locked either way.
+/// An upsert takes the row's exclusive lock at once where `INSERT IGNORE`
+/// would take a shared one: two transactions each holding a shared lock and
+/// then asking for the exclusive one would deadlock.
+const PLACEHOLDER_USAGE_MYSQL: &str = formatcp!(
+    "INSERT INTO t_app_usage (app, timers, cron_fpm) VALUES ($1, {UNCOUNTED}, 0) ON DUPLICATE KEY UPDATE app = app"
+);
+/// MySQL: the timers of a usage row this transaction holds.
+const USAGE_TIMERS: &str = "SELECT timers FROM t_app_usage WHERE app = $1";
+/// MySQL: the counts of the placeholder row.
+const SET_USAGE_MYSQL: &str = "UPDATE t_app_usage SET timers = $1, cron_fpm = $2 WHERE app = $3";
 const INSERT_MINUTES: &str = formatcp!(
     "INSERT INTO t_app_minute (app, minute, fires)
      SELECT app, run_at / 60000, COUNT(*) FROM t_timer
@@ -109,15 +134,29 @@ const INSERT_MINUTES: &str = formatcp!(
      ON CONFLICT (app, minute) DO NOTHING",
     code::TIMER_ENABLED
 );
-const ADD_USAGE: &str = "UPDATE t_app_usage SET timers = timers + $2, cron_fpm = cron_fpm + $3 WHERE app = $1";
+/// [`INSERT_MINUTES`] on MySQL, whose `/` divides exactly (`DIV` is the
+/// integer division). Under the app's usage lock, so no other transaction
+/// writes the app's minutes meanwhile.
+const INSERT_MINUTES_MYSQL: &str = formatcp!(
+    "INSERT IGNORE INTO t_app_minute (app, minute, fires)
+     SELECT app, run_at DIV 60000, COUNT(*) FROM t_timer
+     WHERE app = $1 AND status = {} AND kind = 'once' AND run_at >= $2
+     GROUP BY app, run_at DIV 60000",
+    code::TIMER_ENABLED
+);
+const ADD_USAGE: &str = "UPDATE t_app_usage SET timers = timers + $1, cron_fpm = cron_fpm + $2 WHERE app = $3";
 const ADD_MINUTE: &str = "INSERT INTO t_app_minute (app, minute, fires) VALUES ($1, $2, $3)
      ON CONFLICT (app, minute) DO UPDATE SET fires = t_app_minute.fires + excluded.fires";
+/// [`ADD_MINUTE`] on MySQL: the added fires are bound twice (MySQL 8 and
+/// MariaDB share no other way to name the new row).
+const ADD_MINUTE_MYSQL: &str = "INSERT INTO t_app_minute (app, minute, fires) VALUES ($1, $2, $3)
+     ON DUPLICATE KEY UPDATE fires = fires + $4";
 const MINUTE_FIRES: &str = "SELECT fires FROM t_app_minute WHERE app = $1 AND minute = $2";
 const FULLEST_MINUTE: &str = "SELECT COALESCE(MAX(fires), 0) FROM t_app_minute WHERE app = $1 AND minute >= $2";
 const FORGET_MINUTES: &str = "DELETE FROM t_app_minute WHERE minute < $1";
 
-/// One app's usage, read (and on PostgreSQL locked) in a transaction,
-/// with the changes to write back.
+/// One app's usage, read (and on PostgreSQL and MySQL locked) in a
+/// transaction, with the changes to write back.
 pub(crate) struct AppUsage {
     app: String,
     now_minute: i64,
@@ -134,18 +173,24 @@ pub(crate) struct AppUsage {
 
 impl AppUsage {
     /// Reads `app`'s usage in `tx` (counting it from `t_timer` if it has no
-    /// row yet) and locks it on PostgreSQL.
+    /// row yet) and locks it on PostgreSQL and MySQL.
+    ///
+    /// On MySQL an app without a row gets a placeholder row first (locked by
+    /// the upsert that makes it, or waited for when another transaction
+    /// made it); whoever holds the placeholder counts the app into it.
     pub(crate) async fn read(tx: &mut Tx, app: &str, now_ms: i64) -> Result<Self> {
         let sql = match tx {
             Tx::Sqlite(_) => USAGE_SQLITE,
-            Tx::Postgres(_) => USAGE_PG,
+            Tx::Postgres(_) | Tx::Mysql(_) => USAGE_LOCKED,
         };
-        let row: Option<(i64, i64)> = on_tx!(tx, c => sqlx::query_as(sql).bind(app).fetch_optional(&mut *c).await?);
-        let (timers, cron_fpm) = match row {
+        let read = |row: Option<(i64, i64)>| row.filter(|(timers, _)| *timers != UNCOUNTED);
+        let row: Option<(i64, i64)> =
+            on_tx!(tx, c => sqlx::query_as(&c.sql(sql)).bind(app).fetch_optional(&mut *c).await?);
+        let (timers, cron_fpm) = match read(row) {
             Some(row) => row,
             None => {
                 count_app(tx, app, now_ms).await?;
-                on_tx!(tx, c => sqlx::query_as(sql).bind(app).fetch_one(&mut *c).await?)
+                on_tx!(tx, c => sqlx::query_as(&c.sql(sql)).bind(app).fetch_one(&mut *c).await?)
             }
         };
         Ok(Self {
@@ -227,8 +272,11 @@ impl AppUsage {
         if let Some(n) = self.minutes.get(&m) {
             return Ok(*n);
         }
-        let stored: Option<i64> =
-            on_tx!(tx, c => sqlx::query_scalar(MINUTE_FIRES).bind(&self.app).bind(m).fetch_optional(&mut *c).await?);
+        let stored: Option<i64> = on_tx!(tx, c => sqlx::query_scalar(&c.sql(MINUTE_FIRES))
+            .bind(&self.app)
+            .bind(m)
+            .fetch_optional(&mut *c)
+            .await?);
         let n = stored.unwrap_or(0).saturating_add(self.added_minutes.get(&m).copied().unwrap_or(0)).max(0) as u64;
         self.minutes.insert(m, n);
         Ok(n)
@@ -240,7 +288,7 @@ impl AppUsage {
         if let Some(n) = self.fullest {
             return Ok(n);
         }
-        let stored: i64 = on_tx!(tx, c => sqlx::query_scalar(FULLEST_MINUTE)
+        let stored: i64 = on_tx!(tx, c => sqlx::query_scalar(&c.sql(FULLEST_MINUTE))
             .bind(&self.app)
             .bind(self.now_minute)
             .fetch_one(&mut *c)
@@ -256,22 +304,32 @@ impl AppUsage {
     /// Writes the changes counted since [`AppUsage::read`].
     pub(crate) async fn write(self, tx: &mut Tx) -> Result<()> {
         if self.added_timers != 0 || self.added_cron != 0 {
-            on_tx!(tx, c => sqlx::query(ADD_USAGE)
-                .bind(&self.app)
+            on_tx!(tx, c => sqlx::query(&c.sql(ADD_USAGE))
                 .bind(self.added_timers)
                 .bind(self.added_cron)
+                .bind(&self.app)
                 .execute(&mut *c)
                 .await?
                 .rows_affected());
         }
         for (minute, fires) in self.added_minutes.into_iter().filter(|(_, n)| *n != 0) {
-            on_tx!(tx, c => sqlx::query(ADD_MINUTE)
-                .bind(&self.app)
-                .bind(minute)
-                .bind(fires)
-                .execute(&mut *c)
-                .await?
-                .rows_affected());
+            match &mut *tx {
+                Tx::Mysql(c) => sqlx::query(&c.sql(ADD_MINUTE_MYSQL))
+                    .bind(&self.app)
+                    .bind(minute)
+                    .bind(fires)
+                    .bind(fires)
+                    .execute(&mut **c)
+                    .await?
+                    .rows_affected(),
+                tx => on_tx!(tx, c => sqlx::query(ADD_MINUTE)
+                    .bind(&self.app)
+                    .bind(minute)
+                    .bind(fires)
+                    .execute(&mut *c)
+                    .await?
+                    .rows_affected()),
+            };
         }
         Ok(())
     }
@@ -301,14 +359,23 @@ pub(crate) fn peak_column(load: Load) -> Option<i64> {
 }
 
 /// Counts `app` from `t_timer` into a new usage row (and its minutes); a
-/// no-op when a concurrent transaction made the row first.
+/// no-op when a concurrent transaction made the row first. On MySQL the
+/// row is the placeholder, made (or waited for) and locked first; it is
+/// counted unless a concurrent transaction counted it meanwhile.
 async fn count_app(tx: &mut Tx, app: &str, now_ms: i64) -> Result<()> {
-    let timers: i64 = on_tx!(tx, c => sqlx::query_scalar(COUNT_TIMERS).bind(app).fetch_one(&mut *c).await?);
-    let crons = on_tx!(tx, c => sqlx::query(ENABLED_CRONS).bind(app).fetch_all(&mut *c).await?
+    if let Tx::Mysql(c) = &mut *tx {
+        sqlx::query(&c.sql(PLACEHOLDER_USAGE_MYSQL)).bind(app).execute(&mut **c).await?;
+        let timers: i64 = sqlx::query_scalar(&c.sql(USAGE_TIMERS)).bind(app).fetch_one(&mut **c).await?;
+        if timers != UNCOUNTED {
+            return Ok(());
+        }
+    }
+    let timers: i64 = on_tx!(tx, c => sqlx::query_scalar(&c.sql(COUNT_TIMERS)).bind(app).fetch_one(&mut *c).await?);
+    let crons = on_tx!(tx, c => sqlx::query(&c.sql(ENABLED_CRONS)).bind(app).fetch_all(&mut *c).await?
         .iter()
-        .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<String>, _>(1)?, r.try_get::<String, _>(2)?,
-                     r.try_get::<Option<i64>, _>(3)?)))
-        .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?);
+        .map(|r| Ok((r.try_get::<i64, _>("timer_id")?, opt_text(r, "cron")?, text(r, "timezone")?,
+                     r.try_get::<Option<i64>, _>("peak_fpm")?)))
+        .collect::<Result<Vec<_>>>()?);
     let mut cron_fpm = 0_i64;
     for (id, expr, timezone, peak) in crons {
         let peak = match peak {
@@ -316,21 +383,31 @@ async fn count_app(tx: &mut Tx, app: &str, now_ms: i64) -> Result<()> {
             None => {
                 let schedule = Schedule::Cron { expr: expr.unwrap_or_default(), timezone };
                 let peak = peak_column(Load::of(&schedule, now_ms)).unwrap_or(0);
-                on_tx!(tx, c => sqlx::query(SET_PEAK).bind(peak).bind(id).execute(&mut *c).await?.rows_affected());
+                on_tx!(tx, c => sqlx::query(&c.sql(SET_PEAK)).bind(peak).bind(id).execute(&mut *c).await?
+                    .rows_affected());
                 peak
             }
         };
         cron_fpm += peak;
     }
-    let made = on_tx!(tx, c => sqlx::query(INSERT_USAGE)
-        .bind(app)
-        .bind(timers)
-        .bind(cron_fpm)
-        .execute(&mut *c)
-        .await?
-        .rows_affected());
+    let (made, minutes) = match &mut *tx {
+        Tx::Mysql(c) => {
+            sqlx::query(&c.sql(SET_USAGE_MYSQL)).bind(timers).bind(cron_fpm).bind(app).execute(&mut **c).await?;
+            (1, INSERT_MINUTES_MYSQL)
+        }
+        tx => {
+            let made = on_tx!(tx, c => sqlx::query(INSERT_USAGE)
+                .bind(app)
+                .bind(timers)
+                .bind(cron_fpm)
+                .execute(&mut *c)
+                .await?
+                .rows_affected());
+            (made, INSERT_MINUTES)
+        }
+    };
     if made == 1 {
-        on_tx!(tx, c => sqlx::query(INSERT_MINUTES)
+        on_tx!(tx, c => sqlx::query(&c.sql(minutes))
             .bind(app)
             .bind(now_ms.div_euclid(60_000) * 60_000)
             .execute(&mut *c)
@@ -343,14 +420,15 @@ async fn count_app(tx: &mut Tx, app: &str, now_ms: i64) -> Result<()> {
 /// Counts `n` timers of `app` gone (deleted by the store itself); an app
 /// without a row yet is counted from `t_timer` when first needed.
 pub(crate) async fn remove_timers(tx: &mut Tx, app: &str, n: i64) -> Result<()> {
-    on_tx!(tx, c => sqlx::query(ADD_USAGE).bind(app).bind(-n).bind(0_i64).execute(&mut *c).await?.rows_affected());
+    on_tx!(tx, c => sqlx::query(&c.sql(ADD_USAGE)).bind(-n).bind(0_i64).bind(app).execute(&mut *c).await?
+        .rows_affected());
     Ok(())
 }
 
 /// Deletes the one-shot counts of minutes before `before_minute` (Unix
 /// minutes); returns how many.
 pub(crate) async fn forget_minutes(db: &Database, before_minute: i64) -> Result<u64> {
-    Ok(crate::db::on_db!(db, write, pool => sqlx::query(FORGET_MINUTES)
+    Ok(crate::db::on_db!(db, write, pool => sqlx::query(&pool.sql(FORGET_MINUTES))
         .bind(before_minute)
         .execute(pool)
         .await?

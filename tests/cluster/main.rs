@@ -1,9 +1,11 @@
-//! Many nodes on one PostgreSQL + Redis (or Redis Cluster): every fire
-//! once, under crashes.
+//! Many nodes on one PostgreSQL (or MySQL) + Redis (or Redis Cluster):
+//! every fire once, under crashes.
 //!
-//! Each test starts its own PostgreSQL and Redis (so it can kill, flush or
-//! stop them) and runs `xtimer serve` processes against them, with a
-//! callback receiver in the test. Real clock, generous waits.
+//! Each test starts its own database server and Redis (so it can kill,
+//! flush or stop them) and runs `xtimer serve` processes against them, with
+//! a callback receiver in the test. Real clock, generous waits. Each test
+//! runs once per database ([`on_both_databases!`]); MariaDB stands in for
+//! MySQL.
 
 mod nodes;
 mod servers;
@@ -15,7 +17,109 @@ use sqlx::Row;
 use xtimer::receiver::Receiver;
 
 use nodes::ProcNode;
-use servers::{Postgres, Redis, RedisCluster};
+use servers::{Mariadb, Postgres, Redis, RedisCluster};
+
+/// Which database server a test runs on.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Postgres,
+    Mysql,
+}
+
+/// A throwaway database server of either kind.
+enum Db {
+    Postgres(Postgres),
+    Mysql(Mariadb),
+}
+
+impl Db {
+    fn start(kind: Kind) -> Self {
+        match kind {
+            Kind::Postgres => Self::Postgres(Postgres::start()),
+            Kind::Mysql => Self::Mysql(Mariadb::start()),
+        }
+    }
+
+    fn url(&self) -> &str {
+        match self {
+            Self::Postgres(db) => &db.url,
+            Self::Mysql(db) => &db.url,
+        }
+    }
+
+    fn down(&self) {
+        match self {
+            Self::Postgres(db) => db.down(),
+            Self::Mysql(db) => db.down(),
+        }
+    }
+
+    fn up(&self) {
+        match self {
+            Self::Postgres(db) => db.up(),
+            Self::Mysql(db) => db.up(),
+        }
+    }
+
+    /// (status, owner) of every fire due in [from, to).
+    async fn fires_between(&self, from: i64, to: i64) -> Vec<(i64, Option<String>)> {
+        match self {
+            Self::Postgres(db) => {
+                let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+                sqlx::query(
+                    "SELECT status::BIGINT AS status, owner FROM t_timer_task WHERE run_timer >= $1 AND run_timer < $2",
+                )
+                .bind(from)
+                .bind(to)
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| (row.get("status"), row.get("owner")))
+                .collect()
+            }
+            Self::Mysql(db) => {
+                let pool = sqlx::MySqlPool::connect(&db.url).await.unwrap();
+                sqlx::query(
+                    "SELECT CAST(status AS SIGNED) AS status, owner FROM t_timer_task WHERE run_timer >= ? AND run_timer < ?",
+                )
+                .bind(from)
+                .bind(to)
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+                .iter()
+                // Unchecked: MySQL reports byte-compared (`_bin`) text as binary.
+                .map(|row| (row.get("status"), row.try_get_unchecked("owner").unwrap()))
+                .collect()
+            }
+        }
+    }
+}
+
+/// Runs each listed `async fn(Kind)` body as two tests, `postgres` and
+/// `mysql`, under a module named after the body.
+macro_rules! on_both_databases {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(super::Kind::Postgres).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                super::$name(super::Kind::Mysql).await
+            }
+        }
+    )*};
+}
+
+on_both_databases!(
+    three_nodes_fire_every_timer_once_and_share_the_shards,
+    kill_9_of_a_node_mid_minute_loses_nothing_and_its_fires_are_taken_over,
+    redis_flushall_mid_run_loses_nothing_and_repeats_nothing,
+    a_database_down_for_ten_seconds_delays_fires_but_loses_and_repeats_none,
+);
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -40,7 +144,7 @@ struct Outcome {
 /// the window, waits for every fire and checks them.
 async fn run_window(
     node: &ProcNode,
-    db: &str,
+    db: &Db,
     rx: &Receiver,
     n: usize,
     seconds: i64,
@@ -82,22 +186,13 @@ async fn run_window(
         .collect();
     let duplicates = seen.iter().filter(|(_, (n, _))| *n > 1).map(|(k, (_, run))| (k.clone(), *run)).collect();
 
-    let pool = sqlx::PgPool::connect(db).await.unwrap();
-    let rows = sqlx::query(
-        "SELECT status::BIGINT AS status, owner FROM t_timer_task WHERE run_timer >= $1 AND run_timer < $2",
-    )
-    .bind(start)
-    .bind(end)
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    let rows = db.fires_between(start, end).await;
     let mut split = BTreeMap::new();
     let mut not_succeeded = 0;
-    for row in &rows {
-        if row.get::<i64, _>("status") != 2 {
+    for (status, owner) in rows.iter().cloned() {
+        if status != 2 {
             not_succeeded += 1;
         }
-        let owner: Option<String> = row.get("owner");
         let node = owner.and_then(|o| o.rsplit_once(':').map(|(n, _)| n.to_string())).unwrap_or_default();
         *split.entry(node).or_insert(0) += 1;
     }
@@ -105,8 +200,7 @@ async fn run_window(
     Outcome { expected: expected.len(), lost, duplicates, not_succeeded, split }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_fire_every_timer_once_and_share_the_shards() {
+async fn three_nodes_fire_every_timer_once_and_share_the_shards(kind: Kind) {
     // The nodes share a minute's shards from the first minute that starts
     // after they are up (the minute they start in goes whole to the first to
     // tick): start them 10 to 30 s before a minute so the window crosses it.
@@ -114,14 +208,14 @@ async fn three_nodes_fire_every_timer_once_and_share_the_shards() {
     if !(30..50).contains(&second) {
         tokio::time::sleep(Duration::from_secs(((90 - second) % 60) as u64)).await;
     }
-    let (pg, redis) = (Postgres::start(), Redis::start().await);
+    let (db, redis) = (Db::start(kind), Redis::start().await);
     let rx = Receiver::start(false).await.unwrap();
     let nodes = [
-        ProcNode::start(&pg.url, &redis.url, &[]).await,
-        ProcNode::start(&pg.url, &redis.url, &[]).await,
-        ProcNode::start(&pg.url, &redis.url, &[]).await,
+        ProcNode::start(db.url(), &redis.url, &[]).await,
+        ProcNode::start(db.url(), &redis.url, &[]).await,
+        ProcNode::start(db.url(), &redis.url, &[]).await,
     ];
-    let out = run_window(&nodes[0], &pg.url, &rx, 200, 30, 0, async {}).await;
+    let out = run_window(&nodes[0], &db, &rx, 200, 30, 0, async {}).await;
     eprintln!("three nodes, 200 timers x 30 s: split by node {:?}", out.split);
     assert!(out.lost.is_empty(), "lost: {:?}", &out.lost[..out.lost.len().min(10)]);
     assert!(out.duplicates.is_empty(), "duplicates: {:?}", &out.duplicates[..out.duplicates.len().min(10)]);
@@ -130,14 +224,13 @@ async fn three_nodes_fire_every_timer_once_and_share_the_shards() {
     assert_eq!(out.split.len(), 3, "every node fired some: {:?}", out.split);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_of_a_node_mid_minute_loses_nothing_and_its_fires_are_taken_over() {
-    let (pg, redis) = (Postgres::start(), Redis::start().await);
+async fn kill_9_of_a_node_mid_minute_loses_nothing_and_its_fires_are_taken_over(kind: Kind) {
+    let (db, redis) = (Db::start(kind), Redis::start().await);
     let rx = Receiver::start(false).await.unwrap();
-    let mut victim = ProcNode::start(&pg.url, &redis.url, &[]).await;
-    let nodes = [ProcNode::start(&pg.url, &redis.url, &[]).await, ProcNode::start(&pg.url, &redis.url, &[]).await];
+    let mut victim = ProcNode::start(db.url(), &redis.url, &[]).await;
+    let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
     let (mut killed_at, mut held) = (0, 0);
-    let out = run_window(&nodes[0], &pg.url, &rx, 50, 30, 10, async {
+    let out = run_window(&nodes[0], &db, &rx, 50, 30, 10, async {
         // Kill it while it holds shards (its heartbeat reports them).
         for _ in 0..50 {
             held = victim.shards_held().await;
@@ -172,12 +265,12 @@ async fn kill_9_of_a_node_mid_minute_loses_nothing_and_its_fires_are_taken_over(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_redis_cluster_three_nodes_lose_nothing_to_a_kill_9_and_a_masters_flushall() {
-    let (pg, redis) = (Postgres::start(), RedisCluster::start().await);
+    let (db, redis) = (Db::start(Kind::Postgres), RedisCluster::start().await);
     let rx = Receiver::start(false).await.unwrap();
-    let mut victim = ProcNode::start(&pg.url, &redis.url, &[]).await;
-    let nodes = [ProcNode::start(&pg.url, &redis.url, &[]).await, ProcNode::start(&pg.url, &redis.url, &[]).await];
+    let mut victim = ProcNode::start(db.url(), &redis.url, &[]).await;
+    let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
     let (mut killed_at, mut held, mut spread) = (0, 0, Vec::new());
-    let out = run_window(&nodes[0], &pg.url, &rx, 50, 30, 10, async {
+    let out = run_window(&nodes[0], &db, &rx, 50, 30, 10, async {
         spread = redis.keys_per_master();
         for _ in 0..50 {
             held = victim.shards_held().await;
@@ -210,12 +303,11 @@ async fn on_a_redis_cluster_three_nodes_lose_nothing_to_a_kill_9_and_a_masters_f
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_flushall_mid_run_loses_nothing_and_repeats_nothing() {
-    let (pg, redis) = (Postgres::start(), Redis::start().await);
+async fn redis_flushall_mid_run_loses_nothing_and_repeats_nothing(kind: Kind) {
+    let (db, redis) = (Db::start(kind), Redis::start().await);
     let rx = Receiver::start(false).await.unwrap();
-    let nodes = [ProcNode::start(&pg.url, &redis.url, &[]).await, ProcNode::start(&pg.url, &redis.url, &[]).await];
-    let out = run_window(&nodes[0], &pg.url, &rx, 50, 20, 8, async {
+    let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
+    let out = run_window(&nodes[0], &db, &rx, 50, 20, 8, async {
         redis.flushall();
     })
     .await;
@@ -225,18 +317,17 @@ async fn redis_flushall_mid_run_loses_nothing_and_repeats_nothing() {
     assert_eq!(out.not_succeeded, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_down_for_ten_seconds_delays_fires_but_loses_and_repeats_none() {
-    let (pg, redis) = (Postgres::start(), Redis::start().await);
+async fn a_database_down_for_ten_seconds_delays_fires_but_loses_and_repeats_none(kind: Kind) {
+    let (db, redis) = (Db::start(kind), Redis::start().await);
     let rx = Receiver::start(false).await.unwrap();
-    let nodes = [ProcNode::start(&pg.url, &redis.url, &[]).await, ProcNode::start(&pg.url, &redis.url, &[]).await];
-    let out = run_window(&nodes[0], &pg.url, &rx, 20, 30, 5, async {
-        pg.down();
+    let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
+    let out = run_window(&nodes[0], &db, &rx, 20, 30, 5, async {
+        db.down();
         tokio::time::sleep(Duration::from_secs(10)).await;
-        pg.up();
+        db.up();
     })
     .await;
-    eprintln!("PostgreSQL down 10 s: split {:?}", out.split);
+    eprintln!("{kind:?} down 10 s: split {:?}", out.split);
     assert!(out.lost.is_empty(), "lost: {:?}", &out.lost[..out.lost.len().min(10)]);
     assert!(out.duplicates.is_empty(), "duplicates: {:?}", out.duplicates);
     assert_eq!(out.not_succeeded, 0);

@@ -1,6 +1,6 @@
-//! Throwaway PostgreSQL, Redis and Redis Cluster servers on 127.0.0.1, one
-//! set per test, so a test may stop, flush or kill them without touching
-//! anyone else.
+//! Throwaway PostgreSQL, MariaDB, Redis and Redis Cluster servers on
+//! 127.0.0.1, one set per test, so a test may stop, flush or kill them
+//! without touching anyone else.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -110,6 +110,128 @@ impl Drop for Postgres {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+    }
+}
+
+/// Runs a MariaDB binary, as the `mysql` user when we are root.
+fn mysql_command(bin: &str, args: &[&str]) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "mysql", "--", bin]).args(args);
+        c
+    } else {
+        let mut c = Command::new(bin);
+        c.args(args);
+        c
+    }
+}
+
+/// A MariaDB server (MySQL's stand-in) in a temporary folder: no grant
+/// tables (any user connects, like trust auth), no durability, and a
+/// database `xtimer` for the nodes.
+#[allow(dead_code)] // the chaos run uses PostgreSQL only
+pub struct Mariadb {
+    pub url: String,
+    data: PathBuf,
+    port: u16,
+    /// The running server (`runuser` when we are root).
+    child: std::sync::Mutex<Option<std::process::Child>>,
+    _dir: tempfile::TempDir,
+}
+
+#[allow(dead_code)]
+impl Mariadb {
+    /// mariadb-install-db + start on a free port.
+    pub fn start() -> Self {
+        let dir = tempfile::Builder::new().prefix("xtimer-mysql").tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        if is_root() {
+            Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
+            Command::new("chown").arg("mysql").arg(&data).status().unwrap();
+        }
+        let datadir = format!("--datadir={}", data.display());
+        let out = mysql_command(
+            "mariadb-install-db",
+            &["--no-defaults", &datadir, "--auth-root-authentication-method=normal", "--skip-test-db"],
+        )
+        .output()
+        .expect("mariadb-install-db on PATH (apt-get install mariadb-server)");
+        assert!(out.status.success(), "mariadb-install-db: {}", String::from_utf8_lossy(&out.stderr));
+        let port = free_port();
+        let url = format!("mysql://root@127.0.0.1:{port}/xtimer");
+        let db = Self { url, data, port, child: std::sync::Mutex::new(None), _dir: dir };
+        db.up();
+        let out = Command::new("mariadb")
+            .args(["--no-defaults", "-h", "127.0.0.1", "-P", &port.to_string(), "-u", "root"])
+            .args(["-e", "CREATE DATABASE xtimer"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "CREATE DATABASE: {}", String::from_utf8_lossy(&out.stderr));
+        db
+    }
+
+    fn admin(&self, command: &str) -> std::process::Output {
+        Command::new("mariadb-admin")
+            .args(["--no-defaults", "-h", "127.0.0.1", "-P", &self.port.to_string(), "-u", "root", command])
+            .output()
+            .unwrap()
+    }
+
+    /// Starts the server (again) and waits until it answers.
+    pub fn up(&self) {
+        let data = self.data.display();
+        let args = [
+            "--no-defaults".to_string(),
+            format!("--datadir={data}"),
+            format!("--port={}", self.port),
+            "--bind-address=127.0.0.1".into(),
+            format!("--socket={data}/mysqld.sock"),
+            format!("--pid-file={data}/mysqld.pid"),
+            "--skip-grant-tables".into(),
+            "--skip-log-bin".into(),
+            "--innodb-flush-log-at-trx-commit=0".into(),
+            "--innodb-doublewrite=0".into(),
+            "--max-connections=200".into(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let log = std::fs::File::create(self.data.join("server.log")).unwrap();
+        let child = mysql_command("/usr/sbin/mariadbd", &args).stdout(Stdio::null()).stderr(log).spawn();
+        *self.child.lock().unwrap() = Some(child.expect("mariadbd"));
+        for _ in 0..300 {
+            if self.admin("ping").status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("MariaDB did not start: {}", std::fs::read_to_string(self.data.join("server.log")).unwrap_or_default());
+    }
+
+    /// Stops the server (connections are cut) and waits until it is gone.
+    pub fn down(&self) {
+        let out = self.admin("shutdown");
+        assert!(out.status.success(), "mariadb-admin shutdown: {}", String::from_utf8_lossy(&out.stderr));
+        for _ in 0..300 {
+            if !self.data.join("mysqld.pid").exists() {
+                if let Some(mut child) = self.child.lock().unwrap().take() {
+                    let _ = child.wait();
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("MariaDB did not stop");
+    }
+}
+
+impl Drop for Mariadb {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.data.join("mysqld.pid")) {
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+        if let Some(mut child) = self.child.lock().unwrap().take() {
+            let _ = child.wait();
+        }
     }
 }
 

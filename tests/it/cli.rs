@@ -1,7 +1,5 @@
 //! The client commands (`xtimer timer ...`), run as the binary against a
 //! live node: tables for people, `--json` for scripts, and exit codes.
-//! `timer update`, `timer trigger` and `cron preview` call routes this
-//! server does not have yet; their exit code for that is tested.
 
 use std::process::Output;
 
@@ -96,6 +94,21 @@ async fn a_timer_through_its_life_from_the_command_line() {
     assert!(stdout(&out).lines().any(|l| l.starts_with("status") && l.ends_with("disabled")), "{}", stdout(&out));
     let out = xtimer(&base, &["timer", "enable", &id, "--app", "cli"]).await;
     assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+
+    let out = xtimer(&base, &["timer", "update", &id, "--app", "cli", "--name", "renamed"]).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    assert!(stdout(&out).contains("renamed"), "{}", stdout(&out));
+    let out = xtimer(&base, &["timer", "trigger", &id, "--app", "cli"]).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    assert!(stdout(&out).starts_with(&format!("timer {id} fires now")), "{}", stdout(&out));
+    // Ten seconds of last minute, before the timer existed: none has a record.
+    let minute_ago = (crate::helpers::now_ms() / 1_000 - 60) * 1_000;
+    let (from, to) = (minute_ago.to_string(), (minute_ago + 10_000).to_string());
+    let args = ["timer", "backfill", &id, "--app", "cli", "--from", &from, "--to", &to, "--max-fires", "4"];
+    let out = xtimer(&base, &args).await;
+    assert_eq!((code(&out), stdout(&out)), (exit::OK, format!("timer {id}: 4 fires backfilled\n")), "{}", stderr(&out));
+    let out = xtimer(&base, &["timer", "backfill", &id, "--app", "cli", "--from", &to, "--to", &from]).await;
+    assert_eq!(code(&out), exit::INVALID, "an empty window is refused: {}", stderr(&out));
     let out = xtimer(&base, &["timer", "delete", &id, "--app", "cli"]).await;
     assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
 
@@ -150,11 +163,10 @@ async fn bad_input_unreachable_servers_and_bulk_imports() {
     assert_eq!(code(&out), exit::CONFLICT, "{}", stderr(&out));
     assert!(stderr(&out).contains("batch 1"), "{}", stderr(&out));
 
-    // Routes of the timer API's next part answer 404 on this server: the
-    // command says so and exits NOT_FOUND.
-    let out = xtimer(&base, &["cron", "preview", "*/5 * * * *"]).await;
-    if code(&out) != exit::OK {
-        assert_eq!(code(&out), exit::NOT_FOUND, "{}", stderr(&out));
-    }
+    let out = xtimer(&base, &["cron", "preview", "0 9 * * *", "--tz", "Europe/Berlin", "--json"]).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    let preview: Value = serde_json::from_str(&stdout(&out)).expect("--json prints JSON");
+    assert_eq!(preview["list"].as_array().map(Vec::len), Some(10), "{preview}");
+    assert!(preview["list"][0]["runTime"].as_str().unwrap().contains("T09:00:00+0"), "{preview}");
     node.stop().await;
 }

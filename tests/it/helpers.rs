@@ -17,6 +17,9 @@ pub enum Stack {
     /// A fresh database on `XTIMER_TEST_DATABASE_URL`'s PostgreSQL and a
     /// fresh key prefix on `XTIMER_TEST_REDIS_URL`'s Redis.
     PostgresRedis,
+    /// A fresh database on `XTIMER_TEST_MYSQL_URL`'s MySQL (or MariaDB) and
+    /// a fresh key prefix on `XTIMER_TEST_REDIS_URL`'s Redis.
+    MysqlRedis,
 }
 
 /// Storage for one test: the configuration that points at it, and what
@@ -31,16 +34,17 @@ impl Storage {
     pub async fn new(stack: Stack) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = test_config(&dir.path().join("xtimer.db"));
-        if stack == Stack::PostgresRedis {
+        let server = match stack {
+            Stack::Embedded => None,
+            Stack::PostgresRedis => Some(("XTIMER_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:15432/postgres")),
+            Stack::MysqlRedis => Some(("XTIMER_TEST_MYSQL_URL", "mysql://root@127.0.0.1:13306/mysql")),
+        };
+        if let Some((var, default)) = server {
             let suffix = format!("{:016x}", rand_u64());
-            let admin = std::env::var("XTIMER_TEST_DATABASE_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/postgres".into());
-            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+            let admin = std::env::var(var).unwrap_or_else(|_| default.into());
+            config.database.url = xtimer_store::db::create_database(&admin, &format!("it_{suffix}"))
                 .await
-                .expect("PostgreSQL at XTIMER_TEST_DATABASE_URL (scripts/test starts one)");
-            sqlx::query(&format!("CREATE DATABASE it_{suffix}")).execute(&mut conn).await.unwrap();
-            let base = admin.rsplit_once('/').unwrap().0;
-            config.database.url = format!("{base}/it_{suffix}");
+                .unwrap_or_else(|e| panic!("the server at {var} (scripts/test starts one): {e}"));
             config.redis.url =
                 std::env::var("XTIMER_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:16379".into());
             config.shard.key_prefix = format!("it{suffix}");
@@ -183,8 +187,8 @@ where
     }
 }
 
-/// Runs each listed `async fn(Stack)` body as two tests, `embedded` and
-/// `postgres_redis`, under a module named after the body.
+/// Runs each listed `async fn(Stack)` body as a test per stack, `embedded`,
+/// `postgres_redis` and `mysql_redis`, under a module named after the body.
 #[macro_export]
 macro_rules! on_both_stacks {
     ($($name:ident),* $(,)?) => {$(
@@ -196,6 +200,10 @@ macro_rules! on_both_stacks {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres_redis() {
                 super::$name($crate::helpers::Stack::PostgresRedis).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql_redis() {
+                super::$name($crate::helpers::Stack::MysqlRedis).await
             }
         }
     )*};

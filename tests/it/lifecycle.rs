@@ -1,5 +1,5 @@
 //! A timer's life after it was made, as its receiver sees it: updateTimer,
-//! triggerTimer, deleteAfterRun, previewCron.
+//! triggerTimer, backfillTimer, deleteAfterRun, previewCron.
 
 use std::time::Duration;
 
@@ -344,7 +344,104 @@ pub async fn overlap_skip_and_buffer_one_never_run_two_fires_of_a_timer_at_once(
     app.stop().await;
 }
 
+pub async fn backfill_fires_each_missing_time_once_oldest_first_at_a_bounded_pace(stack: Stack) {
+    // The reconciler as shipped: it sends backfilled fires.
+    let mut storage = Storage::new(stack).await;
+    storage.config.reconciler = xtimer_core::config::ReconcilerConfig::default();
+    let app = TestNode::spawn_with(storage.config.clone()).await;
+    let rx = Receiver::start(false).await.unwrap();
+    // `skip` would drop a fire 80 s late (past the 60 s misfire
+    // threshold); a backfill was asked for, so it fires anyway.
+    let id = app
+        .create_ok(json!({
+            "app": "it", "name": "replayed", "cron": "* * * * * *", "status": 2, "misfire": "skip",
+            "notifyHTTPParam": {"url": rx.url("/hook")}, "retry": {"maxAttempts": 1}
+        }))
+        .await;
+    let start = (now_ms() / 1_000 - 100) * 1_000;
+    let end = start + 20_000;
+    let window = start..end;
+    let reply = app.post("backfillTimer", json!({"id": id, "app": "it", "from": start, "to": end})).await;
+    assert_eq!(reply["code"], 0, "{reply}");
+    assert_eq!(reply["result"]["count"], 20, "one per missing second: {reply}");
+
+    let backfilled = |hits: &[xtimer::receiver::Hit]| -> Vec<(i64, i64, String)> {
+        hits.iter().filter(|h| window.contains(&h.run_ms)).map(|h| (h.run_ms, h.arrival_us, h.key.clone())).collect()
+    };
+    assert!(rx.wait_until(PATIENCE, |h| backfilled(h).len() >= 20).await, "all 20 arrive");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let hits = backfilled(&rx.hits());
+    assert_eq!(hits.len(), 20, "each once: {hits:?}");
+    let runs: Vec<i64> = hits.iter().map(|h| h.0).collect();
+    assert_eq!(runs, (0..20).map(|i| start + i * 1_000).collect::<Vec<_>>(), "oldest first, none twice");
+    for (run, _, key) in &hits {
+        assert_eq!(key, &format!("{id}_{run}"), "the key it would have had on time");
+    }
+    // 10 a second by default: the 20 are sent over about two seconds, by
+    // the reconciler's passes (one a second), not in one burst.
+    let span_ms = (hits[19].1 - hits[0].1) / 1_000;
+    assert!(span_ms >= 800, "paced, not all at once: {span_ms} ms");
+    let fires = app.fires(id, "it").await;
+    let recorded: Vec<&Value> = fires.iter().filter(|f| window.contains(&f["runTimer"].as_i64().unwrap())).collect();
+    assert_eq!(recorded.len(), 20);
+    assert!(recorded.iter().all(|f| f["status"] == 2), "each recorded succeeded: {recorded:?}");
+
+    // What has a record is not backfilled again; maxFires takes the oldest missing.
+    let again = app.post("backfillTimer", json!({"id": id, "app": "it", "from": start, "to": end})).await;
+    assert_eq!(again["result"]["count"], 0, "{again}");
+    let capped = app
+        .post("backfillTimer", json!({"id": id, "app": "it", "from": end - 5_000, "to": end + 10_000, "maxFires": 3}))
+        .await;
+    assert_eq!(capped["result"]["count"], 3, "{capped}");
+    assert!(rx.wait_until(PATIENCE, |h| h.iter().any(|h| h.run_ms == end + 2_000)).await);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let late: Vec<i64> = rx.hits().iter().map(|h| h.run_ms).filter(|r| (end..end + 10_000).contains(r)).collect();
+    assert_eq!(late, vec![end, end + 1_000, end + 2_000], "the three oldest missing times, once each");
+    app.stop().await;
+}
+
+pub async fn backfill_refuses_what_it_cannot_do_with_a_clear_error(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let id = app
+        .create_ok(json!({"app": "it", "name": "b", "cron": "0 * * * *", "status": 2,
+                          "notifyHTTPParam": {"url": rx.url("/b")}}))
+        .await;
+    let now = now_ms();
+    let msg = |reply: Value| reply["msg"].as_str().unwrap_or_default().to_owned();
+    let week_ago = now - 8 * 24 * 3_600_000;
+    let old = app.post("backfillTimer", json!({"id": id, "app": "it", "from": week_ago, "to": now})).await;
+    assert!(msg(old).contains("from: must be within the kept fire history (604800000 ms, retention.keep_fires_ms)"));
+    let empty = app.post("backfillTimer", json!({"id": id, "app": "it", "from": now - 1_000, "to": now - 1_000})).await;
+    assert!(msg(empty).starts_with("to: must be after `from`"));
+    let future =
+        app.post("backfillTimer", json!({"id": id, "app": "it", "from": now + 60_000, "to": now + 120_000})).await;
+    assert!(msg(future).starts_with("to: must be after `from`"), "the future is left to the schedule");
+    let many = app
+        .post("backfillTimer", json!({"id": id, "app": "it", "from": now - 60_000, "to": now, "maxFires": 10_001}))
+        .await;
+    assert_eq!(msg(many), "maxFires: must be 1 to 10000 (limits.backfill_max_fires), got 10001");
+    let bad_time = app.post("backfillTimer", json!({"id": id, "app": "it", "from": "yesterday", "to": now})).await;
+    assert!(msg(bad_time).starts_with("from: `yesterday` is neither Unix milliseconds nor an RFC 3339 time"));
+    let unknown =
+        app.post("backfillTimer", json!({"id": id + 100, "app": "it", "from": now - 60_000, "to": now})).await;
+    assert!(msg(unknown).contains("not found"));
+    app.act("unableTimer", id, "it").await;
+    let disabled = app.post("backfillTimer", json!({"id": id, "app": "it", "from": now - 60_000, "to": now})).await;
+    assert!(msg(disabled).contains("not enabled"));
+    // RFC 3339 works as well as ms; a window with no scheduled time makes nothing.
+    app.act("enableTimer", id, "it").await;
+    let hour = (now / 3_600_000) * 3_600_000;
+    let (from, to) = (xtimer_core::clock::rfc3339(hour - 3_540_000), xtimer_core::clock::rfc3339(hour - 3_480_000));
+    let none = app.post("backfillTimer", json!({"id": id, "app": "it", "from": from, "to": to})).await;
+    assert_eq!(none["result"]["count"], 0, "{none}");
+    assert_eq!(app.fires(id, "it").await.iter().filter(|f| f["runTimer"].as_i64() < Some(now)).count(), 0);
+    app.stop().await;
+}
+
 crate::on_both_stacks!(
+    backfill_fires_each_missing_time_once_oldest_first_at_a_bounded_pace,
+    backfill_refuses_what_it_cannot_do_with_a_clear_error,
     overlap_skip_and_buffer_one_never_run_two_fires_of_a_timer_at_once,
     pause_after_failures_disables_a_failing_timer_and_says_why,
     on_failure_is_called_once_when_a_fire_ends_failed,

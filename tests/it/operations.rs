@@ -109,7 +109,7 @@ async fn backup_copies_a_running_nodes_database_and_never_overwrites() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backup_refuses_postgres_and_a_missing_database_saying_what_to_do() {
+async fn backup_refuses_servers_and_a_missing_database_saying_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("backup.db");
     let to = target.to_str().unwrap();
@@ -118,6 +118,12 @@ async fn backup_refuses_postgres_and_a_missing_database_saying_what_to_do() {
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(err.contains("is PostgreSQL") && err.contains("pg_dump"), "{err}");
+    assert!(!err.contains("s3cret"), "the password stays out: {err}");
+
+    let out = xtimer(&["backup", "--to", to, "--database-url", "mysql://xtimer:s3cret@db:3306/xtimer"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("is MySQL") && err.contains("mysqldump"), "{err}");
     assert!(!err.contains("s3cret"), "the password stays out: {err}");
 
     let missing = dir.path().join("nowhere.db");

@@ -77,6 +77,7 @@ pub struct Shared {
     security: Arc<security::Security>,
     creates: Arc<routes::timers::group_commit::CreateQueue>,
     shards_held: Option<metrics::ShardsHeld>,
+    keep_fires_ms: u64,
 }
 
 impl AppState {
@@ -100,6 +101,7 @@ impl AppState {
             security: Arc::default(),
             creates: Arc::default(),
             shards_held: None,
+            keep_fires_ms: xtimer_core::config::RetentionConfig::default().keep_fires_ms,
         }))
     }
 
@@ -131,6 +133,18 @@ impl AppState {
     pub fn with_shards_held(mut self, held: metrics::ShardsHeld) -> Self {
         Arc::make_mut(&mut self.0).shards_held = Some(held);
         self
+    }
+
+    /// Tells `backfillTimer` how long fire records are kept
+    /// (`retention.keep_fires_ms`): a backfill may not reach further back.
+    pub fn with_fire_retention(mut self, keep_fires_ms: u64) -> Self {
+        Arc::make_mut(&mut self.0).keep_fires_ms = keep_fires_ms;
+        self
+    }
+
+    /// How long fire records are kept, ms.
+    pub(crate) fn keep_fires_ms(&self) -> i64 {
+        i64::try_from(self.keep_fires_ms).unwrap_or(i64::MAX)
     }
 
     /// The server configuration this state was built with.

@@ -86,6 +86,14 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
     ),
     route("POST", "triggerTimer", "One extra fire now, marked manual.", ID_APP, None, "Triggered"),
     route(
+        "POST",
+        "backfillTimer",
+        "Fire every scheduled time in [from, to) that has no fire record, oldest first, at a bounded pace.",
+        &[],
+        Some("Backfill"),
+        "Backfilled",
+    ),
+    route(
         "GET",
         "previewCron",
         "The next fire times of a cron in a zone, with daylight-saving notes.",
@@ -298,6 +306,11 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
     ("TimerId", &[("id", "integer")]),
     ("TimerUpdate", &[("id", "integer"), ("app", "string")]),
     ("Triggered", &[("runTimer", "integer")]),
+    (
+        "Backfill",
+        &[("id", "integer"), ("app", "string"), ("from", "string"), ("to", "string"), ("maxFires", "integer")],
+    ),
+    ("Backfilled", &[("count", "integer")]),
     ("CronPreview", &[("list", "array")]),
     ("TimerIds", &[("ids", "array")]),
     (

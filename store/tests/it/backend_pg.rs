@@ -47,12 +47,12 @@ pub async fn postgres() -> Backend {
 fn pool(db: &Database) -> &sqlx::PgPool {
     match db {
         Database::Postgres(pool) => pool,
-        Database::Sqlite { .. } => unreachable!("connected to PostgreSQL"),
+        _ => unreachable!("connected to PostgreSQL"),
     }
 }
 
 /// An error and its causes, one line.
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

@@ -3,7 +3,7 @@
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::TimerStatus;
-use xtimer_store::{FireWindow, NewFire, Overdue};
+use xtimer_store::{BackfillFire, FireWindow, NewFire, Overdue};
 
 use crate::helpers::{claim_all, fire, insert, key, result, succeeded, timer, Backend, APP, T0};
 
@@ -137,7 +137,10 @@ pub async fn claim_lease_runs_from_the_run_time(b: Backend) {
     assert_eq!((early.claimed.len(), early.skipped), (0, 0), "a live lease is not taken over");
 
     let overdue = b.fires.overdue(none_pending, run + 10_001, 0, 100).await.unwrap();
-    assert_eq!(overdue, vec![Overdue { task_id: claimed[0].task_id, key: k, status: FireStatus::Running }]);
+    assert_eq!(
+        overdue,
+        vec![Overdue { task_id: claimed[0].task_id, key: k, status: FireStatus::Running, backfill: false }]
+    );
 
     // Claimed after its time (a backlog): the lease counts from the claim, so
     // the fire is not overdue the moment it is claimed.
@@ -171,7 +174,10 @@ pub async fn a_dead_nodes_claims_are_taken_over_before_their_lease_ends(b: Backe
     let now = run + 5_000;
     let alive_since = now - 3_000;
     let overdue = b.fires.overdue(T0 - 1, now, alive_since, 100).await.unwrap();
-    assert_eq!(overdue, vec![Overdue { task_id: dead[0].task_id, key: keys[0], status: FireStatus::Running }]);
+    assert_eq!(
+        overdue,
+        vec![Overdue { task_id: dead[0].task_id, key: keys[0], status: FireStatus::Running, backfill: false }]
+    );
     let ids = [dead[0].task_id, alive[0].task_id, unknown[0].task_id];
     let taken = b.fires.reclaim(&ids, "node-b:1", 60_000, now, alive_since).await.unwrap();
     assert_eq!(taken.claimed.iter().map(|c| c.key).collect::<Vec<_>>(), vec![keys[0]], "only the dead node's");
@@ -313,9 +319,9 @@ pub async fn overdue_finds_late_pending_and_expired_leases_only(b: Backend) {
     let grace = 3_000;
     let got = b.fires.overdue(T0 - grace, T0, 0, 100).await.unwrap();
     let expected = vec![
-        Overdue { task_id: fire(&b, late).await.task_id, key: late, status: FireStatus::Pending },
-        Overdue { task_id: fire(&b, other).await.task_id, key: other, status: FireStatus::Pending },
-        Overdue { task_id: expired_c[0].task_id, key: expired, status: FireStatus::Running },
+        Overdue { task_id: fire(&b, late).await.task_id, key: late, status: FireStatus::Pending, backfill: false },
+        Overdue { task_id: fire(&b, other).await.task_id, key: other, status: FireStatus::Pending, backfill: false },
+        Overdue { task_id: expired_c[0].task_id, key: expired, status: FireStatus::Running, backfill: false },
     ];
     assert_eq!(got, expected, "newest first; not within grace, live, final or future");
     assert_eq!(b.fires.overdue(T0 - grace, T0, 0, 2).await.unwrap(), expected[..2], "limit keeps the newest");
@@ -543,4 +549,34 @@ pub async fn manual_fires_are_marked_and_outlive_a_reschedule(b: Backend) {
     assert_eq!(b.fires.delete_pending_from(t.id, T0).await.unwrap(), 2);
     let left = b.fires.pending_between(Some(t.id), 0, i64::MAX, 100).await.unwrap();
     assert_eq!(left, vec![scheduled[0], manual.key]);
+}
+
+pub async fn backfilled_fires_wait_for_their_send_time_and_say_so(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    insert(&b, &t, &[T0 - 50_000]).await;
+    let backfill = |run_ms: i64, send_at_ms: i64| BackfillFire {
+        fire: NewFire { key: FireKey { timer_id: t.id, run_ms }, app: t.app.clone() },
+        send_at_ms,
+    };
+    let first = backfill(T0 - 40_000, T0);
+    let second = backfill(T0 - 30_000, T0 + 100);
+    let taken = backfill(T0 - 50_000, T0);
+    assert_eq!(b.fires.insert_backfill(&[first.clone(), second.clone(), taken], b.now()).await.unwrap(), 2);
+    assert_eq!(
+        b.fires.run_times_between(t.id, T0 - 50_000, T0 - 30_000).await.unwrap(),
+        vec![T0 - 50_000, T0 - 40_000],
+        "every record in the half-open window, ascending"
+    );
+    assert!(!fire(&b, first.fire.key).await.manual, "a backfilled fire is a scheduled time, not a manual one");
+
+    let overdue = |now: i64| {
+        let fires = b.fires.clone();
+        async move {
+            let got = fires.overdue(now - 3_000, now, 0, 100).await.unwrap();
+            got.into_iter().map(|o| (o.key.run_ms, o.backfill)).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(overdue(T0 - 1).await, vec![(T0 - 50_000, false)], "neither is due to be sent yet");
+    assert_eq!(overdue(T0).await, vec![(T0 - 40_000, true), (T0 - 50_000, false)]);
+    assert_eq!(overdue(T0 + 100).await, vec![(T0 - 30_000, true), (T0 - 40_000, true), (T0 - 50_000, false)]);
 }

@@ -14,6 +14,7 @@
 //!
 //! Test names read `embedded::fires::claim_is_a_compare_and_set`.
 
+mod backend_mysql;
 mod backend_pg;
 mod backend_redis;
 mod fires;
@@ -65,6 +66,7 @@ macro_rules! conformance_suite {
                     claim_of_a_repeated_key_claims_it_once,
                     claim_skips_fires_of_disabled_and_deleted_timers,
                     manual_fires_are_marked_and_outlive_a_reschedule,
+                    backfilled_fires_wait_for_their_send_time_and_say_so,
                     claim_lease_runs_from_the_run_time,
                     a_dead_nodes_claims_are_taken_over_before_their_lease_ends,
                     record_is_fenced_by_the_claim_owner,
@@ -133,6 +135,7 @@ macro_rules! conformance_suite {
 
 conformance_suite!(embedded, crate::helpers::embedded);
 conformance_suite!(postgres, crate::backend_pg::postgres);
+conformance_suite!(mysql, crate::backend_mysql::mysql);
 conformance_suite!(redis, crate::backend_redis::redis, ignore {
     locks::acquire_is_exclusive_until_the_lease_expires: "Redis expires leases on its own clock, not the ManualClock; backend_redis::leases_and_the_done_marker_expire_on_the_server_clock",
     locks::expired_lock_cannot_be_extended_or_released: "Redis expires leases on its own clock, not the ManualClock; backend_redis::expired_lock_cannot_be_extended_or_released",

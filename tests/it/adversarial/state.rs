@@ -61,6 +61,8 @@ pub(super) fn is_live(table: &str, column: &str) -> bool {
 pub(super) async fn snapshot(url: &str) -> Snapshot {
     if url.starts_with("postgres") {
         snapshot_postgres(url).await
+    } else if url.starts_with("mysql") {
+        snapshot_mysql(url).await
     } else {
         snapshot_sqlite(url).await
     }
@@ -115,6 +117,38 @@ pub(super) async fn snapshot_postgres(url: &str) -> Snapshot {
         let live: String = LIVE_COLUMNS.iter().filter(|(t, _)| t == table).map(|(_, c)| format!(" - '{c}'")).collect();
         let sql = format!("SELECT (to_jsonb(t){live})::text AS r FROM \"{table}\" t ORDER BY r");
         out.insert(table.clone(), sqlx::query_scalar(&sql).fetch_all(&mut conn).await.unwrap());
+    }
+    conn.close().await.unwrap();
+    out
+}
+
+pub(super) async fn snapshot_mysql(url: &str) -> Snapshot {
+    use sqlx::{Connection, Row};
+    let mut conn = sqlx::MySqlConnection::connect(url).await.expect("connect to the test database");
+    let mut out = Snapshot::new();
+    // Unchecked text: MySQL reports byte-compared (`_bin`) text as binary.
+    let columns: Vec<(String, String, String)> = sqlx::query(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns \
+         WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.try_get_unchecked(0).unwrap(), r.try_get_unchecked(1).unwrap(), r.try_get_unchecked(2).unwrap()))
+    .collect();
+    out.insert("(schema)".into(), columns.iter().map(|c| format!("{c:?}")).collect());
+    let mut tables: Vec<&String> = columns.iter().map(|(t, _, _)| t).collect();
+    tables.dedup();
+    for table in tables {
+        let fields: Vec<String> = columns
+            .iter()
+            .filter(|(t, c, _)| t == table && !is_live(t, c))
+            .map(|(_, c, _)| format!("'{c}', `{c}`"))
+            .collect();
+        let sql = format!("SELECT CAST(JSON_OBJECT({}) AS CHAR) AS r FROM `{table}` ORDER BY r", fields.join(", "));
+        let rows = sqlx::query(&sql).fetch_all(&mut conn).await.unwrap();
+        out.insert(table.clone(), rows.iter().map(|r| r.try_get_unchecked(0).unwrap()).collect());
     }
     conn.close().await.unwrap();
     out

@@ -18,6 +18,7 @@
 //! `createTimer` calls share a transaction ([`group_commit`]).
 
 pub mod admin;
+pub mod backfill;
 pub mod batch;
 pub mod group_commit;
 
@@ -56,6 +57,7 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/getTimerTasks"), get(timer_tasks_list))
         .route(&format!("{prefix}/updateTimer"), post(lifecycle::timers_update))
         .route(&format!("{prefix}/triggerTimer"), post(lifecycle::timers_trigger))
+        .route(&format!("{prefix}/backfillTimer"), post(backfill::timers_backfill))
         .route(&format!("{prefix}/previewCron"), get(preview::cron_preview))
         .route(&format!("{prefix}/admin/issueToken"), post(admin::tokens_issue))
 }
@@ -203,6 +205,19 @@ async fn live_timer(state: &AppState, auth: &AuthContext, r: &TimerRef) -> Resul
         }
         _ => Err(not_found(r)),
     }
+}
+
+/// A timer [`live_timer`] found that must be enabled to `verb` it
+/// (trigger, backfill): a 400 naming its status otherwise.
+async fn enabled_timer(state: &AppState, auth: &AuthContext, r: &TimerRef, verb: &str) -> Result<Timer, ApiError> {
+    let timer = live_timer(state, auth, r).await?;
+    if timer.status != TimerStatus::Enabled {
+        return Err(ApiError::invalid(
+            "id",
+            format!("timer {} is not enabled (status {}): enable it to {verb} it", timer.id, timer.status.code()),
+        ));
+    }
+    Ok(timer)
 }
 
 /// The one 404 of a timer that is unknown, deleted or (auth off) another app's.

@@ -168,6 +168,12 @@ impl FireRepo for BrokenFires {
     async fn delete_pending_from(&self, _: i64, _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
+    async fn insert_backfill(&self, _: &[xtimer_store::BackfillFire], _: i64) -> xtimer_store::Result<u64> {
+        store_down()
+    }
+    async fn run_times_between(&self, _: i64, _: i64, _: i64) -> xtimer_store::Result<Vec<i64>> {
+        store_down()
+    }
     async fn running_before(&self, _: i64, _: i64, _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }

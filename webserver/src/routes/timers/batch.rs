@@ -71,7 +71,7 @@ pub async fn timers_create_batch(
         .filter(|(t, _)| t.status == TimerStatus::Enabled)
         .map(|(t, id)| t.stored(*id, now))
         .collect();
-    if let Err(err) = state.expander.expand_timers(&enabled).await {
+    if let Err(err) = state.expander.expand_created(&enabled).await {
         // As createTimer: answer as if nothing was created, and make that true.
         for id in &ids {
             if let Err(undo) = state.timers.set_timer_status(*id, TimerStatus::Deleted, state.clock.now_ms()).await {

@@ -131,7 +131,7 @@ async fn store_and_expand(state: &AppState, timers: &[NewTimer]) -> Result<Vec<R
         .filter_map(|(t, outcome)| outcome.as_ref().ok().map(|id| t.stored(*id, now)))
         .collect();
     let enabled: Vec<Timer> = stored.iter().filter(|t| t.status == TimerStatus::Enabled).cloned().collect();
-    let expanded = if enabled.is_empty() { Ok(0) } else { state.expander.expand_timers(&enabled).await };
+    let expanded = if enabled.is_empty() { Ok(0) } else { state.expander.expand_created(&enabled).await };
     if let Err(err) = expanded {
         for timer in &stored {
             if let Err(undo) = state.timers.set_timer_status(timer.id, TimerStatus::Deleted, state.clock.now_ms()).await

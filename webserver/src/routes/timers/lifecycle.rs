@@ -8,7 +8,7 @@ use xtimer_core::timer::{Notify, Schedule, Timer, TimerStatus};
 
 use super::input::{CreateTimer, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerRef};
 use super::view::TimerView;
-use super::{check_target, check_task_type, live_timer, quota, refusal_error, schedule_field};
+use super::{check_target, check_task_type, enabled_timer, live_timer, quota, refusal_error, schedule_field};
 use crate::auth::{authorize, AuthContext};
 use crate::extract::{ApiJson, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
@@ -229,13 +229,7 @@ pub async fn timers_trigger(
     auth.require_token()?;
     let QueryOrJson(r) = r?;
     authorize(&auth, &r.app)?;
-    let timer = live_timer(&state, &auth, &r).await?;
-    if timer.status != TimerStatus::Enabled {
-        return Err(ApiError::invalid(
-            "id",
-            format!("timer {} is not enabled (status {}): enable it to trigger it", timer.id, timer.status.code()),
-        ));
-    }
+    let timer = enabled_timer(&state, &auth, &r, "trigger").await?;
     let run_timer = state.expander.fire_now(&timer).await?;
     Ok(Envelope(Triggered { run_timer }))
 }

@@ -69,7 +69,7 @@ pub async fn cron_preview(
     }
     let from_ms = match q.from.as_deref() {
         None => state.clock.now_ms(),
-        Some(text) => parse_instant(text)?,
+        Some(text) => parse_instant("from", text)?,
     };
     let schedule = parse_cron(&q.cron, q.timezone.as_deref(), from_ms)?;
     let tz = schedule.timezone();
@@ -87,15 +87,16 @@ pub async fn cron_preview(
     Ok(Envelope(Preview { list }))
 }
 
-/// `from`: Unix ms (digits) or RFC 3339 with an offset.
-fn parse_instant(text: &str) -> Result<i64, ApiError> {
+/// An instant given as Unix ms (digits) or RFC 3339 with an offset; a 400
+/// naming `field` otherwise.
+pub(super) fn parse_instant(field: &str, text: &str) -> Result<i64, ApiError> {
     let parsed = match text.parse::<i64>() {
         Ok(ms) => DateTime::from_timestamp_millis(ms).map(|t| t.timestamp_millis()),
         Err(_) => DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis()),
     };
     parsed.ok_or_else(|| {
         ApiError::invalid(
-            "from",
+            field,
             format!("`{text}` is neither Unix milliseconds nor an RFC 3339 time such as `2026-12-01T09:00:00Z`"),
         )
     })

@@ -1,0 +1,171 @@
+//! Opening MySQL 8 (or MariaDB 10.11), for clusters that run on it:
+//! connecting with clear errors, the session settings every statement
+//! relies on, an optional database per connection (tests get a fresh one
+//! each), and the schema migration (under the server's named lock, so
+//! nodes starting at once apply it once). The repositories themselves are
+//! written once for every dialect (see [`crate::db`]); [`statement`] is how
+//! a shared statement reads on MySQL.
+//!
+//! Every connection runs with `ANSI_QUOTES` (task tables are named in
+//! double quotes, as in the other dialects), `PIPES_AS_CONCAT` (`||` joins
+//! strings) and `READ COMMITTED` (claims lock the rows they take and no
+//! gaps around them, like PostgreSQL). The SQL is what MySQL 8 and MariaDB
+//! both run: `FOR UPDATE SKIP LOCKED`, `INSERT IGNORE`, `ON DUPLICATE KEY
+//! UPDATE`; no `RETURNING`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection};
+use xtimer_core::config::DatabaseConfig;
+
+use crate::{redact, Database, Error, Result};
+
+/// How long connecting may take before the server counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a node waits for another to finish migrating the schema.
+const MIGRATE_LOCK_WAIT: Duration = Duration::from_secs(120);
+
+/// Session settings of every connection (see the module doc).
+const SESSION: &str = "SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'); \
+     SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+/// Connects and applies `migrations/mysql`; with `database`, every
+/// connection uses (and the migration first creates) that database: tests
+/// get a fresh one each.
+///
+/// An unreachable server is an [`Error::Database`] naming the (redacted)
+/// URL and the cause: at once when refused, after 10 s when nothing answers.
+pub async fn connect(config: &DatabaseConfig, database: Option<&str>) -> Result<Database> {
+    let mut options = MySqlConnectOptions::from_str(&config.url)?
+        .charset("utf8mb4")
+        .timezone(Some("+00:00".into()))
+        .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
+    if let Some(database) = database {
+        let mut conn = connect_one(&options, &config.url).await?;
+        conn.execute(&*format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(database))).await?;
+        let _ = conn.close().await;
+        options = options.database(database);
+    }
+
+    let mut conn = connect_one(&options, &config.url).await?;
+    conn.execute(SESSION).await?;
+    migrate(&mut conn).await?;
+    let _ = conn.close().await;
+
+    let pool = MySqlPoolOptions::new()
+        .max_connections(config.max_connections)
+        .after_connect(|conn, _| Box::pin(async move { conn.execute(SESSION).await.map(|_| ()) }))
+        .connect_with(options)
+        .await?;
+    Ok(Database::Mysql(pool))
+}
+
+/// Applies `migrations/mysql` under a named lock of the server (per
+/// database), so nodes starting at once apply each migration once. sqlx's
+/// own lock asks for an endless wait, which MariaDB does not take (it
+/// returns at once, unlocked), so the lock here has a timeout instead.
+async fn migrate(conn: &mut MySqlConnection) -> Result<()> {
+    const LOCK: &str = "CONCAT('xtimer_migrate_', LEFT(DATABASE(), 40))";
+    let locked: Option<i64> = sqlx::query_scalar(&format!("SELECT GET_LOCK({LOCK}, {})", MIGRATE_LOCK_WAIT.as_secs()))
+        .fetch_one(&mut *conn)
+        .await?;
+    if locked != Some(1) {
+        return Err(io_error(
+            std::io::ErrorKind::TimedOut,
+            format!("another node held the schema migration lock for over {MIGRATE_LOCK_WAIT:?}"),
+        ));
+    }
+    let mut migrator = sqlx::migrate!("../migrations/mysql");
+    migrator.set_locking(false);
+    let applied = migrator.run_direct(&mut *conn).await;
+    let _ = sqlx::query(&format!("SELECT RELEASE_LOCK({LOCK})")).execute(&mut *conn).await;
+    Ok(applied?)
+}
+
+/// Opens one connection: a refused or unresolvable server fails now with
+/// its cause and the URL; one that does not answer, after [`CONNECT_TIMEOUT`].
+async fn connect_one(options: &MySqlConnectOptions, url: &str) -> Result<MySqlConnection> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect_with(options)).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(sqlx::Error::Io(e))) => {
+            Err(io_error(e.kind(), format!("cannot connect to MySQL at {}: {e}", redact(url))))
+        }
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(io_error(
+            std::io::ErrorKind::TimedOut,
+            format!("connecting to MySQL at {} timed out after {CONNECT_TIMEOUT:?}", redact(url)),
+        )),
+    }
+}
+
+fn io_error(kind: std::io::ErrorKind, message: String) -> Error {
+    Error::Database(sqlx::Error::Io(std::io::Error::new(kind, message)))
+}
+
+/// `name` as a quoted MySQL identifier (backticks work whatever the sql_mode).
+fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// A shared statement as MySQL reads it: each `$n` placeholder becomes `?`
+/// (MySQL binds by position, so a shared statement uses `$1`, `$2`, ... once
+/// each, in order), and `AS BIGINT)` in a cast becomes `AS SIGNED)`, MySQL's
+/// name for a 64-bit integer. Text inside single quotes is left alone.
+pub(crate) fn statement(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quoted = false;
+    let mut expected = 1_u32;
+    let mut rest = sql;
+    while let Some(c) = rest.chars().next() {
+        if c == '\'' {
+            quoted = !quoted;
+        } else if !quoted && c == '$' {
+            let digits = rest[1..].bytes().take_while(u8::is_ascii_digit).count();
+            if digits > 0 {
+                let n: u32 = rest[1..=digits].parse().unwrap_or(0);
+                debug_assert_eq!(n, expected, "a shared statement uses each $n once, in order: {sql}");
+                expected = n + 1;
+                out.push('?');
+                rest = &rest[1 + digits..];
+                continue;
+            }
+        } else if !quoted && rest.starts_with("AS BIGINT)") {
+            out.push_str("AS SIGNED)");
+            rest = &rest["AS BIGINT)".len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_positional_and_casts_signed() {
+        assert_eq!(
+            statement("SELECT CAST(status AS BIGINT) AS s FROM t WHERE a = $1 AND b = '$2' AND c IN ($2, $3)"),
+            "SELECT CAST(status AS SIGNED) AS s FROM t WHERE a = ? AND b = '$2' AND c IN (?, ?)"
+        );
+        assert_eq!(statement("SELECT 'AS BIGINT)' FROM t"), "SELECT 'AS BIGINT)' FROM t");
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "once, in order")]
+    fn a_repeated_placeholder_is_caught() {
+        statement("UPDATE t SET a = $1 WHERE b = $1");
+    }
+
+    #[test]
+    fn database_names_are_quoted() {
+        assert_eq!(quote_ident("it_ab12"), "`it_ab12`");
+        assert_eq!(quote_ident("we`ird"), "`we``ird`");
+    }
+}

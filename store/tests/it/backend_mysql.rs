@@ -1,0 +1,205 @@
+//! The MySQL backend: the repositories on a fresh database of the server at
+//! `XTIMER_TEST_MYSQL_URL` (MySQL 8 or MariaDB), with the in-process shard
+//! index and locks (the Redis half has its own backend). Also the tests
+//! only a server needs: concurrent claimers and holders, concurrent first
+//! counts of an app's usage, nodes migrating at once, and a clear error for
+//! an unreachable server.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use xtimer_core::config::DatabaseConfig;
+use xtimer_core::fire::FireKey;
+use xtimer_core::task::{TaskData, TaskScheduleCfg, TaskStatus};
+use xtimer_core::timer::TimerStatus;
+use xtimer_store::tasks::{Positions, Registration};
+use xtimer_store::{mysql, Database, TaskStore, TimerRepo};
+use xtimer_store::{Error, NewFire, Quota, Refusal};
+
+use crate::backend_pg::chain;
+use crate::helpers::{self, new_timer, timer, Backend, APP, T0};
+
+/// The test server; a throwaway local one by default (scripts/test starts one).
+pub fn database_url() -> String {
+    std::env::var("XTIMER_TEST_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:13306/mysql".into())
+}
+
+/// A fresh database `t_<random hex>` on the test server, migrated.
+async fn fresh(max_connections: u32) -> Database {
+    let url = database_url();
+    let database = format!("t_{:016x}", rand::random::<u64>());
+    let config = DatabaseConfig { url: url.clone(), max_connections };
+    match mysql::connect(&config, Some(&database)).await {
+        Ok(db) => db,
+        Err(e) => panic!("MySQL at {url} (set XTIMER_TEST_MYSQL_URL): {}", chain(&e)),
+    }
+}
+
+/// The repositories on a fresh MySQL database, with the embedded shard
+/// index and locks on a `ManualClock` at [`T0`] (see `backend_pg::postgres`
+/// for why it starts from the embedded backend).
+pub async fn mysql() -> Backend {
+    let repo = Arc::new(fresh(4).await);
+    let mut backend = helpers::embedded().await;
+    backend.timers = repo.clone();
+    backend.nodes = repo.clone();
+    backend.fires = repo;
+    backend
+}
+
+/// The pool of a MySQL [`Database`].
+fn pool(db: &Database) -> &sqlx::MySqlPool {
+    match db {
+        Database::Mysql(pool) => pool,
+        _ => unreachable!("connected to MySQL"),
+    }
+}
+
+#[tokio::test]
+async fn concurrent_claims_split_the_fires_without_overlap() {
+    let b = mysql().await;
+    let t = timer(&b, "busy", TimerStatus::Enabled).await;
+    for round in 0..3_i64 {
+        let base = T0 + round * 10_000_000;
+        let keys: Vec<FireKey> = (0..2_000).map(|i| FireKey { timer_id: t.id, run_ms: base + i }).collect();
+        let new: Vec<NewFire> = keys.iter().map(|&key| NewFire { key, app: APP.into() }).collect();
+        assert_eq!(b.fires.insert_fires(&new, b.now()).await.unwrap(), 2_000);
+
+        // The second claimer takes the keys in the opposite order.
+        let reversed: Vec<FireKey> = keys.iter().rev().copied().collect();
+        let (a, c) = tokio::join!(
+            b.fires.claim(&keys, "node-a:1", 60_000, b.now()),
+            b.fires.claim(&reversed, "node-b:1", 60_000, b.now()),
+        );
+        let (a, c) = (a.unwrap(), c.unwrap());
+        assert_eq!((a.skipped, c.skipped), (0, 0));
+        assert!(a.claimed.iter().all(|f| f.owner == "node-a:1") && c.claimed.iter().all(|f| f.owner == "node-b:1"));
+        let won_a: HashSet<FireKey> = a.claimed.iter().map(|f| f.key).collect();
+        let won_c: HashSet<FireKey> = c.claimed.iter().map(|f| f.key).collect();
+        assert_eq!((won_a.len(), won_c.len()), (a.claimed.len(), c.claimed.len()), "no fire twice to one claimer");
+        assert!(won_a.is_disjoint(&won_c), "round {round}: a fire was claimed by both");
+        assert_eq!(won_a.len() + won_c.len(), keys.len(), "round {round}: together they claim every fire");
+        assert!(b.fires.pending_between(Some(t.id), base, base + 2_000, 10).await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn concurrent_holds_never_share_a_task_and_take_only_due_ones() {
+    let store = TaskStore::new(fresh(8).await);
+    let cfg = TaskScheduleCfg { task_type: "mail".into(), schedule_limit: 100, ..TaskScheduleCfg::default() };
+    let Registration::Registered(pos) = store.register(&cfg, None, T0).await.unwrap() else { panic!("registers") };
+    assert_eq!(pos, Positions { begin: 1, end: 1 });
+    let now_s = T0 / 1_000;
+    let task = |i: i64, order_time: i64| TaskData {
+        task_id: format!("t{i:04}"),
+        task_type: "mail".into(),
+        status: TaskStatus::Pending.code(),
+        order_time,
+        ..TaskData::default()
+    };
+    let mut tasks: Vec<TaskData> = (0..1_000).map(|i| task(i, now_s - 1_000 + i)).collect();
+    tasks.push(task(9_999, now_s + 3_600));
+    store.insert("mail", 1, &tasks, T0).await.unwrap();
+    store.insert("mail", 1, &tasks[..10], T0).await.unwrap();
+    assert_eq!(store.count("mail", 1).await.unwrap(), 1_001, "a task id is inserted once");
+
+    let mut holders = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        holders.spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let batch = store.hold("mail", pos, 50, T0).await.unwrap();
+                if batch.is_empty() {
+                    return mine;
+                }
+                assert!(batch.windows(2).all(|w| w[0].order_time <= w[1].order_time), "oldest first");
+                assert!(batch.iter().all(|t| t.status == TaskStatus::Processing.code()));
+                mine.extend(batch.into_iter().map(|t| t.task_id));
+            }
+        });
+    }
+    let mut seen = HashSet::new();
+    while let Some(mine) = holders.join_next().await {
+        for id in mine.unwrap() {
+            assert!(seen.insert(id.clone()), "{id} held twice");
+        }
+    }
+    assert_eq!(seen.len(), 1_000, "every due task held once");
+    assert!(!seen.contains("t9999"), "a task whose order_time has not come stays");
+    let stored = store.get("mail", 1, "t0007").await.unwrap().unwrap();
+    assert_eq!((stored.data.status, stored.modify_ms), (TaskStatus::Processing.code(), T0));
+}
+
+#[tokio::test]
+async fn concurrent_first_counts_of_an_app_neither_deadlock_nor_pass_the_quota() {
+    let db = Arc::new(fresh(24).await);
+    let quota = Quota { timers_per_app: 10, ..Quota::default() };
+    let before = [new_timer(APP, "old-1", TimerStatus::Enabled), new_timer(APP, "old-2", TimerStatus::Enabled)];
+    db.create_timers_within(&before, T0, &quota).await.unwrap();
+    // As an app from before the counters: its timers, no usage row.
+    sqlx::query("DELETE FROM t_app_usage").execute(pool(&db)).await.unwrap();
+
+    // Each create its own transaction, all counting the app first at once.
+    let mut creates = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let db = db.clone();
+        creates.spawn(async move {
+            db.create_each(&[new_timer(APP, &format!("new-{i}"), TimerStatus::Enabled)], T0, &quota).await
+        });
+    }
+    let (mut made, mut refused) = (0, 0);
+    while let Some(outcome) = creates.join_next().await {
+        match outcome.unwrap().unwrap_or_else(|e| panic!("no create fails: {}", chain(&e)))[0] {
+            Ok(_) => made += 1,
+            Err(Refusal::TooManyTimers { max: 10, .. }) => refused += 1,
+            ref other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((made, refused), (8, 8), "the quota of 10, 2 of them old");
+    let (timers, cron_fpm): (i64, i64) = sqlx::query_as("SELECT timers, cron_fpm FROM t_app_usage WHERE app = ?")
+        .bind(APP)
+        .fetch_one(pool(&db))
+        .await
+        .unwrap();
+    // Every timer here fires every 5 s: 12 a minute.
+    assert_eq!((timers, cron_fpm), (10, 10 * 12), "counted once, then kept");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_fails_fast_and_says_which() {
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("mysql://xtimer:secret@127.0.0.1:{port}/xtimer");
+    let started = Instant::now();
+    let err = mysql::connect(&DatabaseConfig { url, max_connections: 2 }, None).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(matches!(err, Error::Database(_)), "{err:?}");
+    let message = chain(&err);
+    assert!(message.contains(&format!("mysql://xtimer:***@127.0.0.1:{port}/xtimer")), "{message}");
+    assert!(!message.contains("secret"), "{message}");
+    assert!(message.to_lowercase().contains("refused"), "{message}");
+}
+
+#[tokio::test]
+async fn nodes_starting_at_once_create_and_migrate_one_database() {
+    let database = format!("t_{:016x}", rand::random::<u64>());
+    let config = DatabaseConfig { url: database_url(), max_connections: 2 };
+    let mut nodes = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (config, database) = (config.clone(), database.clone());
+        nodes.spawn(async move { mysql::connect(&config, Some(&database)).await });
+    }
+    let mut repos = Vec::new();
+    while let Some(started) = nodes.join_next().await {
+        repos.push(started.unwrap().unwrap_or_else(|e| panic!("every node starts: {}", chain(&e))));
+    }
+    let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+        .fetch_one(pool(&repos[0]))
+        .await
+        .unwrap();
+    assert_eq!(applied as usize, sqlx::migrate!("../migrations/mysql").iter().count(), "each migration once");
+    let database_of: String = sqlx::query_scalar("SELECT DATABASE()").fetch_one(pool(&repos[3])).await.unwrap();
+    assert_eq!(database_of, database);
+}

@@ -1,0 +1,96 @@
+//! `backfillTimer`: fire the scheduled times of a past window that have no
+//! fire record (the timer was disabled, or every node was down past the
+//! misfire threshold), oldest first, at a bounded pace.
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::enabled_timer;
+use super::input::TimerRef;
+use super::preview::parse_instant;
+use crate::auth::{authorize, AuthContext};
+use crate::extract::ApiJson;
+use crate::{ApiError, AppState, Envelope};
+
+/// Body of `backfillTimer`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BackfillTimer {
+    /// The timer.
+    pub id: i64,
+    /// The app it belongs to.
+    pub app: String,
+    /// Start of the window (included): RFC 3339 with an offset, or Unix ms.
+    pub from: Value,
+    /// End of the window (excluded); times after now are left to the
+    /// schedule.
+    pub to: Value,
+    /// Most fires to make; `limits.backfill_max_fires` when absent, and at
+    /// most that.
+    #[serde(default)]
+    pub max_fires: Option<i64>,
+}
+
+/// `{"count": N}`: the reply of `backfillTimer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Backfilled {
+    /// Fires made.
+    pub count: u64,
+}
+
+/// `POST backfillTimer`: every scheduled time of an enabled timer in
+/// `[from, to)` that has no fire record gets one (the oldest first, at most
+/// `maxFires`), sent at `limits.backfill_fires_per_second` whatever the
+/// timer's misfire policy. Each is a fire like any other: its record, its
+/// `Idempotency-Key` (`{id}_{runTimer}`, the key it would have had on
+/// time), retries and overlap policy. The window must lie within
+/// `retention.keep_fires_ms`: older records are deleted, so older times
+/// could not be told apart from missed ones.
+pub async fn timers_backfill(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    input: Result<ApiJson<BackfillTimer>, ApiError>,
+) -> Result<Envelope<Backfilled>, ApiError> {
+    auth.require_token()?;
+    let ApiJson(input) = input?;
+    authorize(&auth, &input.app)?;
+    let now = state.clock.now_ms();
+    let limits = &state.security.limits;
+    let from = instant("from", &input.from)?;
+    let to = instant("to", &input.to)?.min(now);
+    let oldest = now.saturating_sub(state.keep_fires_ms());
+    if from < oldest {
+        return Err(ApiError::invalid(
+            "from",
+            format!(
+                "must be within the kept fire history ({} ms, retention.keep_fires_ms): not before {}",
+                state.keep_fires_ms(),
+                xtimer_core::clock::rfc3339(oldest)
+            ),
+        ));
+    }
+    if from >= to {
+        return Err(ApiError::invalid("to", "must be after `from` (a time after now counts as now)"));
+    }
+    let most = i64::from(limits.backfill_max_fires);
+    let max_fires = input.max_fires.unwrap_or(most);
+    if !(1..=most).contains(&max_fires) {
+        return Err(ApiError::invalid(
+            "maxFires",
+            format!("must be 1 to {most} (limits.backfill_max_fires), got {max_fires}"),
+        ));
+    }
+    let timer = enabled_timer(&state, &auth, &TimerRef { id: input.id, app: input.app }, "backfill").await?;
+    let count = state.expander.backfill(&timer, from, to, max_fires as usize, limits.backfill_fires_per_second).await?;
+    Ok(Envelope(Backfilled { count }))
+}
+
+/// A time field: RFC 3339 with an offset, or Unix ms.
+fn instant(field: &str, value: &Value) -> Result<i64, ApiError> {
+    match value {
+        Value::String(text) => parse_instant(field, text),
+        Value::Number(n) => parse_instant(field, &n.to_string()),
+        _ => Err(ApiError::invalid(field, "must be an RFC 3339 time string or Unix milliseconds")),
+    }
+}
