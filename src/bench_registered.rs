@@ -5,7 +5,8 @@
 //! `--redis-url`), registers `--timers` daily timers that fire more than an
 //! hour from now through `POST createTimers` (1,000 per call, `--clients`
 //! calls at a time), and reports:
-//! - the create rate through `createTimers`, timers/s;
+//! - the create rate through `createTimers`, timers/s: overall, and over
+//!   the first and the last tenth (how the rate holds as the table grows);
 //! - a migrator step's time (median of three), with those timers registered;
 //! - idle CPU: the process's CPU over `--idle-seconds` with nothing due, as
 //!   a percentage of one core;
@@ -39,6 +40,9 @@ const SINGLE_SECONDS: u64 = 5;
 #[derive(Debug, Clone, Default)]
 struct Figures {
     creates_per_sec: f64,
+    /// `createTimers` rate over the first and the last tenth of the timers.
+    first_tenth_per_sec: f64,
+    last_tenth_per_sec: f64,
     single_per_sec: f64,
     step_ms: f64,
     idle_cpu_pct: f64,
@@ -57,8 +61,20 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         args.timers, args.due, args.seconds
     );
     println!(
-        "{:>4} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
-        "run", "creates/s", "single/s", "step ms", "idle cpu", "db MB", "p50 ms", "p99 ms", "dups", "misses", "rss MB"
+        "{:>4} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
+        "run",
+        "creates/s",
+        "1st 10%/s",
+        "last 10%/s",
+        "single/s",
+        "step ms",
+        "idle cpu",
+        "db MB",
+        "p50 ms",
+        "p99 ms",
+        "dups",
+        "misses",
+        "rss MB"
     );
     let mut all = Vec::new();
     for run in 1..=args.runs {
@@ -70,6 +86,8 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let med = |get: fn(&Figures) -> f64| median(all.iter().map(get).collect());
         let m = Figures {
             creates_per_sec: med(|f| f.creates_per_sec),
+            first_tenth_per_sec: med(|f| f.first_tenth_per_sec),
+            last_tenth_per_sec: med(|f| f.last_tenth_per_sec),
             single_per_sec: med(|f| f.single_per_sec),
             step_ms: med(|f| f.step_ms),
             idle_cpu_pct: med(|f| f.idle_cpu_pct),
@@ -87,8 +105,10 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
 fn print_row(label: &str, f: &Figures) {
     println!(
-        "{label:>4} {:>10.0} {:>10.0} {:>8.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
+        "{label:>4} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>8.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
         f.creates_per_sec,
+        f.first_tenth_per_sec,
+        f.last_tenth_per_sec,
         f.single_per_sec,
         f.step_ms,
         f.idle_cpu_pct,
@@ -123,9 +143,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             "notifyHTTPParam": {"url": url},
         })
     };
-    let started = Instant::now();
-    create_all(&client, &base, args.timers, args.clients, Arc::new(daily)).await?;
-    let creates_per_sec = args.timers as f64 / started.elapsed().as_secs_f64().max(1e-9);
+    let creates = create_all(&client, &base, args.timers, args.clients, Arc::new(daily)).await?;
 
     let mut steps = Vec::new();
     for _ in 0..3 {
@@ -172,7 +190,9 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let mut late: Vec<f64> = hits.iter().map(|h| h.lateness_ms()).collect();
     late.sort_by(|a, b| a.total_cmp(b));
     let figures = Figures {
-        creates_per_sec,
+        creates_per_sec: creates.overall,
+        first_tenth_per_sec: creates.first_tenth,
+        last_tenth_per_sec: creates.last_tenth,
         single_per_sec,
         step_ms,
         idle_cpu_pct,
@@ -187,26 +207,65 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     Ok(figures)
 }
 
+/// Create rates of one [`create_all`], timers/s: overall, and over the
+/// first and the last tenth of the timers created.
+#[derive(Debug, Clone, Copy, Default)]
+struct CreateRates {
+    overall: f64,
+    first_tenth: f64,
+    last_tenth: f64,
+}
+
+impl CreateRates {
+    /// The rates from when each call ended and the timers it created.
+    fn from_calls(started: Instant, mut calls: Vec<(Instant, u64)>) -> Self {
+        calls.sort_by_key(|(at, _)| *at);
+        let total: u64 = calls.iter().map(|(_, n)| n).sum();
+        let Some(&(end, _)) = calls.last() else { return Self::default() };
+        // When the first `n` timers were made, and how many were by then.
+        let made_by = |n: u64| {
+            let mut made = 0;
+            for &(at, count) in &calls {
+                made += count;
+                if made >= n {
+                    return (at, made);
+                }
+            }
+            (end, total)
+        };
+        let secs = |from: Instant, to: Instant| (to - from).as_secs_f64().max(1e-9);
+        let (tenth, first) = made_by(total.div_ceil(10));
+        let (nine_tenths, before_last) = made_by(total * 9 / 10);
+        Self {
+            overall: total as f64 / secs(started, end),
+            first_tenth: first as f64 / secs(started, tenth),
+            last_tenth: (total - before_last) as f64 / secs(nine_tenths, end),
+        }
+    }
+}
+
 /// Creates `count` timers built by `timer(i)` through `createTimers`,
-/// [`BATCH`] per call, `clients` calls at a time.
+/// [`BATCH`] per call, `clients` calls at a time; returns the rates.
 async fn create_all(
     client: &reqwest::Client,
     url: &str,
     count: u64,
     clients: usize,
     timer: Arc<dyn Fn(u64) -> serde_json::Value + Send + Sync>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<CreateRates> {
     // Each client builds its next batch when it sends it: the bodies of a
     // million timers held at once would be counted in the node's memory.
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..clients.max(1) {
         let (client, url, next, timer) = (client.clone(), url.to_string(), next.clone(), timer.clone());
         tasks.spawn(async move {
+            let mut calls = Vec::new();
             loop {
                 let from = next.fetch_add(BATCH as u64, std::sync::atomic::Ordering::Relaxed);
                 if from >= count {
-                    return anyhow::Ok(());
+                    return anyhow::Ok(calls);
                 }
                 let timers: Vec<_> = (from..(from + BATCH as u64).min(count)).map(&*timer).collect();
                 let body = serde_json::to_vec(&serde_json::json!({ "timers": timers }))?;
@@ -214,13 +273,15 @@ async fn create_all(
                 let status = reply.status();
                 let text = reply.text().await?;
                 anyhow::ensure!(status.is_success(), "createTimers answered {status}: {text}");
+                calls.push((Instant::now(), (count - from).min(BATCH as u64)));
             }
         });
     }
+    let mut calls = Vec::new();
     while let Some(done) = tasks.join_next().await {
-        done??;
+        calls.extend(done??);
     }
-    Ok(())
+    Ok(CreateRates::from_calls(started, calls))
 }
 
 /// `createTimer` calls from `clients` keep-alive clients for `seconds`,
