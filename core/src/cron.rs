@@ -241,6 +241,13 @@ impl CronSchedule {
         self.tz
     }
 
+    /// Fires in any minute it fires in: the seconds it names (every such
+    /// minute matches the same seconds; fire times are whole seconds).
+    pub fn fires_per_minute(&self) -> u64 {
+        // 1: croner's bit for "this value matches" (its `ALL_BIT`, not exported).
+        self.cron.pattern.seconds.count_set_values(1) as u64
+    }
+
     /// The first fire time strictly after `after`.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let start = self.wall(after).with_nanosecond(0)?;

@@ -33,14 +33,14 @@ impl Load {
     }
 }
 
-/// Fires of the cron in the first minute it fires in after `now_ms`.
+/// Fires of the cron in a minute it fires in, if it fires after `now_ms`.
 fn cron_peak(expr: &str, timezone: &str, now_ms: i64) -> u64 {
     let Some(now) = DateTime::from_timestamp_millis(now_ms) else { return 0 };
     let Ok(cron) = CronSchedule::parsed(expr, timezone) else { return 0 };
-    let Some(first) = cron.next_after(now) else { return 0 };
-    let minute = first.timestamp_millis().div_euclid(60_000) * 60_000;
-    // Fire times are whole seconds: at most 60 in a minute.
-    cron.fires_between(minute, minute + 60_000, 60).len() as u64
+    match cron.next_after(now) {
+        Some(_) => cron.fires_per_minute(),
+        None => 0,
+    }
 }
 
 #[cfg(test)]
@@ -61,6 +61,29 @@ mod tests {
         // Every second, but only in one hour of the day: still 60 then.
         assert_eq!(Load::of(&cron("* * 3 * * *"), NOW), Load::Cron(60));
         assert_eq!(Load::of(&cron("0-9 * * * *"), NOW), Load::Cron(1));
+    }
+
+    #[test]
+    fn the_peak_is_the_fires_of_the_first_minute_it_fires_in() {
+        for expr in [
+            "* * * * * *",
+            "*/7 * * * * *",
+            "0,15,30 * * * * *",
+            "5-9 */2 * * * *",
+            "@hourly",
+            "0 0 * * *",
+            "30 0 12 L * ?",
+        ] {
+            let cron = CronSchedule::parsed(expr, "Europe/Berlin").unwrap();
+            let first = cron.next_after(DateTime::from_timestamp_millis(NOW).unwrap()).unwrap();
+            let minute = first.timestamp_millis().div_euclid(60_000) * 60_000;
+            let scanned = cron.fires_between(minute, minute + 60_000, 60).len() as u64;
+            assert_eq!(Load::of(&cron_in(expr, "Europe/Berlin"), NOW), Load::Cron(scanned), "{expr}");
+        }
+    }
+
+    fn cron_in(expr: &str, timezone: &str) -> Schedule {
+        Schedule::Cron { expr: expr.into(), timezone: timezone.into() }
     }
 
     #[test]
