@@ -74,6 +74,7 @@ async fn a_step_reads_only_the_timers_due_before_its_horizon() {
     assert_eq!(claimed.len(), 1);
     let result = FireResult {
         task_id: claimed[0].task_id,
+        run_ms: claimed[0].key.run_ms,
         owner: claimed[0].owner.clone(),
         status: FireStatus::Succeeded,
         attempt: 1,
@@ -134,6 +135,7 @@ async fn retention_deletes_ended_fires_past_their_keep_time_one_node_at_a_time()
         .iter()
         .map(|c| FireResult {
             task_id: c.task_id,
+            run_ms: c.key.run_ms,
             owner: c.owner.clone(),
             status: FireStatus::Succeeded,
             attempt: 1,
@@ -177,6 +179,7 @@ async fn retention_with_the_defaults_keeps_a_week_of_history() {
         .iter()
         .map(|c| FireResult {
             task_id: c.task_id,
+            run_ms: c.key.run_ms,
             owner: c.owner.clone(),
             status: FireStatus::Succeeded,
             attempt: 1,
