@@ -754,6 +754,7 @@ impl ExecutorHandle {
         self.inner.metrics.fires_ended(status, 1);
         let result = FireResult {
             task_id: fire.task_id,
+            run_ms: fire.key.run_ms,
             owner: fire.owner.clone(),
             status,
             attempt,

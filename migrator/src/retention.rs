@@ -9,6 +9,13 @@
 //!
 //! On SQLite the freed pages are reused by later inserts, so at steady
 //! state the file stops growing.
+//!
+//! On PostgreSQL `t_timer_task` is partitioned by UTC day of run time:
+//! each pass first makes the next days' partitions and drops whole each
+//! expired one that holds no pending or running fire
+//! ([`FireRepo::maintain_partitions`]); the batched delete then takes
+//! what is left (the default partition, the day that straddles the keep
+//! time, a partition kept for a fire still under way).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,8 +74,10 @@ impl Retention {
         }
     }
 
-    /// One pass, if this node wins the retention lock: deletes every
-    /// record past its keep time, batch by batch. `None` when another node
+    /// One pass, if this node wins the retention lock: keeps the
+    /// partitions (PostgreSQL) and deletes every record past its keep
+    /// time, batch by batch; returns how many records the batches deleted
+    /// (a dropped partition's are not counted). `None` when another node
     /// has the lock.
     pub async fn run_once(&self, shutdown: &CancellationToken) -> Result<Option<u64>> {
         let hold = self.config.period_ms * 9 / 10;
@@ -77,7 +86,24 @@ impl Retention {
         }
         let now = self.clock.now_ms();
         self.timers.forget_minutes(now.div_euclid(60_000) - 1).await?;
-        let before = now - self.config.keep_fires_ms as i64;
+        let keep = i64::try_from(self.config.keep_fires_ms).unwrap_or(i64::MAX);
+        // A failure here (a lock wait that timed out) leaves the batched
+        // delete to do the work; the next pass tries again.
+        match self.fires.maintain_partitions(now, keep).await {
+            Ok(report) => {
+                if !report.created.is_empty() {
+                    tracing::info!(partitions = ?report.created, "Fire partitions created.");
+                }
+                if !report.dropped.is_empty() {
+                    tracing::info!(partitions = ?report.dropped, "Expired fire partitions dropped.");
+                }
+                if !report.kept.is_empty() {
+                    tracing::debug!(partitions = ?report.kept, "Expired fire partitions kept: they hold fires under way.");
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "Keeping fire partitions failed; the next period retries."),
+        }
+        let before = now.saturating_sub(keep);
         let mut deleted = 0;
         loop {
             let n = self.fires.delete_ended_before(before, self.config.batch_size).await?;

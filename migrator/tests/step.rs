@@ -74,6 +74,7 @@ async fn a_step_reads_only_the_timers_due_before_its_horizon() {
     assert_eq!(claimed.len(), 1);
     let result = FireResult {
         task_id: claimed[0].task_id,
+        run_ms: claimed[0].key.run_ms,
         owner: claimed[0].owner.clone(),
         status: FireStatus::Succeeded,
         attempt: 1,
@@ -134,6 +135,7 @@ async fn retention_deletes_ended_fires_past_their_keep_time_one_node_at_a_time()
         .iter()
         .map(|c| FireResult {
             task_id: c.task_id,
+            run_ms: c.key.run_ms,
             owner: c.owner.clone(),
             status: FireStatus::Succeeded,
             attempt: 1,
@@ -177,6 +179,7 @@ async fn retention_with_the_defaults_keeps_a_week_of_history() {
         .iter()
         .map(|c| FireResult {
             task_id: c.task_id,
+            run_ms: c.key.run_ms,
             owner: c.owner.clone(),
             status: FireStatus::Succeeded,
             attempt: 1,
@@ -195,4 +198,61 @@ async fn retention_with_the_defaults_keeps_a_week_of_history() {
     let mut kept: Vec<i64> = left.iter().map(|f| f.run_ms).collect();
     kept.sort();
     assert_eq!((kept, total), (vec![T0 - 6 * DAY, T0 - DAY], 2));
+}
+
+#[tokio::test]
+async fn retention_on_postgres_drops_an_expired_days_partition_whole() {
+    use xtimer_core::config::RetentionConfig;
+    use xtimer_migrator::Retention;
+    use xtimer_store::NewFire;
+
+    const DAY: i64 = 24 * 3_600_000;
+    let admin = std::env::var("XTIMER_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/postgres".into());
+    let name = format!(
+        "mig_{:016x}",
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    );
+    let url = xtimer_store::db::create_database(&admin, &name).await.unwrap();
+    // Start-up makes partitions around the real today.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let today = now.div_euclid(DAY);
+    let clock = Arc::new(ManualClock::new(now));
+    let db = DatabaseConfig { url, max_connections: 2 };
+    let stores = Stores::connect(&db, &RedisConfig::default(), &ShardConfig::default(), clock.clone()).await.unwrap();
+    let id = stores.timers.create_timer(&timer("daily", cron("0 0 12 * * *")), now).await.unwrap().id;
+    // Tomorrow: two fires that end. The day after: one still pending.
+    let runs = [(today + 1) * DAY + 1_000, (today + 1) * DAY + 2_000, (today + 2) * DAY + 1_000];
+    let new: Vec<NewFire> =
+        runs.iter().map(|&run_ms| NewFire { key: FireKey { timer_id: id, run_ms }, app: "step".into() }).collect();
+    stores.fires.insert_fires(&new, now).await.unwrap();
+    let claimed = stores.fires.claim(&[new[0].key, new[1].key], "node-a:1", 60_000, now).await.unwrap().claimed;
+    let results: Vec<FireResult> = claimed
+        .iter()
+        .map(|c| FireResult {
+            task_id: c.task_id,
+            run_ms: c.key.run_ms,
+            owner: c.owner.clone(),
+            status: FireStatus::Succeeded,
+            attempt: 1,
+            output: "HTTP 200".into(),
+            cost_time: 1,
+            lease_until: None,
+        })
+        .collect();
+    assert_eq!(stores.fires.record(&results, now).await.unwrap(), 2);
+
+    // A week after both days have ended.
+    clock.set((today + 3) * DAY + 7 * DAY);
+    let retention =
+        Retention::new(RetentionConfig::default(), &stores, &NodeContext::new(clock.clone(), "node-a", "xtimer-test"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    assert_eq!(retention.run_once(&stop).await.unwrap(), Some(0), "dropped whole, not deleted by the batches");
+    let (left, total) = stores.fires.list_fires(id, None, 0, 10).await.unwrap();
+    assert_eq!(
+        (total, left[0].run_ms, left[0].status),
+        (1, runs[2], FireStatus::Pending),
+        "the pending fire's day stays"
+    );
+    stores.close().await;
 }

@@ -8,7 +8,10 @@
 //!   `UNNEST` (one statement of a fixed text whatever the batch size);
 //!   claims lock the fires they take with `FOR UPDATE SKIP LOCKED`, so
 //!   concurrent claimers never wait for each other and never both win a
-//!   fire; inserts take keys in index order, so they cannot deadlock.
+//!   fire; inserts take keys in index order, so they cannot deadlock. The
+//!   table is partitioned by UTC day of run time (see `partition`):
+//!   claims, results and releases name each fire's run time and bound
+//!   their batch's, so they read only the partitions of those days.
 //! - MySQL has neither arrays nor `UPDATE ... RETURNING`: batches are
 //!   multi-row `VALUES` lists, and a claim is a transaction that locks the
 //!   fires it takes (`SELECT ... FOR UPDATE SKIP LOCKED`, as on PostgreSQL)
@@ -25,13 +28,13 @@ use sqlx::{MySql, MySqlPool, PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue};
+use crate::repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue, PartitionReport};
 use crate::sql::{
     claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, padded, page_bound,
     push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
     TIMER_ENABLED,
 };
-use crate::{Database, Result};
+use crate::{partition, Database, Result};
 
 const PENDING_BETWEEN: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
@@ -364,6 +367,13 @@ impl FireRepo for Database {
             .rows_affected()))
     }
 
+    async fn maintain_partitions(&self, now_ms: i64, keep_ms: i64) -> Result<PartitionReport> {
+        match self {
+            Self::Postgres(pool) => partition::maintain(pool, now_ms, Some(keep_ms)).await,
+            Self::Sqlite { .. } | Self::Mysql(_) => Ok(PartitionReport::default()),
+        }
+    }
+
     async fn ended_since(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>> {
         on_db!(self, read, pool => sqlx::query(&pool.sql(ENDED_SINCE))
             .bind(since_ms)
@@ -615,12 +625,14 @@ fn claim_outcome_pg(rows: &[PgRow], owner: &str) -> Result<ClaimOutcome> {
 }
 
 /// The UPDATE after a claim's CTE `c` (the locked fires: `task_id`,
-/// `enabled`): a fire whose timer is enabled becomes running under `$owner`
-/// until `$lease`; any other becomes skipped (its owner set to
-/// `$skipped_owner`). Returns each fire with its new status. Arguments are
-/// SQL expressions.
+/// `run_timer`, `enabled`): a fire whose timer is enabled becomes running
+/// under `$owner` until `$lease`; any other becomes skipped (its owner set
+/// to `$skipped_owner`). Returns each fire with its new status. Arguments
+/// are SQL expressions; `$and` is appended to the join's condition. The
+/// join names the run time, so each fire is looked for in its partition
+/// only.
 macro_rules! claim_update {
-    ($owner:literal, $lease:literal, $skipped_owner:literal, $now:literal, $skipped_output:literal) => {
+    ($owner:literal, $lease:literal, $skipped_owner:literal, $now:literal, $skipped_output:literal, $and:literal) => {
         formatcp!(
             "UPDATE t_timer_task f SET
                  status = CASE WHEN c.enabled THEN {running} ELSE {skipped} END,
@@ -628,13 +640,14 @@ macro_rules! claim_update {
                  lease_until = CASE WHEN c.enabled THEN {} ELSE f.lease_until END,
                  output = CASE WHEN c.enabled THEN f.output ELSE {} END,
                  modify_time = {}
-             FROM c WHERE f.task_id = c.task_id
+             FROM c WHERE f.task_id = c.task_id AND f.run_timer = c.run_timer{}
              RETURNING {CLAIMED_COLUMNS_PG}, f.status",
             $owner,
             $skipped_owner,
             $lease,
             $skipped_output,
             $now,
+            $and,
             running = code::RUNNING,
             skipped = code::SKIPPED,
         )
@@ -667,20 +680,31 @@ async fn claim_pg(pool: &PgPool, keys: &[FireKey], owner: &str, lease_ms: i64, n
     // Compare-and-set on pending, joined to the timer's status. Rows
     // another claimer holds are skipped rather than waited for: it holds
     // them only to take them. A fire claimed after its time still gets a
-    // whole lease.
+    // whole lease. The batch's first and last run times ($7, $8) bound
+    // both scans, so a cached generic plan still reads only the
+    // partitions of those days (the keys come as arrays, which the planner
+    // cannot prune by).
     const SQL: &str = formatcp!(
         "WITH k AS (
              SELECT DISTINCT timer_id, run_timer FROM UNNEST($1::bigint[], $2::bigint[]) AS k(timer_id, run_timer)
          ), c AS MATERIALIZED (
-             SELECT f.task_id, {TIMER_ENABLED} AS enabled
+             SELECT f.task_id, f.run_timer, {TIMER_ENABLED} AS enabled
              FROM t_timer_task f JOIN k ON f.timer_id = k.timer_id AND f.run_timer = k.run_timer
-             WHERE f.status = {}
+             WHERE f.status = {} AND f.run_timer BETWEEN $7 AND $8
              FOR UPDATE OF f SKIP LOCKED
          )
          {}",
         code::PENDING,
-        claim_update!("$3", "GREATEST(f.run_timer, $5) + $4", "f.owner", "$5", "$6")
+        claim_update!(
+            "$3",
+            "GREATEST(f.run_timer, $5) + $4",
+            "f.owner",
+            "$5",
+            "$6",
+            " AND f.run_timer BETWEEN $7 AND $8"
+        )
     );
+    let (first, last) = run_range(keys.iter().map(|k| k.run_ms));
     let rows = sqlx::query(SQL)
         .bind(keys.iter().map(|k| k.timer_id).collect::<Vec<_>>())
         .bind(keys.iter().map(|k| k.run_ms).collect::<Vec<_>>())
@@ -688,9 +712,17 @@ async fn claim_pg(pool: &PgPool, keys: &[FireKey], owner: &str, lease_ms: i64, n
         .bind(lease_ms)
         .bind(now_ms)
         .bind(SKIPPED_OUTPUT)
+        .bind(first)
+        .bind(last)
         .fetch_all(pool)
         .await?;
     claim_outcome_pg(&rows, owner)
+}
+
+/// The first and last of `runs` (not empty): the bounds that let a
+/// PostgreSQL batch statement read only the partitions it needs.
+fn run_range(runs: impl Iterator<Item = i64>) -> (i64, i64) {
+    runs.fold((i64::MAX, i64::MIN), |(lo, hi), run| (lo.min(run), hi.max(run)))
 }
 
 async fn reclaim_pg(
@@ -701,9 +733,11 @@ async fn reclaim_pg(
     now_ms: i64,
     alive_since_ms: i64,
 ) -> Result<ClaimOutcome> {
+    // By task id only (the reconciler's overdue fires, off the fire
+    // path): a probe of each partition's primary key.
     const SQL: &str = formatcp!(
         "WITH c AS MATERIALIZED (
-             SELECT f.task_id, {TIMER_ENABLED} AS enabled
+             SELECT f.task_id, f.run_timer, {TIMER_ENABLED} AS enabled
              FROM t_timer_task f
              WHERE f.task_id = ANY($1::bigint[]) AND (f.status = {} OR (f.status = {} AND {}))
              FOR UPDATE OF f SKIP LOCKED
@@ -712,7 +746,7 @@ async fn reclaim_pg(
         code::PENDING,
         code::RUNNING,
         claim_taken_over!("f.owner", "$4", "$6"),
-        claim_update!("$2", "$3", "NULL", "$4", "$5")
+        claim_update!("$2", "$3", "NULL", "$4", "$5", "")
     );
     let rows = sqlx::query(SQL)
         .bind(task_ids)
@@ -731,15 +765,18 @@ async fn record_pg(pool: &PgPool, results: &[FireResult], now_ms: i64) -> Result
         "UPDATE t_timer_task f SET status = v.status, attempt = v.attempt, output = v.output,
              cost_time = CASE WHEN f.attempt = 0 THEN v.cost_time ELSE f.cost_time END,
              lease_until = v.lease_until, modify_time = $8
-         FROM UNNEST($1::bigint[], $2::text[], $3::smallint[], $4::integer[], $5::text[], $6::bigint[], $7::bigint[])
-              AS v(task_id, owner, status, attempt, output, cost_time, lease_until)
-         WHERE f.task_id = v.task_id AND f.owner = v.owner AND f.status = {}",
+         FROM UNNEST($1::bigint[], $2::text[], $3::smallint[], $4::integer[], $5::text[], $6::bigint[], $7::bigint[],
+                     $9::bigint[])
+              AS v(task_id, owner, status, attempt, output, cost_time, lease_until, run_timer)
+         WHERE f.task_id = v.task_id AND f.run_timer = v.run_timer AND f.owner = v.owner AND f.status = {}
+           AND f.run_timer BETWEEN $10 AND $11",
         code::RUNNING
     );
     fn bind_round<'q>(
         round: &'q [&'q FireResult],
         now_ms: i64,
     ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        let (first, last) = run_range(round.iter().map(|r| r.run_ms));
         sqlx::query(SQL)
             .bind(round.iter().map(|r| r.task_id).collect::<Vec<_>>())
             .bind(round.iter().map(|r| r.owner.as_str()).collect::<Vec<_>>())
@@ -749,6 +786,9 @@ async fn record_pg(pool: &PgPool, results: &[FireResult], now_ms: i64) -> Result
             .bind(round.iter().map(|r| r.cost_time).collect::<Vec<_>>())
             .bind(round.iter().map(|r| r.lease_until).collect::<Vec<_>>())
             .bind(now_ms)
+            .bind(round.iter().map(|r| r.run_ms).collect::<Vec<_>>())
+            .bind(first)
+            .bind(last)
     }
 
     // One statement per round, all in one transaction. A final fire keeps
@@ -769,15 +809,20 @@ async fn record_pg(pool: &PgPool, results: &[FireResult], now_ms: i64) -> Result
 async fn release_pg(pool: &PgPool, claims: &[ClaimedFire], now_ms: i64) -> Result<u64> {
     const SQL: &str = formatcp!(
         "UPDATE t_timer_task f SET status = {}, owner = NULL, lease_until = NULL, modify_time = $3
-         FROM UNNEST($1::bigint[], $2::text[]) AS v(task_id, owner)
-         WHERE f.task_id = v.task_id AND f.owner = v.owner AND f.status = {}",
+         FROM UNNEST($1::bigint[], $2::text[], $4::bigint[]) AS v(task_id, owner, run_timer)
+         WHERE f.task_id = v.task_id AND f.run_timer = v.run_timer AND f.owner = v.owner AND f.status = {}
+           AND f.run_timer BETWEEN $5 AND $6",
         code::PENDING,
         code::RUNNING
     );
+    let (first, last) = run_range(claims.iter().map(|c| c.key.run_ms));
     let done = sqlx::query(SQL)
         .bind(claims.iter().map(|c| c.task_id).collect::<Vec<_>>())
         .bind(claims.iter().map(|c| c.owner.as_str()).collect::<Vec<_>>())
         .bind(now_ms)
+        .bind(claims.iter().map(|c| c.key.run_ms).collect::<Vec<_>>())
+        .bind(first)
+        .bind(last)
         .execute(pool)
         .await?;
     Ok(done.rows_affected())

@@ -9,6 +9,8 @@
 //!   side by side where the SQL really differs).
 //! - `timers`, `fires`, `nodes`, [`auth`], [`tasks`]: one file per
 //!   repository, each implemented once on [`Database`].
+//! - [`partition`]: PostgreSQL's daily partitions of `t_timer_task`, made
+//!   ahead and dropped whole once expired.
 //! - `sql`: what the dialects share: status codes from core's enums,
 //!   column lists, SQL fragments, row decoding.
 //! - [`sqlite`], [`postgres`], [`mysql`]: opening each database (pragmas,
@@ -31,6 +33,7 @@ pub mod lease;
 pub mod lock;
 pub mod mysql;
 mod nodes;
+pub mod partition;
 pub mod postgres;
 pub mod redis;
 pub mod repo;
@@ -48,7 +51,10 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use lease::ShardLeases;
 pub use lock::{LockStore, MemoryLocks};
-pub use repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo, Overdue, TimerRepo};
+pub use repo::{
+    BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo, Overdue, PartitionReport,
+    TimerRepo,
+};
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;

@@ -1,6 +1,7 @@
 //! Opening PostgreSQL, for clusters: connecting with clear errors, an
-//! optional schema per connection (tests get a fresh one each), and the
-//! schema migration under an advisory lock. The repositories themselves
+//! optional schema per connection (tests get a fresh one each), the
+//! schema migration under an advisory lock, and the first daily partitions
+//! of `t_timer_task` (see `partition`). The repositories themselves
 //! are written once for every dialect (see [`crate::db`]).
 
 use std::str::FromStr;
@@ -10,7 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection};
 use xtimer_core::config::DatabaseConfig;
 
-use crate::{redact, Database, Error, Result};
+use crate::{partition, redact, Database, Error, Result};
 
 /// How long connecting (TCP, TLS, start-up) may take before it counts as
 /// unreachable; also bounds waiting for a server that is still starting up.
@@ -44,6 +45,18 @@ pub async fn connect(config: &DatabaseConfig, schema: Option<&str>) -> Result<Da
     // `run_direct`: `run(&mut conn)` makes this future not `Send` for
     // spawning ("implementation of `Acquire` is not general enough").
     sqlx::migrate!("../migrations/postgres").run_direct(&mut conn).await?;
+    // Today's partition and the next days' before the first fire is
+    // inserted. The wall clock: the node's clock reaches the store only
+    // through its loops; the retention loop keeps partitions up on it.
+    // Not fatal: until they exist, fires go to the default partition.
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    match partition::maintain_on(&mut conn, now_ms, None).await {
+        Ok(report) if !report.created.is_empty() => {
+            tracing::info!(partitions = ?report.created, "Fire partitions created.")
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!(error = %err, "Creating fire partitions failed; the retention loop retries."),
+    }
     // Closing politely is a courtesy; the migration is committed either way.
     let _ = conn.close().await;
 

@@ -115,6 +115,9 @@ pub struct ClaimOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FireResult {
     pub task_id: i64,
+    /// The fire's run time (its key's): lets PostgreSQL find the row in
+    /// its run time's partition only.
+    pub run_ms: i64,
     pub owner: String,
     /// Succeeded or Failed ends the fire; Running keeps the lease for a retry.
     pub status: FireStatus,
@@ -156,6 +159,18 @@ pub enum FireWindow {
     DueBy(i64),
     /// Pending fires after this time (Unix ms), soonest first.
     UpcomingAfter(i64),
+}
+
+/// What [`FireRepo::maintain_partitions`] did, by partition name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PartitionReport {
+    /// Daily partitions made.
+    pub created: Vec<String>,
+    /// Expired daily partitions dropped whole, with their fires.
+    pub dropped: Vec<String>,
+    /// Expired daily partitions kept because they still hold a pending or
+    /// running fire; the batched delete takes their ended fires.
+    pub kept: Vec<String>,
 }
 
 /// Fires (`t_timer_task`).
@@ -230,6 +245,13 @@ pub trait FireRepo: Send + Sync {
     /// Deletes at most `limit` ended fires (not pending, not running) that
     /// ran before `before_ms`; returns how many.
     async fn delete_ended_before(&self, before_ms: i64, limit: u32) -> Result<u64>;
+    /// PostgreSQL, whose `t_timer_task` is partitioned by UTC day: makes
+    /// the partitions of today and the next few days if missing, and drops
+    /// whole every partition that ended at or before `now_ms - keep_ms`
+    /// and holds no pending or running fire. One caller at a time across
+    /// nodes. Nothing on SQLite and MySQL (an empty report): their
+    /// history goes by [`FireRepo::delete_ended_before`] only.
+    async fn maintain_partitions(&self, now_ms: i64, keep_ms: i64) -> Result<PartitionReport>;
     /// A page of a timer's fires in `window`, and their total.
     async fn list_fires_in(
         &self,

@@ -134,6 +134,7 @@ async fn expired_lease_is_reclaimed_and_fired_again() {
     // The dead node comes back with a stale result: it is fenced out.
     let stale = FireResult {
         task_id: dead.task_id,
+        run_ms: dead.key.run_ms,
         owner: dead.owner.clone(),
         status: FireStatus::Failed,
         attempt: 1,
@@ -200,6 +201,7 @@ async fn running_fire_with_a_live_lease_is_left_alone() {
     // Its owner still holds it: the owner's result is the one written.
     let result = FireResult {
         task_id: owner.task_id,
+        run_ms: owner.key.run_ms,
         owner: owner.owner.clone(),
         status: FireStatus::Succeeded,
         attempt: 1,

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use xtimer_core::config::DatabaseConfig;
-use xtimer_core::fire::FireKey;
+use xtimer_core::fire::{FireKey, FireStatus};
 use xtimer_core::timer::TimerStatus;
 use xtimer_store::{postgres, Database};
-use xtimer_store::{Error, NewFire};
+use xtimer_store::{Error, FireRepo, NewFire, TimerRepo};
 
 use crate::helpers::{self, timer, Backend, APP, T0};
 
@@ -126,4 +126,242 @@ async fn nodes_starting_at_once_create_and_migrate_one_schema() {
     assert_eq!(applied as usize, sqlx::migrate!("../migrations/postgres").iter().count(), "each migration once");
     let schema_of: String = sqlx::query_scalar("SELECT current_schema()").fetch_one(pool(&repos[3])).await.unwrap();
     assert_eq!(schema_of, schema);
+}
+
+// ---- Daily partitions of t_timer_task ------------------------------------
+
+/// One UTC day, ms.
+const DAY: i64 = 86_400_000;
+
+/// A fresh migrated schema, as a [`Database`] (whose repositories the
+/// partition tests call directly).
+async fn fresh_database() -> Database {
+    let schema = format!("t_{:016x}", rand::random::<u64>());
+    let config = DatabaseConfig { url: database_url(), max_connections: 4 };
+    postgres::connect(&config, Some(&schema)).await.unwrap_or_else(|e| panic!("connect: {}", chain(&e)))
+}
+
+/// The wall clock: start-up makes partitions around the real today.
+fn wall_now() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// The partition of UTC day `day` (days since the epoch).
+fn partition_of(day: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(day * DAY).unwrap().format("t_timer_task_p%Y%m%d").to_string()
+}
+
+/// The partitions of `t_timer_task`, by name.
+async fn partitions(db: &Database) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 't_timer_task'::regclass ORDER BY 1",
+    )
+    .fetch_all(pool(db))
+    .await
+    .unwrap()
+}
+
+/// The partition that holds fire `key`.
+async fn partition_holding(db: &Database, key: FireKey) -> String {
+    sqlx::query_scalar("SELECT tableoid::regclass::text FROM t_timer_task WHERE timer_id = $1 AND run_timer = $2")
+        .bind(key.timer_id)
+        .bind(key.run_ms)
+        .fetch_one(pool(db))
+        .await
+        .unwrap()
+}
+
+/// Inserts `timer`'s fires at `runs` straight into `db`; their keys.
+async fn insert_into(db: &Database, timer_id: i64, runs: &[i64], now_ms: i64) -> Vec<FireKey> {
+    let keys: Vec<FireKey> = runs.iter().map(|&run_ms| FireKey { timer_id, run_ms }).collect();
+    let new: Vec<NewFire> = keys.iter().map(|&key| NewFire { key, app: APP.into() }).collect();
+    assert_eq!(db.insert_fires(&new, now_ms).await.unwrap(), keys.len() as u64);
+    keys
+}
+
+/// The status of each fire of `timer_id`, by run time.
+async fn statuses(db: &Database, timer_id: i64) -> Vec<(i64, FireStatus)> {
+    let (mut fires, _) = db.list_fires(timer_id, None, 0, 1_000).await.unwrap();
+    fires.sort_by_key(|f| f.run_ms);
+    fires.iter().map(|f| (f.run_ms, f.status)).collect()
+}
+
+#[tokio::test]
+async fn a_migrated_schema_has_partitions_for_today_and_the_days_ahead_and_a_fire_now_lands_in_todays() {
+    let db = fresh_database().await;
+    let now = wall_now();
+    let today = now.div_euclid(DAY);
+    let names = partitions(&db).await;
+    for day in today..=today + xtimer_store::partition::DAYS_AHEAD {
+        assert!(names.contains(&partition_of(day)), "{} in {names:?}", partition_of(day));
+    }
+    assert!(names.iter().any(|n| n == "t_timer_task_default"), "{names:?}");
+
+    let t = db.create_timer(&helpers::new_timer(APP, "now", TimerStatus::Enabled), now).await.unwrap();
+    let keys = insert_into(&db, t.id, &[now, T0], now).await;
+    assert_eq!(partition_holding(&db, keys[0]).await, partition_of(today));
+    assert_eq!(partition_holding(&db, keys[1]).await, "t_timer_task_default", "no partition for a day long gone");
+
+    // The statements that name the run time find the fire in its partition.
+    let claimed = db.claim(&keys, "node-a:1", 60_000, now).await.unwrap().claimed;
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(db.release(&claimed[1..], now).await.unwrap(), 1);
+    assert_eq!(db.record(&[helpers::succeeded(&claimed[0], 3)], now).await.unwrap(), 1);
+    assert_eq!(statuses(&db, t.id).await, [(T0, FireStatus::Pending), (now, FireStatus::Succeeded)]);
+}
+
+#[tokio::test]
+async fn an_expired_partition_is_dropped_whole_unless_it_holds_a_fire_under_way() {
+    const KEEP: i64 = 7 * DAY;
+    let db = fresh_database().await;
+    let now = wall_now();
+    let today = now.div_euclid(DAY);
+    let t = db.create_timer(&helpers::new_timer(APP, "aging", TimerStatus::Enabled), now).await.unwrap();
+    // Tomorrow's fire ends; the next day's stays pending; the one after is running.
+    let runs = [(today + 1) * DAY + 1_000, (today + 2) * DAY + 1_000, (today + 3) * DAY + 1_000];
+    let keys = insert_into(&db, t.id, &runs, now).await;
+    let claimed = db.claim(&[keys[0], keys[2]], "node-a:1", 60_000, now).await.unwrap().claimed;
+    let ended = claimed.iter().find(|c| c.key == keys[0]).unwrap();
+    assert_eq!(db.record(&[helpers::succeeded(ended, 1)], now).await.unwrap(), 1);
+
+    // A week after the day of the running fire: today's (empty) and
+    // tomorrow's partitions go whole; the two holding fires under way stay.
+    let later = (today + 4) * DAY + KEEP;
+    let report = db.maintain_partitions(later, KEEP).await.unwrap();
+    assert_eq!(report.dropped, [partition_of(today), partition_of(today + 1)]);
+    assert_eq!(report.kept, [partition_of(today + 2), partition_of(today + 3)]);
+    let later_day = later.div_euclid(DAY);
+    let ahead: Vec<String> = (later_day..=later_day + xtimer_store::partition::DAYS_AHEAD).map(partition_of).collect();
+    assert_eq!(report.created, ahead, "the days ahead of the new now");
+    let names = partitions(&db).await;
+    assert!(!names.contains(&partition_of(today)) && !names.contains(&partition_of(today + 1)), "{names:?}");
+    assert_eq!(statuses(&db, t.id).await, [(runs[1], FireStatus::Pending), (runs[2], FireStatus::Running)]);
+
+    let again = db.maintain_partitions(later, KEEP).await.unwrap();
+    assert_eq!((again.created.len(), again.dropped.len()), (0, 0), "nothing left to do: {again:?}");
+
+    // Once the pending fire has ended, its partition goes too.
+    assert_eq!(db.mark_missed(&[fire_id(&db, keys[1]).await], "missed", later).await.unwrap(), 1);
+    let last = db.maintain_partitions(later, KEEP).await.unwrap();
+    assert_eq!((last.dropped, last.kept), (vec![partition_of(today + 2)], vec![partition_of(today + 3)]));
+    assert_eq!(statuses(&db, t.id).await, [(runs[2], FireStatus::Running)]);
+}
+
+/// The task id of fire `key`.
+async fn fire_id(db: &Database, key: FireKey) -> i64 {
+    sqlx::query_scalar("SELECT task_id FROM t_timer_task WHERE timer_id = $1 AND run_timer = $2")
+        .bind(key.timer_id)
+        .bind(key.run_ms)
+        .fetch_one(pool(db))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_new_partition_takes_over_its_days_fires_from_the_default_partition() {
+    let db = fresh_database().await;
+    let now = wall_now();
+    let today = now.div_euclid(DAY);
+    let t = db.create_timer(&helpers::new_timer(APP, "ahead", TimerStatus::Enabled), now).await.unwrap();
+    // Ten days ahead: no partition yet.
+    let far = (today + 10) * DAY + 5_000;
+    let keys = insert_into(&db, t.id, &[far, far + 1_000], now).await;
+    assert_eq!(partition_holding(&db, keys[0]).await, "t_timer_task_default");
+    let id = fire_id(&db, keys[0]).await;
+
+    let report = db.maintain_partitions(far, 7 * DAY).await.unwrap();
+    assert!(report.created.contains(&partition_of(today + 10)), "{report:?}");
+    for key in &keys {
+        assert_eq!(partition_holding(&db, *key).await, partition_of(today + 10));
+    }
+    assert_eq!(fire_id(&db, keys[0]).await, id, "moved, not made again");
+    let claimed = db.claim(&keys, "node-a:1", 60_000, far).await.unwrap().claimed;
+    assert_eq!(claimed.len(), 2, "claimed where they moved to");
+}
+
+#[tokio::test]
+async fn fires_stored_before_partitioning_survive_the_migration_and_ids_keep_increasing() {
+    use sqlx::Connection;
+
+    // A schema migrated up to 0010, the last before partitioning.
+    let schema = format!("t_{:016x}", rand::random::<u64>());
+    let mut conn = sqlx::PgConnection::connect(&database_url()).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&mut conn).await.unwrap();
+    sqlx::query(&format!("SET search_path TO {schema}")).execute(&mut conn).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations/postgres");
+    for entry in std::fs::read_dir(source).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name.as_str() < "0011" {
+            std::fs::copy(&path, dir.path().join(name)).unwrap();
+        }
+    }
+    let up_to_0010 = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
+    assert_eq!(up_to_0010.iter().count(), 10);
+    up_to_0010.run_direct(&mut conn).await.unwrap();
+
+    // Fires of a day long gone (ended), today (pending) and far ahead.
+    let now = wall_now();
+    let today = now.div_euclid(DAY);
+    let t = {
+        let db = Database::Postgres(
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .connect_with(
+                    <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(&database_url())
+                        .unwrap()
+                        .options([("search_path", schema.as_str())]),
+                )
+                .await
+                .unwrap(),
+        );
+        let t = db.create_timer(&helpers::new_timer(APP, "old", TimerStatus::Enabled), now).await.unwrap();
+        db.close().await;
+        t
+    };
+    let runs = [T0, now, (today + 30) * DAY];
+    for (i, run) in runs.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO t_timer_task (timer_id, app, run_timer, status, output, create_time, modify_time)
+             VALUES ($1, $2, $3, $4, 'before', $5, $5)",
+        )
+        .bind(t.id)
+        .bind(APP)
+        .bind(run)
+        .bind(if i == 0 { FireStatus::Succeeded.code() as i16 } else { 0 })
+        .bind(now)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    let before: Vec<(i64, i64)> = sqlx::query_as("SELECT task_id, run_timer FROM t_timer_task ORDER BY task_id")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+
+    // Start-up applies 0011 and makes today's partitions.
+    let config = DatabaseConfig { url: database_url(), max_connections: 2 };
+    let db = postgres::connect(&config, Some(&schema)).await.unwrap_or_else(|e| panic!("connect: {}", chain(&e)));
+    let after: Vec<(i64, i64)> = sqlx::query_as("SELECT task_id, run_timer FROM t_timer_task ORDER BY task_id")
+        .fetch_all(pool(&db))
+        .await
+        .unwrap();
+    assert_eq!(after, before, "every fire kept, with its id");
+    let key = |run_ms| FireKey { timer_id: t.id, run_ms };
+    assert_eq!(partition_holding(&db, key(T0)).await, "t_timer_task_default");
+    assert_eq!(partition_holding(&db, key(now)).await, partition_of(today), "today's moved into its partition");
+    assert_eq!(partition_holding(&db, key(runs[2])).await, "t_timer_task_default");
+    let (fires, total) = db.list_fires(t.id, None, 0, 10).await.unwrap();
+    assert_eq!(total, 3);
+    assert!(fires.iter().all(|f| f.output == "before"));
+
+    // New fires get ids past the old ones, and the old ones still claim.
+    let new = insert_into(&db, t.id, &[now + 1_000], now).await;
+    let max_before = before.iter().map(|(id, _)| *id).max().unwrap();
+    assert!(fire_id(&db, new[0]).await > max_before);
+    let claimed = db.claim(&[key(now), new[0]], "node-a:1", 60_000, now).await.unwrap().claimed;
+    assert_eq!(claimed.len(), 2);
 }

@@ -122,6 +122,7 @@ pub fn result(
 ) -> FireResult {
     FireResult {
         task_id: claim.task_id,
+        run_ms: claim.key.run_ms,
         owner: claim.owner.clone(),
         status,
         attempt,

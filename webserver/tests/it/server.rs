@@ -180,6 +180,9 @@ impl FireRepo for BrokenFires {
     async fn delete_ended_before(&self, _: i64, _: u32) -> xtimer_store::Result<u64> {
         store_down()
     }
+    async fn maintain_partitions(&self, _: i64, _: i64) -> xtimer_store::Result<xtimer_store::PartitionReport> {
+        store_down()
+    }
     async fn list_fires_in(
         &self,
         _: i64,
