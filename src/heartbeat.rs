@@ -34,17 +34,30 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// Reports until `shutdown`.
+    /// Reports until `shutdown`. A report that takes longer than the
+    /// period is given up and made afresh at the next tick: a write stuck
+    /// in the pool's reconnect back-off (seconds, after a database outage)
+    /// would otherwise keep this node's heartbeat stale after the database
+    /// is back, and another node would take its claims.
     pub async fn run(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let mut tick = tokio::time::interval(self.node_timeout / BEATS_PER_TIMEOUT as u32);
+        let period = self.node_timeout / BEATS_PER_TIMEOUT as u32;
+        let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            if let Err(err) = self.run_once().await {
-                tracing::warn!(error = %err, "Heartbeat failed.");
+            match tokio::time::timeout(period, self.run_once()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!(error = %err, "Heartbeat failed."),
+                Err(_) => {
+                    self.liveness.beat_failed();
+                    tracing::warn!(
+                        period_ms = period.as_millis() as u64,
+                        "Heartbeat took longer than its period; retrying."
+                    );
+                }
             }
         }
         let _ = self.nodes.remove_node(&self.info.id).await;
