@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use xtimer_core::clock::ManualClock;
 use xtimer_core::config::{DatabaseConfig, MigratorConfig, RedisConfig, ShardConfig};
-use xtimer_core::fire::{FireKey, FireStatus};
+use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
 use xtimer_migrator::Migrator;
@@ -131,19 +131,7 @@ async fn retention_deletes_ended_fires_past_their_keep_time_one_node_at_a_time()
     stores.fires.insert_fires(&new, T0 - 130_000).await.unwrap();
     let keys: Vec<FireKey> = new.iter().map(|f| f.key).collect();
     let claimed = stores.fires.claim(&keys, "node-a:1", 60_000, T0).await.unwrap().claimed;
-    let results: Vec<FireResult> = claimed
-        .iter()
-        .map(|c| FireResult {
-            task_id: c.task_id,
-            run_ms: c.key.run_ms,
-            owner: c.owner.clone(),
-            status: FireStatus::Succeeded,
-            attempt: 1,
-            output: "HTTP 200".into(),
-            cost_time: 1,
-            lease_until: None,
-        })
-        .collect();
+    let results = succeeded(&claimed);
     assert_eq!(stores.fires.record(&results, T0).await.unwrap(), 6);
 
     let config = RetentionConfig { keep_fires_ms: 60_000, period_ms: 60_000, batch_size: 2 };
@@ -175,19 +163,7 @@ async fn retention_with_the_defaults_keeps_a_week_of_history() {
     stores.fires.insert_fires(&new, T0 - 9 * DAY).await.unwrap();
     let keys: Vec<FireKey> = new.iter().map(|f| f.key).collect();
     let claimed = stores.fires.claim(&keys, "node-a:1", 60_000, T0).await.unwrap().claimed;
-    let results: Vec<FireResult> = claimed
-        .iter()
-        .map(|c| FireResult {
-            task_id: c.task_id,
-            run_ms: c.key.run_ms,
-            owner: c.owner.clone(),
-            status: FireStatus::Succeeded,
-            attempt: 1,
-            output: "HTTP 200".into(),
-            cost_time: 1,
-            lease_until: None,
-        })
-        .collect();
+    let results = succeeded(&claimed);
     assert_eq!(stores.fires.record(&results, T0).await.unwrap(), 3);
 
     let retention =
@@ -227,19 +203,7 @@ async fn retention_on_postgres_drops_an_expired_days_partition_whole() {
         runs.iter().map(|&run_ms| NewFire { key: FireKey { timer_id: id, run_ms }, app: "step".into() }).collect();
     stores.fires.insert_fires(&new, now).await.unwrap();
     let claimed = stores.fires.claim(&[new[0].key, new[1].key], "node-a:1", 60_000, now).await.unwrap().claimed;
-    let results: Vec<FireResult> = claimed
-        .iter()
-        .map(|c| FireResult {
-            task_id: c.task_id,
-            run_ms: c.key.run_ms,
-            owner: c.owner.clone(),
-            status: FireStatus::Succeeded,
-            attempt: 1,
-            output: "HTTP 200".into(),
-            cost_time: 1,
-            lease_until: None,
-        })
-        .collect();
+    let results = succeeded(&claimed);
     assert_eq!(stores.fires.record(&results, now).await.unwrap(), 2);
 
     // A week after both days have ended.
@@ -255,4 +219,21 @@ async fn retention_on_postgres_drops_an_expired_days_partition_whole() {
         "the pending fire's day stays"
     );
     stores.close().await;
+}
+
+/// The results of claimed fires that all succeeded on their first attempt.
+fn succeeded(claimed: &[ClaimedFire]) -> Vec<FireResult> {
+    claimed
+        .iter()
+        .map(|c| FireResult {
+            task_id: c.task_id,
+            run_ms: c.key.run_ms,
+            owner: c.owner.clone(),
+            status: FireStatus::Succeeded,
+            attempt: 1,
+            output: "HTTP 200".into(),
+            cost_time: 1,
+            lease_until: None,
+        })
+        .collect()
 }
