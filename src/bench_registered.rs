@@ -8,6 +8,7 @@
 //! - the create rate through `createTimers`, timers/s: overall, and over
 //!   the first and the last tenth (how the rate holds as the table grows);
 //! - a migrator step's time (median of three), with those timers registered;
+//! - one `/metrics` scrape, which counts the timers by status;
 //! - idle CPU: the process's CPU over `--idle-seconds` with nothing due, as
 //!   a percentage of one core;
 //! - the database's size;
@@ -45,6 +46,8 @@ struct Figures {
     last_tenth_per_sec: f64,
     single_per_sec: f64,
     step_ms: f64,
+    /// One `/metrics` scrape that counts the timers afresh, ms.
+    scrape_ms: f64,
     idle_cpu_pct: f64,
     db_mb: f64,
     p50_ms: f64,
@@ -61,13 +64,14 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         args.timers, args.due, args.seconds
     );
     println!(
-        "{:>4} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
+        "{:>4} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
         "run",
         "creates/s",
         "1st 10%/s",
         "last 10%/s",
         "single/s",
         "step ms",
+        "scrape ms",
         "idle cpu",
         "db MB",
         "p50 ms",
@@ -90,6 +94,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
             last_tenth_per_sec: med(|f| f.last_tenth_per_sec),
             single_per_sec: med(|f| f.single_per_sec),
             step_ms: med(|f| f.step_ms),
+            scrape_ms: med(|f| f.scrape_ms),
             idle_cpu_pct: med(|f| f.idle_cpu_pct),
             db_mb: med(|f| f.db_mb),
             p50_ms: med(|f| f.p50_ms),
@@ -105,12 +110,13 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
 fn print_row(label: &str, f: &Figures) {
     println!(
-        "{label:>4} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>8.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
+        "{label:>4} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>8.1} {:>9.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
         f.creates_per_sec,
         f.first_tenth_per_sec,
         f.last_tenth_per_sec,
         f.single_per_sec,
         f.step_ms,
+        f.scrape_ms,
         f.idle_cpu_pct,
         f.db_mb,
         f.p50_ms,
@@ -158,6 +164,10 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let idle_cpu_pct = (cpu_seconds() - cpu_before) / idle.elapsed().as_secs_f64() * 100.0;
     let db_mb = db_bytes(&db_path, &db_url).await as f64 / 1e6;
+    // The node's first scrape: it counts the timers.
+    let scraped = Instant::now();
+    client.get(format!("http://{}/metrics", node.addr)).send().await?.error_for_status()?.text().await?;
+    let scrape_ms = scraped.elapsed().as_secs_f64() * 1_000.0;
     // After the idle time, so that the bulk import's WAL is checkpointed.
     let single = format!("http://{}/api/xtimer/createTimer", node.addr);
     let single_per_sec = create_singly(&client, &single, &url, SINGLE_CLIENTS, SINGLE_SECONDS).await?;
@@ -195,6 +205,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         last_tenth_per_sec: creates.last_tenth,
         single_per_sec,
         step_ms,
+        scrape_ms,
         idle_cpu_pct,
         db_mb,
         p50_ms: percentile(&late, 0.50),

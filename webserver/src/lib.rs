@@ -77,6 +77,7 @@ pub struct Shared {
     security: Arc<security::Security>,
     creates: Arc<routes::timers::group_commit::CreateQueue>,
     shards_held: Option<metrics::ShardsHeld>,
+    timer_counts: Arc<metrics::TimerCounts>,
     keep_fires_ms: u64,
 }
 
@@ -101,6 +102,7 @@ impl AppState {
             security: Arc::default(),
             creates: Arc::default(),
             shards_held: None,
+            timer_counts: Arc::default(),
             keep_fires_ms: xtimer_core::config::RetentionConfig::default().keep_fires_ms,
         }))
     }

@@ -5,10 +5,15 @@
 //! HTTP request) into the process's one recorder, installed by [`install`].
 //! Gauges of state (timers by status, shards held, asyncflow tasks by type
 //! and status) are read from the stores when scraped, so they cost nothing
-//! between scrapes.
+//! between scrapes. Counting the timers reads an index entry of every
+//! timer, so [`TimerCounts`] reuses a count
+//! for a while after it: however often `/metrics` is scraped, counting
+//! takes at most 2% of the node's time.
 
 use std::fmt::Write as _;
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
@@ -26,6 +31,43 @@ use crate::{ApiError, AppState};
 
 /// How many shards this node holds now (the trigger knows).
 pub type ShardsHeld = Arc<dyn Fn() -> usize + Send + Sync>;
+
+/// A count of the timers is reused for this many times as long as it took.
+pub const COUNT_REUSE_FACTOR: u32 = 50;
+
+/// The last count of timers by status, reused for [`COUNT_REUSE_FACTOR`]
+/// times as long as it took to make: a count that takes 1 ms is made again
+/// after 50 ms, one that takes a second (ten million timers) after 50 s.
+#[derive(Default)]
+pub struct TimerCounts(tokio::sync::Mutex<Option<Counted>>);
+
+struct Counted {
+    at: tokio::time::Instant,
+    took: Duration,
+    counts: Vec<(TimerStatus, u64)>,
+}
+
+impl TimerCounts {
+    /// The counts: the last ones while still fresh, else `count()`'s.
+    /// Concurrent scrapes wait for one count rather than each making one.
+    pub async fn get<F, Fut>(&self, count: F) -> xtimer_store::Result<Vec<(TimerStatus, u64)>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = xtimer_store::Result<Vec<(TimerStatus, u64)>>>,
+    {
+        let mut last = self.0.lock().await;
+        if let Some(c) = last.as_ref() {
+            if c.at.elapsed() < c.took * COUNT_REUSE_FACTOR {
+                return Ok(c.counts.clone());
+            }
+        }
+        let started = tokio::time::Instant::now();
+        let counts = count().await?;
+        let at = tokio::time::Instant::now();
+        *last = Some(Counted { at, took: at - started, counts: counts.clone() });
+        Ok(counts)
+    }
+}
 
 /// The `route` label of requests that matched no route.
 pub const UNMATCHED_ROUTE: &str = "unmatched";
@@ -87,7 +129,7 @@ pub async fn metrics_get(State(state): State<AppState>, auth: AuthContext) -> Re
 /// (written here, not kept in the process-wide recorder, which several
 /// nodes in one process would share).
 async fn gauges(state: &AppState, out: &mut String) {
-    match state.timers.count_timers_by_status().await {
+    match state.timer_counts.get(|| state.timers.count_timers_by_status()).await {
         Ok(counts) => {
             gauge_head(out, TIMERS, "Timers by status (deleted ones left out).");
             for status in [TimerStatus::Disabled, TimerStatus::Enabled, TimerStatus::Completed] {
@@ -146,5 +188,41 @@ fn timer_status_label(status: TimerStatus) -> &'static str {
         TimerStatus::Enabled => "enabled",
         TimerStatus::Deleted => "deleted",
         TimerStatus::Completed => "completed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+
+    /// A count that takes `took` and answers how many counts were made.
+    async fn count(made: &AtomicU64, took: Duration) -> xtimer_store::Result<Vec<(TimerStatus, u64)>> {
+        tokio::time::sleep(took).await;
+        let n = made.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(vec![(TimerStatus::Enabled, n)])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_count_is_reused_for_fifty_times_as_long_as_it_took() {
+        let (counts, made) = (TimerCounts::default(), AtomicU64::new(0));
+        let took = Duration::from_millis(20);
+        assert_eq!(counts.get(|| count(&made, took)).await.unwrap(), [(TimerStatus::Enabled, 1)]);
+        // Within 50 × 20 ms = 1 s of the count: reused.
+        tokio::time::sleep(Duration::from_millis(990)).await;
+        assert_eq!(counts.get(|| count(&made, took)).await.unwrap(), [(TimerStatus::Enabled, 1)]);
+        // After it: counted again.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(counts.get(|| count(&made, took)).await.unwrap(), [(TimerStatus::Enabled, 2)]);
+        assert_eq!(made.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_count_is_not_kept() {
+        let (counts, made) = (TimerCounts::default(), AtomicU64::new(0));
+        let failed = counts.get(|| async { Err(xtimer_store::Error::UnsupportedUrl("down".into())) }).await;
+        assert!(failed.is_err());
+        assert_eq!(counts.get(|| count(&made, Duration::ZERO)).await.unwrap(), [(TimerStatus::Enabled, 1)]);
     }
 }
