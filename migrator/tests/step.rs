@@ -41,13 +41,20 @@ fn cron(expr: &str) -> Schedule {
     Schedule::Cron { expr: expr.into(), timezone: "UTC".into() }
 }
 
-#[tokio::test]
-async fn a_step_reads_only_the_timers_due_before_its_horizon() {
+/// Stores on a fresh SQLite file (kept while the folder lives) and their
+/// clock, at `T0`.
+async fn sqlite_stores() -> (tempfile::TempDir, Arc<ManualClock>, Stores) {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("m.db").display());
+    let url = format!("sqlite://{}", dir.path().join("step.db").display());
     let clock = Arc::new(ManualClock::new(T0));
     let db = DatabaseConfig { url, max_connections: 2 };
     let stores = Stores::connect(&db, &RedisConfig::default(), &ShardConfig::default(), clock.clone()).await.unwrap();
+    (dir, clock, stores)
+}
+
+#[tokio::test]
+async fn a_step_reads_only_the_timers_due_before_its_horizon() {
+    let (_dir, clock, stores) = sqlite_stores().await;
     let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
     let migrator = Migrator::new(MigratorConfig::default(), &stores, &ctx, None);
 
@@ -91,11 +98,7 @@ async fn a_step_reads_only_the_timers_due_before_its_horizon() {
 
 #[tokio::test]
 async fn fires_due_in_the_same_second_are_stored_side_by_side() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("m.db").display());
-    let clock = Arc::new(ManualClock::new(T0));
-    let db = DatabaseConfig { url, max_connections: 2 };
-    let stores = Stores::connect(&db, &RedisConfig::default(), &ShardConfig::default(), clock.clone()).await.unwrap();
+    let (_dir, clock, stores) = sqlite_stores().await;
     let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
     let migrator = Migrator::new(MigratorConfig::default(), &stores, &ctx, None);
     let batch: Vec<NewTimer> = (0..5).map(|i| timer(&format!("s{i}"), cron("* * * * * *"))).collect();
@@ -118,11 +121,7 @@ async fn retention_deletes_ended_fires_past_their_keep_time_one_node_at_a_time()
     use xtimer_migrator::Retention;
     use xtimer_store::NewFire;
 
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("r.db").display());
-    let clock = Arc::new(ManualClock::new(T0));
-    let db = DatabaseConfig { url, max_connections: 2 };
-    let stores = Stores::connect(&db, &RedisConfig::default(), &ShardConfig::default(), clock.clone()).await.unwrap();
+    let (_dir, clock, stores) = sqlite_stores().await;
     let id = stores.timers.create_timer(&timer("kept", cron("* * * * * *")), T0).await.unwrap().id;
     // Five fires two minutes ago, all ended, and one a second ago.
     let runs: Vec<i64> = (0..5).map(|i| T0 - 120_000 + i * 1_000).chain([T0 - 1_000]).collect();
@@ -151,11 +150,7 @@ async fn retention_with_the_defaults_keeps_a_week_of_history() {
     use xtimer_store::NewFire;
 
     const DAY: i64 = 24 * 3_600_000;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("d.db").display());
-    let clock = Arc::new(ManualClock::new(T0));
-    let db = DatabaseConfig { url, max_connections: 2 };
-    let stores = Stores::connect(&db, &RedisConfig::default(), &ShardConfig::default(), clock.clone()).await.unwrap();
+    let (_dir, clock, stores) = sqlite_stores().await;
     let id = stores.timers.create_timer(&timer("week", cron("0 0 12 * * *")), T0).await.unwrap().id;
     let runs = [T0 - 8 * DAY, T0 - 6 * DAY, T0 - DAY];
     let new: Vec<NewFire> =
