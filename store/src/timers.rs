@@ -69,15 +69,27 @@ const PAUSE_IF_FAILING: &str = formatcp!(
     succeeded = code::SUCCEEDED,
     failed = code::FAILED
 );
+/// Width of the windows the due index groups timers by (the divisor in
+/// migration `0011_due_index` on SQLite, `0012` on PostgreSQL).
+pub(crate) const DUE_WINDOW_MS: i64 = 600_000;
+/// Enabled timers due before `$2`. The window bound (`$1`, the window
+/// after `$2`'s) selects the due index's entries on SQLite and PostgreSQL;
+/// it holds for every timer due before `$2` whether `/` divides integers
+/// or, as on MySQL (which keeps its `(status, next_run)` key), decimals.
 const DUE: &str = formatcp!(
-    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND next_run < $1 ORDER BY next_run LIMIT $2",
+    "SELECT {TIMER_COLUMNS} FROM t_timer
+     WHERE status = {} AND next_run / {DUE_WINDOW_MS} < $1 AND next_run < $2 ORDER BY next_run LIMIT $3",
     code::TIMER_ENABLED
 );
+/// A timer with nothing left to expand (`next_run IS NULL`), put so that
+/// SQLite and PostgreSQL find such timers in the due index's NULL window
+/// instead of reading every enabled timer's entry.
+const NOTHING_LEFT: &str = formatcp!("next_run IS NULL AND next_run / {DUE_WINDOW_MS} IS NULL");
 const SET_NEXT_RUN: &str = "UPDATE t_timer SET next_run = $1 WHERE timer_id = $2";
 const COMPLETE_FIRED_ONCE: &str = formatcp!(
     "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
          modify_time = $1
-     WHERE status = {enabled} AND next_run IS NULL AND kind = 'once'
+     WHERE status = {enabled} AND {NOTHING_LEFT} AND kind = 'once'
        AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
                    AND f.status NOT IN ({pending}, {running}))
      RETURNING app, CAST(status AS BIGINT)",
@@ -92,7 +104,7 @@ const COMPLETE_FIRED_ONCE: &str = formatcp!(
 /// write of a timer takes (so the two cannot deadlock).
 const DELETING_ONCE_APPS: &str = formatcp!(
     "SELECT DISTINCT app FROM t_timer
-     WHERE status = {enabled} AND next_run IS NULL AND kind = 'once' AND delete_after_run = 1
+     WHERE status = {enabled} AND {NOTHING_LEFT} AND kind = 'once' AND delete_after_run = 1
        AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
                    AND f.status NOT IN ({pending}, {running}))
      ORDER BY app",
@@ -104,7 +116,7 @@ const DELETING_ONCE_APPS: &str = formatcp!(
 /// one-shots to end, locked, then set by id.
 const FIRED_ONCE_MYSQL: &str = formatcp!(
     "SELECT timer_id, app, CAST(delete_after_run AS SIGNED) AS delete_after_run FROM t_timer
-     WHERE status = {enabled} AND next_run IS NULL AND kind = 'once'
+     WHERE status = {enabled} AND {NOTHING_LEFT} AND kind = 'once'
        AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
                    AND f.status NOT IN ({pending}, {running}))
      FOR UPDATE",
@@ -348,6 +360,7 @@ impl TimerRepo for Database {
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
         on_db!(self, read, pool => sqlx::query(&pool.sql(DUE))
+            .bind(before_ms.div_euclid(DUE_WINDOW_MS) + 1)
             .bind(before_ms)
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -695,4 +708,35 @@ async fn timer_with_peak(tx: &mut Tx, id: i64) -> Result<Option<(Timer, Option<i
         .map(|row| Ok::<_, Error>((timer_from_row(&row)?, row.try_get::<Option<i64>, _>("peak_fpm")?)))
         .transpose()?);
     Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xtimer_core::config::DatabaseConfig;
+
+    /// SQLite's plan for `statement` (with every parameter bound to 1).
+    async fn plan(read: &sqlx::SqlitePool, statement: &str, params: usize) -> Vec<String> {
+        let explain = format!("EXPLAIN QUERY PLAN {statement}");
+        let query = (0..params).fold(sqlx::query(&explain), |q, _| q.bind(1_i64));
+        query.fetch_all(read).await.unwrap().iter().map(|row| row.get("detail")).collect()
+    }
+
+    /// The migrator's per-step reads must walk the due index's few entries,
+    /// not every enabled timer's: SQLite uses an expression index only
+    /// where a query names the expression exactly as the migration does.
+    #[tokio::test]
+    async fn the_steps_queries_search_the_due_index_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("x.db").display());
+        let db = Database::connect(&DatabaseConfig { url, max_connections: 1 }).await.unwrap();
+        let Database::Sqlite { read, .. } = db else { unreachable!() };
+        let due = plan(&read, DUE, 3).await;
+        assert!(due.iter().any(|l| l.contains("USING INDEX idx_timer_due (status=? AND <expr><?)")), "{due:?}");
+        for (statement, params) in [(COMPLETE_FIRED_ONCE, 1), (DELETING_ONCE_APPS, 0)] {
+            let ended = plan(&read, statement, params).await;
+            let hit = ended.iter().any(|l| l.contains("USING INDEX idx_timer_due (status=? AND <expr>=?)"));
+            assert!(hit, "{statement}: {ended:?}");
+        }
+    }
 }

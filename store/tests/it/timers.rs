@@ -166,6 +166,30 @@ pub async fn due_timers_follow_the_next_fire_index(b: Backend) {
     assert!(!ids(b.timers.due_timers(later + 1, 100).await.unwrap()).contains(&a.id), "a disabled timer is not due");
 }
 
+pub async fn due_timers_read_across_the_due_index_windows(b: Backend) {
+    let ids = |list: Vec<xtimer_core::timer::Timer>| {
+        let mut ids: Vec<_> = list.into_iter().map(|t| t.id).collect();
+        ids.sort();
+        ids
+    };
+    // Window edges of the index (10 minutes), well after the test clock's now.
+    const W: i64 = 600_000;
+    let edge = (b.now() / W + 10) * W;
+    let (last, first, older) = (
+        timer(&b, "last", TimerStatus::Enabled).await,
+        timer(&b, "first", TimerStatus::Enabled).await,
+        timer(&b, "older", TimerStatus::Enabled).await,
+    );
+    let next = [(last.id, Some(edge - 1)), (first.id, Some(edge)), (older.id, Some(edge - 3 * W - 7))];
+    b.timers.set_next_runs(&next).await.unwrap();
+    assert_eq!(ids(b.timers.due_timers(edge - 1, 100).await.unwrap()), vec![older.id]);
+    assert_eq!(ids(b.timers.due_timers(edge, 100).await.unwrap()), vec![last.id, older.id], "the window's last ms");
+    let all = ids(b.timers.due_timers(edge + 1, 100).await.unwrap());
+    assert_eq!(all, vec![last.id, first.id, older.id], "the next window's first ms");
+    let page = b.timers.due_timers(edge + W * 5, 2).await.unwrap();
+    assert_eq!(page.iter().map(|t| t.id).collect::<Vec<_>>(), vec![older.id, last.id], "earliest first");
+}
+
 pub async fn a_one_shot_completes_once_its_fire_has_ended(b: Backend) {
     let mut once = new_timer(APP, "once", TimerStatus::Enabled);
     once.schedule = Schedule::Once { run_at_ms: b.now() + 1_000 };
