@@ -6,9 +6,10 @@
 //! Gauges of state (timers by status, shards held, asyncflow tasks by type
 //! and status) are read from the stores when scraped, so they cost nothing
 //! between scrapes. Counting the timers reads an index entry of every
-//! timer, so [`TimerCounts`] reuses a count
-//! for a while after it: however often `/metrics` is scraped, counting
-//! takes at most 2% of the node's time.
+//! timer, so [`TimerCounts`] reuses a count for a while after it, and
+//! makes the next one in the background: however often `/metrics` is
+//! scraped, counting takes at most 2% of the node's time, and only the
+//! first scrape waits for it.
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -37,9 +38,18 @@ pub const COUNT_REUSE_FACTOR: u32 = 50;
 
 /// The last count of timers by status, reused for [`COUNT_REUSE_FACTOR`]
 /// times as long as it took to make: a count that takes 1 ms is made again
-/// after 50 ms, one that takes a second (ten million timers) after 50 s.
+/// after 50 ms, one that takes two seconds (ten million timers) after 100 s.
+/// Only the first scrape waits for a count: later ones get the last count
+/// while a fresh one is made in the background. A fresh count that fails
+/// drops the last one, so the next scrape counts (and reports) itself.
 #[derive(Default)]
-pub struct TimerCounts(tokio::sync::Mutex<Option<Counted>>);
+pub struct TimerCounts(Arc<tokio::sync::Mutex<LastCount>>);
+
+#[derive(Default)]
+struct LastCount {
+    counted: Option<Counted>,
+    refreshing: bool,
+}
 
 struct Counted {
     at: tokio::time::Instant,
@@ -47,24 +57,44 @@ struct Counted {
     counts: Vec<(TimerStatus, u64)>,
 }
 
+impl Counted {
+    async fn make(count: impl Future<Output = TimerCountsResult>) -> xtimer_store::Result<Self> {
+        let started = tokio::time::Instant::now();
+        let counts = count.await?;
+        let at = tokio::time::Instant::now();
+        Ok(Self { at, took: at - started, counts })
+    }
+}
+
+type TimerCountsResult = xtimer_store::Result<Vec<(TimerStatus, u64)>>;
+
 impl TimerCounts {
-    /// The counts: the last ones while still fresh, else `count()`'s.
-    /// Concurrent scrapes wait for one count rather than each making one.
-    pub async fn get<F, Fut>(&self, count: F) -> xtimer_store::Result<Vec<(TimerStatus, u64)>>
+    /// The counts: the last ones (starting a fresh count in the background
+    /// once they are stale), else `count()`'s. Concurrent first scrapes
+    /// wait for one count rather than each making one.
+    pub async fn get<F, Fut>(&self, count: F) -> TimerCountsResult
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = xtimer_store::Result<Vec<(TimerStatus, u64)>>>,
+        Fut: Future<Output = TimerCountsResult> + Send + 'static,
     {
         let mut last = self.0.lock().await;
-        if let Some(c) = last.as_ref() {
-            if c.at.elapsed() < c.took * COUNT_REUSE_FACTOR {
-                return Ok(c.counts.clone());
-            }
+        let Some(c) = last.counted.as_ref() else {
+            let counted = Counted::make(count()).await?;
+            let counts = counted.counts.clone();
+            last.counted = Some(counted);
+            return Ok(counts);
+        };
+        let counts = c.counts.clone();
+        if c.at.elapsed() >= c.took * COUNT_REUSE_FACTOR && !last.refreshing {
+            last.refreshing = true;
+            let (shared, fresh) = (self.0.clone(), count());
+            tokio::spawn(async move {
+                let made = Counted::make(fresh).await;
+                let mut last = shared.lock().await;
+                last.refreshing = false;
+                last.counted = made.ok();
+            });
         }
-        let started = tokio::time::Instant::now();
-        let counts = count().await?;
-        let at = tokio::time::Instant::now();
-        *last = Some(Counted { at, took: at - started, counts: counts.clone() });
         Ok(counts)
     }
 }
@@ -129,7 +159,8 @@ pub async fn metrics_get(State(state): State<AppState>, auth: AuthContext) -> Re
 /// (written here, not kept in the process-wide recorder, which several
 /// nodes in one process would share).
 async fn gauges(state: &AppState, out: &mut String) {
-    match state.timer_counts.get(|| state.timers.count_timers_by_status()).await {
+    let timers = state.timers.clone();
+    match state.timer_counts.get(move || async move { timers.count_timers_by_status().await }).await {
         Ok(counts) => {
             gauge_head(out, TIMERS, "Timers by status (deleted ones left out).");
             for status in [TimerStatus::Disabled, TimerStatus::Enabled, TimerStatus::Completed] {
@@ -198,31 +229,54 @@ mod tests {
     use super::*;
 
     /// A count that takes `took` and answers how many counts were made.
-    async fn count(made: &AtomicU64, took: Duration) -> xtimer_store::Result<Vec<(TimerStatus, u64)>> {
-        tokio::time::sleep(took).await;
-        let n = made.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok(vec![(TimerStatus::Enabled, n)])
+    fn counter(made: &Arc<AtomicU64>, took: Duration) -> impl Future<Output = TimerCountsResult> + Send + 'static {
+        let made = made.clone();
+        async move {
+            tokio::time::sleep(took).await;
+            let n = made.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(vec![(TimerStatus::Enabled, n)])
+        }
+    }
+
+    fn enabled(n: u64) -> Vec<(TimerStatus, u64)> {
+        vec![(TimerStatus::Enabled, n)]
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_count_is_reused_for_fifty_times_as_long_as_it_took() {
-        let (counts, made) = (TimerCounts::default(), AtomicU64::new(0));
+        let (counts, made) = (TimerCounts::default(), Arc::new(AtomicU64::new(0)));
         let took = Duration::from_millis(20);
-        assert_eq!(counts.get(|| count(&made, took)).await.unwrap(), [(TimerStatus::Enabled, 1)]);
+        assert_eq!(counts.get(|| counter(&made, took)).await.unwrap(), enabled(1));
         // Within 50 × 20 ms = 1 s of the count: reused.
         tokio::time::sleep(Duration::from_millis(990)).await;
-        assert_eq!(counts.get(|| count(&made, took)).await.unwrap(), [(TimerStatus::Enabled, 1)]);
-        // After it: counted again.
+        assert_eq!(counts.get(|| counter(&made, took)).await.unwrap(), enabled(1));
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        // After it: this scrape still gets the last count, at once, and a
+        // fresh one is made for the next.
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(counts.get(|| count(&made, took)).await.unwrap(), [(TimerStatus::Enabled, 2)]);
+        let asked = tokio::time::Instant::now();
+        assert_eq!(counts.get(|| counter(&made, took)).await.unwrap(), enabled(1));
+        assert_eq!(asked.elapsed(), Duration::ZERO, "a stale count is served without waiting");
+        assert_eq!(counts.get(|| counter(&made, took)).await.unwrap(), enabled(1), "one fresh count at a time");
+        tokio::time::sleep(took * 2).await;
+        assert_eq!(counts.get(|| counter(&made, took)).await.unwrap(), enabled(2));
         assert_eq!(made.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_count_is_not_kept() {
-        let (counts, made) = (TimerCounts::default(), AtomicU64::new(0));
+        let (counts, made) = (TimerCounts::default(), Arc::new(AtomicU64::new(0)));
         let failed = counts.get(|| async { Err(xtimer_store::Error::UnsupportedUrl("down".into())) }).await;
         assert!(failed.is_err());
-        assert_eq!(counts.get(|| count(&made, Duration::ZERO)).await.unwrap(), [(TimerStatus::Enabled, 1)]);
+        assert_eq!(counts.get(|| counter(&made, Duration::from_millis(1))).await.unwrap(), enabled(1));
+
+        // A fresh count that fails drops the last one: the next scrape counts itself.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let stale = counts.get(|| async { Err(xtimer_store::Error::UnsupportedUrl("down".into())) }).await;
+        assert_eq!(stale.unwrap(), enabled(1));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let asked = tokio::time::Instant::now();
+        assert_eq!(counts.get(|| counter(&made, Duration::from_millis(5))).await.unwrap(), enabled(2));
+        assert_eq!(asked.elapsed(), Duration::from_millis(5), "counted while the scrape waited");
     }
 }
