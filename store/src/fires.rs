@@ -880,6 +880,16 @@ async fn claim_mysql(
     lease_ms: i64,
     now_ms: i64,
 ) -> Result<ClaimOutcome> {
+    crate::mysql::retry_deadlocks(|| claim_mysql_once(pool, keys, owner, lease_ms, now_ms)).await
+}
+
+async fn claim_mysql_once(
+    pool: &MySqlPool,
+    keys: &[FireKey],
+    owner: &str,
+    lease_ms: i64,
+    now_ms: i64,
+) -> Result<ClaimOutcome> {
     let mut out = ClaimOutcome::default();
     let mut tx = pool.begin().await?;
     for chunk in keys.chunks(MYSQL_CHUNK) {
@@ -899,6 +909,18 @@ async fn claim_mysql(
 }
 
 async fn reclaim_mysql(
+    pool: &MySqlPool,
+    task_ids: &[i64],
+    owner: &str,
+    lease_ms: i64,
+    now_ms: i64,
+    alive_since_ms: i64,
+) -> Result<ClaimOutcome> {
+    let reclaim = || reclaim_mysql_once(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms);
+    crate::mysql::retry_deadlocks(reclaim).await
+}
+
+async fn reclaim_mysql_once(
     pool: &MySqlPool,
     task_ids: &[i64],
     owner: &str,

@@ -32,6 +32,35 @@ const MIGRATE_LOCK_WAIT: Duration = Duration::from_secs(120);
 const SESSION: &str = "SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'); \
      SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
 
+/// Times a transaction is run again after InnoDB rolled it back as a
+/// deadlock's victim.
+const DEADLOCK_RETRIES: u32 = 3;
+
+/// Runs `transaction`, and runs it again (at most [`DEADLOCK_RETRIES`]
+/// times) when InnoDB rolled it back as a deadlock's victim (SQLSTATE
+/// 40001): its work was undone whole, so running it again is safe. Claims
+/// lock only the rows they take (`SKIP LOCKED`, `READ COMMITTED`), yet two
+/// claims that update the status index at once can still deadlock inside
+/// InnoDB; the victim's fires would otherwise wait for the next claim.
+pub async fn retry_deadlocks<T, F, Fut>(mut transaction: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut retries = 0;
+    loop {
+        match transaction().await {
+            Err(Error::Database(sqlx::Error::Database(err)))
+                if err.code().as_deref() == Some("40001") && retries < DEADLOCK_RETRIES =>
+            {
+                retries += 1;
+                tracing::debug!(retries, error = %err, "A MySQL transaction was a deadlock's victim; running it again.");
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Connects and applies `migrations/mysql`; with `database`, every
 /// connection uses (and the migration first creates) that database: tests
 /// get a fresh one each.

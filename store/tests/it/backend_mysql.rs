@@ -203,3 +203,46 @@ async fn nodes_starting_at_once_create_and_migrate_one_database() {
     let database_of: String = sqlx::query_scalar("SELECT DATABASE()").fetch_one(pool(&repos[3])).await.unwrap();
     assert_eq!(database_of, database);
 }
+
+#[tokio::test]
+async fn a_deadlock_victim_is_run_again() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let db = fresh(4).await;
+    let pool = pool(&db).clone();
+    for sql in [
+        "CREATE TABLE lock_pair (id INT PRIMARY KEY, v INT NOT NULL)",
+        "CREATE TABLE ballast (id INT PRIMARY KEY)",
+        "INSERT INTO lock_pair VALUES (1, 0), (2, 0)",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    // A transaction that holds row 1 and has written much: InnoDB rolls
+    // back the lighter side of a deadlock, which is the one under test.
+    let mut heavy = pool.begin().await.unwrap();
+    sqlx::query("UPDATE lock_pair SET v = v + 1 WHERE id = 1").execute(&mut *heavy).await.unwrap();
+    let rows: Vec<String> = (0..500).map(|i| format!("({i})")).collect();
+    sqlx::query(&format!("INSERT INTO ballast VALUES {}", rows.join(","))).execute(&mut *heavy).await.unwrap();
+
+    let (attempts, holds_2) = (AtomicU32::new(0), tokio::sync::Notify::new());
+    let light = mysql::retry_deadlocks(|| async {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        let mut tx = pool.begin().await?;
+        sqlx::query("UPDATE lock_pair SET v = v + 1 WHERE id = 2").execute(&mut *tx).await?;
+        holds_2.notify_one();
+        sqlx::query("UPDATE lock_pair SET v = v + 1 WHERE id = 1").execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    });
+    let closing = async {
+        holds_2.notified().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Row 2 is the light transaction's, which waits for row 1: a deadlock.
+        sqlx::query("UPDATE lock_pair SET v = v + 1 WHERE id = 2").execute(&mut *heavy).await.unwrap();
+        heavy.commit().await.unwrap();
+    };
+    let (light, ()) = tokio::join!(light, closing);
+    light.expect("run again after the deadlock");
+    assert_eq!(attempts.load(Ordering::SeqCst), 2, "the victim ran twice");
+    let v: Vec<i32> = sqlx::query_scalar("SELECT v FROM lock_pair ORDER BY id").fetch_all(&pool).await.unwrap();
+    assert_eq!(v, [2, 2], "both transactions' writes, once each");
+}
