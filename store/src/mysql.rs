@@ -41,7 +41,7 @@ const DEADLOCK_RETRIES: u32 = 3;
 /// 40001): its work was undone whole, so running it again is safe. Claims
 /// lock only the rows they take (`SKIP LOCKED`, `READ COMMITTED`), yet two
 /// claims that update the status index at once can still deadlock inside
-/// InnoDB; the victim's fires would otherwise wait for the next claim.
+/// InnoDB; the victim's fires would otherwise wait for the reconciler.
 pub async fn retry_deadlocks<T, F, Fut>(mut transaction: F) -> Result<T>
 where
     F: FnMut() -> Fut,
