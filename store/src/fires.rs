@@ -34,7 +34,7 @@ use crate::sql::{
     push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
     TIMER_ENABLED,
 };
-use crate::{partition, Database, Result};
+use crate::{mysql, partition, Database, Result};
 
 const PENDING_BETWEEN: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
@@ -213,7 +213,8 @@ impl FireRepo for Database {
         match self {
             Self::Sqlite { write, .. } => claim_sqlite(write, keys, owner, lease_ms, now_ms).await,
             Self::Postgres(pool) => claim_pg(pool, keys, owner, lease_ms, now_ms).await,
-            Self::Mysql(pool) => claim_mysql(pool, keys, owner, lease_ms, now_ms).await,
+            // A deadlock's victim was undone whole: it runs again.
+            Self::Mysql(pool) => mysql::retry_deadlocks(|| claim_mysql(pool, keys, owner, lease_ms, now_ms)).await,
         }
     }
 
@@ -233,7 +234,10 @@ impl FireRepo for Database {
                 reclaim_sqlite(write, task_ids, owner, lease_ms, now_ms, alive_since_ms).await
             }
             Self::Postgres(pool) => reclaim_pg(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms).await,
-            Self::Mysql(pool) => reclaim_mysql(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms).await,
+            Self::Mysql(pool) => {
+                let reclaim = || reclaim_mysql(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms);
+                mysql::retry_deadlocks(reclaim).await
+            }
         }
     }
 
@@ -880,16 +884,6 @@ async fn claim_mysql(
     lease_ms: i64,
     now_ms: i64,
 ) -> Result<ClaimOutcome> {
-    crate::mysql::retry_deadlocks(|| claim_mysql_once(pool, keys, owner, lease_ms, now_ms)).await
-}
-
-async fn claim_mysql_once(
-    pool: &MySqlPool,
-    keys: &[FireKey],
-    owner: &str,
-    lease_ms: i64,
-    now_ms: i64,
-) -> Result<ClaimOutcome> {
     let mut out = ClaimOutcome::default();
     let mut tx = pool.begin().await?;
     for chunk in keys.chunks(MYSQL_CHUNK) {
@@ -909,18 +903,6 @@ async fn claim_mysql_once(
 }
 
 async fn reclaim_mysql(
-    pool: &MySqlPool,
-    task_ids: &[i64],
-    owner: &str,
-    lease_ms: i64,
-    now_ms: i64,
-    alive_since_ms: i64,
-) -> Result<ClaimOutcome> {
-    let reclaim = || reclaim_mysql_once(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms);
-    crate::mysql::retry_deadlocks(reclaim).await
-}
-
-async fn reclaim_mysql_once(
     pool: &MySqlPool,
     task_ids: &[i64],
     owner: &str,
