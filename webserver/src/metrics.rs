@@ -43,13 +43,7 @@ pub const COUNT_REUSE_FACTOR: u32 = 50;
 /// while a fresh one is made in the background. A fresh count that fails
 /// drops the last one, so the next scrape counts (and reports) itself.
 #[derive(Default)]
-pub struct TimerCounts(Arc<tokio::sync::Mutex<LastCount>>);
-
-#[derive(Default)]
-struct LastCount {
-    counted: Option<Counted>,
-    refreshing: bool,
-}
+pub struct TimerCounts(Arc<tokio::sync::Mutex<Option<Counted>>>);
 
 struct Counted {
     at: tokio::time::Instant,
@@ -78,24 +72,23 @@ impl TimerCounts {
         Fut: Future<Output = TimerCountsResult> + Send + 'static,
     {
         let mut last = self.0.lock().await;
-        let Some(c) = last.counted.as_ref() else {
+        let Some(c) = last.as_mut() else {
             let counted = Counted::make(count()).await?;
             let counts = counted.counts.clone();
-            last.counted = Some(counted);
+            *last = Some(counted);
             return Ok(counts);
         };
-        let counts = c.counts.clone();
-        if c.at.elapsed() >= c.took * COUNT_REUSE_FACTOR && !last.refreshing {
-            last.refreshing = true;
+        if c.at.elapsed() >= c.took * COUNT_REUSE_FACTOR {
+            // Fresh again for another reuse time, so no other count
+            // starts while the background one runs.
+            c.at = tokio::time::Instant::now();
             let (shared, fresh) = (self.0.clone(), count());
             tokio::spawn(async move {
                 let made = Counted::make(fresh).await;
-                let mut last = shared.lock().await;
-                last.refreshing = false;
-                last.counted = made.ok();
+                *shared.lock().await = made.ok();
             });
         }
-        Ok(counts)
+        Ok(c.counts.clone())
     }
 }
 
