@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, USER_AGENT};
+use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, HOST, USER_AGENT};
 use hyper::{Method, Request, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::dns::Name;
@@ -28,6 +28,8 @@ use xtimer_core::fire::FireKey;
 use xtimer_core::signature;
 use xtimer_core::target_policy::{Refusal, TargetPolicy};
 use xtimer_core::timer::HttpNotify;
+
+use crate::http1;
 
 /// How one attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +101,7 @@ impl PolicyResolver {
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Resolving = Pin<Box<dyn Future<Output = Result<std::vec::IntoIter<SocketAddr>, BoxError>> + Send>>;
 
 impl tower_service::Service<Name> for PolicyResolver {
@@ -150,7 +152,8 @@ pub struct Signing<'a> {
 pub struct ClientError(#[source] rustls::Error);
 
 /// The HTTP client callbacks go out on: a keep-alive pool per host over
-/// HTTP/1.1 (HTTP/2 when an `https` receiver offers it), a default timeout
+/// HTTP/1.1 (HTTP/2 when an `https` receiver offers it; plain `http`
+/// receivers through [`http1::Pool`], in the fire's own task), a default timeout
 /// per callback, no redirects (a callback that redirects elsewhere is a
 /// failure to look at, not to follow, and a redirect would dodge the
 /// target policy), no proxy (a proxy resolves names itself, past the
@@ -158,7 +161,15 @@ pub struct ClientError(#[source] rustls::Error);
 #[derive(Clone)]
 pub struct Client {
     http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector<PolicyResolver>>, Full<Bytes>>,
+    http1: Arc<http1::Pool>,
     timeout: Duration,
+}
+
+impl Client {
+    /// Idle plain-HTTP connections kept open for the next callbacks.
+    pub fn idle_http1_connections(&self) -> usize {
+        self.http1.idle_count()
+    }
 }
 
 /// Builds the HTTP client with the default [`TargetPolicy`]; see [`client_with_policy`].
@@ -178,6 +189,7 @@ pub fn client_with_policy(
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(Duration::from_millis(timeout_ms.min(5_000))));
+    let http1 = Arc::new(http1::Pool::new(http.clone(), pool_max_idle_per_host, IDLE_TIMEOUT));
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
         .map_err(ClientError)?
@@ -187,12 +199,15 @@ pub fn client_with_policy(
         .wrap_connector(http);
     let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(pool_max_idle_per_host)
-        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_idle_timeout(IDLE_TIMEOUT)
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
         .build(https);
-    Ok(Client { http, timeout: Duration::from_millis(timeout_ms) })
+    Ok(Client { http, http1, timeout: Duration::from_millis(timeout_ms) })
 }
+
+/// How long an idle connection to a receiver is kept.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A callback's request as far as it can be made before its fire: the
 /// parsed URL and method, the timer's headers with the defaults added, the
@@ -209,6 +224,69 @@ pub struct Target {
     host: Arc<str>,
     /// The URL names a literal address the policy denies.
     refusal: Option<Refusal>,
+    /// A plain-`http` target's request line and headers.
+    http1: Option<Http1Head>,
+}
+
+/// What every fire's request to a plain-`http` target starts with.
+#[derive(Debug, Clone)]
+struct Http1Head {
+    /// The request line and the target's headers, up to the fire's own.
+    bytes: Box<[u8]>,
+    /// A `HEAD` request: its answer has no body.
+    head_only: bool,
+}
+
+/// Headers each fire sets itself, over any the timer sets.
+const PER_FIRE_HEADERS: [&str; 4] = ["x-xtimer-timer-id", "x-xtimer-run-time", "idempotency-key", "x-xtimer-signature"];
+
+/// Headers of the request's framing, which the client writes.
+const FRAMING_HEADERS: [&str; 8] =
+    ["connection", "content-length", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
+
+impl Http1Head {
+    /// The head of a plain-`http` `uri`'s requests; `None` for others.
+    fn new(uri: &Uri, method: &Method, headers: &[(HeaderName, HeaderValue)], body: &[u8]) -> Option<Self> {
+        if uri.scheme_str() != Some("http") {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(256);
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let path = if path.is_empty() { "/" } else { path };
+        bytes.extend_from_slice(format!("{method} {path} HTTP/1.1\r\n").as_bytes());
+        if !headers.iter().any(|(name, _)| *name == HOST) {
+            let host = uri.host()?;
+            match uri.port_u16().filter(|port| *port != 80) {
+                Some(port) => bytes.extend_from_slice(format!("host: {host}:{port}\r\n").as_bytes()),
+                None => bytes.extend_from_slice(format!("host: {host}\r\n").as_bytes()),
+            }
+        }
+        for (name, value) in headers {
+            if PER_FIRE_HEADERS.contains(&name.as_str()) || FRAMING_HEADERS.contains(&name.as_str()) {
+                continue;
+            }
+            push_header(&mut bytes, name.as_str(), value.as_bytes());
+        }
+        if !body.is_empty() {
+            push_header(&mut bytes, "content-length", body.len().to_string().as_bytes());
+        }
+        Some(Self { bytes: bytes.into_boxed_slice(), head_only: *method == Method::HEAD })
+    }
+}
+
+fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The headers a fire adds to its target's.
+struct FireHeaders {
+    key: FireKey,
+    idempotency: HeaderValue,
+    /// The fire's signature, or the timer's own header when unsigned.
+    signature: Option<HeaderValue>,
 }
 
 impl Target {
@@ -241,14 +319,17 @@ impl Target {
             (Some(policy), Some(uri)) => literal_refusal(policy, uri),
             _ => None,
         };
+        let body = notify.body.clone().map(Bytes::from).unwrap_or_default();
+        let http1 = uri.as_ref().and_then(|uri| Http1Head::new(uri, &method, &headers, &body));
         Self {
             uri,
             method,
             headers: headers.into_boxed_slice(),
-            body: notify.body.clone().map(Bytes::from).unwrap_or_default(),
+            body,
             timeout: notify.timeout_ms.map(Duration::from_millis),
             host: host.into(),
             refusal,
+            http1,
         }
     }
 
@@ -291,25 +372,53 @@ pub async fn call_checked(
     max_output: usize,
     signing: Option<Signing<'_>>,
 ) -> Answer {
-    match target.request(key, idempotency_key, max_output, signing) {
-        Ok(request) => send(client, target, request, max_output).await,
-        Err(refused) => refused,
+    let (uri, fire) = match target.fire_headers(key, idempotency_key, max_output, signing) {
+        Ok(ready) => ready,
+        Err(refused) => return refused,
+    };
+    let timeout = target.timeout.unwrap_or(client.timeout);
+    let answered = match &target.http1 {
+        Some(head) => {
+            let request = target.http1_request(head, &fire);
+            let sent = client.http1.send(&target.host, uri, &request, head.head_only, max_output);
+            tokio::time::timeout(timeout, async {
+                let response = sent.await?;
+                let status = response.head.status;
+                match response.body_error {
+                    // The status arrived: the host answered, whatever happened to the body.
+                    Some(err) if (200..300).contains(&status) => Err(err.into()),
+                    _ => Ok(answer(status, response.head.retry_after.as_deref(), &response.body, max_output)),
+                }
+            })
+            .await
+        }
+        None => tokio::time::timeout(timeout, exchange(client, target.hyper_request(uri, fire), max_output)).await,
+    };
+    match answered {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(err)) => {
+            let delivery = if is_refusal(err.as_ref()) { Delivery::Refused } else { Delivery::Unanswered };
+            Answer { delivery, output: truncate(error_chain(err.as_ref()), max_output) }
+        }
+        Err(_) => Answer {
+            delivery: Delivery::Unanswered,
+            output: truncate(format!("callback timed out after {} ms", timeout.as_millis()), max_output),
+        },
     }
 }
 
 impl Target {
-    /// The request of fire `key`, ready to [`send`]: the target's method,
-    /// URL, headers and body, the fire's own headers (`X-Xtimer-Timer-Id`,
-    /// `X-Xtimer-Run-Time`, `Idempotency-Key`) and its signature when
-    /// `signing` is given. A target that may not be called is the failed
+    /// The URL and the fire's own headers (`X-Xtimer-Timer-Id`,
+    /// `X-Xtimer-Run-Time`, `Idempotency-Key`, the signature when
+    /// `signing` is given). A target that may not be called is the failed
     /// [`Answer`] instead: a denied literal address, a URL that does not parse.
-    pub fn request(
+    fn fire_headers(
         &self,
         key: FireKey,
         idempotency_key: &str,
         max_output: usize,
         signing: Option<Signing<'_>>,
-    ) -> Result<Request<Full<Bytes>>, Answer> {
+    ) -> Result<(&Uri, FireHeaders), Answer> {
         if let Some(refusal) = &self.refusal {
             return Err(Answer {
                 delivery: Delivery::Refused,
@@ -323,6 +432,21 @@ impl Target {
         let Some(uri) = &self.uri else {
             return Err(not_sent(format!("the callback URL `{}` does not parse", self.host)));
         };
+        let idempotency = HeaderValue::from_str(idempotency_key)
+            .map_err(|_| not_sent(format!("`{idempotency_key}` is not a header value")))?;
+        let signature = match signing {
+            Some(Signing { secret, t }) => {
+                let value = signature::header_value(secret, t, &self.body);
+                Some(HeaderValue::from_str(&value).map_err(|_| not_sent("the signature".into()))?)
+            }
+            None => self.headers.iter().find(|(name, _)| name == "x-xtimer-signature").map(|(_, v)| v.clone()),
+        };
+        Ok((uri, FireHeaders { key, idempotency, signature }))
+    }
+
+    /// The fire's request for hyper's client: the target's method, URL,
+    /// headers and body, and the fire's own headers.
+    fn hyper_request(&self, uri: &Uri, fire: FireHeaders) -> Request<Full<Bytes>> {
         let mut request = Request::new(Full::new(self.body.clone()));
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = uri.clone();
@@ -331,34 +455,28 @@ impl Target {
         for (name, value) in self.headers.iter() {
             headers.insert(name.clone(), value.clone());
         }
-        headers.insert("x-xtimer-timer-id", HeaderValue::from(key.timer_id));
-        headers.insert("x-xtimer-run-time", HeaderValue::from(key.run_ms));
-        let idempotency = HeaderValue::from_str(idempotency_key)
-            .map_err(|_| not_sent(format!("`{idempotency_key}` is not a header value")))?;
-        headers.insert("idempotency-key", idempotency);
-        if let Some(Signing { secret, t }) = signing {
-            let value = signature::header_value(secret, t, &self.body);
-            let value = HeaderValue::from_str(&value).map_err(|_| not_sent("the signature".into()))?;
-            headers.insert("x-xtimer-signature", value);
+        headers.insert("x-xtimer-timer-id", HeaderValue::from(fire.key.timer_id));
+        headers.insert("x-xtimer-run-time", HeaderValue::from(fire.key.run_ms));
+        headers.insert("idempotency-key", fire.idempotency);
+        if let Some(signature) = fire.signature {
+            headers.insert("x-xtimer-signature", signature);
         }
-        Ok(request)
+        request
     }
-}
 
-/// Sends `request` (made by `target`'s [`Target::request`]) and reads at
-/// most `max_output` bytes of the answer, within the target's timeout.
-pub async fn send(client: &Client, target: &Target, request: Request<Full<Bytes>>, max_output: usize) -> Answer {
-    let timeout = target.timeout.unwrap_or(client.timeout);
-    match tokio::time::timeout(timeout, exchange(client, request, max_output)).await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(err)) => {
-            let delivery = if is_refusal(err.as_ref()) { Delivery::Refused } else { Delivery::Unanswered };
-            Answer { delivery, output: truncate(error_chain(err.as_ref()), max_output) }
+    /// The fire's whole HTTP/1.1 request to a plain-`http` target.
+    fn http1_request(&self, head: &Http1Head, fire: &FireHeaders) -> Vec<u8> {
+        let mut out = Vec::with_capacity(head.bytes.len() + 192 + self.body.len());
+        out.extend_from_slice(&head.bytes);
+        push_header(&mut out, "x-xtimer-timer-id", fire.key.timer_id.to_string().as_bytes());
+        push_header(&mut out, "x-xtimer-run-time", fire.key.run_ms.to_string().as_bytes());
+        push_header(&mut out, "idempotency-key", fire.idempotency.as_bytes());
+        if let Some(signature) = &fire.signature {
+            push_header(&mut out, "x-xtimer-signature", signature.as_bytes());
         }
-        Err(_) => Answer {
-            delivery: Delivery::Unanswered,
-            output: truncate(format!("callback timed out after {} ms", timeout.as_millis()), max_output),
-        },
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&self.body);
+        out
     }
 }
 
@@ -384,8 +502,7 @@ fn is_refusal(err: &(dyn std::error::Error + 'static)) -> bool {
 async fn exchange(client: &Client, request: Request<Full<Bytes>>, max_output: usize) -> Result<Answer, BoxError> {
     let response = client.http.request(request).await?;
     let status = response.status();
-    let retry_after_ms = retry_after_ms(status.as_u16(), response.headers());
-    let mut body = response.into_body();
+    let (parts, mut body) = response.into_parts();
     let mut read = Vec::new();
     while read.len() < max_output {
         match body.frame().await {
@@ -400,15 +517,20 @@ async fn exchange(client: &Client, request: Request<Full<Bytes>>, max_output: us
             Some(Err(_)) => break,
         }
     }
-    let text = String::from_utf8_lossy(&read[..read.len().min(max_output)]);
-    let output =
-        if text.is_empty() { format!("HTTP {}", status.as_u16()) } else { format!("HTTP {}: {text}", status.as_u16()) };
-    let delivery = if status.is_success() {
+    let retry_after = parts.headers.get(hyper::header::RETRY_AFTER).and_then(|v| v.to_str().ok());
+    Ok(answer(status.as_u16(), retry_after, &read, max_output))
+}
+
+/// The [`Answer`] of a `status` whose body began with `body`.
+fn answer(status: u16, retry_after: Option<&str>, body: &[u8], max_output: usize) -> Answer {
+    let text = String::from_utf8_lossy(&body[..body.len().min(max_output)]);
+    let output = if text.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {text}") };
+    let delivery = if (200..300).contains(&status) {
         Delivery::Delivered
     } else {
-        Delivery::Rejected { status: status.as_u16(), retry_after_ms }
+        Delivery::Rejected { status, retry_after_ms: retry_after_ms(status, retry_after) }
     };
-    Ok(Answer { delivery, output: truncate(output, max_output) })
+    Answer { delivery, output: truncate(output, max_output) }
 }
 
 /// Most a `Retry-After` may ask for, ms: a day.
@@ -416,11 +538,11 @@ const MAX_RETRY_AFTER_MS: u64 = 86_400_000;
 
 /// The wait a 429 or 503 asks for with `Retry-After` (seconds, or an HTTP
 /// date), ms; capped at a day.
-fn retry_after_ms(status: u16, headers: &HeaderMap) -> Option<u64> {
+fn retry_after_ms(status: u16, value: Option<&str>) -> Option<u64> {
     if status != 429 && status != 503 {
         return None;
     }
-    let value = headers.get(hyper::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let value = value?.trim();
     let ms = match value.parse::<u64>() {
         Ok(secs) => secs.saturating_mul(1_000),
         Err(_) => {

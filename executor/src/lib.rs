@@ -11,6 +11,8 @@
 //! - [`Recorder`]: group-commits results, fenced by each claim's owner token.
 //! - [`Reconciler`]: sweeps SQL for fires the shard index missed.
 //! - [`callback`]: the HTTP request of a fire, its signature and target check.
+//! - [`http1`]: plain-HTTP/1.1 callbacks on kept-alive connections, driven
+//!   in the fire's own task.
 //! - [`bulkhead`]: per-host and per-app caps on callbacks in flight, and
 //!   per-host circuit breakers, so a hung receiver stalls no one else.
 //! - [`secrets`]: each app's signing secret, and [`Callbacks`] (policy and secrets).
@@ -30,6 +32,7 @@ pub mod bulkhead;
 pub mod callback;
 pub mod error;
 pub mod fire_metrics;
+pub mod http1;
 pub mod reconciler;
 pub mod recorder;
 pub mod secrets;

@@ -6,6 +6,7 @@
 
 mod callbacks;
 mod helpers;
+mod http1;
 mod task_fires;
 
 use xtimer_core::config::ReconcilerConfig;
