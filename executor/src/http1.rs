@@ -271,6 +271,33 @@ impl Conn {
         }
     }
 
+    /// Reads `len` bytes of the body, keeping what fits of `max_output` in
+    /// `out`; `false` (the connection is not to be reused) when the body
+    /// read so far, `taken`, passes `limit` first.
+    async fn read_span(
+        &mut self,
+        mut len: u64,
+        out: &mut Vec<u8>,
+        max_output: usize,
+        taken: &mut usize,
+        limit: usize,
+    ) -> io::Result<bool> {
+        while len > 0 {
+            if self.read.is_empty() {
+                if *taken >= limit {
+                    return Ok(false);
+                }
+                self.fill("the end of the answer").await?;
+            }
+            let n = self.read.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+            keep(out, &self.read[..n], max_output);
+            self.read.drain(..n);
+            len -= n as u64;
+            *taken += n;
+        }
+        Ok(true)
+    }
+
     /// Reads the body, keeping its first `max_output` bytes in `out`;
     /// whether it was read to its end (so the connection can be reused).
     async fn read_body(&mut self, framing: Framing, out: &mut Vec<u8>, max_output: usize) -> io::Result<bool> {
@@ -278,22 +305,7 @@ impl Conn {
         let mut taken = 0usize;
         match framing {
             Framing::Empty => Ok(true),
-            Framing::Length(mut left) => {
-                while left > 0 {
-                    if self.read.is_empty() {
-                        if taken >= limit {
-                            return Ok(false);
-                        }
-                        self.fill("the end of the answer").await?;
-                    }
-                    let n = self.read.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                    keep(out, &self.read[..n], max_output);
-                    self.read.drain(..n);
-                    left -= n as u64;
-                    taken += n;
-                }
-                Ok(true)
-            }
+            Framing::Length(len) => self.read_span(len, out, max_output, &mut taken, limit).await,
             Framing::ToClose => loop {
                 keep(out, &self.read, max_output);
                 taken += self.read.len();
@@ -334,19 +346,8 @@ impl Conn {
                         }
                     }
                 }
-                let mut left = size;
-                while left > 0 {
-                    if self.read.is_empty() {
-                        if taken >= limit {
-                            return Ok(false);
-                        }
-                        self.fill("the end of the answer").await?;
-                    }
-                    let n = self.read.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                    keep(out, &self.read[..n], max_output);
-                    self.read.drain(..n);
-                    left -= n as u64;
-                    taken += n;
+                if !self.read_span(size, out, max_output, &mut taken, limit).await? {
+                    return Ok(false);
                 }
                 while self.read.len() < 2 {
                     self.fill("the end of the answer").await?;
