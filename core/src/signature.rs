@@ -31,7 +31,7 @@ type HmacSha256 = Hmac<Sha256>;
 fn mac(secret: &[u8], t: i64, body: &[u8]) -> HmacSha256 {
     // HMAC takes keys of any length, so this cannot fail.
     let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC accepts any key length");
-    mac.update(t.to_string().as_bytes());
+    mac.update(itoa::Buffer::new().format(t).as_bytes());
     mac.update(b".");
     mac.update(body);
     mac
@@ -39,12 +39,27 @@ fn mac(secret: &[u8], t: i64, body: &[u8]) -> HmacSha256 {
 
 /// The lower-case hex HMAC-SHA256 of `"{t}." + body` keyed with `secret`.
 pub fn sign(secret: &[u8], t: i64, body: &[u8]) -> String {
-    hex::encode(mac(secret, t, body).finalize().into_bytes())
+    let mut out = String::with_capacity(64);
+    push_hex(&mut out, secret, t, body);
+    out
 }
 
 /// The header value `t={t},v1={sign(secret, t, body)}`.
 pub fn header_value(secret: &[u8], t: i64, body: &[u8]) -> String {
-    format!("t={t},v1={}", sign(secret, t, body))
+    let mut out = String::with_capacity(100);
+    out.push_str("t=");
+    out.push_str(itoa::Buffer::new().format(t));
+    out.push_str(",v1=");
+    push_hex(&mut out, secret, t, body);
+    out
+}
+
+/// Appends [`sign`]'s hex to `out`, without an intermediate string.
+fn push_hex(out: &mut String, secret: &[u8], t: i64, body: &[u8]) {
+    let mut hex = [0u8; 64];
+    // 32 bytes of HMAC-SHA256 always fit 64 hex digits.
+    hex::encode_to_slice(mac(secret, t, body).finalize().into_bytes(), &mut hex).expect("64 hex digits");
+    out.push_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"));
 }
 
 /// Why a signature was refused.

@@ -347,9 +347,13 @@ impl Target {
 
 /// `host:port` of a URL, the scheme's port when none is given.
 pub(crate) fn host_key(uri: &Uri) -> String {
-    let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+    let host = uri.host().unwrap_or_default();
     let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
-    format!("{host}:{port}")
+    let mut key = String::with_capacity(host.len() + 6);
+    key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
+    key.push(':');
+    key.push_str(itoa::Buffer::new().format(port));
+    key
 }
 
 /// Sends the callback of fire `key`, unsigned, and reads at most
@@ -468,8 +472,9 @@ impl Target {
     fn http1_request(&self, head: &Http1Head, fire: &FireHeaders) -> Vec<u8> {
         let mut out = Vec::with_capacity(head.bytes.len() + 192 + self.body.len());
         out.extend_from_slice(&head.bytes);
-        push_header(&mut out, "x-xtimer-timer-id", fire.key.timer_id.to_string().as_bytes());
-        push_header(&mut out, "x-xtimer-run-time", fire.key.run_ms.to_string().as_bytes());
+        let mut number = itoa::Buffer::new();
+        push_header(&mut out, "x-xtimer-timer-id", number.format(fire.key.timer_id).as_bytes());
+        push_header(&mut out, "x-xtimer-run-time", number.format(fire.key.run_ms).as_bytes());
         push_header(&mut out, "idempotency-key", fire.idempotency.as_bytes());
         if let Some(signature) = &fire.signature {
             push_header(&mut out, "x-xtimer-signature", signature.as_bytes());

@@ -66,8 +66,18 @@ pub(crate) async fn connect(config: &DatabaseConfig) -> Result<Database> {
 /// of step is closed (its open transaction, if any, rolls back) and the
 /// pool opens a fresh one. The probe runs after the rollback sqlx queues on
 /// a dropped transaction, so it sees the settled state.
+///
+/// Every way out of step starts with sqlx counting a transaction open (a
+/// failed ROLLBACK or COMMIT leaves its count as it was; a dropped
+/// transaction counts as open until its queued rollback has run), and this
+/// code never opens one behind sqlx's back. So a connection whose count is
+/// zero goes back without the probe, which would cost two more trips to the
+/// connection's thread after every write.
 async fn still_in_step(conn: &mut sqlx::SqliteConnection) -> std::result::Result<bool, sqlx::Error> {
     use sqlx::{Connection, Executor};
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
     if conn.execute("BEGIN").await.is_err() {
         tracing::warn!("A write connection was left inside a transaction (after a disk or I/O error); reopening it.");
         return Ok(false);
