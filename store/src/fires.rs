@@ -32,7 +32,7 @@ use crate::repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, 
 use crate::sql::{
     claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, padded, page_bound,
     push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
-    TIMER_ENABLED,
+    SQLITE_BATCH_ROWS, TIMER_ENABLED,
 };
 use crate::{mysql, partition, Database, Result};
 
@@ -430,10 +430,6 @@ impl FireRepo for Database {
 }
 
 // ---- SQLite -------------------------------------------------------------
-
-/// Most rows of one SQLite batch statement: a power of two, so padded
-/// batches ([`padded`]) stay under SQLite's 32,766 parameters (7 a row at most).
-const SQLITE_BATCH_ROWS: usize = 2048;
 
 /// Appends `(VALUES (?, ?), ...) AS k`: fire keys to join on the unique
 /// index (an `IN (VALUES ...)` would scan the status index instead).

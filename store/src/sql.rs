@@ -34,6 +34,10 @@ pub(crate) mod code {
 /// Bound parameters per statement stay well under SQLite's limit (32766).
 pub(crate) const MAX_PARAMS: usize = 30_000;
 
+/// Most rows of one SQLite batch statement: a power of two, so padded
+/// batches ([`padded`]) stay under SQLite's 32,766 parameters (7 a row at most).
+pub(crate) const SQLITE_BATCH_ROWS: usize = 2048;
+
 /// Output of a fire skipped because its timer is disabled or deleted.
 pub const SKIPPED_OUTPUT: &str = "skipped: the timer is not enabled";
 

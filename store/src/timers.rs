@@ -13,7 +13,9 @@ use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::{on_db, Dialect};
 use crate::repo::TimerRepo;
-use crate::sql::{code, padded, page_bound, schedule_columns, text, timer_from_row, MAX_PARAMS, TIMER_COLUMNS};
+use crate::sql::{
+    code, padded, page_bound, schedule_columns, text, timer_from_row, MAX_PARAMS, SQLITE_BATCH_ROWS, TIMER_COLUMNS,
+};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Quota, Refusal, Tx};
 use crate::{Database, Error, Result};
 
@@ -385,6 +387,7 @@ impl TimerRepo for Database {
                 .execute(pool)
                 .await?;
             }
+            Self::Sqlite { write, .. } => set_next_runs_sqlite(write, next).await?,
             // One statement per timer, in one transaction.
             db => on_db!(db, write, pool => {
                 let sql = pool.sql(SET_NEXT_RUN);
@@ -708,6 +711,34 @@ async fn timer_with_peak(tx: &mut Tx, id: i64) -> Result<Option<(Timer, Option<i
         .map(|row| Ok::<_, Error>((timer_from_row(&row)?, row.try_get::<Option<i64>, _>("peak_fpm")?)))
         .transpose()?);
     Ok(row)
+}
+
+/// [`TimerRepo::set_next_runs`] on SQLite: one `UPDATE ... FROM (VALUES ...)`
+/// per [`SQLITE_BATCH_ROWS`] timers (one, as the migrator pages them), not
+/// one statement per timer: each statement is a round trip to the
+/// connection's thread, and a page of due timers is thousands of them.
+async fn set_next_runs_sqlite(write: &sqlx::SqlitePool, next: &[(i64, Option<i64>)]) -> Result<()> {
+    fn statement(chunk: &[(i64, Option<i64>)]) -> QueryBuilder<'_, Sqlite> {
+        let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer AS t SET next_run = v.column2 FROM (VALUES ");
+        let mut sep = qb.separated(", ");
+        // Padding repeats the last pair, which sets the same value again.
+        for (id, run) in padded(chunk) {
+            sep.push("(").push_bind_unseparated(*id).push_unseparated(", ");
+            sep.push_bind_unseparated(*run).push_unseparated(")");
+        }
+        qb.push(") AS v WHERE t.timer_id = v.column1");
+        qb
+    }
+    if next.len() <= SQLITE_BATCH_ROWS {
+        statement(next).build().execute(write).await?;
+        return Ok(());
+    }
+    let mut tx = write.begin().await?;
+    for chunk in next.chunks(SQLITE_BATCH_ROWS) {
+        statement(chunk).build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -166,6 +166,29 @@ pub async fn due_timers_follow_the_next_fire_index(b: Backend) {
     assert!(!ids(b.timers.due_timers(later + 1, 100).await.unwrap()).contains(&a.id), "a disabled timer is not due");
 }
 
+pub async fn next_runs_of_a_page_larger_than_one_batch_are_all_written(b: Backend) {
+    // More timers than one SQLite batch statement takes (2,048), and an odd
+    // count, so the last batch is padded.
+    let batch: Vec<_> = (0..2_500).map(|i| new_timer(APP, &format!("t{i}"), TimerStatus::Enabled)).collect();
+    let ids = b.timers.create_timers(&batch, b.now()).await.unwrap();
+    let base = b.now() + 3_600_000;
+    // Every third timer has nothing left to expand; the others, each its own time.
+    let next: Vec<_> = ids.iter().enumerate().map(|(i, id)| (*id, (i % 3 != 0).then_some(base + i as i64))).collect();
+    b.timers.set_next_runs(&next).await.unwrap();
+    assert!(b.timers.due_timers(base, 10_000).await.unwrap().is_empty(), "none is due before its own time");
+    let mut due: Vec<i64> = b.timers.due_timers(base + 3_000, 10_000).await.unwrap().iter().map(|t| t.id).collect();
+    due.sort();
+    let mut want: Vec<i64> = next.iter().filter(|(_, run)| run.is_some()).map(|(id, _)| *id).collect();
+    want.sort();
+    assert_eq!(due.len(), 1_666);
+    assert_eq!(due, want, "each timer got its own next run, and those with none are never due");
+    let first_of_second_batch = next[2_050];
+    let at = first_of_second_batch.1.unwrap();
+    let due_by: Vec<i64> = b.timers.due_timers(at + 1, 10_000).await.unwrap().iter().map(|t| t.id).collect();
+    assert!(due_by.contains(&first_of_second_batch.0), "a timer of the second batch is due from its time");
+    assert!(!due_by.contains(&next[2_051].0), "and the next one, a millisecond later, not yet");
+}
+
 pub async fn due_timers_read_across_the_due_index_windows(b: Backend) {
     let ids = |list: Vec<xtimer_core::timer::Timer>| {
         let mut ids: Vec<_> = list.into_iter().map(|t| t.id).collect();
