@@ -87,7 +87,6 @@ const DUE: &str = formatcp!(
 /// SQLite and PostgreSQL find such timers in the due index's NULL window
 /// instead of reading every enabled timer's entry.
 const NOTHING_LEFT: &str = formatcp!("next_run IS NULL AND next_run / {DUE_WINDOW_MS} IS NULL");
-const SET_NEXT_RUN: &str = "UPDATE t_timer SET next_run = $1 WHERE timer_id = $2";
 const COMPLETE_FIRED_ONCE: &str = formatcp!(
     "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
          modify_time = $1
@@ -388,15 +387,7 @@ impl TimerRepo for Database {
                 .await?;
             }
             Self::Sqlite { write, .. } => set_next_runs_sqlite(write, next).await?,
-            // One statement per timer, in one transaction.
-            db => on_db!(db, write, pool => {
-                let sql = pool.sql(SET_NEXT_RUN);
-                let mut tx = pool.begin().await?;
-                for (id, run) in next {
-                    sqlx::query(&sql).bind(run).bind(id).execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-            }),
+            Self::Mysql(pool) => set_next_runs_mysql(pool, next).await?,
         }
         Ok(())
     }
@@ -712,6 +703,31 @@ async fn timer_with_peak(tx: &mut Tx, id: i64) -> Result<Option<(Timer, Option<i
         .transpose()?);
     Ok(row)
 }
+
+/// [`TimerRepo::set_next_runs`] on MySQL: one `UPDATE ... JOIN` on a
+/// derived table per [`MYSQL_BATCH_ROWS`] timers, in one transaction, not
+/// one statement per timer (a round trip each).
+async fn set_next_runs_mysql(pool: &sqlx::MySqlPool, next: &[(i64, Option<i64>)]) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    for chunk in next.chunks(MYSQL_BATCH_ROWS) {
+        // `UNION ALL` rows, as both MySQL and MariaDB read them (their
+        // `VALUES` constructors differ); padded, like SQLite's, so each
+        // shape is prepared once.
+        let mut qb = QueryBuilder::<MySql>::new("UPDATE t_timer t JOIN (");
+        for (i, (id, run)) in padded(chunk).enumerate() {
+            qb.push(if i == 0 { "SELECT " } else { " UNION ALL SELECT " });
+            qb.push_bind(*id).push(if i == 0 { " AS timer_id, " } else { ", " });
+            qb.push_bind(*run).push(if i == 0 { " AS next_run" } else { "" });
+        }
+        qb.push(") v ON t.timer_id = v.timer_id SET t.next_run = v.next_run");
+        qb.build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Most rows of one MySQL `set_next_runs` statement (a power of two).
+const MYSQL_BATCH_ROWS: usize = 1024;
 
 /// [`TimerRepo::set_next_runs`] on SQLite: one `UPDATE ... FROM (VALUES ...)`
 /// per [`SQLITE_BATCH_ROWS`] timers (one, as the migrator pages them), not
