@@ -127,6 +127,27 @@ where
         }
     }
 
+    /// Removes `key` and returns its value, unless it is missing or expired
+    /// (an expired value is dropped all the same).
+    pub fn take<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = self.clock.now_ms();
+        let mut state = self.lock();
+        let entry = state.entries.remove(key)?;
+        state.order.remove(&entry.seq);
+        self.fresh(&entry, now).then_some(entry.value)
+    }
+
+    /// Drops every expired entry now (inserts only drop them when the
+    /// cache is full); returns how many went.
+    pub fn purge_expired(&self) -> usize {
+        let now = self.clock.now_ms();
+        self.drop_expired(&mut self.lock(), now)
+    }
+
     /// Entries held, fresh or expired but not yet dropped.
     pub fn len(&self) -> usize {
         self.lock().entries.len()
@@ -146,26 +167,30 @@ where
         now.saturating_sub(entry.inserted_ms) < self.ttl_ms
     }
 
-    /// Drops expired entries from the old end; if none had expired, drops
-    /// the oldest one. Insert order is expiry order (one ttl for all), so
-    /// the expired entries are at the old end; a clock that stepped back
-    /// only makes this drop fewer of them.
+    /// Drops expired entries; if none had expired, drops the oldest one.
     fn make_room(&self, state: &mut State<K, V>, now: i64) {
+        if self.drop_expired(state, now) == 0 {
+            if let Some((_, key)) = state.order.pop_first() {
+                state.entries.remove(&key);
+            }
+        }
+    }
+
+    /// Drops expired entries from the old end; returns how many went.
+    /// Insert order is expiry order (one ttl for all), so the expired
+    /// entries are at the old end; a clock that stepped back only makes
+    /// this drop fewer of them.
+    fn drop_expired(&self, state: &mut State<K, V>, now: i64) -> usize {
         let mut dropped = 0;
         while let Some((&seq, key)) = state.order.first_key_value() {
-            let expired = state.entries.get(key).is_none_or(|entry| !self.fresh(entry, now));
-            if !expired {
+            if state.entries.get(key).is_some_and(|entry| self.fresh(entry, now)) {
                 break;
             }
             let key = state.order.remove(&seq).expect("present");
             state.entries.remove(&key);
             dropped += 1;
         }
-        if dropped == 0 {
-            if let Some((_, key)) = state.order.pop_first() {
-                state.entries.remove(&key);
-            }
-        }
+        dropped
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State<K, V>> {
@@ -282,6 +307,35 @@ mod tests {
         cache.insert("c".into(), 3);
         assert_eq!(cache.get("b"), Some(2));
         assert_eq!(cache.get("c"), Some(3));
+    }
+
+    #[test]
+    fn take_removes_a_fresh_value_and_returns_it() {
+        let (cache, clock) = cache(10, 1_000);
+        cache.insert("a".into(), 1);
+        cache.insert("b".into(), 2);
+        assert_eq!(cache.take("a"), Some(1));
+        assert_eq!(cache.take("a"), None, "taken once");
+        assert_eq!(cache.len(), 1);
+        clock.advance(1_000);
+        assert_eq!(cache.take("b"), None, "expired: dropped, not returned");
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn purge_expired_drops_only_what_has_expired() {
+        let (cache, clock) = cache(10, 1_000);
+        cache.insert("a".into(), 1);
+        clock.advance(600);
+        cache.insert("b".into(), 2);
+        assert_eq!(cache.purge_expired(), 0);
+        clock.advance(400);
+        assert_eq!(cache.purge_expired(), 1);
+        assert_eq!(cache.get_stale("a"), None);
+        assert_eq!(cache.get("b"), Some(2));
+        clock.advance(600);
+        assert_eq!(cache.purge_expired(), 1);
+        assert!(cache.is_empty());
     }
 
     #[test]

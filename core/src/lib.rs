@@ -12,6 +12,7 @@
 //! - [`target_policy`]: which addresses callbacks may reach (SSRF defence).
 //! - [`clock`]: the injected wall clock.
 //! - [`cache`]: [`TtlCache`], the bounded cache with expiry on the injected clock.
+//! - [`handover`]: one-shot timers' definitions passed from their expansion to their fire.
 //! - [`config`]: the one configuration tree, loaded from defaults, a file and the environment.
 //! - [`error`]: the domain error type.
 //! - [`metrics`]: the names (and lateness buckets) of the exported metrics.
@@ -22,6 +23,7 @@ pub mod config;
 pub mod cron;
 pub mod error;
 pub mod fire;
+pub mod handover;
 pub mod load;
 pub mod metrics;
 pub mod node;

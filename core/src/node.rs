@@ -1,11 +1,15 @@
 //! A node of the cluster as it reports itself.
 
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// What every part of a node shares: its clock, its id and the key
-/// prefix of its cluster. Built once at start and passed whole.
+use crate::handover::Handover;
+
+/// What every part of a node shares: its clock, its id, the key prefix of
+/// its cluster and the [`Handover`] of one-shot definitions. Built once at
+/// start and passed whole.
 #[derive(Clone)]
 pub struct NodeContext {
     /// The injected wall clock.
@@ -14,12 +18,15 @@ pub struct NodeContext {
     pub node_id: String,
     /// Prefix of every shard and lock key (`shard.key_prefix`).
     pub key_prefix: String,
+    /// One-shot timers' definitions from their expansion to their fire.
+    pub handover: Arc<Handover>,
 }
 
 impl NodeContext {
     /// A context for `node_id` in the cluster of `key_prefix`.
     pub fn new(clock: crate::SharedClock, node_id: impl Into<String>, key_prefix: impl Into<String>) -> Self {
-        Self { clock, node_id: node_id.into(), key_prefix: key_prefix.into() }
+        let handover = Arc::new(Handover::new(clock.clone()));
+        Self { clock, node_id: node_id.into(), key_prefix: key_prefix.into(), handover }
     }
 
     /// Now, in Unix milliseconds, by the node's clock.

@@ -50,6 +50,7 @@ use tokio_util::task::TaskTracker;
 use xtimer_core::config::ExecutorConfig;
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
+use xtimer_core::handover::Handover;
 use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, OverlapPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
@@ -150,6 +151,8 @@ struct Inner {
     callbacks: Callbacks,
     tasks: Option<Arc<dyn TaskCreator>>,
     cache: TtlCache<i64, Arc<CachedTimer>>,
+    /// One-shot definitions left by their expansion on this node.
+    handover: Arc<Handover>,
     permits: Arc<Semaphore>,
     bulkheads: Bulkheads,
     statuses: status::StatusReader,
@@ -209,6 +212,7 @@ impl Executor {
             fires: stores.fires.clone(),
             timers: stores.timers.clone(),
             cache: TtlCache::new(TIMER_CACHE_CAPACITY, TIMER_CACHE_TTL, clock.clone()),
+            handover: ctx.handover.clone(),
             clock,
             http,
             callbacks,
@@ -324,20 +328,26 @@ impl ExecutorHandle {
         self.inner.tracker.len()
     }
 
-    /// The definitions of the claimed fires' timers: kept ones, and the
-    /// others read in one query. Cron timers are kept for their next fires;
-    /// a one-shot timer's definition lives as long as its fire's work.
+    /// The definitions of the claimed fires' timers: kept ones, one-shots'
+    /// handed over by their expansion, and the others read in one query.
+    /// Cron timers are kept for their next fires; a one-shot timer's
+    /// definition lives as long as its fire's work.
     async fn load_timers(&self, claimed: &[ClaimedFire]) -> Result<HashMap<i64, Arc<CachedTimer>>> {
-        let cache = &self.inner.cache;
+        let inner = &self.inner;
         let mut found = HashMap::with_capacity(claimed.len());
         let mut missing = Vec::new();
         for c in claimed {
-            match cache.get(&c.key.timer_id) {
-                // A definition read before the timer's last change (updateTimer) is read again.
-                Some(t) if t.timer.modify_time >= c.timer_modified => {
-                    found.insert(c.key.timer_id, t);
-                }
-                _ => missing.push(c.key.timer_id),
+            let id = c.key.timer_id;
+            if found.contains_key(&id) {
+                continue;
+            }
+            // A definition from before the timer's last change (updateTimer) is read again.
+            if let Some(kept) = inner.cache.get(&id).filter(|t| t.timer.modify_time >= c.timer_modified) {
+                found.insert(id, kept);
+            } else if let Some(timer) = inner.handover.take(id).filter(|t| t.modify_time >= c.timer_modified) {
+                found.insert(id, CachedTimer::new(timer, &inner.callbacks));
+            } else {
+                missing.push(id);
             }
         }
         missing.sort_unstable();

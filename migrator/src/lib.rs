@@ -32,6 +32,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::MigratorConfig;
 use xtimer_core::fire::{FireFeed, FireKey};
+use xtimer_core::handover::Handover;
 use xtimer_core::node::NodeContext;
 use xtimer_core::shard::{minute_of, MINUTE_MS};
 use xtimer_core::timer::Timer;
@@ -64,6 +65,8 @@ pub struct Expander {
     shards: Arc<dyn ShardStore>,
     clock: SharedClock,
     feed: Option<FireFeed>,
+    /// Where expanded one-shot timers' definitions are left for their fire.
+    handover: Arc<Handover>,
 }
 
 /// What one step did.
@@ -91,6 +94,7 @@ impl Migrator {
             shards: stores.shards.clone(),
             clock: ctx.clock.clone(),
             feed,
+            handover: ctx.handover.clone(),
         };
         Self {
             config,
@@ -121,6 +125,9 @@ impl Migrator {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
+            // Every node, stepping or not: definitions left for fires
+            // another node took are dropped once they have aged out.
+            self.expander.handover.purge_expired();
             match self.run_once().await {
                 Ok(Some(report)) => tracing::debug!(?report, "Migrator step done."),
                 Ok(None) => tracing::debug!("Migrator step taken by another node."),
@@ -161,7 +168,7 @@ impl Migrator {
             let mut batch = Vec::new();
             let mut next = Vec::with_capacity(page.len());
             for timer in &page {
-                batch.extend(x.fires_of(timer, now, to, false));
+                x.expand_into(timer, now, to, false, &mut batch);
                 next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
             }
             by_run_time(&mut batch);
@@ -217,13 +224,11 @@ impl Expander {
         let mut fires = Vec::new();
         let mut next = Vec::with_capacity(timers.len());
         for timer in timers {
-            let own = self.fires_of(timer, now, to, true);
             // Created with no fire before the horizon: its stored first fire
             // is at or after the horizon, which is what would be written.
-            if created && own.is_empty() {
+            if !self.expand_into(timer, now, to, true, &mut fires) && created {
                 continue;
             }
-            fires.extend(own);
             next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
         }
         by_run_time(&mut fires);
@@ -312,6 +317,19 @@ impl Expander {
             })
             .collect();
         Ok(self.fires.insert_backfill(&fires, now).await?)
+    }
+
+    /// Adds `timer`'s fires in `[from, to)` to `fires`; whether it had any.
+    /// A one-shot's definition is left in the [`Handover`] for its fire
+    /// (before the fire is indexed, so that a fire due at once finds it).
+    fn expand_into(&self, timer: &Timer, from: i64, to: i64, enabling: bool, fires: &mut Vec<NewFire>) -> bool {
+        let own = self.fires_of(timer, from, to, enabling);
+        if own.is_empty() {
+            return false;
+        }
+        self.handover.give(timer);
+        fires.extend(own);
+        true
     }
 
     fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<NewFire> {

@@ -97,6 +97,37 @@ async fn a_step_reads_only_the_timers_due_before_its_horizon() {
 }
 
 #[tokio::test]
+async fn an_expanded_one_shot_leaves_its_definition_for_its_fire_until_it_ages_out() {
+    let (_dir, clock, stores) = sqlite_stores().await;
+    let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
+    let migrator = Migrator::new(MigratorConfig::default(), &stores, &ctx, None);
+    let batch = vec![
+        timer("soon", Schedule::Once { run_at_ms: T0 + 30_000 }),
+        timer("in-an-hour", Schedule::Once { run_at_ms: T0 + 3_600_000 }),
+        timer("every-second", cron("* * * * * *")),
+    ];
+    let ids = stores.timers.create_timers(&batch, T0).await.unwrap();
+
+    migrator.catch_up().await.unwrap();
+    assert_eq!(ctx.handover.len(), 1, "the one-shot due before the horizon; a cron timer's is kept by the executor");
+    let stored = stores.timers.get_timer(ids[0]).await.unwrap().unwrap();
+    assert_eq!(ctx.handover.take(ids[0]), Some(stored), "the definition as stored");
+
+    // Enabling (or creating) expands through the expander: the same.
+    let later = stores.timers.get_timer(ids[1]).await.unwrap().unwrap();
+    clock.advance(3_600_000 - 60_000);
+    migrator.expander().expand_timer(&later).await.unwrap();
+    assert_eq!(ctx.handover.len(), 1);
+
+    // Not taken (its fire went to another node): dropped once aged out.
+    clock.advance(xtimer_core::handover::HANDOVER_TTL.as_millis() as i64 - 1);
+    assert_eq!(ctx.handover.purge_expired(), 0);
+    clock.advance(1);
+    assert_eq!(ctx.handover.purge_expired(), 1);
+    assert!(ctx.handover.take(ids[1]).is_none());
+}
+
+#[tokio::test]
 async fn fires_due_in_the_same_second_are_stored_side_by_side() {
     let (_dir, clock, stores) = sqlite_stores().await;
     let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");

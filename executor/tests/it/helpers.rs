@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use xtimer_core::clock::ManualClock;
 use xtimer_core::config::{DatabaseConfig, ExecutorConfig, ReconcilerConfig, ShardConfig};
 use xtimer_core::fire::{Fire, FireKey, FireStatus};
+use xtimer_core::handover::Handover;
 use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::Clock;
@@ -126,6 +127,8 @@ pub struct Harness {
     pub reconciler: Reconciler,
     pub config: ReconcilerConfig,
     pub receiver: Receiver,
+    /// The node's handover of one-shot definitions, which the executor takes from.
+    pub handover: Arc<Handover>,
     _dir: tempfile::TempDir,
 }
 
@@ -167,7 +170,8 @@ impl Harness {
         tokio::spawn(recorder.run());
         let handle = executor.handle();
         let reconciler = Self::reconciler_on(&config, &stores, &clock, &handle, "node-a");
-        Self { repo, stores, clock, executor: handle, reconciler, config, receiver: Receiver::start().await, _dir: dir }
+        let receiver = Receiver::start().await;
+        Self { repo, stores, clock, executor: handle, reconciler, config, receiver, handover: ctx.handover, _dir: dir }
     }
 
     /// A reconciler of node `node_id` sharing this harness's stores and executor.
@@ -221,6 +225,30 @@ impl Harness {
             }),
             retry,
             misfire,
+            delete_after_run: false,
+            on_failure: None,
+            pause_after_failures: None,
+            overlap: Default::default(),
+        };
+        self.repo.create_timer(&timer, self.now()).await.expect("create timer")
+    }
+
+    /// An enabled one-shot timer of app `it` calling `url` at `run_ms`, one attempt.
+    pub async fn one_shot_to(&self, name: &str, run_ms: i64, url: &str) -> Timer {
+        let timer = NewTimer {
+            app: "it".into(),
+            name: name.into(),
+            status: TimerStatus::Enabled,
+            schedule: Schedule::Once { run_at_ms: run_ms },
+            notify: Notify::Http(HttpNotify {
+                url: url.to_string(),
+                method: "POST".into(),
+                headers: Default::default(),
+                body: Some("{}".into()),
+                timeout_ms: None,
+            }),
+            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+            misfire: MisfirePolicy::FireAll,
             delete_after_run: false,
             on_failure: None,
             pause_after_failures: None,

@@ -304,3 +304,35 @@ async fn late_fires_of_one_timer_leave_in_run_time_order() {
         assert_eq!(got, want, "timer {}'s fires in run-time order", keys[0].timer_id);
     }
 }
+
+/// A one-shot's fire uses the definition its expansion handed over instead
+/// of reading it (shown by a handed-over copy that calls elsewhere), and
+/// reads it when the copy is older than the timer's last change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_fires_with_its_handed_over_definition_unless_the_timer_changed_since() {
+    let h = Harness::start(reconciler_config()).await;
+    let elsewhere = helpers::Receiver::start().await;
+    let url = format!("http://{}/hook", h.receiver.addr);
+    let other_url = format!("http://{}/hook", elsewhere.addr);
+    let current = h.one_shot_to("current", T0 - 1_000, &url).await;
+    let stale = h.one_shot_to("stale", T0 - 1_000, &url).await;
+    let calling_elsewhere = |timer: &xtimer_core::timer::Timer, modify_time: i64| {
+        let mut copy = timer.clone();
+        if let xtimer_core::timer::Notify::Http(notify) = &mut copy.notify {
+            notify.url = other_url.clone();
+        }
+        copy.modify_time = modify_time;
+        copy
+    };
+    h.handover.give(&calling_elsewhere(&current, current.modify_time));
+    h.handover.give(&calling_elsewhere(&stale, stale.modify_time - 1));
+    let keys = [h.fires(&current, &[-1_000]).await[0], h.fires(&stale, &[-1_000]).await[0]];
+
+    assert_eq!(h.executor.claim_and_dispatch(&keys).await.unwrap(), 2);
+    h.wait_for_status(&keys, FireStatus::Succeeded).await;
+    assert_eq!(elsewhere.hits(keys[0]), 1, "the handed-over definition was used");
+    assert_eq!(h.receiver.hits(keys[0]), 0);
+    assert_eq!(h.receiver.hits(keys[1]), 1, "a definition older than the timer's last change is read again");
+    assert_eq!(elsewhere.hits(keys[1]), 0);
+    assert!(h.handover.is_empty(), "both were taken: one used, one dropped");
+}
