@@ -232,7 +232,7 @@ pub struct Target {
 #[derive(Debug, Clone)]
 struct Http1Head {
     /// The request line and the target's headers, up to the fire's own.
-    bytes: Box<[u8]>,
+    bytes: Vec<u8>,
     /// A `HEAD` request: its answer has no body.
     head_only: bool,
 }
@@ -253,13 +253,17 @@ impl Http1Head {
         let mut bytes = Vec::with_capacity(256);
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
         let path = if path.is_empty() { "/" } else { path };
-        bytes.extend_from_slice(format!("{method} {path} HTTP/1.1\r\n").as_bytes());
+        for part in [method.as_str(), " ", path, " HTTP/1.1\r\n"] {
+            bytes.extend_from_slice(part.as_bytes());
+        }
         if !headers.iter().any(|(name, _)| *name == HOST) {
-            let host = uri.host()?;
-            match uri.port_u16().filter(|port| *port != 80) {
-                Some(port) => bytes.extend_from_slice(format!("host: {host}:{port}\r\n").as_bytes()),
-                None => bytes.extend_from_slice(format!("host: {host}\r\n").as_bytes()),
+            bytes.extend_from_slice(b"host: ");
+            bytes.extend_from_slice(uri.host()?.as_bytes());
+            if let Some(port) = uri.port_u16().filter(|port| *port != 80) {
+                bytes.push(b':');
+                bytes.extend_from_slice(itoa::Buffer::new().format(port).as_bytes());
             }
+            bytes.extend_from_slice(b"\r\n");
         }
         for (name, value) in headers {
             if PER_FIRE_HEADERS.contains(&name.as_str()) || FRAMING_HEADERS.contains(&name.as_str()) {
@@ -268,9 +272,9 @@ impl Http1Head {
             push_header(&mut bytes, name.as_str(), value.as_bytes());
         }
         if !body.is_empty() {
-            push_header(&mut bytes, "content-length", body.len().to_string().as_bytes());
+            push_header(&mut bytes, "content-length", itoa::Buffer::new().format(body.len()).as_bytes());
         }
-        Some(Self { bytes: bytes.into_boxed_slice(), head_only: *method == Method::HEAD })
+        Some(Self { bytes, head_only: *method == Method::HEAD })
     }
 }
 
