@@ -117,6 +117,30 @@ impl Receiver {
     }
 }
 
+/// An enabled timer of app `it` on `schedule`, POSTing `{}` to `url`, one
+/// attempt per fire, firing every missed fire.
+fn new_timer(name: &str, schedule: Schedule, url: &str) -> NewTimer {
+    NewTimer {
+        app: "it".into(),
+        name: name.into(),
+        status: TimerStatus::Enabled,
+        schedule,
+        notify: Notify::Http(HttpNotify {
+            url: url.to_string(),
+            method: "POST".into(),
+            headers: Default::default(),
+            body: Some("{}".into()),
+            timeout_ms: None,
+        }),
+        retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+        misfire: MisfirePolicy::FireAll,
+        delete_after_run: false,
+        on_failure: None,
+        pause_after_failures: None,
+        overlap: Default::default(),
+    }
+}
+
 /// An executor (and its running recorder), a reconciler over it, the
 /// stores they share and a receiver.
 pub struct Harness {
@@ -211,49 +235,16 @@ impl Harness {
         url: &str,
         retry: RetryPolicy,
     ) -> Timer {
-        let timer = NewTimer {
-            app: "it".into(),
-            name: name.into(),
-            status,
-            schedule: Schedule::Cron { expr: "*/10 * * * * *".into(), timezone: "UTC".into() },
-            notify: Notify::Http(HttpNotify {
-                url: url.to_string(),
-                method: "POST".into(),
-                headers: Default::default(),
-                body: Some("{}".into()),
-                timeout_ms: None,
-            }),
-            retry,
-            misfire,
-            delete_after_run: false,
-            on_failure: None,
-            pause_after_failures: None,
-            overlap: Default::default(),
-        };
-        self.repo.create_timer(&timer, self.now()).await.expect("create timer")
+        let every_ten_seconds = Schedule::Cron { expr: "*/10 * * * * *".into(), timezone: "UTC".into() };
+        self.create(NewTimer { status, misfire, retry, ..new_timer(name, every_ten_seconds, url) }).await
     }
 
     /// An enabled one-shot timer of app `it` calling `url` at `run_ms`, one attempt.
     pub async fn one_shot_to(&self, name: &str, run_ms: i64, url: &str) -> Timer {
-        let timer = NewTimer {
-            app: "it".into(),
-            name: name.into(),
-            status: TimerStatus::Enabled,
-            schedule: Schedule::Once { run_at_ms: run_ms },
-            notify: Notify::Http(HttpNotify {
-                url: url.to_string(),
-                method: "POST".into(),
-                headers: Default::default(),
-                body: Some("{}".into()),
-                timeout_ms: None,
-            }),
-            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
-            misfire: MisfirePolicy::FireAll,
-            delete_after_run: false,
-            on_failure: None,
-            pause_after_failures: None,
-            overlap: Default::default(),
-        };
+        self.create(new_timer(name, Schedule::Once { run_at_ms: run_ms }, url)).await
+    }
+
+    async fn create(&self, timer: NewTimer) -> Timer {
         self.repo.create_timer(&timer, self.now()).await.expect("create timer")
     }
 
