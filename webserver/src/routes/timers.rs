@@ -95,7 +95,8 @@ pub async fn timers_enable(
 ) -> Result<Envelope<TimerId>, ApiError> {
     let r = authorized(&auth, r)?;
     let mut timer = live_timer(&state, &auth, &r).await?;
-    match state.timers.set_status_within(r.id, TimerStatus::Enabled, state.clock.now_ms(), &quota(&state)).await {
+    let now = state.clock.now_ms();
+    match state.timers.set_status_within(r.id, TimerStatus::Enabled, now, &quota(&state)).await {
         Ok(true) => {}
         Ok(false) => return Err(not_found(&r)),
         Err(xtimer_store::Error::Refused { app, refusal, .. }) => {
@@ -103,7 +104,11 @@ pub async fn timers_enable(
         }
         Err(err) => return Err(err.into()),
     }
+    // As stored now: a one-shot's definition is handed to its fire as it
+    // is, and one older than the stored change would not be used.
     timer.status = TimerStatus::Enabled;
+    timer.modify_time = now;
+    timer.pause_reason = None;
     state.expander.expand_timer(&timer).await?;
     Ok(Envelope(TimerId { id: timer.id }))
 }
