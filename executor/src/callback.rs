@@ -8,7 +8,9 @@
 //! address checked is the address connected to and a name re-pointed at a
 //! metadata service after the timer was created is still refused.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::hash::{BuildHasher, RandomState};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use xtimer_core::fire::FireKey;
 use xtimer_core::signature;
 use xtimer_core::target_policy::{Refusal, TargetPolicy};
 use xtimer_core::timer::HttpNotify;
+use xtimer_core::{SharedClock, TtlCache};
 
 use crate::http1;
 
@@ -209,23 +212,51 @@ pub fn client_with_policy(
 /// How long an idle connection to a receiver is kept.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A callback's request as far as it can be made before its fire: the
-/// parsed URL and method, the timer's headers with the defaults added, the
-/// body, and the bulkhead key of its host. Made once per timer and reused
-/// by each of its fires.
+/// A callback's request as far as it can be made before its fire: its
+/// [`Endpoint`] and its body. Made once per cron timer and reused by each
+/// of its fires; a one-shot's is made at its fire, from an endpoint it may
+/// share with others ([`Endpoints`]).
 #[derive(Debug, Clone)]
 pub struct Target {
+    endpoint: Arc<Endpoint>,
+    body: Bytes,
+}
+
+/// All of a callback's request but its body: the parsed URL and method,
+/// the timer's headers with the defaults added, and the bulkhead key of
+/// its host.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
     uri: Option<Uri>,
     method: Method,
     /// The timer's headers and the defaults it does not set.
     headers: Box<[(HeaderName, HeaderValue)]>,
-    body: Bytes,
     timeout: Option<Duration>,
     host: Arc<str>,
     /// The URL names a literal address the policy denies.
     refusal: Option<Refusal>,
     /// A plain-`http` target's request line and headers.
     http1: Option<Http1Head>,
+    /// What it was made from, to tell a hash collision in [`Endpoints`].
+    source: EndpointSource,
+}
+
+/// The fields of an [`HttpNotify`] an [`Endpoint`] is made from.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct EndpointSource {
+    url: String,
+    method: String,
+    headers: BTreeMap<String, String>,
+    timeout_ms: Option<u64>,
+}
+
+impl EndpointSource {
+    fn matches(&self, notify: &HttpNotify) -> bool {
+        self.url == notify.url
+            && self.method == notify.method
+            && self.headers == notify.headers
+            && self.timeout_ms == notify.timeout_ms
+    }
 }
 
 /// What every fire's request to a plain-`http` target starts with.
@@ -246,7 +277,7 @@ const FRAMING_HEADERS: [&str; 8] =
 
 impl Http1Head {
     /// The head of a plain-`http` `uri`'s requests; `None` for others.
-    fn new(uri: &Uri, method: &Method, headers: &[(HeaderName, HeaderValue)], body: &[u8]) -> Option<Self> {
+    fn new(uri: &Uri, method: &Method, headers: &[(HeaderName, HeaderValue)]) -> Option<Self> {
         if uri.scheme_str() != Some("http") {
             return None;
         }
@@ -271,9 +302,6 @@ impl Http1Head {
             }
             push_header(&mut bytes, name.as_str(), value.as_bytes());
         }
-        if !body.is_empty() {
-            push_header(&mut bytes, "content-length", itoa::Buffer::new().format(body.len()).as_bytes());
-        }
         Some(Self { bytes, head_only: *method == Method::HEAD })
     }
 }
@@ -297,6 +325,27 @@ impl Target {
     /// The target of `notify`; a literal address in its URL is checked
     /// against `policy` (names are checked by the client's resolver).
     pub fn new(notify: &HttpNotify, policy: Option<&TargetPolicy>) -> Self {
+        Self::with_endpoint(Arc::new(Endpoint::new(notify, policy)), notify)
+    }
+
+    fn with_endpoint(endpoint: Arc<Endpoint>, notify: &HttpNotify) -> Self {
+        Self { endpoint, body: notify.body.clone().map(Bytes::from).unwrap_or_default() }
+    }
+
+    /// The bulkhead key of the host: `host:port`, the scheme's port when
+    /// none is given; the URL itself if it does not parse.
+    pub fn host(&self) -> &str {
+        &self.endpoint.host
+    }
+
+    /// The timer's own callback timeout, if it sets one.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.endpoint.timeout
+    }
+}
+
+impl Endpoint {
+    fn new(notify: &HttpNotify, policy: Option<&TargetPolicy>) -> Self {
         let uri = notify.url.parse::<Uri>().ok().filter(|u| u.host().is_some());
         let method = Method::from_bytes(notify.method.as_bytes()).unwrap_or(Method::POST);
         let mut headers: Vec<(HeaderName, HeaderValue)> = notify
@@ -323,29 +372,58 @@ impl Target {
             (Some(policy), Some(uri)) => literal_refusal(policy, uri),
             _ => None,
         };
-        let body = notify.body.clone().map(Bytes::from).unwrap_or_default();
-        let http1 = uri.as_ref().and_then(|uri| Http1Head::new(uri, &method, &headers, &body));
+        let http1 = uri.as_ref().and_then(|uri| Http1Head::new(uri, &method, &headers));
         Self {
             uri,
             method,
             headers: headers.into_boxed_slice(),
-            body,
             timeout: notify.timeout_ms.map(Duration::from_millis),
             host: host.into(),
             refusal,
             http1,
+            source: EndpointSource {
+                url: notify.url.clone(),
+                method: notify.method.clone(),
+                headers: notify.headers.clone(),
+                timeout_ms: notify.timeout_ms,
+            },
         }
     }
+}
 
-    /// The bulkhead key of the host: `host:port`, the scheme's port when
-    /// none is given; the URL itself if it does not parse.
-    pub fn host(&self) -> &str {
-        &self.host
+/// Endpoints made for one-shot timers' fires, by callback: one-shots that
+/// call the same URL the same way share one, whatever their bodies, so a
+/// fire does not parse its URL and headers again. Bounded, short-lived.
+pub(crate) struct Endpoints {
+    policy: Arc<TargetPolicy>,
+    hasher: RandomState,
+    made: TtlCache<u64, Arc<Endpoint>>,
+}
+
+/// How many endpoints [`Endpoints`] keeps, and for how long.
+const ENDPOINTS_KEPT: usize = 1024;
+const ENDPOINT_TTL: Duration = Duration::from_secs(60);
+
+impl Endpoints {
+    pub(crate) fn new(policy: Arc<TargetPolicy>, clock: SharedClock) -> Self {
+        Self { policy, hasher: RandomState::new(), made: TtlCache::new(ENDPOINTS_KEPT, ENDPOINT_TTL, clock) }
     }
 
-    /// The timer's own callback timeout, if it sets one.
-    pub fn timeout(&self) -> Option<Duration> {
-        self.timeout
+    /// The target of `notify`, its endpoint made once for every fire that
+    /// calls it the same way.
+    pub(crate) fn target(&self, notify: &HttpNotify) -> Target {
+        let hash = self.hasher.hash_one((&notify.url, &notify.method, &notify.headers, notify.timeout_ms));
+        let endpoint = match self.made.get(&hash) {
+            Some(endpoint) if endpoint.source.matches(notify) => endpoint,
+            // Another callback with the same hash: made apart.
+            Some(_) => Arc::new(Endpoint::new(notify, Some(&self.policy))),
+            None => {
+                let endpoint = Arc::new(Endpoint::new(notify, Some(&self.policy)));
+                self.made.insert(hash, endpoint.clone());
+                endpoint
+            }
+        };
+        Target::with_endpoint(endpoint, notify)
     }
 }
 
@@ -384,11 +462,11 @@ pub async fn call_checked(
         Ok(ready) => ready,
         Err(refused) => return refused,
     };
-    let timeout = target.timeout.unwrap_or(client.timeout);
-    let answered = match &target.http1 {
+    let timeout = target.endpoint.timeout.unwrap_or(client.timeout);
+    let answered = match &target.endpoint.http1 {
         Some(head) => {
             let request = target.http1_request(head, &fire);
-            let sent = client.http1.send(&target.host, uri, &request, head.head_only, max_output);
+            let sent = client.http1.send(&target.endpoint.host, uri, &request, head.head_only, max_output);
             tokio::time::timeout(timeout, async {
                 let response = sent.await?;
                 let status = response.head.status;
@@ -427,7 +505,7 @@ impl Target {
         max_output: usize,
         signing: Option<Signing<'_>>,
     ) -> Result<(&Uri, FireHeaders), Answer> {
-        if let Some(refusal) = &self.refusal {
+        if let Some(refusal) = &self.endpoint.refusal {
             return Err(Answer {
                 delivery: Delivery::Refused,
                 output: truncate(format!("refused: {refusal}"), max_output),
@@ -437,8 +515,8 @@ impl Target {
             delivery: Delivery::NotSent { permanent: true },
             output: truncate(format!("not sent: {why}"), max_output),
         };
-        let Some(uri) = &self.uri else {
-            return Err(not_sent(format!("the callback URL `{}` does not parse", self.host)));
+        let Some(uri) = &self.endpoint.uri else {
+            return Err(not_sent(format!("the callback URL `{}` does not parse", self.endpoint.host)));
         };
         let idempotency = HeaderValue::from_str(idempotency_key)
             .map_err(|_| not_sent(format!("`{idempotency_key}` is not a header value")))?;
@@ -447,7 +525,7 @@ impl Target {
                 let value = signature::header_value(secret, t, &self.body);
                 Some(HeaderValue::from_str(&value).map_err(|_| not_sent("the signature".into()))?)
             }
-            None => self.headers.iter().find(|(name, _)| name == "x-xtimer-signature").map(|(_, v)| v.clone()),
+            None => self.endpoint.headers.iter().find(|(name, _)| name == "x-xtimer-signature").map(|(_, v)| v.clone()),
         };
         Ok((uri, FireHeaders { key, idempotency, signature }))
     }
@@ -456,11 +534,11 @@ impl Target {
     /// headers and body, and the fire's own headers.
     fn hyper_request(&self, uri: &Uri, fire: FireHeaders) -> Request<Full<Bytes>> {
         let mut request = Request::new(Full::new(self.body.clone()));
-        *request.method_mut() = self.method.clone();
+        *request.method_mut() = self.endpoint.method.clone();
         *request.uri_mut() = uri.clone();
         let headers = request.headers_mut();
-        headers.reserve(self.headers.len() + 4);
-        for (name, value) in self.headers.iter() {
+        headers.reserve(self.endpoint.headers.len() + 4);
+        for (name, value) in self.endpoint.headers.iter() {
             headers.insert(name.clone(), value.clone());
         }
         headers.insert("x-xtimer-timer-id", HeaderValue::from(fire.key.timer_id));
@@ -482,6 +560,9 @@ impl Target {
         push_header(&mut out, "idempotency-key", fire.idempotency.as_bytes());
         if let Some(signature) = &fire.signature {
             push_header(&mut out, "x-xtimer-signature", signature.as_bytes());
+        }
+        if !self.body.is_empty() {
+            push_header(&mut out, "content-length", number.format(self.body.len()).as_bytes());
         }
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(&self.body);
@@ -572,4 +653,65 @@ pub fn truncate(mut text: String, max: usize) -> String {
         text.truncate(end);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use xtimer_core::clock::ManualClock;
+
+    use super::*;
+
+    fn notify(url: &str, body: &str) -> HttpNotify {
+        HttpNotify {
+            url: url.into(),
+            method: "POST".into(),
+            headers: BTreeMap::new(),
+            body: Some(body.into()),
+            timeout_ms: None,
+        }
+    }
+
+    fn request(target: &Target) -> String {
+        let head = target.endpoint.http1.as_ref().expect("a plain-http target");
+        let fire = FireHeaders {
+            key: FireKey { timer_id: 7, run_ms: 1_000 },
+            idempotency: HeaderValue::from_static("7_1000"),
+            signature: None,
+        };
+        String::from_utf8(target.http1_request(head, &fire)).unwrap()
+    }
+
+    #[test]
+    fn one_shots_that_call_alike_share_an_endpoint_and_send_their_own_bodies() {
+        let endpoints = Endpoints::new(Arc::new(TargetPolicy::default()), Arc::new(ManualClock::new(0)));
+        let a = endpoints.target(&notify("http://127.0.0.1:9/hook", "a"));
+        let b = endpoints.target(&notify("http://127.0.0.1:9/hook", "bb"));
+        assert!(Arc::ptr_eq(&a.endpoint, &b.endpoint), "same URL, method and headers: one endpoint");
+        assert!(request(&a).ends_with("content-length: 1\r\n\r\na"), "{}", request(&a));
+        assert!(request(&b).ends_with("content-length: 2\r\n\r\nbb"), "{}", request(&b));
+
+        let other_path = endpoints.target(&notify("http://127.0.0.1:9/other", "a"));
+        assert!(!Arc::ptr_eq(&a.endpoint, &other_path.endpoint));
+        assert!(request(&other_path).starts_with("POST /other HTTP/1.1\r\n"));
+        let mut with_header = notify("http://127.0.0.1:9/hook", "a");
+        with_header.headers.insert("x-tenant".into(), "t1".into());
+        let with_header = endpoints.target(&with_header);
+        assert!(!Arc::ptr_eq(&a.endpoint, &with_header.endpoint));
+        assert!(request(&with_header).contains("x-tenant: t1\r\n"));
+        assert!(!request(&a).contains("x-tenant"));
+    }
+
+    #[test]
+    fn an_empty_body_sends_no_content_length() {
+        let target = Target::new(&notify("http://127.0.0.1:9/hook", ""), None);
+        assert!(request(&target).ends_with("idempotency-key: 7_1000\r\n\r\n"), "{}", request(&target));
+        assert!(!request(&target).contains("content-length"));
+    }
+
+    #[test]
+    fn a_denied_literal_address_is_refused_through_a_shared_endpoint_too() {
+        let endpoints = Endpoints::new(Arc::new(TargetPolicy::default()), Arc::new(ManualClock::new(0)));
+        let target = endpoints.target(&notify("http://169.254.169.254/latest", "a"));
+        assert!(target.endpoint.refusal.is_some());
+    }
 }

@@ -57,7 +57,7 @@ use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
 use crate::bulkhead::Bulkheads;
-use crate::callback::{Answer, Delivery, Target};
+use crate::callback::{Answer, Delivery, Endpoints, Target};
 
 pub use error::{Error, Result};
 pub use reconciler::Reconciler;
@@ -153,6 +153,8 @@ struct Inner {
     cache: TtlCache<i64, Arc<CachedTimer>>,
     /// One-shot definitions left by their expansion on this node.
     handover: Arc<Handover>,
+    /// One-shot timers' callback endpoints, shared by those that call alike.
+    endpoints: Endpoints,
     permits: Arc<Semaphore>,
     bulkheads: Bulkheads,
     statuses: status::StatusReader,
@@ -213,6 +215,7 @@ impl Executor {
             timers: stores.timers.clone(),
             cache: TtlCache::new(TIMER_CACHE_CAPACITY, TIMER_CACHE_TTL, clock.clone()),
             handover: ctx.handover.clone(),
+            endpoints: Endpoints::new(callbacks.policy.clone(), clock.clone()),
             clock,
             http,
             callbacks,
@@ -491,9 +494,7 @@ impl ExecutorHandle {
         }
         let answer = match (&timer.notify, &cached.target) {
             (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire).await,
-            (Notify::Http(notify), None) => {
-                self.call(&timer.app, &Target::new(notify, Some(&inner.callbacks.policy)), fire).await
-            }
+            (Notify::Http(notify), None) => self.call(&timer.app, &inner.endpoints.target(notify), fire).await,
             (Notify::Asyncflow(task), _) => match self.executor_permit().await {
                 Some(_permit) => Some(self.create_task(&timer.app, task, fire.key).await),
                 None => None,
