@@ -34,7 +34,7 @@ use crate::sql::{
     push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
     SQLITE_BATCH_ROWS, TIMER_ENABLED,
 };
-use crate::{mysql, partition, Database, Result};
+use crate::{mysql, partition, Database, Error, Result};
 
 const PENDING_BETWEEN: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
@@ -295,7 +295,7 @@ impl FireRepo for Database {
                 let mut qb = QueryBuilder::new(formatcp!("UPDATE t_timer_task SET status = {}, output = ", code::MISSED));
                 qb.push_bind(output).push(", modify_time = ").push_bind(now_ms);
                 qb.push(formatcp!(" WHERE status = {} AND ", code::PENDING));
-                push_id_list(&mut qb, chunk);
+                push_id_list(&mut qb, chunk.iter().copied());
                 marked += qb.build().execute(&mut *tx).await?.rows_affected();
             }
             tx.commit().await?;
@@ -474,48 +474,80 @@ async fn claim_sqlite(
     lease_ms: i64,
     now_ms: i64,
 ) -> Result<ClaimOutcome> {
-    // One statement per chunk (one in all, at the executor's batch sizes, so
-    // no transaction): pending fires of enabled timers become running under
-    // `owner`, the others skipped; each comes back with its new status. A
-    // fire claimed after its time still gets a whole lease.
-    const ENABLED: &str = formatcp!("t.status = {}", code::TIMER_ENABLED);
-    let mut rows = Vec::with_capacity(keys.len());
-    let mut tx = if keys.len() > SQLITE_BATCH_ROWS { Some(write.begin().await?) } else { None };
+    // Read, then write, in one immediate transaction: no other writer can
+    // come between, so what was read pending is what gets claimed. The
+    // read is one row (the pending fires as one JSON array): SQLite hands
+    // over a row at a cost far above its own, and an `UPDATE ... RETURNING`
+    // returns a row per fire. Pending fires of enabled timers become
+    // running under `owner`, the others skipped. A fire claimed after its
+    // time still gets a whole lease.
+    let mut out = ClaimOutcome::default();
+    let mut tx = write.begin_with("BEGIN IMMEDIATE").await?;
     for chunk in keys.chunks(SQLITE_BATCH_ROWS) {
-        let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer_task AS f SET status = CASE WHEN ");
-        qb.push(formatcp!(
-            "{ENABLED} THEN {} ELSE {} END, owner = CASE WHEN {ENABLED} THEN ",
-            code::RUNNING,
-            code::SKIPPED
-        ));
-        qb.push_bind(owner)
-            .push(formatcp!(" ELSE f.owner END, lease_until = CASE WHEN {ENABLED} THEN MAX(f.run_timer, "));
-        qb.push_bind(now_ms).push(") + ").push_bind(lease_ms);
-        qb.push(formatcp!(" ELSE f.lease_until END, output = CASE WHEN {ENABLED} THEN f.output ELSE "));
-        qb.push_bind(SKIPPED_OUTPUT).push(" END, modify_time = ").push_bind(now_ms).push(" FROM ");
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "SELECT json_group_array(json_array(f.task_id, f.timer_id, f.run_timer, f.attempt, f.manual, \
+             t.modify_time, t.status)) FROM (SELECT DISTINCT column1, column2 FROM ",
+        );
+        // Distinct: a key given twice (or padded) is one fire.
         push_key_values(&mut qb, chunk);
         qb.push(formatcp!(
-            " LEFT JOIN t_timer t ON t.timer_id = k.column1 WHERE {ON_KEYS} AND f.status = {}
-             RETURNING {CLAIMED_COLUMNS_SQLITE}, CAST(status AS BIGINT) AS status",
+            ") AS k JOIN t_timer_task f ON {ON_KEYS} LEFT JOIN t_timer t ON t.timer_id = k.column1 WHERE f.status = {}",
             code::PENDING
         ));
-        match &mut tx {
-            Some(tx) => rows.extend(qb.build().fetch_all(&mut **tx).await?),
-            None => rows.extend(qb.build().fetch_all(write).await?),
+        let pending: String = qb.build_query_scalar().fetch_one(&mut *tx).await?;
+        let pending: Vec<PendingFire> =
+            serde_json::from_str(&pending).map_err(|err| Error::Corrupt(format!("pending fires: {err}")))?;
+        let (enabled, disabled): (Vec<_>, Vec<_>) =
+            pending.iter().partition(|f| f.timer_status == Some(code::TIMER_ENABLED));
+        if !enabled.is_empty() {
+            let mut qb =
+                QueryBuilder::<Sqlite>::new(formatcp!("UPDATE t_timer_task SET status = {}, owner = ", code::RUNNING));
+            qb.push_bind(owner)
+                .push(", lease_until = MAX(run_timer, ")
+                .push_bind(now_ms)
+                .push(") + ")
+                .push_bind(lease_ms);
+            qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
+            push_id_list(&mut qb, padded(&enabled).map(|f| f.task_id));
+            qb.build().execute(&mut *tx).await?;
+            out.claimed.extend(enabled.iter().map(|f| f.claimed(owner)));
+        }
+        if !disabled.is_empty() {
+            let mut qb =
+                QueryBuilder::<Sqlite>::new(formatcp!("UPDATE t_timer_task SET status = {}, output = ", code::SKIPPED));
+            qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
+            push_id_list(&mut qb, padded(&disabled).map(|f| f.task_id));
+            out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
         }
     }
-    if let Some(tx) = tx {
-        tx.commit().await?;
-    }
-    let mut out = ClaimOutcome::default();
-    for row in &rows {
-        let task_id: i64 = row.try_get("task_id")?;
-        match fire_status(row.try_get("status")?, task_id)? {
-            FireStatus::Running => out.claimed.push(claimed_from_sqlite(row, owner)?),
-            _ => out.skipped += 1,
-        }
-    }
+    tx.commit().await?;
     Ok(out)
+}
+
+/// A pending fire as a SQLite claim reads it, in its JSON array's order.
+#[derive(serde::Deserialize)]
+struct PendingFire {
+    task_id: i64,
+    timer_id: i64,
+    run_ms: i64,
+    attempt: i64,
+    manual: i64,
+    /// `None` when the timer is gone.
+    timer_modified: Option<i64>,
+    timer_status: Option<i64>,
+}
+
+impl PendingFire {
+    fn claimed(&self, owner: &str) -> ClaimedFire {
+        ClaimedFire {
+            task_id: self.task_id,
+            key: FireKey { timer_id: self.timer_id, run_ms: self.run_ms },
+            attempt: u32::try_from(self.attempt).unwrap_or(u32::MAX),
+            owner: owner.to_string(),
+            manual: self.manual != 0,
+            timer_modified: self.timer_modified.unwrap_or(0),
+        }
+    }
 }
 
 async fn reclaim_sqlite(
@@ -542,7 +574,7 @@ async fn reclaim_sqlite(
             QueryBuilder::<Sqlite>::new(formatcp!("UPDATE t_timer_task AS f SET status = {}, owner = ", code::RUNNING));
         qb.push_bind(owner).push(", lease_until = ").push_bind(now_ms + lease_ms);
         qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
-        push_id_list(&mut qb, chunk);
+        push_id_list(&mut qb, chunk.iter().copied());
         qb.push(" AND ").push(&claimable);
         qb.push(formatcp!(" AND {TIMER_ENABLED} RETURNING {CLAIMED_COLUMNS_SQLITE}"));
         for row in qb.build().fetch_all(&mut *tx).await? {
@@ -553,7 +585,7 @@ async fn reclaim_sqlite(
             code::SKIPPED
         ));
         qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
-        push_id_list(&mut qb, chunk);
+        push_id_list(&mut qb, chunk.iter().copied());
         qb.push(" AND ").push(&claimable);
         qb.push(formatcp!(" AND NOT {TIMER_ENABLED}"));
         out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
@@ -920,7 +952,7 @@ async fn reclaim_mysql(
     for chunk in task_ids.chunks(MYSQL_CHUNK) {
         let mut qb = QueryBuilder::<MySql>::new(LOCKED_COLUMNS);
         qb.push("f.");
-        push_id_list(&mut qb, chunk);
+        push_id_list(&mut qb, chunk.iter().copied());
         qb.push(&claimable);
         let locked = qb.build().fetch_all(&mut *tx).await?;
         take_locked_mysql(&mut tx, &locked, owner, Takeover::Reclaim, lease_ms, now_ms, &mut out).await?;
@@ -960,7 +992,7 @@ async fn take_locked_mysql(
             QueryBuilder::<MySql>::new(formatcp!("UPDATE t_timer_task SET status = {}, owner = ", code::RUNNING));
         qb.push_bind(owner).push(", lease_until = ").push(lease).push_bind(now_ms).push(") + ").push_bind(lease_ms);
         qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
-        push_id_list(&mut qb, &won);
+        push_id_list(&mut qb, won.iter().copied());
         qb.build().execute(&mut *tx).await?;
     }
     if !skipped.is_empty() {
@@ -971,7 +1003,7 @@ async fn take_locked_mysql(
         let mut qb = QueryBuilder::<MySql>::new(formatcp!("UPDATE t_timer_task SET status = {}", code::SKIPPED));
         qb.push(owner_column).push(", output = ").push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms);
         qb.push(" WHERE ");
-        push_id_list(&mut qb, &skipped);
+        push_id_list(&mut qb, skipped.iter().copied());
         out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
     }
     Ok(())

@@ -243,14 +243,14 @@ where
 }
 
 /// Appends `task_id IN (?, ...)` in any dialect.
-pub(crate) fn push_id_list<DB: sqlx::Database>(qb: &mut QueryBuilder<'_, DB>, ids: &[i64])
+pub(crate) fn push_id_list<DB: sqlx::Database>(qb: &mut QueryBuilder<'_, DB>, ids: impl IntoIterator<Item = i64>)
 where
     i64: for<'q> sqlx::Encode<'q, DB> + Type<DB>,
 {
     qb.push("task_id IN (");
     let mut sep = qb.separated(", ");
     for id in ids {
-        sep.push_bind(*id);
+        sep.push_bind(id);
     }
     qb.push(")");
 }
