@@ -64,14 +64,22 @@ impl CreateQueue {
     }
 }
 
-/// Stops the drain however it ends: a panic drops the waiting creates
-/// (their callers get [`ApiError::Interrupted`]) and lets the next create
-/// start a new drain.
-struct Draining(AppState);
+/// Stops a drain that did not end by itself: a panic drops the waiting
+/// creates (their callers get [`ApiError::Interrupted`]) and lets the next
+/// create start a new drain. A drain that ran out of creates has already
+/// stopped ([`CreateQueue::next_batch`]), and a create queued since then has
+/// started a drain of its own, which this one must leave alone.
+struct Draining {
+    state: AppState,
+    ended: bool,
+}
 
 impl Drop for Draining {
     fn drop(&mut self) {
-        if let Ok(mut queue) = self.0.creates().0.lock() {
+        if self.ended {
+            return;
+        }
+        if let Ok(mut queue) = self.state.creates().0.lock() {
             if queue.draining {
                 queue.waiting.clear();
                 queue.draining = false;
@@ -81,13 +89,14 @@ impl Drop for Draining {
 }
 
 async fn drain(state: AppState) {
-    let guard = Draining(state);
+    let mut guard = Draining { state, ended: false };
     loop {
-        let batch = guard.0.creates().next_batch();
+        let batch = guard.state.creates().next_batch();
         if batch.is_empty() {
+            guard.ended = true;
             return;
         }
-        write_batch(&guard.0, batch).await;
+        write_batch(&guard.state, batch).await;
     }
 }
 
