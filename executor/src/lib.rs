@@ -62,7 +62,7 @@ use crate::callback::{Answer, Delivery, Endpoints, Target};
 pub use error::{Error, Result};
 pub use reconciler::Reconciler;
 pub use recorder::Recorder;
-pub use secrets::{AppSecrets, Callbacks};
+pub use secrets::{AppSecrets, Callbacks, SigningSecret};
 pub use task_creator::{CreateTaskError, TaskCreator};
 
 /// How one attempt of a fire ended.

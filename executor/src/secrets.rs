@@ -30,19 +30,23 @@ pub const SECRET_CACHE_CAPACITY: usize = 10_000;
 
 /// The signing secrets of every app.
 pub struct AppSecrets {
-    configured: HashMap<String, String>,
-    default: String,
+    configured: HashMap<String, SigningSecret>,
+    default: SigningSecret,
     stored: Option<StoredSecrets>,
 }
 
 /// Where issued secrets are stored, and what was read of them per app
 /// (`None`: the app has no stored secret).
-type StoredSecrets = (Arc<dyn AuthRepo>, TtlCache<String, Option<String>>);
+type StoredSecrets = (Arc<dyn AuthRepo>, TtlCache<String, Option<SigningSecret>>);
+
+/// A signing secret, shared by every callback that signs with it (a fire
+/// takes a reference, not a copy).
+pub type SigningSecret = Arc<str>;
 
 impl AppSecrets {
     /// Every app signs with `default`.
     pub fn fixed(default: impl Into<String>) -> Self {
-        Self { configured: HashMap::new(), default: default.into(), stored: None }
+        Self { configured: HashMap::new(), default: Arc::from(default.into()), stored: None }
     }
 
     /// The secrets the configuration and the database name; generates and
@@ -59,13 +63,13 @@ impl AppSecrets {
             .map_err(Error::CallbackConfig)?
             .into_iter()
             .filter(|(_, c)| !c.secret.is_empty())
-            .map(|(app, c)| (app, c.secret.expose().to_string()))
+            .map(|(app, c)| (app, SigningSecret::from(c.secret.expose())))
             .collect();
         let default = if callback.signing_secret.is_empty() {
             let candidate = random_secret().map_err(Error::SecretGeneration)?;
-            repo.ensure_secret(SERVER_SECRET_APP, &candidate, clock.now_ms()).await?
+            SigningSecret::from(repo.ensure_secret(SERVER_SECRET_APP, &candidate, clock.now_ms()).await?)
         } else {
-            callback.signing_secret.expose().to_string()
+            SigningSecret::from(callback.signing_secret.expose())
         };
         let cache = TtlCache::new(SECRET_CACHE_CAPACITY, SECRET_TTL, clock.clone());
         Ok(Self { configured, default, stored: Some((repo, cache)) })
@@ -77,7 +81,7 @@ impl AppSecrets {
     }
 
     /// The secret of `app`'s callbacks.
-    pub async fn secret_for(&self, app: &str) -> String {
+    pub async fn secret_for(&self, app: &str) -> SigningSecret {
         if let Some(secret) = self.configured.get(app) {
             return secret.clone();
         }
@@ -87,6 +91,7 @@ impl AppSecrets {
         }
         match repo.app_secret(app).await {
             Ok(found) => {
+                let found = found.map(SigningSecret::from);
                 cache.insert(app.to_string(), found.clone());
                 found.unwrap_or_else(|| self.default.clone())
             }

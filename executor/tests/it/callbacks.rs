@@ -57,10 +57,10 @@ async fn an_apps_own_secret_wins_and_the_generated_server_secret_is_kept() {
     let server = first.secrets.default_secret().to_string();
     assert_eq!(server.len(), 64);
     assert_eq!(again.secrets.default_secret(), server, "generated once, then read back");
-    assert_eq!(first.secrets.secret_for("it").await, server, "no app secret yet");
+    assert_eq!(&*first.secrets.secret_for("it").await, server, "no app secret yet");
 
     db.issue_token("ops", "hash", "ops-secret", T0).await.unwrap();
-    assert_eq!(again.secrets.secret_for("ops").await, "ops-secret");
+    assert_eq!(&*again.secrets.secret_for("ops").await, "ops-secret");
 
     let configured = CallbackConfig { signing_secret: Secret::new("conf"), ..CallbackConfig::default() };
     let mut auth = AuthConfig::default();
@@ -70,8 +70,8 @@ async fn an_apps_own_secret_wins_and_the_generated_server_secret_is_kept() {
     );
     let c = Callbacks::load(&configured, &auth, db, &clock).await.unwrap();
     assert_eq!(c.secrets.default_secret(), "conf");
-    assert_eq!(c.secrets.secret_for("ops").await, "static", "configuration wins over the database");
-    assert_eq!(c.secrets.secret_for("it").await, "conf");
+    assert_eq!(&*c.secrets.secret_for("ops").await, "static", "configuration wins over the database");
+    assert_eq!(&*c.secrets.secret_for("it").await, "conf");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,14 +81,14 @@ async fn a_secret_issued_elsewhere_is_used_once_the_cached_read_expires() {
     let clock: SharedClock = h.clock.clone();
     let c = Callbacks::load(&CallbackConfig::default(), &AuthConfig::default(), db.clone(), &clock).await.unwrap();
     let server = c.secrets.default_secret().to_string();
-    assert_eq!(c.secrets.secret_for("late").await, server, "no secret of its own yet");
+    assert_eq!(&*c.secrets.secret_for("late").await, server, "no secret of its own yet");
 
     // Issued by another node: this one keeps its cached read for the ttl.
     db.issue_token("late", "late-hash", "late-secret", T0).await.unwrap();
     h.clock.advance(SECRET_TTL.as_millis() as i64 - 1);
-    assert_eq!(c.secrets.secret_for("late").await, server, "cached within the ttl");
+    assert_eq!(&*c.secrets.secret_for("late").await, server, "cached within the ttl");
     h.clock.advance(1);
-    assert_eq!(c.secrets.secret_for("late").await, "late-secret", "read again after the ttl");
+    assert_eq!(&*c.secrets.secret_for("late").await, "late-secret", "read again after the ttl");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
