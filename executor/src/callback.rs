@@ -237,25 +237,23 @@ pub(crate) struct Endpoint {
     refusal: Option<Refusal>,
     /// A plain-`http` target's request line and headers.
     http1: Option<Http1Head>,
-    /// What it was made from, to tell a hash collision in [`Endpoints`].
-    source: EndpointSource,
+    /// What it was made from (its body left out), to tell a hash
+    /// collision in [`Endpoints`].
+    source: HttpNotify,
 }
 
-/// The fields of an [`HttpNotify`] an [`Endpoint`] is made from.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct EndpointSource {
-    url: String,
-    method: String,
-    headers: BTreeMap<String, String>,
+/// What of an [`HttpNotify`] makes its [`Endpoint`]: all but the body.
+#[derive(PartialEq, Hash)]
+struct EndpointKey<'a> {
+    url: &'a str,
+    method: &'a str,
+    headers: &'a BTreeMap<String, String>,
     timeout_ms: Option<u64>,
 }
 
-impl EndpointSource {
-    fn matches(&self, notify: &HttpNotify) -> bool {
-        self.url == notify.url
-            && self.method == notify.method
-            && self.headers == notify.headers
-            && self.timeout_ms == notify.timeout_ms
+impl<'a> EndpointKey<'a> {
+    fn of(notify: &'a HttpNotify) -> Self {
+        Self { url: &notify.url, method: &notify.method, headers: &notify.headers, timeout_ms: notify.timeout_ms }
     }
 }
 
@@ -381,10 +379,11 @@ impl Endpoint {
             host: host.into(),
             refusal,
             http1,
-            source: EndpointSource {
+            source: HttpNotify {
                 url: notify.url.clone(),
                 method: notify.method.clone(),
                 headers: notify.headers.clone(),
+                body: None,
                 timeout_ms: notify.timeout_ms,
             },
         }
@@ -412,9 +411,10 @@ impl Endpoints {
     /// The target of `notify`, its endpoint made once for every fire that
     /// calls it the same way.
     pub(crate) fn target(&self, notify: &HttpNotify) -> Target {
-        let hash = self.hasher.hash_one((&notify.url, &notify.method, &notify.headers, notify.timeout_ms));
+        let key = EndpointKey::of(notify);
+        let hash = self.hasher.hash_one(&key);
         let endpoint = match self.made.get(&hash) {
-            Some(endpoint) if endpoint.source.matches(notify) => endpoint,
+            Some(endpoint) if EndpointKey::of(&endpoint.source) == key => endpoint,
             // Another callback with the same hash: made apart.
             Some(_) => Arc::new(Endpoint::new(notify, Some(&self.policy))),
             None => {
