@@ -101,8 +101,9 @@ pub async fn rate_limit(State(state): State<AppState>, request: Request, next: N
 /// Middleware (outside the body limit): a body over its route's limit
 /// (`server.max_body_bytes`, or `server.max_batch_body_bytes` for a batch)
 /// is refused without being read to its end, after which the server closes
-/// the connection. The reply says so (`Connection: close`), so that a
-/// client does not send its next request on that connection and lose it.
+/// the connection (a lingering close, see [`crate::serve`]). The reply says
+/// so (`Connection: close`), so that a client does not send its next
+/// request on that connection and lose it.
 pub async fn close_after_oversized_body(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let limit = crate::extract::BodyLimit::for_path(&state.config, request.uri().path()).bytes as u64;
     let declared = request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());

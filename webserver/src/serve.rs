@@ -22,6 +22,16 @@
 //!   accepting, so further clients wait in the listen backlog until a
 //!   connection closes, which the timeouts above bound.
 //!
+//! A connection answered 413 or 408 closes with a lingering close, as
+//! nginx's `lingering_close` does: the client may still be sending the body
+//! that was refused, and closing a socket with unread input resets the
+//! connection, so that the client's writes fail (and on some systems its
+//! unread answer is dropped) before it reads why. After the answer the
+//! server half-closes its side and reads and discards input until the
+//! client closes, for at most [`LINGER_TIME`] in all, [`LINGER_IDLE`]
+//! without a byte, and [`LINGER_BYTES`]. The connection keeps its place
+//! under `max_connections` meanwhile.
+//!
 //! [`Server::run`] stops accepting when its token is cancelled, closes idle
 //! connections and lets in-flight requests finish (the timeouts still
 //! apply), then returns.
@@ -33,12 +43,12 @@ use std::io;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
-use axum::http::Request;
+use axum::http::{Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::serve::Listener;
 use axum::Router;
@@ -58,6 +68,18 @@ use crate::ApiError;
 
 /// How often, at most, reaching `server.max_connections` is logged.
 const FULL_WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// Longest lingering close: input is discarded for at most this long after
+/// a 413 or 408 before the connection is closed (nginx's `lingering_time`,
+/// 30 s there; a refused body is worth less here).
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+/// A lingering close ends when no byte came in for this long (nginx's
+/// `lingering_timeout`, 5 s there).
+pub const LINGER_IDLE: Duration = Duration::from_secs(1);
+/// A lingering close ends once it has discarded this many bytes.
+pub const LINGER_BYTES: usize = 64 * 1024 * 1024;
+/// Bytes read at a time while lingering.
+const LINGER_READ_BYTES: usize = 16 * 1024;
 
 /// The HTTP server of one node: `app` served on `listener` under the
 /// limits of a [`ServerConfig`].
@@ -160,8 +182,9 @@ where
     {
         let Self { http, app, remote, limits, shutdown } = self;
         let activity = Arc::new(Activity::new());
-        let io = TokioIo::new(Tracked { io, activity: activity.clone() });
-        let service = RequestService { app, remote: remote.clone(), activity: activity.clone(), limits };
+        let linger = Arc::new(AtomicBool::new(false));
+        let io = TokioIo::new(Lingering::new(Tracked { io, activity: activity.clone() }, linger.clone()));
+        let service = RequestService { app, remote: remote.clone(), activity: activity.clone(), linger, limits };
         let mut conn = pin!(http.serve_connection(io, service));
         let mut draining = false;
         loop {
@@ -297,13 +320,119 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Tracked<I> {
     }
 }
 
+/// A connection's IO whose shutdown, once the connection's last answer
+/// asked for it, is a lingering close: hyper flushes the answer and shuts
+/// the IO down, which half-closes the write side and then discards input
+/// until the client closes or a bound is reached ([`LINGER_TIME`],
+/// [`LINGER_IDLE`], [`LINGER_BYTES`]); hyper drops the IO after that.
+struct Lingering<I> {
+    io: I,
+    /// Set by [`RequestService`] after a 413 or 408.
+    wanted: Arc<AtomicBool>,
+    /// The discarding under way, once the write side is shut down.
+    drain: Option<Drain>,
+}
+
+/// Input discarded by a lingering close, and when it ends.
+struct Drain {
+    /// [`LINGER_TIME`] after the close began.
+    end: Instant,
+    /// The earlier of `end` and [`LINGER_IDLE`] after the last byte.
+    timer: Pin<Box<Sleep>>,
+    discarded: usize,
+    scratch: Box<[u8]>,
+}
+
+impl Drain {
+    fn start() -> Self {
+        let now = Instant::now();
+        let end = now + LINGER_TIME;
+        Self {
+            end,
+            timer: Box::pin(sleep_until(end.min(now + LINGER_IDLE))),
+            discarded: 0,
+            scratch: vec![0; LINGER_READ_BYTES].into_boxed_slice(),
+        }
+    }
+
+    /// Reads and discards from `io` until it ends, fails, or a bound is
+    /// reached.
+    fn poll_discard<I: AsyncRead + Unpin>(&mut self, io: &mut I, cx: &mut Context<'_>) -> Poll<()> {
+        while self.discarded < LINGER_BYTES {
+            if self.timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            let mut buf = ReadBuf::new(&mut self.scratch);
+            match Pin::new(&mut *io).poll_read(cx, &mut buf) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
+                    self.discarded += buf.filled().len();
+                    let next = self.end.min(Instant::now() + LINGER_IDLE);
+                    self.timer.as_mut().reset(next);
+                }
+                // The client closed (or reset) its side: nothing to wait for.
+                Poll::Ready(_) => return Poll::Ready(()),
+            }
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<I> Lingering<I> {
+    fn new(io: I, wanted: Arc<AtomicBool>) -> Self {
+        Self { io, wanted, drain: None }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Lingering<I> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Lingering<I> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.drain.is_none() {
+            ready!(Pin::new(&mut this.io).poll_shutdown(cx))?;
+            if !this.wanted.load(Ordering::Relaxed) {
+                return Poll::Ready(Ok(()));
+            }
+        }
+        this.drain.get_or_insert_with(Drain::start).poll_discard(&mut this.io, cx).map(Ok)
+    }
+}
+
 /// The per-connection service: adds the peer address, puts the body under
-/// its deadline, and answers 408 when the body missed it.
+/// its deadline, answers 408 when the body missed it, and asks for a
+/// lingering close after a 413 or 408.
 #[derive(Clone)]
 struct RequestService<A> {
     app: Router,
     remote: A,
     activity: Arc<Activity>,
+    /// Whether the connection's last answer asks for a lingering close.
+    linger: Arc<AtomicBool>,
     limits: Limits,
 }
 
@@ -330,17 +459,27 @@ where
             })
         });
         let app = self.app.clone();
+        let linger = self.linger.clone();
         Box::pin(async move {
             let response = app.oneshot(request).await;
             drop(in_flight);
             // Whatever the handler made of a body cut short (the /v1 routes
             // answer input errors in their own scheme), the answer is 408.
-            if timed_out.load(Ordering::Relaxed) {
-                return Ok(ApiError::BodyReadTimeout { timeout_ms: millis(timeout) }.into_response());
-            }
-            response
+            let response = if timed_out.load(Ordering::Relaxed) {
+                ApiError::BodyReadTimeout { timeout_ms: millis(timeout) }.into_response()
+            } else {
+                response?
+            };
+            linger.store(leaves_body_unread(&response), Ordering::Relaxed);
+            Ok(response)
         })
     }
+}
+
+/// Whether `response` refuses a body it may not have read to its end (413,
+/// 408), so that the client may still be sending it.
+fn leaves_body_unread(response: &Response) -> bool {
+    matches!(response.status(), StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT)
 }
 
 fn millis(duration: Duration) -> u64 {

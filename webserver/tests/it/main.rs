@@ -8,6 +8,7 @@ mod create;
 mod helpers;
 mod lifecycle;
 mod limits;
+mod lingering_close;
 mod listing;
 mod openapi;
 mod server;

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{sleep, timeout, Instant};
@@ -26,14 +26,14 @@ const SHORT: Duration = Duration::from_millis(300);
 const LONG: Duration = Duration::from_secs(30);
 
 /// A server on a free port of 127.0.0.1, serving a [`TestApp`].
-struct Served {
-    addr: SocketAddr,
+pub(crate) struct Served {
+    pub(crate) addr: SocketAddr,
     stop: CancellationToken,
     task: JoinHandle<()>,
     _app: TestApp,
 }
 
-async fn serve(config: ServerConfig) -> Served {
+pub(crate) async fn serve(config: ServerConfig) -> Served {
     serve_with(config, Fakes::default()).await
 }
 
@@ -59,7 +59,7 @@ fn limits(header: Duration, body: Duration, idle: Duration) -> ServerConfig {
 /// Reads until the server closes the connection (end of stream or a
 /// reset), at most `within`; what was read and when it closed. Panics if
 /// it is still open after `within`.
-async fn read_to_close(stream: &mut TcpStream, within: Duration) -> (String, Instant) {
+pub(crate) async fn read_to_close(stream: &mut (impl AsyncRead + Unpin), within: Duration) -> (String, Instant) {
     let mut seen = Vec::new();
     let outcome = timeout(within, async {
         let mut buf = [0u8; 4096];
@@ -80,7 +80,7 @@ async fn read_to_close(stream: &mut TcpStream, within: Duration) -> (String, Ins
 
 /// Reads one response (head and `Content-Length` body) off a connection
 /// that stays open; its status, head and body.
-async fn read_response(stream: &mut TcpStream) -> (u16, String, String) {
+pub(crate) async fn read_response(stream: &mut TcpStream) -> (u16, String, String) {
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     let read = timeout(Duration::from_secs(5), async {
@@ -112,11 +112,11 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n";
+pub(crate) const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n";
 
 /// Asserts `reply` (a whole response as read to its close) is the 408
 /// envelope with `Connection: close`.
-fn assert_body_timeout(reply: &str) {
+pub(crate) fn assert_body_timeout(reply: &str) {
     let (head, body) = reply.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no response: {reply:?}"));
     assert!(head.starts_with("HTTP/1.1 408 "), "{reply}");
     assert!(head.to_ascii_lowercase().contains("\r\nconnection: close"), "{reply}");
