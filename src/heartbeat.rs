@@ -2,11 +2,18 @@
 //! start, shards held) so operators can see the cluster, and so the
 //! reconciler of any node can tell that this one died (no heartbeat for
 //! `reconciler.node_timeout_ms`) and take over the fires it had claimed.
+//!
+//! Each beat also reads the database's clock and sets the node's clock
+//! ([`OffsetClock`]) to it, so every node of a cluster writes heartbeats and
+//! leases, and judges them, on that one clock: a node whose own clock runs
+//! seconds behind or ahead neither looks dead to the others nor fires off
+//! its time.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
+use xtimer_core::clock::OffsetClock;
 use xtimer_core::node::{Liveness, NodeInfo};
 use xtimer_core::SharedClock;
 use xtimer_store::NodeRepo;
@@ -15,6 +22,13 @@ use xtimer_trigger::TriggerHandle;
 /// Heartbeats per node timeout: two may be lost (a slow write, a busy
 /// pool) before the node counts as dead.
 const BEATS_PER_TIMEOUT: u64 = 3;
+
+/// A reading of the database's clock whose round trip took longer is
+/// ignored (it could be off by half of it).
+const CLOCK_MAX_ROUND_TRIP_MS: i64 = 500;
+
+/// A move of the node's clock by more than this is logged.
+const CLOCK_MOVE_LOGGED_MS: i64 = 50;
 
 /// Writes this node's row every third of the node timeout; removes it at a clean stop.
 pub struct Heartbeat {
@@ -31,6 +45,8 @@ pub struct Heartbeat {
     pub node_timeout: Duration,
     /// Where the reconciler reads whether these heartbeats are steady.
     pub liveness: Arc<Liveness>,
+    /// The node's clock, set to the database's at each beat.
+    pub db_clock: Arc<OffsetClock>,
 }
 
 impl Heartbeat {
@@ -50,7 +66,7 @@ impl Heartbeat {
             }
             match tokio::time::timeout(period, self.run_once()).await {
                 Ok(Ok(())) => {}
-                Ok(Err(err)) => tracing::warn!(error = %err, "Heartbeat failed."),
+                Ok(Err(err)) => tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Heartbeat failed."),
                 Err(_) => {
                     self.liveness.beat_failed();
                     tracing::warn!(
@@ -64,8 +80,9 @@ impl Heartbeat {
         Ok(())
     }
 
-    /// One report.
+    /// One report: the node's clock set to the database's, then its row.
     pub async fn run_once(&mut self) -> xtimer_store::Result<()> {
+        sync_clock(self.nodes.as_ref(), &self.db_clock).await?;
         let now = self.clock.now_ms();
         self.info.heartbeat_at = now;
         self.info.shards = self.trigger.held().iter().map(ToString::to_string).collect();
@@ -76,4 +93,20 @@ impl Heartbeat {
         }
         written
     }
+}
+
+/// Sets `clock` to the database's clock (where it has one for the cluster),
+/// logging a move of more than [`CLOCK_MOVE_LOGGED_MS`].
+pub async fn sync_clock(nodes: &dyn NodeRepo, clock: &OffsetClock) -> xtimer_store::Result<()> {
+    let before = clock.offset_ms();
+    let sent = clock.inner_now_ms();
+    let Some(database) = nodes.database_now_ms().await? else { return Ok(()) };
+    let offset = clock.observe(sent, database, clock.inner_now_ms(), CLOCK_MAX_ROUND_TRIP_MS);
+    if (offset - before).abs() > CLOCK_MOVE_LOGGED_MS {
+        tracing::info!(
+            offset_ms = offset,
+            "This node's clock is set to the database's: it differs from the system clock by {offset} ms."
+        );
+    }
+    Ok(())
 }

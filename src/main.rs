@@ -11,7 +11,10 @@ use xtimer::node::Node;
 use xtimer_core::config::Config;
 
 /// mimalloc: the glibc allocator spent a fifth of the CPU at 10,000 fires/s
-/// (per-fire request and response buffers); see BENCHMARKS.md.
+/// (per-fire request and response buffers); see BENCHMARKS.md. Only Rust's
+/// allocations go through it: without mimalloc's `override` feature the C
+/// `malloc`/`free` stay glibc's, so the binary runs under `LD_PRELOAD` tools
+/// that allocate before `main` (libfaketime crashed it in `mi_free`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

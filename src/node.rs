@@ -10,9 +10,12 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use xtimer_asyncflow::{Governor, Tasks};
 use xtimer_core::config::Config;
+use xtimer_core::clock::OffsetClock;
 use xtimer_core::node::{Liveness, NodeContext, NodeInfo};
+use xtimer_core::pause::PauseDetector;
 use xtimer_core::{SharedClock, SystemClock};
-use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler, Wiring};
+use xtimer_executor::notify::NOTIFY_SWEEP_PERIOD;
+use xtimer_executor::{Callbacks, Executor, ExecutorHandle, NotifySweeper, Reconciler, Wiring};
 use xtimer_migrator::{Expander, Migrator, Retention};
 use xtimer_scheduler::Scheduler;
 use xtimer_store::{ShardLeases, Stores};
@@ -20,7 +23,7 @@ use xtimer_trigger::{Trigger, TriggerChannels};
 use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
 
-use crate::heartbeat::Heartbeat;
+use crate::heartbeat::{sync_clock, Heartbeat};
 use crate::timer_tasks::TimerTasks;
 
 /// How often SQLite's WAL is copied into the database file.
@@ -90,9 +93,13 @@ impl Loops {
 impl Node {
     /// Connects the stores, binds the listener and starts every loop.
     pub async fn start(config: Config) -> anyhow::Result<Self> {
-        let clock: SharedClock = Arc::new(SystemClock);
+        // Set to the database's clock (at the first heartbeat, before anything
+        // is claimed), so every node judges heartbeats and leases alike.
+        let db_clock = Arc::new(OffsetClock::new(Arc::new(SystemClock)));
+        let clock: SharedClock = db_clock.clone();
         let node_id = new_node_id();
         let stores = Stores::connect(&config.database, &config.redis, &config.shard, clock.clone()).await?;
+        sync_clock(stores.nodes.as_ref(), &db_clock).await?;
         let prefix = config.shard.key_prefix.clone();
 
         let hard_stop = CancellationToken::new();
@@ -102,7 +109,10 @@ impl Node {
         let (due_tx, due_rx) = mpsc::channel(4096);
         let (feed_tx, feed_rx) = broadcast::channel(1024);
 
-        let ctx = NodeContext::new(clock.clone(), node_id.clone(), prefix.clone());
+        // Heartbeats come every third of the node timeout; a gap of half of
+        // it means this node was not beating steadily.
+        let liveness = Arc::new(Liveness::new(config.reconciler.node_timeout_ms as i64 / 2));
+        let ctx = NodeContext::new(clock.clone(), node_id.clone(), prefix.clone()).with_liveness(liveness.clone());
         let migrator = Migrator::new(config.migrator.clone(), &stores, &ctx, Some(feed_tx));
         let expander = migrator.expander();
         let leases =
@@ -129,9 +139,6 @@ impl Node {
         };
         let (executor, recorder) = Executor::new(config.executor.clone(), &stores, &ctx, wiring)?;
         let handle = executor.handle();
-        // Heartbeats come every third of the node timeout; a gap of half of
-        // it means this node was not beating steadily.
-        let liveness = Arc::new(Liveness::new(config.reconciler.node_timeout_ms as i64 / 2));
         let reconciler = Reconciler::new(
             config.reconciler.clone(),
             config.executor.lease_ms,
@@ -185,6 +192,7 @@ impl Node {
             clock: clock.clone(),
             node_timeout: Duration::from_millis(config.reconciler.node_timeout_ms),
             liveness,
+            db_clock,
         };
         // Reported before anything is claimed: a node with no row yet would
         // keep its claims for their whole lease if it died now.
@@ -197,7 +205,7 @@ impl Node {
             let stop = task_writer_stop.clone();
             async move {
                 if let Err(err) = task_writer.run(stop).await {
-                    tracing::error!(error = %err, "The task writer failed.");
+                    tracing::error!(error = %xtimer_core::error::error_chain(&err), "The task writer failed.");
                 }
             }
         });
@@ -211,6 +219,11 @@ impl Node {
         });
         loops.spawn("migrator", |s| migrator.clone().run(s));
         loops.spawn("heartbeat", |s| heartbeat.run(s));
+        let pause = PauseDetector { watch: ctx.pause.clone() };
+        loops.spawn("pause detector", |s| async move {
+            pause.run(s).await;
+            Ok::<_, anyhow::Error>(())
+        });
         loops.spawn("scheduler", |s| scheduler.run(s));
         loops.spawn("trigger", |s| async move {
             trigger.run(s).await;
@@ -218,6 +231,9 @@ impl Node {
         });
         loops.spawn("executor", |s| executor.run(s));
         loops.spawn("reconciler", |s| reconciler.run(s));
+        // onFailure notifies left owed by a node that stopped or crashed.
+        let notify_sweep = NotifySweeper::new(&handle, NOTIFY_SWEEP_PERIOD);
+        loops.spawn("notify sweep", |s| notify_sweep.run(s));
         loops.spawn("asyncflow governor", |s| governor.run(s));
         let retention = Retention::new(config.retention.clone(), &stores, &ctx);
         loops.spawn("retention", |s| retention.run(s));

@@ -3,7 +3,7 @@
 //! Every time inside xtimer is Unix milliseconds in UTC; nothing reads the
 //! process's local time zone.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// A source of the current time in Unix milliseconds.
@@ -50,6 +50,64 @@ impl Clock for ManualClock {
     }
 }
 
+/// A clock that reads another and adds an offset: a node's clock set to
+/// the database's, so that every node of a cluster judges heartbeats and
+/// leases on one clock and a node whose own clock is skewed neither looks
+/// dead to the others nor fires early or late (the heartbeat loop measures
+/// the offset). Until the first measurement it reads its inner clock.
+#[derive(Debug)]
+pub struct OffsetClock {
+    inner: SharedClock,
+    offset_ms: AtomicI64,
+    observed: AtomicBool,
+}
+
+impl OffsetClock {
+    /// `inner`, offset by nothing yet.
+    pub fn new(inner: SharedClock) -> Self {
+        Self { inner, offset_ms: AtomicI64::new(0), observed: AtomicBool::new(false) }
+    }
+
+    /// The inner clock's reading, without the offset.
+    pub fn inner_now_ms(&self) -> i64 {
+        self.inner.now_ms()
+    }
+
+    /// The offset in ms (reference clock minus inner clock).
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms.load(Ordering::Acquire)
+    }
+
+    /// Takes one reading of the reference clock, `reference_ms`, made
+    /// between `sent_ms` and `received_ms` of the inner clock (its midpoint
+    /// is taken as the reading's moment, so it is off by at most half the
+    /// round trip). The first reading sets the offset; a later one moves it
+    /// only when the offset kept lies outside the reading's own error, so
+    /// the clock does not jitter with round-trip times. A reading whose
+    /// round trip took longer than `max_round_trip_ms` is too vague and
+    /// ignored. Returns the offset after the reading.
+    pub fn observe(&self, sent_ms: i64, reference_ms: i64, received_ms: i64, max_round_trip_ms: i64) -> i64 {
+        let round_trip = received_ms - sent_ms;
+        let kept = self.offset_ms();
+        if !(0..=max_round_trip_ms).contains(&round_trip) {
+            return kept;
+        }
+        let offset = reference_ms - (sent_ms + round_trip / 2);
+        let first = !self.observed.swap(true, Ordering::AcqRel);
+        if first || (offset - kept).abs() > round_trip / 2 + 1 {
+            self.offset_ms.store(offset, Ordering::Release);
+            return offset;
+        }
+        kept
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> i64 {
+        self.inner.now_ms() + self.offset_ms.load(Ordering::Acquire)
+    }
+}
+
 /// A wall clock that follows tokio's clock from a fixed origin, so tests with
 /// a paused tokio runtime (`start_paused`, `time::advance`) see wall time move
 /// exactly as far as tokio time does.
@@ -77,4 +135,28 @@ pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_offset_clock_reads_the_reference_from_the_middle_of_the_round_trip() {
+        let inner = Arc::new(ManualClock::new(10_000));
+        let clock = OffsetClock::new(inner.clone());
+        assert_eq!(clock.now_ms(), 10_000, "no reading yet");
+        // The reference said 12,000 between 10,000 and 10,040 here: 1,980 ahead.
+        assert_eq!(clock.observe(10_000, 12_000, 10_040, 1_000), 1_980);
+        assert_eq!(clock.now_ms(), 11_980);
+        inner.advance(500);
+        assert_eq!(clock.now_ms(), 12_480);
+        assert_eq!(clock.inner_now_ms(), 10_500);
+        assert_eq!(clock.observe(10_000, 5_000, 12_000, 1_000), 1_980, "a slow reading is ignored");
+        // 1,990 +- 20: the offset kept is within the reading's error.
+        assert_eq!(clock.observe(11_000, 13_010, 11_040, 1_000), 1_980);
+        // 2,500 +- 5: the kept offset is outside it; the clock moves.
+        assert_eq!(clock.observe(11_000, 13_505, 11_010, 1_000), 2_500);
+        assert_eq!(clock.offset_ms(), 2_500);
+    }
 }

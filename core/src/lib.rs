@@ -10,7 +10,8 @@
 //! - [`cron`]: cron parsing and fire-time expansion in a time zone.
 //! - [`signature`]: the HMAC signature of callbacks (`X-Xtimer-Signature`), signing and verifying.
 //! - [`target_policy`]: which addresses callbacks may reach (SSRF defence).
-//! - [`clock`]: the injected wall clock.
+//! - [`clock`]: the injected wall clock, and [`clock::OffsetClock`], a node's clock set to the database's.
+//! - [`pause`]: the node's own stalls (a `SIGSTOP`, a frozen VM), so claims held across one are checked again.
 //! - [`cache`]: [`TtlCache`], the bounded cache with expiry on the injected clock.
 //! - [`handover`]: one-shot timers' definitions passed from their expansion to their fire.
 //! - [`config`]: the one configuration tree, loaded from defaults, a file and the environment.
@@ -27,6 +28,7 @@ pub mod handover;
 pub mod load;
 pub mod metrics;
 pub mod node;
+pub mod pause;
 pub mod shard;
 pub mod signature;
 pub mod target_policy;

@@ -6,10 +6,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::handover::Handover;
+use crate::pause::PauseWatch;
 
 /// What every part of a node shares: its clock, its id, the key prefix of
-/// its cluster and the [`Handover`] of one-shot definitions. Built once at
-/// start and passed whole.
+/// its cluster, the [`Handover`] of one-shot definitions, and what the node
+/// knows of its own health: its stalls ([`PauseWatch`]) and whether its
+/// heartbeats reach the database ([`Liveness`]). Built once at start and
+/// passed whole.
 #[derive(Clone)]
 pub struct NodeContext {
     /// The injected wall clock.
@@ -20,13 +23,32 @@ pub struct NodeContext {
     pub key_prefix: String,
     /// One-shot timers' definitions from their expansion to their fire.
     pub handover: Arc<Handover>,
+    /// The node's own stalls (kept by a [`crate::pause::PauseDetector`]
+    /// where the node runs one; none seen otherwise).
+    pub pause: Arc<PauseWatch>,
+    /// Whether this node's heartbeats reach the database steadily (steady
+    /// forever where no heartbeat loop runs).
+    pub liveness: Arc<Liveness>,
 }
 
 impl NodeContext {
     /// A context for `node_id` in the cluster of `key_prefix`.
     pub fn new(clock: crate::SharedClock, node_id: impl Into<String>, key_prefix: impl Into<String>) -> Self {
         let handover = Arc::new(Handover::new(clock.clone()));
-        Self { clock, node_id: node_id.into(), key_prefix: key_prefix.into(), handover }
+        Self {
+            clock,
+            node_id: node_id.into(),
+            key_prefix: key_prefix.into(),
+            handover,
+            pause: Arc::new(PauseWatch::default()),
+            liveness: Arc::new(Liveness::steady()),
+        }
+    }
+
+    /// The same context with `liveness` fed by the node's heartbeat loop.
+    pub fn with_liveness(mut self, liveness: Arc<Liveness>) -> Self {
+        self.liveness = liveness;
+        self
     }
 
     /// Now, in Unix milliseconds, by the node's clock.
@@ -94,6 +116,13 @@ impl Liveness {
     pub fn beat_failed(&self) {
         self.last_ok.store(i64::MIN, Ordering::Release);
         self.beating_since.store(i64::MAX, Ordering::Release);
+    }
+
+    /// When the current steady run of heartbeats began, at `now_ms`; none
+    /// while failing, or when the last one is older than the allowed gap. A
+    /// claim taken before it was held across a gap in the heartbeats.
+    pub fn steady_since(&self, now_ms: i64) -> Option<i64> {
+        self.steady_for(now_ms).map(|steady| now_ms.saturating_sub(steady))
     }
 
     /// How long the heartbeats have been steady at `now_ms`; none while

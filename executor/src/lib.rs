@@ -8,7 +8,12 @@
 //!   running; a fire someone else holds is simply not returned).
 //! - [`ExecutorHandle`]: dispatches claimed fires (also used by the
 //!   reconciler and by tests) and tracks in-flight work for shutdown.
-//! - [`Recorder`]: group-commits results, fenced by each claim's owner token.
+//! - [`Recorder`]: group-commits results, fenced by each claim's owner
+//!   token, and keeps them through a database outage; past a cap of
+//!   results not yet written the executor stops claiming.
+//! - [`notify`]: the notifications fires owe (`onFailure`), stored with
+//!   their results and sent by the node that recorded them, or by
+//!   another's [`NotifySweeper`] after a crash.
 //! - [`Reconciler`]: sweeps SQL for fires the shard index missed.
 //! - [`callback`]: the HTTP request of a fire, its signature and target check.
 //! - [`http1`]: plain-HTTP/1.1 callbacks on kept-alive connections, driven
@@ -26,13 +31,16 @@
 //! back: running -> pending). Fires already claimed and due within
 //! `claim_ahead` still go out; the caller waits for [`ExecutorHandle::idle`]
 //! with a deadline, then cancels `hard_stop` (a child-independent token)
-//! and finally lets the recorder flush on a path nothing cancels.
+//! and finally lets the recorder flush on a path nothing cancels (with
+//! the database unreachable it gives up after
+//! [`recorder::SHUTDOWN_DEADLINE`], logging how many results it kept).
 
 pub mod bulkhead;
 pub mod callback;
 pub mod error;
 pub mod fire_metrics;
 pub mod http1;
+pub mod notify;
 pub mod reconciler;
 pub mod recorder;
 pub mod secrets;
@@ -51,8 +59,9 @@ use xtimer_core::config::ExecutorConfig;
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::handover::Handover;
-use xtimer_core::node::NodeContext;
-use xtimer_core::timer::{AsyncflowNotify, HttpNotify, Notify, OverlapPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::node::{Liveness, NodeContext};
+use xtimer_core::pause::{Mark, PauseWatch};
+use xtimer_core::timer::{AsyncflowNotify, Notify, OverlapPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
@@ -60,6 +69,7 @@ use crate::bulkhead::Bulkheads;
 use crate::callback::{Answer, Delivery, Endpoints, Target};
 
 pub use error::{Error, Result};
+pub use notify::{NotifySweeper, FAILURE_NOTIFY_ATTEMPTS};
 pub use reconciler::Reconciler;
 pub use recorder::Recorder;
 pub use secrets::{AppSecrets, Callbacks, SigningSecret};
@@ -78,7 +88,43 @@ pub enum FireOutcome {
     Failed,
     /// The node stopped before it went out; the claim was given back.
     Released,
+    /// This node stood still (a pause, a cut from the database) while it
+    /// held the claim, and another node took the fire over meanwhile: not
+    /// sent here, nothing recorded.
+    TakenOver,
 }
+
+/// Why a callback did not go out.
+enum NotSent {
+    /// The node is stopping hard.
+    Stopped,
+    /// The claim passed to another node while this one stood still.
+    TakenOver,
+}
+
+/// When a fire's claim was taken: to tell later whether this node stood
+/// still since (a stall, a gap in its heartbeats), and so must check that
+/// the claim is still its own before it sends the fire.
+#[derive(Debug, Clone, Copy)]
+pub struct Held {
+    mark: Mark,
+    at_ms: i64,
+}
+
+/// Re-sends, at most, of one attempt whose request was cut short by a stall
+/// of this node (not the receiver's fault).
+const STALL_RESENDS: u32 = 3;
+
+/// How long a batch of claim checks waits for more checks to join it.
+const CONFIRM_LINGER: Duration = Duration::from_millis(5);
+
+/// First wait before a failed claim check is tried again; it doubles up to
+/// [`CONFIRM_BACKOFF_MAX_MS`].
+const CONFIRM_BACKOFF_MS: u64 = 100;
+const CONFIRM_BACKOFF_MAX_MS: u64 = 2_000;
+
+/// Longest wait for one batch of claim checks.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How often, at most, one timer's failed fires are logged at `warn`, ms.
 pub const FAILURE_LOG_EVERY_MS: i64 = 60_000;
@@ -89,11 +135,6 @@ const FAILURE_LOG_TIMERS: usize = 10_000;
 
 /// How often a fire waiting under `overlap: buffer_one` looks again.
 const OVERLAP_POLL: Duration = Duration::from_millis(100);
-
-/// Calls of a timer's `onFailure` notify per failed fire, at most.
-pub const FAILURE_NOTIFY_ATTEMPTS: u32 = 3;
-/// Delay before the second call of an `onFailure` notify; it doubles.
-const FAILURE_NOTIFY_BACKOFF_MS: u64 = 500;
 
 /// Most cron timers whose definition the executor keeps between their
 /// fires (a one-shot timer's is read with its fire and dropped with it).
@@ -129,6 +170,9 @@ impl CachedTimer {
 /// A claimed fire with its timer's definition, when at hand.
 type Due = (ClaimedFire, Option<Arc<CachedTimer>>);
 
+/// Claims waiting to be checked in one batch, each with where its answer goes.
+type Confirming = Vec<(ClaimedFire, tokio::sync::oneshot::Sender<bool>)>;
+
 /// Claims fires handed over by the trigger and dispatches them.
 pub struct Executor {
     handle: ExecutorHandle,
@@ -160,9 +204,18 @@ struct Inner {
     statuses: status::StatusReader,
     /// Timers whose failed fire was logged within [`FAILURE_LOG_EVERY_MS`].
     failure_logged: TtlCache<i64, ()>,
-    results: mpsc::Sender<FireResult>,
+    /// Results on their way to the recorder, and how many wait.
+    results: recorder::Results,
+    /// Sends the notifications fires owe (also the sweep's).
+    notifier: notify::Notifier,
     metrics: fire_metrics::FireMetrics,
     claim_seq: AtomicU64,
+    /// This node's stalls.
+    pause: Arc<PauseWatch>,
+    /// Whether this node's heartbeats reach the database steadily.
+    liveness: Arc<Liveness>,
+    /// Claims held across a stall, waiting to be checked in one batch.
+    confirming: std::sync::Mutex<Confirming>,
     tracker: TaskTracker,
     stop_claiming: CancellationToken,
     hard_stop: CancellationToken,
@@ -192,14 +245,26 @@ impl Executor {
         let clock = ctx.clock.clone();
         let http = callback::client_with_policy(config.timeout_ms, config.concurrency, callbacks.policy.clone())
             .map_err(Error::Client)?;
-        let (results, results_rx) = mpsc::channel(config.batch_size * 16);
-        let recorder = Recorder::new(
-            stores.fires.clone(),
-            clock.clone(),
-            results_rx,
-            config.batch_size,
-            Duration::from_millis(config.record_linger_ms),
-        );
+        let tracker = TaskTracker::new();
+        let notifier = notify::Notifier::new(notify::NotifierParts {
+            notes: stores.notifications.clone(),
+            timers: stores.timers.clone(),
+            clock: clock.clone(),
+            http: http.clone(),
+            callbacks: callbacks.clone(),
+            max_output: config.max_output_bytes,
+            timeout_ms: config.timeout_ms,
+            tracker: tracker.clone(),
+            hard_stop: hard_stop.clone(),
+        });
+        let (results, recorder) = recorder::channel(recorder::RecorderParts {
+            fires: stores.fires.clone(),
+            notes: stores.notifications.clone(),
+            notifier: notifier.clone(),
+            clock: clock.clone(),
+            batch_size: config.batch_size,
+            linger: Duration::from_millis(config.record_linger_ms),
+        });
         let inner = Inner {
             permits: Arc::new(Semaphore::new(config.concurrency)),
             bulkheads: Bulkheads::new(&config, clock.clone()),
@@ -221,9 +286,13 @@ impl Executor {
             callbacks,
             tasks,
             results,
+            notifier,
             metrics: fire_metrics::FireMetrics::default(),
             claim_seq: AtomicU64::new(0),
-            tracker: TaskTracker::new(),
+            pause: ctx.pause.clone(),
+            liveness: ctx.liveness.clone(),
+            confirming: std::sync::Mutex::new(Vec::new()),
+            tracker,
             stop_claiming,
             hard_stop,
         };
@@ -257,7 +326,11 @@ impl Executor {
             for chunk in keys.chunks(max) {
                 if let Err(err) = self.handle.claim_and_dispatch(chunk).await {
                     // The fires stay pending in SQL; the reconciler fires them.
-                    tracing::warn!(fires = chunk.len(), error = %err, "Claim failed; the reconciler will retry.");
+                    tracing::warn!(
+                        fires = chunk.len(),
+                        "Claim failed: {}; the reconciler will retry.",
+                        error_chain(&err)
+                    );
                 }
             }
         }
@@ -272,14 +345,27 @@ impl ExecutorHandle {
         format!("{}:{seq}", self.inner.node_id)
     }
 
+    /// Now, as the moment a claim is taken: call it before the claim's
+    /// statement, and pass it to [`ExecutorHandle::dispatch`].
+    pub fn held_now(&self) -> Held {
+        Held { mark: self.inner.pause.mark(), at_ms: self.inner.clock.now_ms() }
+    }
+
     /// Claims `keys` and dispatches what was won; returns how many were won.
+    /// Claims nothing while the recorder holds its cap of results not yet
+    /// written ([`ExecutorHandle::backlogged`]): the fires stay pending for
+    /// the reconciler.
     pub async fn claim_and_dispatch(&self, keys: &[FireKey]) -> Result<usize> {
         let inner = &self.inner;
+        if self.backlogged() {
+            return Ok(0);
+        }
         let owner = self.owner_token();
+        let held = self.held_now();
         let outcome = inner.fires.claim(keys, &owner, inner.config.lease_ms as i64, inner.clock.now_ms()).await?;
         let won = outcome.claimed.len();
         inner.metrics.fires_ended(FireStatus::Skipped, outcome.skipped);
-        self.dispatch(outcome.claimed).await?;
+        self.dispatch(outcome.claimed, held).await?;
         Ok(won)
     }
 
@@ -291,7 +377,11 @@ impl ExecutorHandle {
     /// go out one after another, oldest first, each once the one before it
     /// has its answer, so a receiver sees `:30` before `:35`. A retry of
     /// one of them waits on its own and holds up none of the later ones.
-    pub async fn dispatch(&self, claimed: Vec<ClaimedFire>) -> Result<()> {
+    ///
+    /// `held`: when the claims were taken ([`ExecutorHandle::held_now`],
+    /// read before the claim's statement). A fire this node held across a
+    /// stall of its own is checked again before it is sent.
+    pub async fn dispatch(&self, claimed: Vec<ClaimedFire>, held: Held) -> Result<()> {
         if claimed.is_empty() {
             return Ok(());
         }
@@ -310,13 +400,19 @@ impl ExecutorHandle {
         for (_, mut fires) in late {
             fires.sort_by_key(|(f, _)| f.key.run_ms);
             let this = self.clone();
-            self.inner.tracker.spawn(async move { this.fire_in_order(fires).await });
+            self.inner.tracker.spawn(async move { this.fire_in_order(fires, held).await });
         }
         for (run_ms, group) in groups {
             let this = self.clone();
-            self.inner.tracker.spawn(async move { this.fire_group_at(run_ms, group).await });
+            self.inner.tracker.spawn(async move { this.fire_group_at(run_ms, group, held).await });
         }
         Ok(())
+    }
+
+    /// Whether the recorder holds its cap of results not yet written (the
+    /// database is down or slow): claim nothing more until it has room.
+    pub fn backlogged(&self) -> bool {
+        self.inner.results.backlog().is_full(self.inner.clock.now_ms())
     }
 
     /// Resolves when no dispatched fire is waiting, in flight or retrying.
@@ -372,7 +468,7 @@ impl ExecutorHandle {
         }
     }
 
-    async fn fire_group_at(&self, run_ms: i64, group: Vec<Due>) {
+    async fn fire_group_at(&self, run_ms: i64, group: Vec<Due>, held: Held) {
         let wait = run_ms - self.inner.clock.now_ms();
         if wait > 0 {
             tokio::select! {
@@ -393,9 +489,10 @@ impl ExecutorHandle {
             // own task, so a hung host's queue holds up no other fire.
             let this = self.clone();
             self.inner.tracker.spawn(async move {
-                let (outcome, timer) = this.attempt_with(&fire, fire.attempt + 1, timer).await;
+                let mut held = held;
+                let (outcome, timer) = this.attempt_with(&fire, fire.attempt + 1, timer, &mut held).await;
                 if let FireOutcome::RetryAt(at) = outcome {
-                    this.retry_at(fire, at, timer).await;
+                    this.retry_at(fire, at, timer, held).await;
                 }
             });
         }
@@ -404,22 +501,23 @@ impl ExecutorHandle {
     /// Fires `fires` (due, of one timer, oldest first) one after another:
     /// each first attempt waits for the one before to end, so they leave in
     /// run-time order. Retries go on in their own tasks.
-    async fn fire_in_order(&self, fires: Vec<Due>) {
+    async fn fire_in_order(&self, fires: Vec<Due>, held: Held) {
         for (fire, timer) in fires {
             if self.inner.hard_stop.is_cancelled() {
                 self.release(std::slice::from_ref(&fire)).await;
                 continue;
             }
-            let (outcome, timer) = self.attempt_with(&fire, fire.attempt + 1, timer).await;
+            let mut held = held;
+            let (outcome, timer) = self.attempt_with(&fire, fire.attempt + 1, timer, &mut held).await;
             if let FireOutcome::RetryAt(at) = outcome {
                 let this = self.clone();
-                self.inner.tracker.spawn(async move { this.retry_at(fire, at, timer).await });
+                self.inner.tracker.spawn(async move { this.retry_at(fire, at, timer, held).await });
             }
         }
     }
 
     /// Waits for a retry's time, then tries again (and again, per policy).
-    async fn retry_at(&self, fire: ClaimedFire, mut at: i64, mut timer: Option<Arc<CachedTimer>>) {
+    async fn retry_at(&self, fire: ClaimedFire, mut at: i64, mut timer: Option<Arc<CachedTimer>>, mut held: Held) {
         let mut attempt = fire.attempt + 2;
         loop {
             let wait = (at - self.inner.clock.now_ms()).max(0) as u64;
@@ -442,7 +540,7 @@ impl ExecutorHandle {
                 return;
             }
             let claimed = ClaimedFire { attempt: attempt - 1, ..fire.clone() };
-            let (outcome, used) = self.attempt_with(&claimed, attempt, timer).await;
+            let (outcome, used) = self.attempt_with(&claimed, attempt, timer, &mut held).await;
             timer = used;
             match outcome {
                 FireOutcome::RetryAt(next) => {
@@ -463,6 +561,7 @@ impl ExecutorHandle {
         fire: &ClaimedFire,
         attempt: u32,
         timer: Option<Arc<CachedTimer>>,
+        held: &mut Held,
     ) -> (FireOutcome, Option<Arc<CachedTimer>>) {
         let inner = &self.inner;
         let cached = match timer.or_else(|| inner.cache.get(&fire.key.timer_id)) {
@@ -480,11 +579,11 @@ impl ExecutorHandle {
                 }
             },
         };
-        let outcome = self.attempt_of(fire, attempt, &cached).await;
+        let outcome = self.attempt_of(fire, attempt, &cached, held).await;
         (outcome, Some(cached))
     }
 
-    async fn attempt_of(&self, fire: &ClaimedFire, attempt: u32, cached: &CachedTimer) -> FireOutcome {
+    async fn attempt_of(&self, fire: &ClaimedFire, attempt: u32, cached: &CachedTimer, held: &mut Held) -> FireOutcome {
         let inner = &self.inner;
         let timer = &cached.timer;
         if attempt == 1 && timer.overlap != OverlapPolicy::Allow {
@@ -493,17 +592,24 @@ impl ExecutorHandle {
             }
         }
         let answer = match (&timer.notify, &cached.target) {
-            (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire).await,
-            (Notify::Http(notify), None) => self.call(&timer.app, &inner.endpoints.target(notify), fire).await,
+            (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire, held).await,
+            (Notify::Http(notify), None) => self.call(&timer.app, &inner.endpoints.target(notify), fire, held).await,
             (Notify::Asyncflow(task), _) => match self.executor_permit().await {
-                Some(_permit) => Some(self.create_task(&timer.app, task, fire.key).await),
-                None => None,
+                Some(_permit) => match self.still_ours(fire, held).await {
+                    Ok(()) => Ok(self.create_task(&timer.app, task, fire.key).await),
+                    Err(not_sent) => Err(not_sent),
+                },
+                None => Err(NotSent::Stopped),
             },
         };
-        let Some((answer, cost)) = answer else {
-            // Stopping before it went out: give the claim back.
-            self.release(std::slice::from_ref(fire)).await;
-            return FireOutcome::Released;
+        let (answer, cost) = match answer {
+            Ok(sent) => sent,
+            Err(NotSent::Stopped) => {
+                // Stopping before it went out: give the claim back.
+                self.release(std::slice::from_ref(fire)).await;
+                return FireOutcome::Released;
+            }
+            Err(NotSent::TakenOver) => return FireOutcome::TakenOver,
         };
         if attempt == 1 {
             inner.metrics.lateness(cost);
@@ -516,8 +622,7 @@ impl ExecutorHandle {
             // Every retry would fail the same way (the policy refuses the
             // target, or the task engine refuses the task as it is).
             self.warn_failed(timer, attempt, &answer.output);
-            self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
-            self.notify_failure(timer, fire, attempt, &answer.output);
+            self.send_failed(timer, fire, attempt, &answer.output, cost).await;
             self.pause_if_failing(timer, fire).await;
             return FireOutcome::Failed;
         }
@@ -535,8 +640,7 @@ impl ExecutorHandle {
             }
             None => {
                 self.warn_failed(timer, attempt, &answer.output);
-                self.send_result(fire, FireStatus::Failed, attempt, &answer.output, cost, None).await;
-                self.notify_failure(timer, fire, attempt, &answer.output);
+                self.send_failed(timer, fire, attempt, &answer.output, cost).await;
                 self.pause_if_failing(timer, fire).await;
                 FireOutcome::Failed
             }
@@ -560,62 +664,6 @@ impl ExecutorHandle {
         }
     }
 
-    /// Calls the timer's `onFailure` notify, if it has one, about a fire
-    /// that ended failed: once, in its own task, with a JSON body naming
-    /// the timer, the fire, its attempts and last output. A failed call is
-    /// retried [`FAILURE_NOTIFY_ATTEMPTS`] times in all, then logged; it
-    /// never calls `onFailure` itself.
-    fn notify_failure(&self, timer: &Timer, fire: &ClaimedFire, attempts: u32, output: &str) {
-        let Some(notify) = &timer.on_failure else { return };
-        let body = serde_json::json!({
-            "timerId": timer.id,
-            "app": timer.app,
-            "name": timer.name,
-            "taskId": fire.task_id,
-            "runTimer": fire.key.run_ms,
-            "manual": fire.manual,
-            "attempts": attempts,
-            "output": output,
-        });
-        let notify = HttpNotify { body: Some(body.to_string()), ..notify.clone() };
-        let target = Target::new(&notify, Some(&self.inner.callbacks.policy));
-        let (this, fire, app) = (self.clone(), fire.clone(), timer.app.clone());
-        self.inner.tracker.spawn(async move {
-            let key = format!("{}_failure", fire.idempotency_key());
-            for attempt in 1..=FAILURE_NOTIFY_ATTEMPTS {
-                let inner = &this.inner;
-                let secret = inner.callbacks.secrets.secret_for(&app).await;
-                let signing = callback::Signing { secret: secret.as_bytes(), t: inner.clock.now_ms().div_euclid(1000) };
-                let answer = callback::call_checked(
-                    &inner.http,
-                    &target,
-                    fire.key,
-                    &key,
-                    inner.config.max_output_bytes,
-                    Some(signing),
-                )
-                .await;
-                if answer.delivery.delivered() {
-                    return;
-                }
-                if attempt == FAILURE_NOTIFY_ATTEMPTS || answer.delivery.permanent() {
-                    tracing::warn!(
-                        timer_id = fire.key.timer_id,
-                        task_id = fire.task_id,
-                        output = %answer.output,
-                        "The timer's onFailure notify failed; it is not retried further."
-                    );
-                    return;
-                }
-                let backoff = Duration::from_millis(FAILURE_NOTIFY_BACKOFF_MS << (attempt - 1));
-                tokio::select! {
-                    _ = inner.hard_stop.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-            }
-        });
-    }
-
     /// Applies the timer's overlap policy before a fire's first attempt:
     /// with fires of the timer due before it still running, `skip` records
     /// it skipped; `buffer_one` waits for the one running to end (up to
@@ -629,7 +677,7 @@ impl ExecutorHandle {
             let running = match inner.fires.running_before(timer.id, fire.task_id, fire.key.run_ms).await {
                 Ok(n) => n,
                 Err(err) => {
-                    tracing::warn!(timer_id = timer.id, error = %err, "Reading overlapping fires failed; firing.");
+                    tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Reading overlapping fires failed; firing.");
                     return None;
                 }
             };
@@ -668,7 +716,7 @@ impl ExecutorHandle {
         match self.inner.timers.pause_if_failing(timer.id, fire.task_id, n, timer.modify_time, &reason, now).await {
             Ok(true) => tracing::warn!(timer_id = timer.id, app = %timer.app, %reason, "Timer disabled."),
             Ok(false) => {}
-            Err(err) => tracing::warn!(timer_id = timer.id, error = %err, "Checking pauseAfterFailures failed."),
+            Err(err) => tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Checking pauseAfterFailures failed."),
         }
     }
 
@@ -691,46 +739,155 @@ impl ExecutorHandle {
 
     /// Sends one HTTP callback through its host's and app's bulkheads and
     /// the executor's concurrency; returns the answer and its lateness (ms
-    /// from the run time to the request leaving), or nothing when the node
-    /// stopped hard before it went out.
-    async fn call(&self, app: &str, target: &Target, fire: &ClaimedFire) -> Option<(Answer, i64)> {
+    /// from the run time to the request leaving), or why it did not go out:
+    /// the node stopped hard, or it stood still while holding the claim
+    /// and another node took the fire over.
+    ///
+    /// Time this node stood still is never the receiver's fault: a wait
+    /// for a slot, or a request whose answer did not come, across a stall
+    /// is made again (the claim checked first) and not counted against the
+    /// host's circuit breaker.
+    async fn call(&self, app: &str, target: &Target, fire: &ClaimedFire, held: &mut Held) -> Result<(Answer, i64), NotSent> {
         let inner = &self.inner;
         let key = fire.key;
         let timeout = target.timeout().unwrap_or(Duration::from_millis(inner.config.timeout_ms));
-        if inner.hard_stop.is_cancelled() {
-            return None;
-        }
-        // Biased: entering is tried first, so a fire whose slots are free
-        // never waits on the stop token (each wait registers with it).
-        let entered = tokio::select! {
-            biased;
-            entered = inner.bulkheads.enter(app, target.host(), timeout) => entered,
-            _ = inner.hard_stop.cancelled() => return None,
-        };
-        let pass = match entered {
-            Ok(pass) => pass,
-            Err(refusal) => {
-                let output = callback::truncate(format!("not sent: {refusal}"), inner.config.max_output_bytes);
-                let answer = Answer { delivery: Delivery::NotSent { permanent: false }, output };
-                return Some((answer, inner.clock.now_ms() - key.run_ms));
+        let mut stalls = 0;
+        loop {
+            if inner.hard_stop.is_cancelled() {
+                return Err(NotSent::Stopped);
             }
+            let entering = inner.pause.mark();
+            // Biased: entering is tried first, so a fire whose slots are free
+            // never waits on the stop token (each wait registers with it).
+            let entered = tokio::select! {
+                biased;
+                entered = inner.bulkheads.enter(app, target.host(), timeout) => entered,
+                _ = inner.hard_stop.cancelled() => return Err(NotSent::Stopped),
+            };
+            let pass = match entered {
+                Ok(pass) => pass,
+                Err(_) if stalls < STALL_RESENDS && inner.pause.crossed(entering) => {
+                    stalls += 1;
+                    continue;
+                }
+                Err(refusal) => {
+                    let output = callback::truncate(format!("not sent: {refusal}"), inner.config.max_output_bytes);
+                    let answer = Answer { delivery: Delivery::NotSent { permanent: false }, output };
+                    return Ok((answer, inner.clock.now_ms() - key.run_ms));
+                }
+            };
+            let _permit = self.executor_permit().await.ok_or(NotSent::Stopped)?;
+            self.still_ours(fire, held).await?;
+            let sending = self.held_now();
+            let secret = inner.callbacks.secrets.secret_for(app).await;
+            let signing = callback::Signing { secret: secret.as_bytes(), t: sending.at_ms.div_euclid(1000) };
+            let answer = callback::call_checked(
+                &inner.http,
+                target,
+                key,
+                &fire.idempotency_key(),
+                inner.config.max_output_bytes,
+                Some(signing),
+            )
+            .await;
+            let answered = !matches!(answer.delivery, Delivery::Unanswered);
+            if !answered && stalls < STALL_RESENDS && inner.pause.crossed(sending.mark) {
+                // Cut short by this node's own stall: sent again once the
+                // claim is checked (the receiver may have it: it was in flight).
+                tracing::info!(task_id = fire.task_id, "A callback was cut short by a stall of this node; sending it again.");
+                drop(pass);
+                stalls += 1;
+                *held = Held { at_ms: sending.at_ms, ..*held };
+                continue;
+            }
+            pass.report(&inner.bulkheads, answered);
+            return Ok((answer, sending.at_ms - key.run_ms));
+        }
+    }
+
+    /// Whether this node may send `fire`: yes at once unless it may have
+    /// stood still since it took the claim (`held`): a stall of the
+    /// process, or a gap in its heartbeats. Then the claim is checked in
+    /// the database (in a batch with the other checks of the moment, which
+    /// also writes this node's heartbeat and extends the lease, so no other
+    /// node can take it from here): still its own, go on; taken over, not
+    /// sent. A check that fails is tried again until it answers: the
+    /// fire is not sent meanwhile, and if the claim lapses another node
+    /// sends it.
+    async fn still_ours(&self, fire: &ClaimedFire, held: &mut Held) -> Result<(), NotSent> {
+        let inner = &self.inner;
+        let now = inner.clock.now_ms();
+        let gap = inner.liveness.steady_since(now).is_none_or(|since| since > held.at_ms);
+        if !gap && !inner.pause.crossed(held.mark) {
+            return Ok(());
+        }
+        let checked = self.held_now();
+        let mut backoff = CONFIRM_BACKOFF_MS;
+        loop {
+            match self.confirm(fire).await {
+                Some(true) => {
+                    *held = checked;
+                    return Ok(());
+                }
+                Some(false) => {
+                    tracing::info!(
+                        task_id = fire.task_id,
+                        timer_id = fire.key.timer_id,
+                        run_ms = fire.key.run_ms,
+                        "Not sent: another node took this fire over while this one stood still."
+                    );
+                    return Err(NotSent::TakenOver);
+                }
+                None => {
+                    let wait = rand::random_range(backoff / 2..=backoff);
+                    tokio::select! {
+                        _ = inner.hard_stop.cancelled() => return Err(NotSent::Stopped),
+                        _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+                    }
+                    backoff = (backoff * 2).min(CONFIRM_BACKOFF_MAX_MS);
+                }
+            }
+        }
+    }
+
+    /// Checks one claim in the database, in a batch with the checks asked
+    /// within [`CONFIRM_LINGER`]: the first asker waits the linger, then
+    /// checks them all. `None` when the check failed.
+    async fn confirm(&self, fire: &ClaimedFire) -> Option<bool> {
+        let inner = &self.inner;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let leader = {
+            let mut waiting = inner.confirming.lock().expect("confirm lock");
+            waiting.push((fire.clone(), tx));
+            waiting.len() == 1
         };
-        let _permit = self.executor_permit().await?;
-        let sent_at = inner.clock.now_ms();
-        let secret = inner.callbacks.secrets.secret_for(app).await;
-        let signing = callback::Signing { secret: secret.as_bytes(), t: sent_at.div_euclid(1000) };
-        let answer = callback::call_checked(
-            &inner.http,
-            target,
-            key,
-            &fire.idempotency_key(),
-            inner.config.max_output_bytes,
-            Some(signing),
-        )
-        .await;
-        let answered = !matches!(answer.delivery, Delivery::Unanswered);
-        pass.report(&inner.bulkheads, answered);
-        Some((answer, sent_at - key.run_ms))
+        if leader {
+            tokio::time::sleep(CONFIRM_LINGER).await;
+            let batch = std::mem::take(&mut *inner.confirming.lock().expect("confirm lock"));
+            let claims: Vec<ClaimedFire> = batch.iter().map(|(c, _)| c.clone()).collect();
+            let lease_ms = inner.config.lease_ms as i64;
+            let check = inner.fires.confirm_claims(&inner.node_id, &claims, lease_ms, inner.clock.now_ms());
+            // A silent cut would hold the check (and these fires) until TCP gives up.
+            match tokio::time::timeout(CONFIRM_TIMEOUT, check).await {
+                Ok(Ok(held)) => {
+                    let held: std::collections::HashSet<i64> = held.into_iter().collect();
+                    for (claim, answer) in batch {
+                        let _ = answer.send(held.contains(&claim.task_id));
+                    }
+                }
+                Ok(Err(err)) => tracing::warn!(
+                    claims = claims.len(),
+                    "Checking claims held across a stall failed: {}; retrying.",
+                    error_chain(&err)
+                ),
+                Err(_) => tracing::warn!(
+                    claims = claims.len(),
+                    timeout_ms = CONFIRM_TIMEOUT.as_millis() as u64,
+                    "Checking claims held across a stall timed out; retrying."
+                ),
+            }
+        }
+        rx.await.ok()
     }
 
     /// The fire of a timer that creates a task: success is the task
@@ -756,6 +913,7 @@ impl ExecutorHandle {
         (answer, cost)
     }
 
+    /// Hands the result of one attempt to the recorder.
     async fn send_result(
         &self,
         fire: &ClaimedFire,
@@ -765,8 +923,31 @@ impl ExecutorHandle {
         cost_time: i64,
         lease_until: Option<i64>,
     ) {
+        let result = self.result_of(fire, status, attempt, output, cost_time, lease_until);
+        self.record(recorder::Pending { result, owed: None });
+    }
+
+    /// Hands the failed result of `fire`'s last attempt to the recorder,
+    /// with the `onFailure` notification it owes if the timer has one: both
+    /// are written in one transaction, then the notification is sent (see
+    /// [`notify`]), so a crash in between loses neither.
+    async fn send_failed(&self, timer: &Timer, fire: &ClaimedFire, attempt: u32, output: &str, cost_time: i64) {
+        let result = self.result_of(fire, FireStatus::Failed, attempt, output, cost_time, None);
+        let owed = notify::owed_failure(timer, fire, attempt, output);
+        self.record(recorder::Pending { result, owed });
+    }
+
+    fn result_of(
+        &self,
+        fire: &ClaimedFire,
+        status: FireStatus,
+        attempt: u32,
+        output: &str,
+        cost_time: i64,
+        lease_until: Option<i64>,
+    ) -> FireResult {
         self.inner.metrics.fires_ended(status, 1);
-        let result = FireResult {
+        FireResult {
             task_id: fire.task_id,
             run_ms: fire.key.run_ms,
             owner: fire.owner.clone(),
@@ -775,15 +956,19 @@ impl ExecutorHandle {
             output: output.to_string(),
             cost_time,
             lease_until,
-        };
-        if self.inner.results.send(result).await.is_err() {
-            tracing::error!(task_id = fire.task_id, "Recorder is gone; the result is lost and the lease will expire.");
+        }
+    }
+
+    fn record(&self, pending: recorder::Pending) {
+        let task_id = pending.result.task_id;
+        if !self.inner.results.send(pending) {
+            tracing::error!(task_id, "Recorder is gone; the result is lost and the lease will expire.");
         }
     }
 
     async fn release(&self, fires: &[ClaimedFire]) {
         if let Err(err) = self.inner.fires.release(fires, self.inner.clock.now_ms()).await {
-            tracing::warn!(fires = fires.len(), error = %err, "Releasing claims failed; their leases will expire.");
+            tracing::warn!(fires = fires.len(), error = %xtimer_core::error::error_chain(&err), "Releasing claims failed; their leases will expire.");
         }
     }
 }

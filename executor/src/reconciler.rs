@@ -20,9 +20,9 @@
 //! Overdue fires are read newest first, so the first fire met of a timer is
 //! its latest (the one `fire_once` keeps), but they are dispatched oldest
 //! first, and the executor sends one timer's late fires one after another:
-//! a receiver sees them in run-time order. That order holds within a page
-//! (`page_size` fires); a timer with more overdue fires than a page has its
-//! newest page sent first.
+//! a receiver sees them in run-time order. The fires of a whole pass (up to
+//! 100 pages of `page_size`) are sent together once the pass has reclaimed
+//! them, so the order holds across pages too.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::ReconcilerConfig;
-use xtimer_core::fire::FireStatus;
+use xtimer_core::fire::{ClaimedFire, FireStatus};
 use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::timer::{MisfirePolicy, TimerStatus};
 use xtimer_core::SharedClock;
@@ -109,19 +109,38 @@ impl Reconciler {
                     "Reconciler recovered overdue fires."
                 ),
                 Ok(_) => {}
-                Err(err) => tracing::warn!(error = %err, "Reconciler pass failed."),
+                Err(err) => tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Reconciler pass failed."),
             }
         }
         Ok(())
     }
 
-    /// One pass, if this node holds the reconciler lock.
+    /// One pass, if this node holds the reconciler lock and its recorder
+    /// has room for more results.
     pub async fn run_once(&self) -> Result<ReconcileReport> {
         let mut report = ReconcileReport::default();
+        // This node's results wait for the database: take on no more fires.
+        if self.executor.backlogged() {
+            return Ok(report);
+        }
         let hold = self.config.period_ms * 9 / 10;
         if !self.locks.acquire(&self.lock_key, &self.node_id, hold).await? {
             return Ok(report);
         }
+        // Every fire reclaimed by the pass is sent once the pass is over (also
+        // when a page failed), so that one timer's late fires leave oldest
+        // first across pages, not newest page first.
+        let held = self.executor.held_now();
+        let mut reclaimed = Vec::new();
+        let swept = self.sweep(&mut report, &mut reclaimed).await;
+        reclaimed.sort_by_key(|c: &ClaimedFire| (c.key.run_ms, c.key.timer_id));
+        self.executor.dispatch(reclaimed, held).await?;
+        swept.map(|()| report)
+    }
+
+    /// Works through the pages of overdue fires (at most [`MAX_PAGES`]):
+    /// marks the missed ones, reclaims the others into `reclaimed`.
+    async fn sweep(&self, report: &mut ReconcileReport, reclaimed: &mut Vec<ClaimedFire>) -> Result<()> {
         // Timers whose latest overdue fire this pass has already seen.
         let mut seen_latest = HashSet::new();
         for _ in 0..MAX_PAGES {
@@ -146,18 +165,16 @@ impl Reconciler {
                 report.missed += marked;
             }
             let owner = self.executor.owner_token();
-            let mut outcome = self.fires.reclaim(&fire, &owner, self.lease_ms as i64, now, alive_since).await?;
+            let outcome = self.fires.reclaim(&fire, &owner, self.lease_ms as i64, now, alive_since).await?;
             crate::fire_metrics::fires_ended(FireStatus::Skipped, outcome.skipped);
             report.skipped += outcome.skipped;
             report.fired += outcome.claimed.len() as u64;
-            // Read newest first (for the misfire policy); sent oldest first.
-            outcome.claimed.sort_by_key(|c| (c.key.run_ms, c.key.timer_id));
-            self.executor.dispatch(outcome.claimed).await?;
+            reclaimed.extend(outcome.claimed);
             if !full {
                 break;
             }
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Splits overdue fires (newest first) into (to fire, to mark missed) by

@@ -98,7 +98,7 @@ impl AppSecrets {
             Err(err) => {
                 // Keep signing with what we knew; a receiver refusing a
                 // wrong signature makes the fire fail and retry anyway.
-                tracing::warn!(app, error = %err, "Reading an app's signing secret failed; using the last known one.");
+                tracing::warn!(app, error = %xtimer_core::error::error_chain(&err), "Reading an app's signing secret failed; using the last known one.");
                 cache.get_stale(app).flatten().unwrap_or_else(|| self.default.clone())
             }
         }

@@ -55,7 +55,7 @@ async fn read_loop(timers: Arc<dyn TimerRepo>, mut rx: mpsc::Receiver<Ask>) {
         let found: Option<HashMap<i64, TimerStatus>> = match timers.get_timers(&ids).await {
             Ok(list) => Some(list.into_iter().map(|t| (t.id, t.status)).collect()),
             Err(err) => {
-                tracing::warn!(timers = ids.len(), error = %err, "Reading timer statuses for retries failed.");
+                tracing::warn!(timers = ids.len(), error = %xtimer_core::error::error_chain(&err), "Reading timer statuses for retries failed.");
                 None
             }
         };

@@ -20,6 +20,15 @@
 //! Re-indexing from SQL each step makes the shard index self-healing: an
 //! index that lost data (restart of the embedded store, a flushed Redis) is
 //! whole again within one step.
+//!
+//! A step plans from timers as it read them, and an `updateTimer` may
+//! commit before the plan is written. Every fire and next fire position it
+//! writes therefore carries the timer's `modify_time` as read, and the
+//! store writes it only while the timer still has it
+//! ([`FireRepo::insert_planned_fires`], [`TimerRepo::set_planned_next_runs`]):
+//! no fire of a replaced definition lands after the update committed, and
+//! the new definition's next fire is not moved by the old one's plan (the
+//! timer, marked for expansion by the update, is read again as it is now).
 
 pub mod error;
 pub mod expand;
@@ -37,7 +46,7 @@ use xtimer_core::node::NodeContext;
 use xtimer_core::shard::{minute_of, MINUTE_MS};
 use xtimer_core::timer::Timer;
 use xtimer_core::SharedClock;
-use xtimer_store::{BackfillFire, FireRepo, LockStore, NewFire, ShardStore, Stores, TimerRepo};
+use xtimer_store::{BackfillFire, FireRepo, LockStore, NewFire, NextRun, PlannedFire, ShardStore, Stores, TimerRepo};
 
 pub use error::{Error, Result};
 pub use retention::Retention;
@@ -115,7 +124,7 @@ impl Migrator {
     /// `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         if let Err(err) = self.catch_up().await {
-            tracing::warn!(error = %err, "Migrator catch-up failed; the next step retries.");
+            tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Migrator catch-up failed; the next step retries.");
         }
         let mut tick = tokio::time::interval(Duration::from_millis(self.config.step_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -131,7 +140,7 @@ impl Migrator {
             match self.run_once().await {
                 Ok(Some(report)) => tracing::debug!(?report, "Migrator step done."),
                 Ok(None) => tracing::debug!("Migrator step taken by another node."),
-                Err(err) => tracing::warn!(error = %err, "Migrator step failed; the next step retries."),
+                Err(err) => tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Migrator step failed; the next step retries."),
             }
         }
         Ok(())
@@ -169,11 +178,13 @@ impl Migrator {
             let mut next = Vec::with_capacity(page.len());
             for timer in &page {
                 x.expand_into(timer, now, to, false, &mut batch);
-                next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
+                next.push(next_run(timer, to));
             }
             by_run_time(&mut batch);
-            report.inserted += x.fires.insert_fires(&batch, now).await?;
-            self.timers.set_next_runs(&next).await?;
+            // Timers updated since the page was read write nothing here;
+            // the update marked them due, so the next page reads them again.
+            report.inserted += x.fires.insert_planned_fires(&batch, now).await?;
+            self.timers.set_planned_next_runs(&next).await?;
         }
         report.completed = self.timers.complete_fired_once(now).await?;
         report.indexed = x.index(now, to).await?;
@@ -185,8 +196,24 @@ impl Migrator {
 /// on SQLite their rows then lie in that order, so the claim and the
 /// result of one second's fires (a thousand crons due together) touch a
 /// few pages of the table instead of one page each.
-fn by_run_time(fires: &mut [NewFire]) {
-    fires.sort_unstable_by_key(|f| (f.key.run_ms, f.key.timer_id));
+fn by_run_time(fires: &mut [PlannedFire]) {
+    fires.sort_unstable_by_key(|f| (f.fire.key.run_ms, f.fire.key.timer_id));
+}
+
+/// `timer`'s fire at `run_ms`, planned from its definition as read.
+fn planned(timer: &Timer, run_ms: i64) -> PlannedFire {
+    PlannedFire { fire: new_fire(timer, run_ms), timer_modified: timer.modify_time }
+}
+
+/// `timer`'s fire at `run_ms`.
+fn new_fire(timer: &Timer, run_ms: i64) -> NewFire {
+    NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() }
+}
+
+/// Where `timer`'s next expansion starts once it is expanded up to `to`,
+/// planned from its definition as read.
+fn next_run(timer: &Timer, to: i64) -> NextRun {
+    NextRun { timer_id: timer.id, run_ms: expand::next_fire_at_or_after(timer, to), timer_modified: timer.modify_time }
 }
 
 /// Run times `fire_now` tries before giving up (each taken by a fire made
@@ -205,6 +232,8 @@ impl Expander {
 
     /// Expands one timer from now to the current horizon and indexes its
     /// fires; called when a timer is enabled or updated, so it fires on time.
+    /// `timer` is the definition as stored (its `modify_time` included):
+    /// if the stored one has changed since, nothing is written.
     pub async fn expand_timer(&self, timer: &Timer) -> Result<u64> {
         self.expand(std::slice::from_ref(timer), false).await
     }
@@ -229,14 +258,15 @@ impl Expander {
             if !self.expand_into(timer, now, to, true, &mut fires) && created {
                 continue;
             }
-            next.push((timer.id, expand::next_fire_at_or_after(timer, to)));
+            next.push(next_run(timer, to));
         }
         by_run_time(&mut fires);
-        self.fires.insert_fires(&fires, now).await?;
-        self.timers.set_next_runs(&next).await?;
-        // New fires are pending; a key that existed already is re-added
-        // harmlessly (its claim is a compare-and-set on pending).
-        let keys: Vec<FireKey> = fires.into_iter().map(|f| f.key).collect();
+        self.fires.insert_planned_fires(&fires, now).await?;
+        self.timers.set_planned_next_runs(&next).await?;
+        // New fires are pending; a key that existed already, or one not
+        // written because its timer changed meanwhile, is added harmlessly
+        // (its claim is a compare-and-set on a pending row).
+        let keys: Vec<FireKey> = fires.into_iter().map(|f| f.fire.key).collect();
         if !keys.is_empty() {
             self.shards.add(&keys).await?;
             if let Some(feed) = &self.feed {
@@ -257,7 +287,7 @@ impl Expander {
             if run_ms.rem_euclid(1000) == 0 {
                 run_ms += 1;
             }
-            let fire = NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() };
+            let fire = new_fire(timer, run_ms);
             if self.fires.insert_manual_fire(&fire, now).await? {
                 self.shards.add(&[fire.key]).await?;
                 if let Some(feed) = &self.feed {
@@ -293,7 +323,7 @@ impl Expander {
             let times = match expand::fire_times(timer, cursor, to_ms, CHUNK, false) {
                 Ok(times) => times,
                 Err(err) => {
-                    tracing::warn!(timer_id = timer.id, error = %err, "Timer schedule does not parse; not backfilled.");
+                    tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Timer schedule does not parse; not backfilled.");
                     break;
                 }
             };
@@ -312,7 +342,7 @@ impl Expander {
             .into_iter()
             .enumerate()
             .map(|(i, run_ms)| BackfillFire {
-                fire: NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() },
+                fire: new_fire(timer, run_ms),
                 send_at_ms: now + (i as f64 * gap_ms) as i64,
             })
             .collect();
@@ -322,7 +352,7 @@ impl Expander {
     /// Adds `timer`'s fires in `[from, to)` to `fires`; whether it had any.
     /// A one-shot's definition is left in the [`Handover`] for its fire
     /// (before the fire is indexed, so that a fire due at once finds it).
-    fn expand_into(&self, timer: &Timer, from: i64, to: i64, enabling: bool, fires: &mut Vec<NewFire>) -> bool {
+    fn expand_into(&self, timer: &Timer, from: i64, to: i64, enabling: bool, fires: &mut Vec<PlannedFire>) -> bool {
         let own = self.fires_of(timer, from, to, enabling);
         if own.is_empty() {
             return false;
@@ -332,14 +362,11 @@ impl Expander {
         true
     }
 
-    fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<NewFire> {
+    fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<PlannedFire> {
         match expand::fire_times(timer, from, to, self.max_fires_per_timer, enabling) {
-            Ok(times) => times
-                .into_iter()
-                .map(|run_ms| NewFire { key: FireKey { timer_id: timer.id, run_ms }, app: timer.app.clone() })
-                .collect(),
+            Ok(times) => times.into_iter().map(|run_ms| planned(timer, run_ms)).collect(),
             Err(err) => {
-                tracing::warn!(timer_id = timer.id, error = %err, "Timer schedule does not parse; not expanded.");
+                tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Timer schedule does not parse; not expanded.");
                 Vec::new()
             }
         }

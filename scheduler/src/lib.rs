@@ -73,7 +73,7 @@ impl Scheduler {
                 _ = tick.tick() => {}
             }
             if let Err(err) = self.run_once().await {
-                tracing::warn!(error = %err, "Scheduler tick failed.");
+                tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Scheduler tick failed.");
             }
         }
         Ok(())

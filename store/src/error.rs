@@ -70,5 +70,52 @@ pub enum Error {
     Corrupt(String),
 }
 
+impl Error {
+    /// The database, or the way to it, failed for now: unreachable, a
+    /// connection lost, no connection free, a lock or a deadlock, a server
+    /// shutting down or read-only. The same statement may succeed later.
+    /// Anything else (a statement the database refuses as it is, a row that
+    /// does not decode) fails again however often it is tried.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Database(err) => transient_sqlx(err),
+            Self::Redis(_) | Self::Connect { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// [`Error::is_transient`] of a database error.
+fn transient_sqlx(err: &sqlx::Error) -> bool {
+    use sqlx::Error as E;
+    match err {
+        E::Io(_) | E::Tls(_) | E::Protocol(_) | E::PoolTimedOut | E::PoolClosed | E::WorkerCrashed => true,
+        E::Database(db) => {
+            if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                // Lock wait timeout, deadlock, too many connections, shutdown,
+                // interrupted, killed, read-only.
+                return matches!(mysql.number(), 1205 | 1213 | 1040 | 1053 | 1317 | 1927 | 1290 | 1836);
+            }
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // Busy, locked, I/O error, disk full, cannot open, read-only (primary codes).
+                let primary = db.code().and_then(|c| c.parse::<i64>().ok()).map(|c| c & 0xff);
+                return matches!(primary, Some(5 | 6 | 8 | 10 | 13 | 14));
+            }
+            // PostgreSQL's SQLSTATE: connection exceptions, serialization
+            // failures and deadlocks, insufficient resources, a server
+            // shutting down or not accepting connections yet, a lock not
+            // available, a statement cancelled (timeout), a read-only
+            // server (a failover under way).
+            let code = db.code();
+            let code = code.as_deref().unwrap_or("");
+            code.starts_with("08")
+                || code.starts_with("53")
+                || code.starts_with("57P")
+                || matches!(code, "40001" | "40P01" | "55P03" | "57014" | "25006")
+        }
+        _ => false,
+    }
+}
+
 /// Result with the store error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -24,13 +24,15 @@ use const_format::formatcp;
 use sqlx::mysql::MySqlRow;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{MySql, MySqlPool, PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{
+    MySql, MySqlConnection, MySqlPool, PgConnection, PgPool, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool,
+};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
 use crate::db::{on_db, Dialect};
 use crate::repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue, PartitionReport};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, padded, page_bound,
+    claim_taken_over, claimed_from_row, lease_judged_at, code, fire_from_row, fire_status, key_from_row, padded, page_bound,
     push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
     SQLITE_BATCH_ROWS, TIMER_ENABLED,
 };
@@ -113,6 +115,10 @@ impl FireRepo for Database {
             Self::Postgres(pool) => insert_pg(pool, fires, now_ms).await,
             Self::Mysql(pool) => insert_mysql(pool, fires, now_ms).await,
         }
+    }
+
+    async fn insert_planned_fires(&self, fires: &[crate::repo::PlannedFire], now_ms: i64) -> Result<u64> {
+        crate::plan::insert_fires(self, fires, now_ms).await
     }
 
     async fn pending_between(
@@ -284,6 +290,16 @@ impl FireRepo for Database {
         }
     }
 
+    async fn confirm_claims(
+        &self,
+        node_id: &str,
+        claims: &[ClaimedFire],
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Vec<i64>> {
+        crate::fence::confirm_claims(self, node_id, claims, lease_ms, now_ms).await
+    }
+
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64> {
         if task_ids.is_empty() {
             return Ok(0);
@@ -332,7 +348,7 @@ impl FireRepo for Database {
             .bind(pending_before_ms)
             .bind(now_ms)
             .bind(now_ms)
-            .bind(now_ms)
+            .bind(lease_judged_at(now_ms, alive_since_ms))
             .bind(alive_since_ms)
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -565,7 +581,7 @@ async fn reclaim_sqlite(
         code::PENDING,
         code::RUNNING,
         claim_taken_over!("f.owner", "{now}", "{alive_since}")
-            .replace("{now}", &now_ms.to_string())
+            .replace("{now}", &lease_judged_at(now_ms, alive_since_ms).to_string())
             .replace("{alive_since}", &alive_since_ms.to_string())
     );
     let mut tx = write.begin().await?;
@@ -594,49 +610,53 @@ async fn reclaim_sqlite(
     Ok(out)
 }
 
-async fn record_sqlite(write: &SqlitePool, results: &[FireResult], now_ms: i64) -> Result<u64> {
-    fn statement<'a>(chunk: &'a [&'a FireResult], now_ms: i64) -> QueryBuilder<'a, Sqlite> {
-        // VALUES columns: 1 task_id, 2 owner, 3 status, 4 attempt, 5 output, 6 cost_time, 7 lease_until
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "UPDATE t_timer_task AS f SET status = v.column3, attempt = v.column4, output = v.column5,
-             cost_time = CASE WHEN f.attempt = 0 THEN v.column6 ELSE f.cost_time END,
-             lease_until = v.column7, modify_time = ",
-        );
-        qb.push_bind(now_ms).push(" FROM (VALUES ");
-        let mut sep = qb.separated(", ");
-        for r in padded(chunk) {
-            sep.push("(").push_bind_unseparated(r.task_id);
-            sep.push_unseparated(", ").push_bind_unseparated(&r.owner);
-            sep.push_unseparated(", ").push_bind_unseparated(r.status.code());
-            sep.push_unseparated(", ").push_bind_unseparated(i64::from(r.attempt));
-            sep.push_unseparated(", ").push_bind_unseparated(&r.output);
-            sep.push_unseparated(", ").push_bind_unseparated(r.cost_time);
-            sep.push_unseparated(", ").push_bind_unseparated(r.lease_until);
-            sep.push_unseparated(")");
-        }
-        qb.push(formatcp!(
-            ") AS v WHERE f.task_id = v.column1 AND f.owner = v.column2 AND f.status = {}",
-            code::RUNNING
-        ));
-        qb
+/// One SQLite statement writing `chunk` (a fire at most once).
+fn record_sqlite_statement<'a>(chunk: &'a [&'a FireResult], now_ms: i64) -> QueryBuilder<'a, Sqlite> {
+    // VALUES columns: 1 task_id, 2 owner, 3 status, 4 attempt, 5 output, 6 cost_time, 7 lease_until
+    let mut qb = QueryBuilder::<Sqlite>::new(
+        "UPDATE t_timer_task AS f SET status = v.column3, attempt = v.column4, output = v.column5,
+         cost_time = CASE WHEN f.attempt = 0 THEN v.column6 ELSE f.cost_time END,
+         lease_until = v.column7, modify_time = ",
+    );
+    qb.push_bind(now_ms).push(" FROM (VALUES ");
+    let mut sep = qb.separated(", ");
+    for r in padded(chunk) {
+        sep.push("(").push_bind_unseparated(r.task_id);
+        sep.push_unseparated(", ").push_bind_unseparated(&r.owner);
+        sep.push_unseparated(", ").push_bind_unseparated(r.status.code());
+        sep.push_unseparated(", ").push_bind_unseparated(i64::from(r.attempt));
+        sep.push_unseparated(", ").push_bind_unseparated(&r.output);
+        sep.push_unseparated(", ").push_bind_unseparated(r.cost_time);
+        sep.push_unseparated(", ").push_bind_unseparated(r.lease_until);
+        sep.push_unseparated(")");
     }
+    qb.push(formatcp!(") AS v WHERE f.task_id = v.column1 AND f.owner = v.column2 AND f.status = {}", code::RUNNING));
+    qb
+}
 
+async fn record_sqlite(write: &SqlitePool, results: &[FireResult], now_ms: i64) -> Result<u64> {
     // One statement per round (a fire appears once in each) and chunk; a
     // single one (the usual case) needs no transaction.
     let rounds = rounds_by_task(results);
     if let [round] = rounds.as_slice() {
         if round.len() <= SQLITE_BATCH_ROWS {
-            return Ok(statement(round, now_ms).build().execute(write).await?.rows_affected());
+            return Ok(record_sqlite_statement(round, now_ms).build().execute(write).await?.rows_affected());
         }
     }
-    let mut written = 0;
     let mut tx = write.begin().await?;
-    for round in &rounds {
+    let written = record_sqlite_on(&mut tx, results, now_ms).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// [`FireRepo::record`] on SQLite within the caller's transaction `conn`.
+pub(crate) async fn record_sqlite_on(conn: &mut SqliteConnection, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    let mut written = 0;
+    for round in &rounds_by_task(results) {
         for chunk in round.chunks(SQLITE_BATCH_ROWS) {
-            written += statement(chunk, now_ms).build().execute(&mut *tx).await?.rows_affected();
+            written += record_sqlite_statement(chunk, now_ms).build().execute(&mut *conn).await?.rows_affected();
         }
     }
-    tx.commit().await?;
     Ok(written)
 }
 
@@ -777,7 +797,7 @@ async fn reclaim_pg(
          {}",
         code::PENDING,
         code::RUNNING,
-        claim_taken_over!("f.owner", "$4", "$6"),
+        claim_taken_over!("f.owner", "$7", "$6"),
         claim_update!("$2", "$3", "NULL", "$4", "$5", "")
     );
     let rows = sqlx::query(SQL)
@@ -787,54 +807,79 @@ async fn reclaim_pg(
         .bind(now_ms)
         .bind(SKIPPED_OUTPUT)
         .bind(alive_since_ms)
+        .bind(lease_judged_at(now_ms, alive_since_ms))
         .fetch_all(pool)
         .await?;
     claim_outcome_pg(&rows, owner)
 }
 
-async fn record_pg(pool: &PgPool, results: &[FireResult], now_ms: i64) -> Result<u64> {
-    const SQL: &str = formatcp!(
-        "UPDATE t_timer_task f SET status = v.status, attempt = v.attempt, output = v.output,
-             cost_time = CASE WHEN f.attempt = 0 THEN v.cost_time ELSE f.cost_time END,
-             lease_until = v.lease_until, modify_time = $8
-         FROM UNNEST($1::bigint[], $2::text[], $3::smallint[], $4::integer[], $5::text[], $6::bigint[], $7::bigint[],
-                     $9::bigint[])
-              AS v(task_id, owner, status, attempt, output, cost_time, lease_until, run_timer)
-         WHERE f.task_id = v.task_id AND f.run_timer = v.run_timer AND f.owner = v.owner AND f.status = {}
-           AND f.run_timer BETWEEN $10 AND $11",
-        code::RUNNING
-    );
-    fn bind_round<'q>(
-        round: &'q [&'q FireResult],
-        now_ms: i64,
-    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-        let (first, last) = run_range(round.iter().map(|r| r.run_ms));
-        sqlx::query(SQL)
-            .bind(round.iter().map(|r| r.task_id).collect::<Vec<_>>())
-            .bind(round.iter().map(|r| r.owner.as_str()).collect::<Vec<_>>())
-            .bind(round.iter().map(|r| r.status.code() as i16).collect::<Vec<_>>())
-            .bind(round.iter().map(|r| i32::try_from(r.attempt).unwrap_or(i32::MAX)).collect::<Vec<_>>())
-            .bind(round.iter().map(|r| r.output.as_str()).collect::<Vec<_>>())
-            .bind(round.iter().map(|r| r.cost_time).collect::<Vec<_>>())
-            .bind(round.iter().map(|r| r.lease_until).collect::<Vec<_>>())
-            .bind(now_ms)
-            .bind(round.iter().map(|r| r.run_ms).collect::<Vec<_>>())
-            .bind(first)
-            .bind(last)
-    }
+/// Writes results on PostgreSQL, each fire once (one round).
+const RECORD_PG: &str = formatcp!(
+    "UPDATE t_timer_task f SET status = v.status, attempt = v.attempt, output = v.output,
+         cost_time = CASE WHEN f.attempt = 0 THEN v.cost_time ELSE f.cost_time END,
+         lease_until = v.lease_until, modify_time = $8
+     FROM UNNEST($1::bigint[], $2::text[], $3::smallint[], $4::integer[], $5::text[], $6::bigint[], $7::bigint[],
+                 $9::bigint[])
+          AS v(task_id, owner, status, attempt, output, cost_time, lease_until, run_timer)
+     WHERE f.task_id = v.task_id AND f.run_timer = v.run_timer AND f.owner = v.owner AND f.status = {}
+       AND f.run_timer BETWEEN $10 AND $11",
+    code::RUNNING
+);
 
+/// Binds `texts` as a `text[]`. PostgreSQL's text holds no NUL character
+/// (a callback's answer may): each becomes U+FFFD, so such a result is
+/// written rather than refused over and over. Texts without one (nearly
+/// all) are bound as they are.
+pub(crate) fn bind_pg_texts<'q>(
+    query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    texts: impl Iterator<Item = &'q str> + Clone,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    if texts.clone().any(|t| t.contains('\0')) {
+        query.bind(texts.map(|t| t.replace('\0', "\u{FFFD}")).collect::<Vec<String>>())
+    } else {
+        query.bind(texts.collect::<Vec<&str>>())
+    }
+}
+
+/// The statement of one round of results.
+fn record_pg_round<'q>(
+    round: &'q [&'q FireResult],
+    now_ms: i64,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    let (first, last) = run_range(round.iter().map(|r| r.run_ms));
+    let query = sqlx::query(RECORD_PG)
+        .bind(round.iter().map(|r| r.task_id).collect::<Vec<_>>())
+        .bind(round.iter().map(|r| r.owner.as_str()).collect::<Vec<_>>())
+        .bind(round.iter().map(|r| r.status.code() as i16).collect::<Vec<_>>())
+        .bind(round.iter().map(|r| i32::try_from(r.attempt).unwrap_or(i32::MAX)).collect::<Vec<_>>());
+    bind_pg_texts(query, round.iter().map(|r| r.output.as_str()))
+        .bind(round.iter().map(|r| r.cost_time).collect::<Vec<_>>())
+        .bind(round.iter().map(|r| r.lease_until).collect::<Vec<_>>())
+        .bind(now_ms)
+        .bind(round.iter().map(|r| r.run_ms).collect::<Vec<_>>())
+        .bind(first)
+        .bind(last)
+}
+
+async fn record_pg(pool: &PgPool, results: &[FireResult], now_ms: i64) -> Result<u64> {
     // One statement per round, all in one transaction. A final fire keeps
     // its owner token: it names the node that fired it.
     let rounds = rounds_by_task(results);
     if let [round] = rounds.as_slice() {
-        return Ok(bind_round(round, now_ms).execute(pool).await?.rows_affected());
+        return Ok(record_pg_round(round, now_ms).execute(pool).await?.rows_affected());
     }
-    let mut written = 0;
     let mut tx = pool.begin().await?;
-    for round in &rounds {
-        written += bind_round(round, now_ms).execute(&mut *tx).await?.rows_affected();
-    }
+    let written = record_pg_on(&mut tx, results, now_ms).await?;
     tx.commit().await?;
+    Ok(written)
+}
+
+/// [`FireRepo::record`] on PostgreSQL within the caller's transaction `conn`.
+pub(crate) async fn record_pg_on(conn: &mut PgConnection, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    let mut written = 0;
+    for round in &rounds_by_task(results) {
+        written += record_pg_round(round, now_ms).execute(&mut *conn).await?.rows_affected();
+    }
     Ok(written)
 }
 
@@ -944,7 +989,7 @@ async fn reclaim_mysql(
         code::PENDING,
         code::RUNNING,
         claim_taken_over!("f.owner", "{now}", "{alive_since}")
-            .replace("{now}", &now_ms.to_string())
+            .replace("{now}", &lease_judged_at(now_ms, alive_since_ms).to_string())
             .replace("{alive_since}", &alive_since_ms.to_string())
     );
     let mut out = ClaimOutcome::default();
@@ -1010,6 +1055,14 @@ async fn take_locked_mysql(
 }
 
 async fn record_mysql(pool: &MySqlPool, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    let mut tx = pool.begin().await?;
+    let written = record_mysql_on(&mut tx, results, now_ms).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// [`FireRepo::record`] on MySQL within the caller's transaction `conn`.
+pub(crate) async fn record_mysql_on(conn: &mut MySqlConnection, results: &[FireResult], now_ms: i64) -> Result<u64> {
     // `cost_time` first: it reads `attempt` before this statement sets it.
     const SQL: &str = formatcp!(
         "UPDATE t_timer_task SET cost_time = CASE WHEN attempt = 0 THEN $1 ELSE cost_time END,
@@ -1017,9 +1070,8 @@ async fn record_mysql(pool: &MySqlPool, results: &[FireResult], now_ms: i64) -> 
          WHERE task_id = $7 AND owner = $8 AND status = {}",
         code::RUNNING
     );
-    let sql = pool.sql(SQL);
+    let sql = conn.sql(SQL);
     let mut written = 0;
-    let mut tx = pool.begin().await?;
     // In input order, so the results of one fire apply in order.
     for r in results {
         written += sqlx::query(&sql)
@@ -1031,10 +1083,9 @@ async fn record_mysql(pool: &MySqlPool, results: &[FireResult], now_ms: i64) -> 
             .bind(now_ms)
             .bind(r.task_id)
             .bind(&r.owner)
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await?
             .rows_affected();
     }
-    tx.commit().await?;
     Ok(written)
 }

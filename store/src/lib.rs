@@ -7,10 +7,13 @@
 //! - [`db`]: [`Database`], the SQL database as pools, and the one way every
 //!   repository reaches it (statements written once, dialect functions
 //!   side by side where the SQL really differs).
-//! - `timers`, `fires`, `nodes`, [`auth`], [`tasks`]: one file per
-//!   repository, each implemented once on [`Database`].
+//! - `timers`, `fires`, `nodes`, `notify`, [`auth`], [`tasks`]: one file
+//!   per repository, each implemented once on [`Database`] (`notify`: the
+//!   notifications fires owe, [`NotifyRepo`]).
 //! - [`partition`]: PostgreSQL's daily partitions of `t_timer_task`, made
 //!   ahead and dropped whole once expired.
+//! - `plan`: the writes of an expansion plan (fires, next fire positions),
+//!   each only while its timer has the definition the plan was made from.
 //! - `sql`: what the dialects share: status codes from core's enums,
 //!   column lists, SQL fragments, row decoding.
 //! - [`sqlite`], [`postgres`], [`mysql`]: opening each database (pragmas,
@@ -28,12 +31,15 @@ pub mod auth;
 pub mod backup;
 pub mod db;
 pub mod error;
+mod fence;
 mod fires;
 pub mod lease;
 pub mod lock;
 pub mod mysql;
 mod nodes;
+mod notify;
 pub mod partition;
+mod plan;
 pub mod postgres;
 pub mod redis;
 pub mod repo;
@@ -52,8 +58,8 @@ pub use error::{Error, Result};
 pub use lease::ShardLeases;
 pub use lock::{LockStore, MemoryLocks};
 pub use repo::{
-    BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NodeRepo, Overdue, PartitionReport,
-    TimerRepo,
+    BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo, NotifyRepo, Overdue,
+    OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerRepo,
 };
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
@@ -69,6 +75,8 @@ pub struct Stores {
     pub timers: Arc<dyn TimerRepo>,
     pub fires: Arc<dyn FireRepo>,
     pub nodes: Arc<dyn NodeRepo>,
+    /// Notifications fires owe (`onFailure`), stored with their results.
+    pub notifications: Arc<dyn NotifyRepo>,
     pub auth: Arc<dyn AuthRepo>,
     /// The asyncflow task tables.
     pub tasks: TaskStore,
@@ -129,6 +137,7 @@ impl Stores {
             timers: db.clone(),
             fires: db.clone(),
             nodes: db.clone(),
+            notifications: db.clone(),
             auth: db,
             tasks: TaskStore::new(database.clone()),
             shards,

@@ -86,8 +86,24 @@ pub trait TimerRepo: Send + Sync {
     /// Enabled timers whose next unexpanded fire is before `before_ms`,
     /// soonest first, at most `limit` (the next-fire index).
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>>;
-    /// Sets each timer's next unexpanded fire (`None`: nothing left to expand).
+    /// Sets each timer's next unexpanded fire (`None`: nothing left to
+    /// expand), whatever its definition now: for positions of no plan
+    /// (fixtures, tools). A plan's go through
+    /// [`TimerRepo::set_planned_next_runs`].
     async fn set_next_runs(&self, next: &[(i64, Option<i64>)]) -> Result<()>;
+    /// Sets each timer's next unexpanded fire as planned, only if the timer
+    /// still has the `modify_time` the plan was made from: a plan made from
+    /// a definition that an update (or a status change) replaced meanwhile
+    /// moves nothing, so it cannot move the new definition's next fire.
+    /// Checked under the row's lock, one statement per batch.
+    ///
+    /// The default sets them unchecked ([`TimerRepo::set_next_runs`]):
+    /// enough for a store nothing else writes meanwhile (a test fake); the
+    /// database checks.
+    async fn set_planned_next_runs(&self, next: &[NextRun]) -> Result<()> {
+        let next: Vec<(i64, Option<i64>)> = next.iter().map(|n| (n.timer_id, n.run_ms)).collect();
+        self.set_next_runs(&next).await
+    }
     /// Marks completed every enabled one-shot timer with nothing left to
     /// expand whose fire has ended; returns how many.
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64>;
@@ -100,6 +116,29 @@ pub trait TimerRepo: Send + Sync {
 pub struct NewFire {
     pub key: FireKey,
     pub app: String,
+}
+
+/// A fire planned from a timer's definition as it was read: inserted only
+/// while the timer still has that definition (see
+/// [`FireRepo::insert_planned_fires`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFire {
+    pub fire: NewFire,
+    /// The timer's `modify_time` in the definition the fire was planned
+    /// from: every change of a timer (update, status) writes a new one.
+    pub timer_modified: i64,
+}
+
+/// A timer's next unexpanded fire, planned from its definition as it was
+/// read: written only while the timer still has that definition (see
+/// [`TimerRepo::set_planned_next_runs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextRun {
+    pub timer_id: i64,
+    /// Its next fire at or after the plan's horizon; `None`: nothing left to expand.
+    pub run_ms: Option<i64>,
+    /// The timer's `modify_time` in the definition the plan was made from.
+    pub timer_modified: i64,
 }
 
 /// What a claim got.
@@ -177,12 +216,33 @@ pub struct PartitionReport {
 #[async_trait]
 pub trait FireRepo: Send + Sync {
     /// Inserts fires, ignoring ones that exist; returns how many were new.
+    /// Unchecked against the timers' definitions: for fires of no plan
+    /// (fixtures, tools). A plan's go through
+    /// [`FireRepo::insert_planned_fires`].
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64>;
+    /// Inserts fires planned from timers' definitions, ignoring ones that
+    /// exist, each only if its timer still has the `modify_time` the plan
+    /// read; returns how many were new. Checked under the timer row's
+    /// (shared) lock in the same statement, so a fire planned from a
+    /// definition that an update replaced is never inserted once the update
+    /// committed: either it is in before the update (whose
+    /// [`FireRepo::delete_pending_from`] then takes it) or it is not
+    /// inserted. One statement per batch.
+    ///
+    /// The default inserts them unchecked ([`FireRepo::insert_fires`]):
+    /// enough for a store nothing else writes meanwhile (a test fake); the
+    /// database checks.
+    async fn insert_planned_fires(&self, fires: &[PlannedFire], now_ms: i64) -> Result<u64> {
+        let fires: Vec<NewFire> = fires.iter().map(|p| p.fire.clone()).collect();
+        self.insert_fires(&fires, now_ms).await
+    }
     /// Inserts one manual fire (`triggerTimer`); false when a fire with
-    /// its key exists already.
+    /// its key exists already. Unchecked against the timer's definition: a
+    /// manual fire is of no schedule, and an update leaves it alone.
     async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool>;
     /// Inserts backfilled fires, ignoring ones whose key exists; returns how
-    /// many were new.
+    /// many were new. Unchecked against the timers' definitions: backfilled
+    /// fires are past ones, which an update leaves alone.
     async fn insert_backfill(&self, fires: &[BackfillFire], now_ms: i64) -> Result<u64>;
     /// The run times of every fire of `timer_id` in `[from_ms, to_ms)`,
     /// whatever its status, ascending.
@@ -212,7 +272,9 @@ pub trait FireRepo: Send + Sync {
     /// Claims overdue fires by task id: pending ones, and running ones whose
     /// lease ended before `now_ms` or whose owner's node has not
     /// heartbeated since `alive_since_ms` (it died). Same rules as
-    /// [`FireRepo::claim`]; the lease runs to `now_ms + lease_ms`.
+    /// [`FireRepo::claim`]; the lease runs to `now_ms + lease_ms`. With
+    /// `alive_since_ms` at `i64::MIN` (the caller's own heartbeats are not
+    /// steady) no running fire is taken: neither owner nor lease is judged.
     async fn reclaim(
         &self,
         task_ids: &[i64],
@@ -228,13 +290,22 @@ pub trait FireRepo: Send + Sync {
     /// Gives claimed fires back (running -> pending) when their owner stops
     /// before firing them.
     async fn release(&self, claims: &[ClaimedFire], now_ms: i64) -> Result<u64>;
+    /// Of `claims` (fires this node claimed, then held across a stall of
+    /// its own: a pause, a cut from the database), the task ids still
+    /// running under their owner token: those another node took over
+    /// meanwhile are left out. Writes `node_id`'s heartbeat at `now_ms`
+    /// first and extends the confirmed leases to `now_ms + lease_ms`, in one
+    /// transaction, so none of them can be taken over before it is sent.
+    async fn confirm_claims(&self, node_id: &str, claims: &[ClaimedFire], lease_ms: i64, now_ms: i64)
+        -> Result<Vec<i64>>;
     /// Marks pending fires missed.
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64>;
     /// Overdue fires: pending with run time before `pending_before_ms`, or
     /// running past their run time with a lease that ended before `now_ms`
     /// or an owner whose node has not heartbeated since `alive_since_ms`;
     /// newest first (so a sweep meets each timer's latest overdue fire
-    /// before its older ones).
+    /// before its older ones). With `alive_since_ms` at `i64::MIN` no
+    /// running fire is overdue (see [`FireRepo::reclaim`]).
     async fn overdue(
         &self,
         pending_before_ms: i64,
@@ -284,4 +355,91 @@ pub trait NodeRepo: Send + Sync {
     async fn list_nodes(&self, since_ms: i64) -> Result<Vec<NodeInfo>>;
     /// Removes a node's row (it stopped cleanly).
     async fn remove_node(&self, id: &str) -> Result<()>;
+    /// The database server's clock now, in Unix ms, where several nodes
+    /// share the database (PostgreSQL, MySQL): the one clock every node
+    /// sets its own to, so heartbeats and leases are judged alike. `None`
+    /// on SQLite (one node; its own clock is the only one).
+    async fn database_now_ms(&self) -> Result<Option<i64>>;
+}
+
+/// Which notification a fire owes. Stored as its code (`t_notify_owed.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OwedKind {
+    /// The timer's `onFailure`: the fire ended failed.
+    Failure = 1,
+}
+
+impl OwedKind {
+    /// The stored code.
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+
+    /// The kind of a stored code.
+    pub fn from_code(code: i64) -> Option<Self> {
+        match code {
+            1 => Some(Self::Failure),
+            _ => None,
+        }
+    }
+}
+
+/// A notification a fire owes (`t_notify_owed`), with what its message
+/// says of the fire, held by `owner` while it is being sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwedNotification {
+    pub task_id: i64,
+    pub kind: OwedKind,
+    pub key: FireKey,
+    /// The fire was made by `triggerTimer` (its idempotency key says so).
+    pub manual: bool,
+    /// The fire's attempts.
+    pub attempt: u32,
+    /// The fire's last output.
+    pub output: String,
+    /// Sends tried so far, by any node.
+    pub sends: u32,
+    /// The sender's token: the fire's claim owner for the node that
+    /// recorded it, a fresh token for one that took it over.
+    pub owner: String,
+}
+
+/// What [`NotifyRepo::record_owing`] wrote.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// Results written (as [`FireRepo::record`] counts them).
+    pub written: u64,
+    /// The notifications stored: those whose fire's failed result was
+    /// written under their owner.
+    pub owed: Vec<OwedNotification>,
+}
+
+/// Notifications fires owe (`t_notify_owed`): stored with the result that
+/// makes them owed, held under a lease by the node sending them, deleted
+/// once sent or given up. A node that stops or crashes owing one leaves it
+/// for another to take once its lease lapses.
+#[async_trait]
+pub trait NotifyRepo: Send + Sync {
+    /// Writes `results` as [`FireRepo::record`] does and, in the same
+    /// transaction, each of `owed` whose fire's result was written ended
+    /// failed under the notification's owner; each is held by that owner
+    /// until `lease_until`. A notification already owed is left as it is.
+    async fn record_owing(
+        &self,
+        results: &[FireResult],
+        owed: &[OwedNotification],
+        lease_until: i64,
+        now_ms: i64,
+    ) -> Result<Recorded>;
+    /// Takes at most `limit` notifications whose lease ended by `now_ms`,
+    /// oldest first: each is held by `owner` until `lease_until`; returns
+    /// them as taken. Concurrent callers never take the same one.
+    async fn take_owed(&self, owner: &str, lease_until: i64, now_ms: i64, limit: u32) -> Result<Vec<OwedNotification>>;
+    /// Sets the sends tried of a notification its `owner` holds and its
+    /// lease end (`send_at`: its next send's time plus a lease, or now to
+    /// give it up to any node); false when that owner no longer holds it.
+    async fn reschedule_owed(&self, owed: &OwedNotification, sends: u32, send_at: i64) -> Result<bool>;
+    /// Deletes a notification its `owner` holds: it was sent or given up;
+    /// false when that owner no longer holds it.
+    async fn settle_owed(&self, owed: &OwedNotification) -> Result<bool>;
 }

@@ -186,6 +186,19 @@ macro_rules! claim_taken_over {
 }
 pub(crate) use claim_taken_over;
 
+/// The time against which a running fire's lease counts as ended: `now_ms`,
+/// unless the caller may not judge others at all (`alive_since_ms` is
+/// `i64::MIN`: its own heartbeats are not steady, as right after a database
+/// outage). Then no lease has ended either: the owner's results, held
+/// through the outage, are written before anyone takes its fires.
+pub(crate) fn lease_judged_at(now_ms: i64, alive_since_ms: i64) -> i64 {
+    if alive_since_ms == i64::MIN {
+        i64::MIN
+    } else {
+        now_ms
+    }
+}
+
 /// A fire row ([`FIRE_COLUMNS`]) as a [`Fire`].
 pub(crate) fn fire_from_row<'r, R>(row: &'r R) -> Result<Fire>
 where

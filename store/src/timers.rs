@@ -392,6 +392,10 @@ impl TimerRepo for Database {
         Ok(())
     }
 
+    async fn set_planned_next_runs(&self, next: &[crate::repo::NextRun]) -> Result<()> {
+        crate::plan::set_next_runs(self, next).await
+    }
+
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64> {
         // A one-shot timer's load (its minute) is past by now; one deleted
         // (deleteAfterRun) no longer counts as a timer of its app.

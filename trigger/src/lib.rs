@@ -169,51 +169,165 @@ impl Shared {
     }
 
     /// Loads the shard now and every `repoll_ms` until its minute is over,
-    /// renewing the lease; then marks it done.
+    /// renewing the lease; then marks it done. A shard whose lease is lost,
+    /// or could not be renewed before it may have passed to another node
+    /// (a cut from Redis, a stall of this node), is dropped: its fires
+    /// leave the wheel.
     async fn work(self: Arc<Self>, lease: ShardLease, shutdown: CancellationToken) {
         let shard = lease.shard;
+        let lease_ms = self.leases.lease_ms() as i64;
         // Renewed every third of the lease (and every loop that finds half
         // of that passed), so one late renewal still leaves a third.
-        let renew_every = (self.leases.lease_ms() / 3) as i64;
+        let renew_every = lease_ms / 3;
         let repoll = self.config.repoll_ms as i64;
         self.held.insert(shard, HashSet::new());
         let mut renewed_at = self.clock.now_ms();
         let finished = loop {
             if let Err(err) = self.load(shard).await {
-                tracing::warn!(%shard, error = %err, "Shard load failed; retrying.");
+                tracing::warn!(%shard, error = %xtimer_core::error::error_chain(&err), "Shard load failed; retrying.");
             }
             let now = self.clock.now_ms();
             // One last poll after the minute catches additions of its last second.
             if now >= shard.end_ms() + repoll {
                 break true;
             }
+            // The lease may lapse from `renewed_at + lease_ms` on: the shard
+            // is given up half a renewal period before that.
+            let give_up_at = renewed_at + lease_ms - renew_every / 2;
             if now - renewed_at >= renew_every / 2 {
-                match self.leases.renew(&lease).await {
-                    Ok(true) => renewed_at = now,
-                    Ok(false) => {
+                let budget = Duration::from_millis((give_up_at - now).max(1) as u64);
+                match tokio::time::timeout(budget, self.leases.renew(&lease)).await {
+                    Ok(Ok(true)) => renewed_at = now,
+                    Ok(Ok(false)) => {
                         tracing::warn!(%shard, "Shard lease lost; another node owns it now.");
                         break false;
                     }
-                    Err(err) => tracing::warn!(%shard, error = %err, "Shard lease renewal failed; retrying."),
+                    Ok(Err(err)) => tracing::warn!(%shard, error = %xtimer_core::error::error_chain(&err), "Shard lease renewal failed; retrying."),
+                    Err(_) => tracing::warn!(%shard, "Shard lease renewal timed out; retrying."),
+                }
+                if renewed_at != now && self.clock.now_ms() >= give_up_at {
+                    tracing::warn!(%shard, "Shard dropped: its lease could not be renewed before it may lapse.");
+                    break false;
                 }
             }
-            let wait = repoll.min(renew_every).min(shard.end_ms() + repoll - now).max(1) as u64;
+            let give_up_at = renewed_at + lease_ms - renew_every / 2;
+            let wait = repoll.min(renew_every).min(shard.end_ms() + repoll - now).min(give_up_at - now).max(1) as u64;
             tokio::select! {
                 _ = shutdown.cancelled() => {
                     let _ = self.leases.release(&lease).await;
-                    self.held.remove(&shard);
+                    self.drop_shard(shard);
                     return;
                 }
                 _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             }
         };
-        self.held.remove(&shard);
         if finished {
+            // Every fire of the minute has left the wheel already.
+            self.held.remove(&shard);
             match self.leases.finish(&lease).await {
                 Ok(true) => tracing::debug!(%shard, "Shard done."),
                 Ok(false) => tracing::warn!(%shard, "Shard lease lost before it was marked done."),
-                Err(err) => tracing::warn!(%shard, error = %err, "Marking the shard done failed."),
+                Err(err) => tracing::warn!(%shard, error = %xtimer_core::error::error_chain(&err), "Marking the shard done failed."),
+            }
+        } else {
+            self.drop_shard(shard);
+        }
+    }
+
+    /// Stops holding `shard`: its fires still waiting leave the wheel.
+    fn drop_shard(&self, shard: ShardKey) {
+        if let Some((_, keys)) = self.held.remove(&shard) {
+            self.wheel.remove_many(keys.into_iter().map(|key| (self.deadline(&key), key)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use async_trait::async_trait;
+    use xtimer_core::clock::TokioClock;
+    use xtimer_core::config::ShardConfig;
+    use xtimer_store::{LockStore, MemoryLocks, MemoryShards};
+
+    use super::*;
+
+    /// In-process locks that stop answering (as a silent cut from Redis)
+    /// while `cut` is set.
+    struct Cuttable {
+        locks: MemoryLocks,
+        cut: AtomicBool,
+    }
+
+    impl Cuttable {
+        async fn unless_cut<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+            if self.cut.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            call.await
+        }
+    }
+
+    #[async_trait]
+    impl LockStore for Cuttable {
+        async fn acquire(&self, key: &str, token: &str, ttl_ms: u64) -> xtimer_store::Result<bool> {
+            self.unless_cut(self.locks.acquire(key, token, ttl_ms)).await
+        }
+        async fn extend(&self, key: &str, token: &str, ttl_ms: u64) -> xtimer_store::Result<bool> {
+            self.unless_cut(self.locks.extend(key, token, ttl_ms)).await
+        }
+        async fn release(&self, key: &str, token: &str) -> xtimer_store::Result<bool> {
+            self.unless_cut(self.locks.release(key, token)).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_whose_lease_cannot_be_renewed_leaves_the_wheel_before_the_lease_can_lapse() {
+        // 12:00:00.000 UTC; the fires are due 40 s into the minute.
+        let t0 = 1_767_268_800_000;
+        let clock: SharedClock = Arc::new(TokioClock::new(t0));
+        let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
+        let locks = Arc::new(Cuttable { locks: MemoryLocks::new(clock.clone()), cut: AtomicBool::new(false) });
+        let config = ShardConfig { buckets: 1, ..ShardConfig::default() };
+        let shards = Arc::new(MemoryShards::new(config, clock.clone()));
+        let keys: Vec<FireKey> = (1..=3).map(|timer_id| FireKey { timer_id, run_ms: t0 + 40_000 }).collect();
+        shards.add(&keys).await.unwrap();
+        let lease_ms = 3_000;
+        let leases = ShardLeases::new(locks.clone(), &ctx, lease_ms, 130_000);
+        let shard = ShardKey::of(1, t0 + 40_000, 1);
+        let lease = leases.acquire(shard).await.unwrap().expect("the shard is free");
+
+        let (won_tx, won_rx) = mpsc::channel(4);
+        let (_feed_tx, feed_rx) = broadcast::channel(4);
+        let (due_tx, mut due_rx) = mpsc::channel(4);
+        let channels = TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx };
+        let trigger = Trigger::new(TriggerConfig::default(), leases, shards, &ctx, channels);
+        let (wheel, held) = (trigger.wheel(), trigger.handle());
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(trigger.run(stop.clone()));
+        won_tx.send(lease).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5_000)).await;
+        assert_eq!((wheel.len(), held.held()), (3, vec![shard]), "renewed while Redis answers");
+
+        // Redis goes silent 5 s in: the last renewal was at most a second
+        // before, so the lease may lapse from 8 s on.
+        let cut_at = clock.now_ms();
+        locks.cut.store(true, Ordering::SeqCst);
+        let mut dropped_at = None;
+        for _ in 0..400 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            if wheel.is_empty() {
+                dropped_at = Some(clock.now_ms());
+                break;
             }
         }
+        let dropped_at = dropped_at.expect("the shard was dropped");
+        assert!(dropped_at < cut_at + lease_ms as i64, "dropped {} ms after the cut", dropped_at - cut_at);
+        assert!(held.held().is_empty());
+        assert!(due_rx.try_recv().is_err(), "none of its fires went to the executor");
+        stop.cancel();
+        locks.cut.store(false, Ordering::SeqCst);
+        running.await.unwrap();
     }
 }

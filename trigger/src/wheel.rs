@@ -43,6 +43,23 @@ impl<T: Send + 'static> Wheel<T> {
         }
     }
 
+    /// Removes the given items, each looked for at its deadline; items
+    /// not waiting (already due, never added) are ignored.
+    pub fn remove_many(&self, items: impl IntoIterator<Item = (i64, T)>)
+    where
+        T: PartialEq,
+    {
+        let mut slots = self.slots.lock().expect("wheel lock");
+        for (deadline, item) in items {
+            if let Some(slot) = slots.get_mut(&deadline) {
+                slot.retain(|waiting| *waiting != item);
+                if slot.is_empty() {
+                    slots.remove(&deadline);
+                }
+            }
+        }
+    }
+
     /// Removes and returns every item due at `now_ms`.
     pub fn pop_due(&self, now_ms: i64) -> Vec<T> {
         let mut slots = self.slots.lock().expect("wheel lock");
@@ -137,6 +154,8 @@ mod tests {
         assert_eq!(rx.recv().await.unwrap(), vec!["past"]);
         assert_eq!(clock.now_ms() - t0, 300);
         assert_eq!(wheel.len(), 1);
+        wheel.remove_many([(t0 + 10_000, "late"), (t0 + 1, "never added")]);
+        assert!(wheel.is_empty());
         shutdown.cancel();
     }
 }

@@ -17,7 +17,8 @@ use xtimer_core::clock::ManualClock;
 use xtimer_core::config::{DatabaseConfig, ExecutorConfig, ReconcilerConfig, ShardConfig};
 use xtimer_core::fire::{Fire, FireKey, FireStatus};
 use xtimer_core::handover::Handover;
-use xtimer_core::node::NodeContext;
+use xtimer_core::node::{Liveness, NodeContext};
+use xtimer_core::pause::PauseWatch;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::Clock;
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, Reconciler, Wiring};
@@ -153,6 +154,8 @@ pub struct Harness {
     pub receiver: Receiver,
     /// The node's handover of one-shot definitions, which the executor takes from.
     pub handover: Arc<Handover>,
+    /// The node's stalls (no detector runs unless a test starts one).
+    pub pause: Arc<PauseWatch>,
     _dir: tempfile::TempDir,
 }
 
@@ -169,6 +172,12 @@ impl Harness {
 
     /// Everything on a fresh database, callbacks obeying `callbacks`.
     pub async fn start_with(config: ReconcilerConfig, callbacks: Callbacks) -> Self {
+        Self::start_node(config, callbacks, Arc::new(Liveness::steady())).await
+    }
+
+    /// Everything on a fresh database, the node's heartbeats as `liveness`
+    /// tells (and its stalls in [`Harness::pause`]).
+    pub async fn start_node(config: ReconcilerConfig, callbacks: Callbacks, liveness: Arc<Liveness>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("xtimer.db").display());
         let repo = Arc::new(Database::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("db"));
@@ -189,13 +198,14 @@ impl Harness {
             stop_claiming: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
         };
-        let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
+        let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test").with_liveness(liveness);
         let (executor, recorder) = Executor::new(executor_config, &stores, &ctx, wiring).expect("executor");
         tokio::spawn(recorder.run());
         let handle = executor.handle();
         let reconciler = Self::reconciler_on(&config, &stores, &clock, &handle, "node-a");
         let receiver = Receiver::start().await;
-        Self { repo, stores, clock, executor: handle, reconciler, config, receiver, handover: ctx.handover, _dir: dir }
+        let (handover, pause) = (ctx.handover, ctx.pause);
+        Self { repo, stores, clock, executor: handle, reconciler, config, receiver, handover, pause, _dir: dir }
     }
 
     /// A reconciler of node `node_id` sharing this harness's stores and executor.

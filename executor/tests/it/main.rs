@@ -7,6 +7,11 @@
 mod callbacks;
 mod helpers;
 mod http1;
+mod nodes;
+mod order;
+mod outage;
+mod owed;
+mod stalls;
 mod task_fires;
 
 use xtimer_core::config::ReconcilerConfig;

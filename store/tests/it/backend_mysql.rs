@@ -44,6 +44,7 @@ pub async fn mysql() -> Backend {
     let mut backend = helpers::embedded().await;
     backend.timers = repo.clone();
     backend.nodes = repo.clone();
+    backend.notifications = repo.clone();
     backend.fires = repo;
     backend
 }
@@ -245,4 +246,43 @@ async fn a_deadlock_victim_is_run_again() {
     assert_eq!(attempts.load(Ordering::SeqCst), 2, "the victim ran twice");
     let v: Vec<i32> = sqlx::query_scalar("SELECT v FROM lock_pair ORDER BY id").fetch_all(&pool).await.unwrap();
     assert_eq!(v, [2, 2], "both transactions' writes, once each");
+}
+
+/// A plan of a timer whose update is in flight waits for it, then writes
+/// nothing of the old definition (READ COMMITTED alone would read the row
+/// as before the update: see `backend_pg`'s test of the same name).
+#[tokio::test]
+async fn a_plan_waits_for_an_update_in_flight_and_then_writes_nothing() {
+    use xtimer_store::{FireRepo, NextRun, PlannedFire};
+    let db = Arc::new(fresh(4).await);
+    let t = db.create_timer(&new_timer(APP, "t", TimerStatus::Enabled), T0).await.unwrap();
+    let touch = "UPDATE t_timer SET modify_time = ?, next_run = 0 WHERE timer_id = ?";
+
+    let mut update = pool(&db).begin().await.unwrap();
+    sqlx::query(touch).bind(T0 + 1).bind(t.id).execute(&mut *update).await.unwrap();
+    let fire = NewFire { key: FireKey { timer_id: t.id, run_ms: T0 + 1_000 }, app: APP.into() };
+    let stale = vec![PlannedFire { fire, timer_modified: t.modify_time }];
+    let insert = tokio::spawn({
+        let db = db.clone();
+        async move { db.insert_planned_fires(&stale, T0 + 1).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!insert.is_finished(), "the insert waits for the update in flight");
+    update.commit().await.unwrap();
+    assert_eq!(insert.await.unwrap().unwrap(), 0, "then reads the new definition: nothing inserted");
+    assert!(db.run_times_between(t.id, 0, i64::MAX).await.unwrap().is_empty());
+
+    let mut update = pool(&db).begin().await.unwrap();
+    sqlx::query(touch).bind(T0 + 2).bind(t.id).execute(&mut *update).await.unwrap();
+    let stale = [NextRun { timer_id: t.id, run_ms: Some(T0 + 86_400_000), timer_modified: T0 + 1 }];
+    let moved = tokio::spawn({
+        let db = db.clone();
+        async move { db.set_planned_next_runs(&stale).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!moved.is_finished(), "the next-fire move waits for the update in flight");
+    update.commit().await.unwrap();
+    moved.await.unwrap().unwrap();
+    let due = db.due_timers(T0 + 60_000, 10).await.unwrap();
+    assert_eq!(due.len(), 1, "the updated timer is still marked for expansion");
 }

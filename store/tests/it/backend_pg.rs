@@ -39,6 +39,7 @@ pub async fn postgres() -> Backend {
     let mut backend = helpers::embedded().await;
     backend.timers = repo.clone();
     backend.nodes = repo.clone();
+    backend.notifications = repo.clone();
     backend.fires = repo;
     backend
 }
@@ -364,4 +365,52 @@ async fn fires_stored_before_partitioning_survive_the_migration_and_ids_keep_inc
     assert!(fire_id(&db, new[0]).await > max_before);
     let claimed = db.claim(&[key(now), new[0]], "node-a:1", 60_000, now).await.unwrap().claimed;
     assert_eq!(claimed.len(), 2);
+}
+
+// ---- A plan racing an update of its timer ----------------------------------
+
+/// A plan of timer `t`'s fire at `T0 + 1 s`, made from `t` as given.
+fn stale_plan(t: &xtimer_core::timer::Timer) -> Vec<xtimer_store::PlannedFire> {
+    let fire = NewFire { key: FireKey { timer_id: t.id, run_ms: T0 + 1_000 }, app: APP.into() };
+    vec![xtimer_store::PlannedFire { fire, timer_modified: t.modify_time }]
+}
+
+/// READ COMMITTED would read the timer as it was before an update still in
+/// flight, so a plain join would insert the old definition's fire and
+/// commit it after the update's delete of pending fires looked. The plan's
+/// writes wait for the update instead and then compare the committed
+/// `modify_time`: nothing of the old definition is written.
+#[tokio::test]
+async fn a_plan_waits_for_an_update_in_flight_and_then_writes_nothing() {
+    use xtimer_store::NextRun;
+    let db = Arc::new(fresh_database().await);
+    let t = db.create_timer(&helpers::new_timer(APP, "t", TimerStatus::Enabled), T0).await.unwrap();
+    let touch = "UPDATE t_timer SET modify_time = $1, next_run = 0 WHERE timer_id = $2";
+
+    let mut update = pool(&db).begin().await.unwrap();
+    sqlx::query(touch).bind(T0 + 1).bind(t.id).execute(&mut *update).await.unwrap();
+    let stale = stale_plan(&t);
+    let insert = tokio::spawn({
+        let db = db.clone();
+        async move { db.insert_planned_fires(&stale, T0 + 1).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!insert.is_finished(), "the insert waits for the update in flight");
+    update.commit().await.unwrap();
+    assert_eq!(insert.await.unwrap().unwrap(), 0, "then reads the new definition: nothing inserted");
+    assert!(db.run_times_between(t.id, 0, i64::MAX).await.unwrap().is_empty());
+
+    let mut update = pool(&db).begin().await.unwrap();
+    sqlx::query(touch).bind(T0 + 2).bind(t.id).execute(&mut *update).await.unwrap();
+    let stale = [NextRun { timer_id: t.id, run_ms: Some(T0 + 86_400_000), timer_modified: T0 + 1 }];
+    let moved = tokio::spawn({
+        let db = db.clone();
+        async move { db.set_planned_next_runs(&stale).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!moved.is_finished(), "the next-fire move waits for the update in flight");
+    update.commit().await.unwrap();
+    moved.await.unwrap().unwrap();
+    let due = db.due_timers(T0 + 60_000, 10).await.unwrap();
+    assert_eq!(due.len(), 1, "the updated timer is still marked for expansion");
 }

@@ -188,6 +188,70 @@ pub async fn a_dead_nodes_claims_are_taken_over_before_their_lease_ends(b: Backe
     assert_eq!(b.fires.record(&[succeeded(&taken.claimed[0], 1)], now).await.unwrap(), 1);
 }
 
+pub async fn confirm_claims_keeps_only_claims_still_owned_and_refreshes_the_heartbeat(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let run = T0 + 1_000;
+    let keys = insert(&b, &t, &[run, run + 1_000, run + 2_000]).await;
+    let node = |id: &str, at: i64| NodeInfo {
+        id: id.into(),
+        host: "h".into(),
+        listen: "127.0.0.1:1".into(),
+        started_at: T0,
+        heartbeat_at: at,
+        shards: Vec::new(),
+    };
+    b.nodes.heartbeat(&node("node-a", T0)).await.unwrap();
+    let claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    // node-a stood still: 6 s later node-b takes its first fire over; its
+    // second fire ended (someone wrote a result under node-a's token).
+    let now = run + 5_000;
+    let taken = b.fires.reclaim(&[claims[0].task_id], "node-b:1", 60_000, now, now - 3_000).await.unwrap();
+    assert_eq!(taken.claimed.len(), 1);
+    assert_eq!(b.fires.record(&[succeeded(&claims[1], 1)], now).await.unwrap(), 1);
+
+    let later = now + 100_000;
+    let held = b.fires.confirm_claims("node-a", &claims, 60_000, later).await.unwrap();
+    assert_eq!(held, vec![claims[2].task_id], "only the claim still running under its token");
+    assert_eq!(b.fires.confirm_claims("node-a", &[], 60_000, later).await.unwrap(), Vec::<i64>::new());
+    let beat = b.nodes.list_nodes(0).await.unwrap().into_iter().find(|n| n.id == "node-a").unwrap();
+    assert_eq!(beat.heartbeat_at, later, "the check wrote node-a's heartbeat first");
+    // Its lease was extended: still not overdue just before the new lease ends.
+    let no_pending = T0 - 1;
+    let overdue = b.fires.overdue(no_pending, later + 59_999, 0, 100).await.unwrap();
+    assert!(overdue.iter().all(|o| o.task_id != claims[2].task_id), "lease extended: {overdue:?}");
+    let overdue = b.fires.overdue(no_pending, later + 60_001, 0, 100).await.unwrap();
+    assert!(overdue.iter().any(|o| o.task_id == claims[2].task_id), "{overdue:?}");
+    // A forged token confirms nothing.
+    let forged = ClaimedFire { owner: "node-a:2".into(), ..claims[2].clone() };
+    assert!(b.fires.confirm_claims("node-a", &[forged], 60_000, later).await.unwrap().is_empty());
+}
+
+pub async fn the_database_clock_is_read_where_nodes_share_the_database(b: Backend) {
+    let system = xtimer_core::SystemClock;
+    let before = xtimer_core::Clock::now_ms(&system);
+    let read = b.nodes.database_now_ms().await.unwrap();
+    let after = xtimer_core::Clock::now_ms(&system);
+    // None on the embedded default (one node: its own clock is the only
+    // one); elsewhere the server runs on this machine, so its clock reads as
+    // this one's.
+    if let Some(ms) = read {
+        assert!((before - 50..=after + 50).contains(&ms), "{before} <= {ms} <= {after}");
+    }
+}
+
+pub async fn a_caller_whose_heartbeats_are_not_steady_takes_no_running_fire(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let keys = insert(&b, &t, &[T0]).await;
+    let claims = claim_all(&b, &keys, "node-a:1", 10_000).await;
+    // The lease ended long ago (a database outage), but the caller's own
+    // heartbeats are not steady yet: the owner's results come first.
+    let now = T0 + 600_000;
+    assert!(b.fires.overdue(T0 - 1, now, i64::MIN, 100).await.unwrap().is_empty());
+    let taken = b.fires.reclaim(&[claims[0].task_id], "node-b:1", 10_000, now, i64::MIN).await.unwrap();
+    assert!(taken.claimed.is_empty(), "{taken:?}");
+    assert_eq!(b.fires.record(&[succeeded(&claims[0], 1)], now).await.unwrap(), 1, "the owner's result is written");
+}
+
 pub async fn record_is_fenced_by_the_claim_owner(b: Backend) {
     let t = timer(&b, "t", TimerStatus::Enabled).await;
     let keys = insert(&b, &t, &[T0, T0 + 1_000]).await;

@@ -9,7 +9,7 @@ use xtimer_core::config::{DatabaseConfig, ShardConfig};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::Clock;
-use xtimer_store::{FireRepo, FireResult, LockStore, NewFire, NodeRepo, ShardStore, Stores, TimerRepo};
+use xtimer_store::{FireRepo, FireResult, LockStore, NewFire, NodeRepo, NotifyRepo, ShardStore, Stores, TimerRepo};
 
 /// 2026-03-01 12:34:00 UTC: a minute boundary every test starts at.
 pub const T0: i64 = 1_772_368_440_000;
@@ -25,6 +25,7 @@ pub struct Backend {
     pub shards: Arc<dyn ShardStore>,
     pub locks: Arc<dyn LockStore>,
     pub nodes: Arc<dyn NodeRepo>,
+    pub notifications: Arc<dyn NotifyRepo>,
     pub clock: Arc<ManualClock>,
     /// Keeps the backend's storage (temp dir, schema, key prefix) alive.
     _keep: Box<dyn Any + Send + Sync>,
@@ -52,6 +53,7 @@ pub async fn embedded() -> Backend {
         shards: stores.shards,
         locks: stores.locks,
         nodes: stores.nodes,
+        notifications: stores.notifications,
         clock,
         _keep: Box::new(dir),
     }

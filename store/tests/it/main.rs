@@ -20,6 +20,8 @@ mod backend_redis;
 mod fires;
 mod helpers;
 mod locks;
+mod notify;
+mod plans;
 mod shards;
 mod timers;
 
@@ -72,6 +74,9 @@ macro_rules! conformance_suite {
                     claim_lease_runs_from_the_run_time,
                     a_dead_nodes_claims_are_taken_over_before_their_lease_ends,
                     record_is_fenced_by_the_claim_owner,
+                    confirm_claims_keeps_only_claims_still_owned_and_refreshes_the_heartbeat,
+                    the_database_clock_is_read_where_nodes_share_the_database,
+                    a_caller_whose_heartbeats_are_not_steady_takes_no_running_fire,
                     retry_record_keeps_running_and_the_first_cost_time,
                     record_applies_results_of_one_fire_in_order,
                     release_gives_back_only_to_the_owner,
@@ -80,6 +85,18 @@ macro_rules! conformance_suite {
                     reclaim_skips_fires_of_a_timer_no_longer_enabled,
                     mark_missed_touches_only_pending_fires,
                     list_fires_is_newest_first_with_filter_and_total,
+                }
+                plans {
+                    a_plan_of_the_current_definition_inserts_its_fires_once,
+                    a_plan_of_a_replaced_definition_inserts_no_fire,
+                    a_plan_of_a_timer_whose_status_changed_inserts_no_fire,
+                    a_plan_of_a_replaced_definition_moves_no_next_fire,
+                }
+                notify {
+                    a_notice_is_owed_only_with_a_failed_result_written_under_its_owner,
+                    a_notice_is_taken_once_its_lease_lapsed_and_held_by_its_taker,
+                    concurrent_takers_take_each_notice_once,
+                    a_result_and_notice_whose_output_holds_a_nul_are_written,
                 }
                 shards {
                     add_is_idempotent,

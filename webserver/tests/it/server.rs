@@ -208,6 +208,9 @@ impl FireRepo for BrokenFires {
     async fn release(&self, _: &[ClaimedFire], _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }
+    async fn confirm_claims(&self, _: &str, _: &[ClaimedFire], _: i64, _: i64) -> xtimer_store::Result<Vec<i64>> {
+        store_down()
+    }
     async fn mark_missed(&self, _: &[i64], _: &str, _: i64) -> xtimer_store::Result<u64> {
         store_down()
     }

@@ -1,0 +1,286 @@
+//! Notifications fires owe: a timer's `onFailure`, told when one of its
+//! fires ends failed.
+//!
+//! # Durable
+//!
+//! A notification is owed from the moment the fire's failed result is
+//! written: the [`Recorder`](crate::Recorder) writes both in one
+//! transaction ([`NotifyRepo::record_owing`]), the notification held by the
+//! fire's claim owner under a short lease. Right after the write the
+//! recorder hands it to the `Notifier`, which sends it at once: no wait
+//! for a sweep. Each failed send is retried with jittered exponential
+//! backoff ([`FAILURE_NOTIFY_ATTEMPTS`] sends in all, counted across nodes),
+//! the lease renewed past each wait; then it is given up (logged). Sent or
+//! given up, it is deleted.
+//!
+//! A node that stops or crashes owing one leaves it in the database; the
+//! [`NotifySweeper`] of every node takes the ones whose lease lapsed (one
+//! taker each: a lease with an owner token, as for fire claims) and sends
+//! them the same way. A node stopping hard gives the ones it is waiting to
+//! retry back at once.
+//!
+//! Delivery is at-least-once, like a callback's: a node that sent one and
+//! died before deleting it leaves it to be sent again. The receiver tells
+//! repeats by `Idempotency-Key: {fire's key}_failure`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use xtimer_core::fire::ClaimedFire;
+use xtimer_core::timer::{HttpNotify, Timer};
+use xtimer_core::SharedClock;
+use xtimer_store::{NotifyRepo, OwedKind, OwedNotification, TimerRepo};
+
+use crate::callback::{self, Answer, Target};
+use crate::{Callbacks, ExecutorHandle, Result};
+
+/// Sends of one owed notification, at most, counted across nodes.
+pub const FAILURE_NOTIFY_ATTEMPTS: u32 = 3;
+
+/// Wait before the second send of a notification, ms; it doubles per send,
+/// each wait jittered down to half.
+const FAILURE_NOTIFY_BACKOFF_MS: u64 = 500;
+
+/// A sender's lease on a notification past one send's timeout, ms.
+const LEASE_MARGIN_MS: i64 = 5_000;
+
+/// How often a node looks for notifications whose sender's lease lapsed.
+pub const NOTIFY_SWEEP_PERIOD: Duration = Duration::from_secs(5);
+
+/// Most notifications one sweep takes.
+const SWEEP_PAGE: u32 = 100;
+
+/// The notification a failed fire owes when its timer has an `onFailure`
+/// (none otherwise), held by the fire's claim owner: stored with the fire's
+/// result, then sent by the node that recorded it.
+pub(crate) fn owed_failure(timer: &Timer, fire: &ClaimedFire, attempts: u32, output: &str) -> Option<OwedNotification> {
+    timer.on_failure.as_ref()?;
+    Some(OwedNotification {
+        task_id: fire.task_id,
+        kind: OwedKind::Failure,
+        key: fire.key,
+        manual: fire.manual,
+        attempt: attempts,
+        output: output.to_string(),
+        sends: 0,
+        owner: fire.owner.clone(),
+    })
+}
+
+/// What a [`Notifier`] sends with.
+pub(crate) struct NotifierParts {
+    pub notes: Arc<dyn NotifyRepo>,
+    pub timers: Arc<dyn TimerRepo>,
+    pub clock: SharedClock,
+    pub http: callback::Client,
+    pub callbacks: Callbacks,
+    /// Bytes of an answer kept for the log.
+    pub max_output: usize,
+    /// The callback timeout, ms: a sender's lease covers one send.
+    pub timeout_ms: u64,
+    /// The executor's in-flight work, so that its `idle` waits for sends.
+    pub tracker: TaskTracker,
+    /// Cancelled when the node stops hard: retries are given back.
+    pub hard_stop: CancellationToken,
+}
+
+/// Sends owed notifications, each in its own task (see the module docs).
+/// Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Notifier {
+    parts: Arc<NotifierParts>,
+}
+
+/// One notification's request, made once for all its sends.
+struct Message {
+    target: Target,
+    /// Its `Idempotency-Key`: the fire's, then `_failure`.
+    key: String,
+    app: String,
+}
+
+impl Notifier {
+    pub(crate) fn new(parts: NotifierParts) -> Self {
+        Self { parts: Arc::new(parts) }
+    }
+
+    /// The end of a sender's lease on a notification taken at `now_ms`.
+    pub(crate) fn lease_until(&self, now_ms: i64) -> i64 {
+        now_ms + self.parts.timeout_ms as i64 + LEASE_MARGIN_MS
+    }
+
+    /// Sends `owed` (held under its owner token) in its own task.
+    pub(crate) fn send(&self, owed: OwedNotification) {
+        let this = self.clone();
+        self.parts.tracker.spawn(async move { this.deliver(owed).await });
+    }
+
+    /// Sends until delivered or given up, then deletes it; stops early when
+    /// another node took it over, or (giving it back) when the node stops hard.
+    async fn deliver(&self, owed: OwedNotification) {
+        let Some(message) = self.message(&owed).await else { return };
+        let mut sends = owed.sends;
+        let mut last = String::new();
+        while sends < FAILURE_NOTIFY_ATTEMPTS {
+            let answer = self.call(&message, &owed).await;
+            sends += 1;
+            if answer.delivery.delivered() {
+                self.settle(&owed).await;
+                return;
+            }
+            let retry = !answer.delivery.permanent() && sends < FAILURE_NOTIFY_ATTEMPTS;
+            last = answer.output;
+            if !retry {
+                break;
+            }
+            if !self.wait_to_retry(&owed, sends).await {
+                return;
+            }
+        }
+        tracing::warn!(
+            timer_id = owed.key.timer_id,
+            task_id = owed.task_id,
+            sends,
+            output = %last,
+            "The timer's onFailure notify failed; it is not retried further."
+        );
+        self.settle(&owed).await;
+    }
+
+    /// Keeps `owed` through the backoff after send number `sends` and
+    /// waits it out; false when the notification is no longer this
+    /// sender's, or the node stops hard (it is given back then).
+    async fn wait_to_retry(&self, owed: &OwedNotification, sends: u32) -> bool {
+        let parts = &self.parts;
+        let full = FAILURE_NOTIFY_BACKOFF_MS << (sends - 1).min(16);
+        let backoff = rand::random_range(full / 2..=full);
+        let next = parts.clock.now_ms() + backoff as i64;
+        match parts.notes.reschedule_owed(owed, sends, self.lease_until(next)).await {
+            Ok(true) => {}
+            Ok(false) => return false,
+            // The lease taken before this send still covers the wait.
+            Err(err) => tracing::warn!(task_id = owed.task_id, error = %err, "Keeping an onFailure notify failed."),
+        }
+        tokio::select! {
+            _ = parts.hard_stop.cancelled() => {
+                // Given back: any node may send it from now.
+                let _ = parts.notes.reschedule_owed(owed, sends, parts.clock.now_ms()).await;
+                false
+            }
+            _ = tokio::time::sleep(Duration::from_millis(backoff)) => true,
+        }
+    }
+
+    /// The request of `owed`, from its timer's `onFailure` as it is now.
+    /// None when there is nothing to send (the timer is gone or no longer
+    /// has an `onFailure`: the notification is deleted), or the timer
+    /// cannot be read now (left for the sweep once its lease lapses).
+    async fn message(&self, owed: &OwedNotification) -> Option<Message> {
+        let parts = &self.parts;
+        let timer = match parts.timers.get_timer(owed.key.timer_id).await {
+            Ok(timer) => timer,
+            Err(err) => {
+                tracing::warn!(task_id = owed.task_id, error = %err, "Reading the timer of an onFailure notify failed.");
+                return None;
+            }
+        };
+        let Some((timer, notify)) = timer.and_then(|t| t.on_failure.clone().map(|n| (t, n))) else {
+            self.settle(owed).await;
+            return None;
+        };
+        let body = serde_json::json!({
+            "timerId": timer.id,
+            "app": timer.app,
+            "name": timer.name,
+            "taskId": owed.task_id,
+            "runTimer": owed.key.run_ms,
+            "manual": owed.manual,
+            "attempts": owed.attempt,
+            "output": owed.output,
+        });
+        let notify = HttpNotify { body: Some(body.to_string()), ..notify };
+        let target = Target::new(&notify, Some(&parts.callbacks.policy));
+        Some(Message { target, key: idempotency_key(owed), app: timer.app })
+    }
+
+    /// One send of `message`, signed with its app's secret.
+    async fn call(&self, message: &Message, owed: &OwedNotification) -> Answer {
+        let parts = &self.parts;
+        let secret = parts.callbacks.secrets.secret_for(&message.app).await;
+        let signing = callback::Signing { secret: secret.as_bytes(), t: parts.clock.now_ms().div_euclid(1000) };
+        callback::call_checked(&parts.http, &message.target, owed.key, &message.key, parts.max_output, Some(signing))
+            .await
+    }
+
+    /// Deletes `owed`: sent or given up. If that fails its lease lapses
+    /// and another sweep sends it again (at-least-once).
+    async fn settle(&self, owed: &OwedNotification) {
+        if let Err(err) = self.parts.notes.settle_owed(owed).await {
+            tracing::warn!(task_id = owed.task_id, error = %err, "Clearing a sent onFailure notify failed; it may be sent again.");
+        }
+    }
+}
+
+/// `{fire's idempotency key}_failure`: the fire's key names a manual fire
+/// as such, so the two never collide.
+fn idempotency_key(owed: &OwedNotification) -> String {
+    let fire = ClaimedFire {
+        task_id: owed.task_id,
+        key: owed.key,
+        attempt: owed.attempt,
+        owner: String::new(),
+        manual: owed.manual,
+        timer_modified: 0,
+    };
+    format!("{}_failure", fire.idempotency_key())
+}
+
+/// Sends the notifications whose sender stopped or crashed: every
+/// [`NOTIFY_SWEEP_PERIOD`] it takes those whose lease lapsed and sends them
+/// (any number of nodes may sweep at once: each notification has one taker).
+pub struct NotifySweeper {
+    executor: ExecutorHandle,
+    period: Duration,
+}
+
+impl NotifySweeper {
+    /// A sweeper sending through `executor`'s HTTP client, every `period`.
+    pub fn new(executor: &ExecutorHandle, period: Duration) -> Self {
+        Self { executor: executor.clone(), period }
+    }
+
+    /// Sweeps every period until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let mut tick = tokio::time::interval(self.period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            match self.run_once().await {
+                Ok(0) => {}
+                Ok(taken) => tracing::info!(taken, "Sending onFailure notifies another node left owed."),
+                Err(err) => tracing::warn!(error = %err, "Sweeping owed onFailure notifies failed."),
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass: takes the notifications whose lease lapsed (a page at
+    /// most) and sends each in its own task; returns how many it took.
+    pub async fn run_once(&self) -> Result<usize> {
+        let inner = &self.executor.inner;
+        let notifier = &inner.notifier;
+        let now = inner.clock.now_ms();
+        let owner = self.executor.owner_token();
+        let taken = notifier.parts.notes.take_owed(&owner, notifier.lease_until(now), now, SWEEP_PAGE).await?;
+        let n = taken.len();
+        for owed in taken {
+            notifier.send(owed);
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,99 @@
+//! Conformance: the writes of an expansion plan are checked against the
+//! definition the plan was made from (`insert_planned_fires`,
+//! `set_planned_next_runs`). A plan read before an `updateTimer` commits
+//! writes nothing once it has: the update deleted the old definition's
+//! pending fires, and none may come back.
+
+use xtimer_core::fire::FireKey;
+use xtimer_core::timer::{Schedule, Timer, TimerStatus};
+use xtimer_store::{NewFire, NextRun, PlannedFire, Quota};
+
+use crate::helpers::{key, new_timer, timer, Backend, APP};
+
+/// `timer`'s fires at `now + offset` for each offset, planned from
+/// `timer` as given (its `modify_time` the version read).
+fn plan(b: &Backend, timer: &Timer, offsets: &[i64]) -> Vec<PlannedFire> {
+    offsets
+        .iter()
+        .map(|o| PlannedFire {
+            fire: NewFire { key: key(timer, b.now() + o), app: timer.app.clone() },
+            timer_modified: timer.modify_time,
+        })
+        .collect()
+}
+
+/// Replaces `timer`'s schedule with `cron` at the clock's time, as
+/// `updateTimer` does (the update, then its pending fires from now on
+/// deleted); the timer as stored now.
+async fn update_to(b: &Backend, timer: &Timer, cron: &str) -> Timer {
+    let mut new = new_timer(APP, &timer.name, TimerStatus::Enabled);
+    new.schedule = Schedule::Cron { expr: cron.into(), timezone: "UTC".into() };
+    assert!(b.timers.update_timer(timer.id, &new, b.now(), &Quota::default()).await.unwrap());
+    b.fires.delete_pending_from(timer.id, b.now()).await.unwrap();
+    b.timers.get_timer(timer.id).await.unwrap().unwrap()
+}
+
+/// The run times of `timer`'s fires, ascending.
+async fn run_times(b: &Backend, timer: &Timer) -> Vec<i64> {
+    b.fires.run_times_between(timer.id, i64::MIN, i64::MAX).await.unwrap()
+}
+
+pub async fn a_plan_of_the_current_definition_inserts_its_fires_once(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let other = timer(&b, "other", TimerStatus::Enabled).await;
+    let mut batch = plan(&b, &t, &[1_000, 2_000, 3_000]);
+    batch.extend(plan(&b, &other, &[1_000]));
+    assert_eq!(b.fires.insert_planned_fires(&batch, b.now()).await.unwrap(), 4);
+    assert_eq!(b.fires.insert_planned_fires(&batch, b.now()).await.unwrap(), 0, "all exist");
+    assert_eq!(b.fires.insert_planned_fires(&[], b.now()).await.unwrap(), 0);
+    let now = b.now();
+    assert_eq!(run_times(&b, &t).await, [now + 1_000, now + 2_000, now + 3_000]);
+    let pending = b.fires.pending_between(Some(other.id), now, now + 10_000, 10).await.unwrap();
+    assert_eq!(pending, [FireKey { timer_id: other.id, run_ms: now + 1_000 }], "pending, as any new fire");
+}
+
+pub async fn a_plan_of_a_replaced_definition_inserts_no_fire(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let untouched = timer(&b, "untouched", TimerStatus::Enabled).await;
+    // A step reads both timers (every second) and plans their fires...
+    let mut stale = plan(&b, &t, &[1_000, 2_000, 3_000, 4_000]);
+    stale.extend(plan(&b, &untouched, &[1_000, 2_000]));
+    // ... and an update of one commits before the plan is written.
+    b.clock.advance(1);
+    let updated = update_to(&b, &t, "*/2 * * * * *").await;
+    assert_ne!(updated.modify_time, t.modify_time);
+    assert_eq!(b.fires.insert_planned_fires(&stale, b.now()).await.unwrap(), 2, "only the untouched timer's");
+    assert!(run_times(&b, &t).await.is_empty(), "no fire of the old definition after the update");
+    assert_eq!(run_times(&b, &untouched).await.len(), 2);
+    // The new definition's plan goes in.
+    let fresh = plan(&b, &updated, &[1_999, 3_999]);
+    assert_eq!(b.fires.insert_planned_fires(&fresh, b.now()).await.unwrap(), 2);
+    assert_eq!(run_times(&b, &t).await.len(), 2);
+}
+
+pub async fn a_plan_of_a_timer_whose_status_changed_inserts_no_fire(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let stale = plan(&b, &t, &[1_000]);
+    b.clock.advance(1);
+    assert!(b.timers.set_timer_status(t.id, TimerStatus::Disabled, b.now()).await.unwrap());
+    assert_eq!(b.fires.insert_planned_fires(&stale, b.now()).await.unwrap(), 0);
+    let mut unknown = plan(&b, &t, &[2_000]);
+    unknown[0].fire.key.timer_id = t.id + 1_000;
+    assert_eq!(b.fires.insert_planned_fires(&unknown, b.now()).await.unwrap(), 0, "no fire of a timer not stored");
+}
+
+pub async fn a_plan_of_a_replaced_definition_moves_no_next_fire(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let untouched = timer(&b, "untouched", TimerStatus::Enabled).await;
+    let later = b.now() + 86_400_000;
+    let next = |timer: &Timer| NextRun { timer_id: timer.id, run_ms: Some(later), timer_modified: timer.modify_time };
+    let stale = [next(&t), next(&untouched)];
+    b.clock.advance(1);
+    let updated = update_to(&b, &t, "*/2 * * * * *").await;
+    b.timers.set_planned_next_runs(&stale).await.unwrap();
+    let due: Vec<i64> = b.timers.due_timers(b.now() + 60_000, 10).await.unwrap().iter().map(|d| d.id).collect();
+    assert_eq!(due, [t.id], "the updated timer stays marked for expansion; the untouched one moved");
+    b.timers.set_planned_next_runs(&[next(&updated)]).await.unwrap();
+    assert!(b.timers.due_timers(b.now() + 60_000, 10).await.unwrap().is_empty(), "the current plan moves it");
+    b.timers.set_planned_next_runs(&[]).await.unwrap();
+}
