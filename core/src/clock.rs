@@ -3,7 +3,7 @@
 //! Every time inside xtimer is Unix milliseconds in UTC; nothing reads the
 //! process's local time zone.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// A source of the current time in Unix milliseconds.
@@ -59,13 +59,12 @@ impl Clock for ManualClock {
 pub struct OffsetClock {
     inner: SharedClock,
     offset_ms: AtomicI64,
-    observed: AtomicBool,
 }
 
 impl OffsetClock {
     /// `inner`, offset by nothing yet.
     pub fn new(inner: SharedClock) -> Self {
-        Self { inner, offset_ms: AtomicI64::new(0), observed: AtomicBool::new(false) }
+        Self { inner, offset_ms: AtomicI64::new(0) }
     }
 
     /// The inner clock's reading, without the offset.
@@ -81,9 +80,11 @@ impl OffsetClock {
     /// Takes one reading of the reference clock, `reference_ms`, made
     /// between `sent_ms` and `received_ms` of the inner clock (its midpoint
     /// is taken as the reading's moment, so it is off by at most half the
-    /// round trip). The first reading sets the offset; a later one moves it
-    /// only when the offset kept lies outside the reading's own error, so
-    /// the clock does not jitter with round-trip times. A reading whose
+    /// round trip, and by a millisecond of rounding). A reading moves the
+    /// offset only when the offset kept (none at first) lies outside the
+    /// reading's own error, so the clock does not jitter with round-trip
+    /// times, and clocks that agree within a reading's error keep the
+    /// node's own. A reading whose
     /// round trip took longer than `max_round_trip_ms` is too vague and
     /// ignored. Returns the offset after the reading.
     pub fn observe(&self, sent_ms: i64, reference_ms: i64, received_ms: i64, max_round_trip_ms: i64) -> i64 {
@@ -93,8 +94,7 @@ impl OffsetClock {
             return kept;
         }
         let offset = reference_ms - (sent_ms + round_trip / 2);
-        let first = !self.observed.swap(true, Ordering::AcqRel);
-        if first || (offset - kept).abs() > round_trip / 2 + 1 {
+        if (offset - kept).abs() > round_trip / 2 + 1 {
             self.offset_ms.store(offset, Ordering::Release);
             return offset;
         }
@@ -146,6 +146,9 @@ mod tests {
         let inner = Arc::new(ManualClock::new(10_000));
         let clock = OffsetClock::new(inner.clone());
         assert_eq!(clock.now_ms(), 10_000, "no reading yet");
+        // Clocks that agree within the reading's error (1 ms of rounding
+        // here) keep the node's own.
+        assert_eq!(clock.observe(10_000, 10_001, 10_001, 1_000), 0);
         // The reference said 12,000 between 10,000 and 10,040 here: 1,980 ahead.
         assert_eq!(clock.observe(10_000, 12_000, 10_040, 1_000), 1_980);
         assert_eq!(clock.now_ms(), 11_980);

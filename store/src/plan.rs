@@ -42,10 +42,6 @@ pub(crate) async fn insert_fires(db: &Database, fires: &[PlannedFire], now_ms: i
     if fires.is_empty() {
         return Ok(0);
     }
-    if std::env::var("UNFENCED").is_ok() {
-        let f: Vec<crate::NewFire> = fires.iter().map(|p| p.fire.clone()).collect();
-        return crate::FireRepo::insert_fires(db, &f, now_ms).await;
-    }
     match db {
         Database::Sqlite { write, .. } => insert_sqlite(write, fires, now_ms).await,
         Database::Postgres(pool) => insert_pg(pool, fires, now_ms).await,
