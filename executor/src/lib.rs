@@ -716,7 +716,9 @@ impl ExecutorHandle {
         match self.inner.timers.pause_if_failing(timer.id, fire.task_id, n, timer.modify_time, &reason, now).await {
             Ok(true) => tracing::warn!(timer_id = timer.id, app = %timer.app, %reason, "Timer disabled."),
             Ok(false) => {}
-            Err(err) => tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Checking pauseAfterFailures failed."),
+            Err(err) => {
+                tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Checking pauseAfterFailures failed.")
+            }
         }
     }
 
@@ -747,7 +749,13 @@ impl ExecutorHandle {
     /// for a slot, or a request whose answer did not come, across a stall
     /// is made again (the claim checked first) and not counted against the
     /// host's circuit breaker.
-    async fn call(&self, app: &str, target: &Target, fire: &ClaimedFire, held: &mut Held) -> Result<(Answer, i64), NotSent> {
+    async fn call(
+        &self,
+        app: &str,
+        target: &Target,
+        fire: &ClaimedFire,
+        held: &mut Held,
+    ) -> Result<(Answer, i64), NotSent> {
         let inner = &self.inner;
         let key = fire.key;
         let timeout = target.timeout().unwrap_or(Duration::from_millis(inner.config.timeout_ms));
@@ -794,7 +802,10 @@ impl ExecutorHandle {
             if !answered && stalls < STALL_RESENDS && inner.pause.crossed(sending.mark) {
                 // Cut short by this node's own stall: sent again once the
                 // claim is checked (the receiver may have it: it was in flight).
-                tracing::info!(task_id = fire.task_id, "A callback was cut short by a stall of this node; sending it again.");
+                tracing::info!(
+                    task_id = fire.task_id,
+                    "A callback was cut short by a stall of this node; sending it again."
+                );
                 drop(pass);
                 stalls += 1;
                 *held = Held { at_ms: sending.at_ms, ..*held };

@@ -140,7 +140,9 @@ impl Migrator {
             match self.run_once().await {
                 Ok(Some(report)) => tracing::debug!(?report, "Migrator step done."),
                 Ok(None) => tracing::debug!("Migrator step taken by another node."),
-                Err(err) => tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Migrator step failed; the next step retries."),
+                Err(err) => {
+                    tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Migrator step failed; the next step retries.")
+                }
             }
         }
         Ok(())

@@ -69,7 +69,9 @@ impl Retention {
             match self.run_once(&shutdown).await {
                 Ok(Some(0)) | Ok(None) => {}
                 Ok(Some(deleted)) => tracing::debug!(deleted, "Expired fire records deleted."),
-                Err(err) => tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Retention failed; the next period retries."),
+                Err(err) => {
+                    tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Retention failed; the next period retries.")
+                }
             }
         }
     }
@@ -101,7 +103,9 @@ impl Retention {
                     tracing::debug!(partitions = ?report.kept, "Expired fire partitions kept: they hold fires under way.");
                 }
             }
-            Err(err) => tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Keeping fire partitions failed; the next period retries."),
+            Err(err) => {
+                tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Keeping fire partitions failed; the next period retries.")
+            }
         }
         let before = now.saturating_sub(keep);
         let mut deleted = 0;

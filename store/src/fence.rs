@@ -32,12 +32,17 @@ macro_rules! confirm_by_select {
         sqlx::query(&$pool.sql(BEAT)).bind($now_ms).bind($node_id).bind($now_ms).execute(&mut *tx).await?;
         let mut held = Vec::new();
         for chunk in $claims.chunks(MAX_PARAMS / 2) {
-            let mut qb =
-                QueryBuilder::new(formatcp!("SELECT task_id, owner FROM t_timer_task WHERE status = {} AND ", code::RUNNING));
+            let mut qb = QueryBuilder::new(formatcp!(
+                "SELECT task_id, owner FROM t_timer_task WHERE status = {} AND ",
+                code::RUNNING
+            ));
             push_id_list(&mut qb, chunk.iter().map(|c| c.task_id));
             qb.push($lock);
             let rows = qb.build().fetch_all(&mut *tx).await?;
-            held.extend(still_owned(chunk, rows.iter().map(|r| (r.try_get("task_id").map_err(Into::into), opt_text(r, "owner"))))?);
+            held.extend(still_owned(
+                chunk,
+                rows.iter().map(|r| (r.try_get("task_id").map_err(Into::into), opt_text(r, "owner"))),
+            )?);
         }
         for chunk in held.chunks(MAX_PARAMS / 2) {
             let mut qb = QueryBuilder::new("UPDATE t_timer_task SET lease_until = CASE WHEN lease_until < ");
@@ -74,9 +79,8 @@ pub(crate) async fn confirm_claims(
                  RETURNING f.task_id",
                 code::RUNNING
             );
-            let (first, last) = claims
-                .iter()
-                .fold((i64::MAX, i64::MIN), |(lo, hi), c| (lo.min(c.key.run_ms), hi.max(c.key.run_ms)));
+            let (first, last) =
+                claims.iter().fold((i64::MAX, i64::MIN), |(lo, hi), c| (lo.min(c.key.run_ms), hi.max(c.key.run_ms)));
             let mut tx = pool.begin().await?;
             sqlx::query(BEAT).bind(now_ms).bind(node_id).bind(now_ms).execute(&mut *tx).await?;
             let rows = sqlx::query(SQL)
@@ -96,7 +100,6 @@ pub(crate) async fn confirm_claims(
         Database::Sqlite { write, .. } => confirm_by_select!(write, node_id, claims, lease_until, now_ms, ""),
     }
 }
-
 
 /// Of `rows` (task id, owner) read for `claims`, the ids whose owner is
 /// still the claim's.

@@ -32,9 +32,9 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use crate::db::{on_db, Dialect};
 use crate::repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue, PartitionReport};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, lease_judged_at, code, fire_from_row, fire_status, key_from_row, padded, page_bound,
-    push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS, SKIPPED_OUTPUT,
-    SQLITE_BATCH_ROWS, TIMER_ENABLED,
+    claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, lease_judged_at, padded,
+    page_bound, push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS,
+    SKIPPED_OUTPUT, SQLITE_BATCH_ROWS, TIMER_ENABLED,
 };
 use crate::{mysql, partition, Database, Error, Result};
 

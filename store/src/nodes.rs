@@ -60,7 +60,8 @@ impl NodeRepo for Database {
     async fn database_now_ms(&self) -> Result<Option<i64>> {
         // Both read the server's UTC clock, whatever the session's time zone.
         const PG: &str = "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
-        const MYSQL: &str = "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)";
+        const MYSQL: &str =
+            "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)";
         Ok(match self {
             Self::Sqlite { .. } => None,
             Self::Postgres(pool) => Some(sqlx::query_scalar::<_, i64>(PG).fetch_one(pool).await?),

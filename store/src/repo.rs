@@ -296,8 +296,13 @@ pub trait FireRepo: Send + Sync {
     /// meanwhile are left out. Writes `node_id`'s heartbeat at `now_ms`
     /// first and extends the confirmed leases to `now_ms + lease_ms`, in one
     /// transaction, so none of them can be taken over before it is sent.
-    async fn confirm_claims(&self, node_id: &str, claims: &[ClaimedFire], lease_ms: i64, now_ms: i64)
-        -> Result<Vec<i64>>;
+    async fn confirm_claims(
+        &self,
+        node_id: &str,
+        claims: &[ClaimedFire],
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Vec<i64>>;
     /// Marks pending fires missed.
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64>;
     /// Overdue fires: pending with run time before `pending_before_ms`, or

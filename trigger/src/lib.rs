@@ -202,7 +202,9 @@ impl Shared {
                         tracing::warn!(%shard, "Shard lease lost; another node owns it now.");
                         break false;
                     }
-                    Ok(Err(err)) => tracing::warn!(%shard, error = %xtimer_core::error::error_chain(&err), "Shard lease renewal failed; retrying."),
+                    Ok(Err(err)) => {
+                        tracing::warn!(%shard, error = %xtimer_core::error::error_chain(&err), "Shard lease renewal failed; retrying.")
+                    }
                     Err(_) => tracing::warn!(%shard, "Shard lease renewal timed out; retrying."),
                 }
                 if renewed_at != now && self.clock.now_ms() >= give_up_at {
@@ -227,7 +229,9 @@ impl Shared {
             match self.leases.finish(&lease).await {
                 Ok(true) => tracing::debug!(%shard, "Shard done."),
                 Ok(false) => tracing::warn!(%shard, "Shard lease lost before it was marked done."),
-                Err(err) => tracing::warn!(%shard, error = %xtimer_core::error::error_chain(&err), "Marking the shard done failed."),
+                Err(err) => {
+                    tracing::warn!(%shard, error = %xtimer_core::error::error_chain(&err), "Marking the shard done failed.")
+                }
             }
         } else {
             self.drop_shard(shard);
