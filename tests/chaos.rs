@@ -8,6 +8,8 @@ mod chaos;
 #[allow(dead_code)]
 #[path = "cluster/nodes.rs"]
 mod nodes;
+#[path = "cluster/proxy.rs"]
+mod proxy;
 #[allow(dead_code)]
 #[path = "cluster/servers.rs"]
 mod servers;

@@ -594,13 +594,7 @@ impl ExecutorHandle {
         let answer = match (&timer.notify, &cached.target) {
             (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire, held).await,
             (Notify::Http(notify), None) => self.call(&timer.app, &inner.endpoints.target(notify), fire, held).await,
-            (Notify::Asyncflow(task), _) => match self.executor_permit().await {
-                Some(_permit) => match self.still_ours(fire, held).await {
-                    Ok(()) => Ok(self.create_task(&timer.app, task, fire.key).await),
-                    Err(not_sent) => Err(not_sent),
-                },
-                None => Err(NotSent::Stopped),
-            },
+            (Notify::Asyncflow(task), _) => self.create_task_held(&timer.app, task, fire, held).await,
         };
         let (answer, cost) = match answer {
             Ok(sent) => sent,
@@ -764,6 +758,9 @@ impl ExecutorHandle {
             if inner.hard_stop.is_cancelled() {
                 return Err(NotSent::Stopped);
             }
+            // Checked before the slots are taken too: a check waiting for an
+            // unreachable database holds no host's or app's slot.
+            self.still_ours(fire, held).await?;
             let entering = inner.pause.mark();
             // Biased: entering is tried first, so a fire whose slots are free
             // never waits on the stop token (each wait registers with it).
@@ -785,6 +782,8 @@ impl ExecutorHandle {
                 }
             };
             let _permit = self.executor_permit().await.ok_or(NotSent::Stopped)?;
+            // Again at the last moment (no database round trip unless the
+            // node stood still, or its heartbeats failed, since the first).
             self.still_ours(fire, held).await?;
             let sending = self.held_now();
             let secret = inner.callbacks.secrets.secret_for(app).await;
@@ -899,6 +898,21 @@ impl ExecutorHandle {
             }
         }
         rx.await.ok()
+    }
+
+    /// [`ExecutorHandle::create_task`] in a slot of the executor, the claim
+    /// checked as a callback's is (before the slot and at the last moment).
+    async fn create_task_held(
+        &self,
+        app: &str,
+        task: &AsyncflowNotify,
+        fire: &ClaimedFire,
+        held: &mut Held,
+    ) -> Result<(Answer, i64), NotSent> {
+        self.still_ours(fire, held).await?;
+        let _permit = self.executor_permit().await.ok_or(NotSent::Stopped)?;
+        self.still_ours(fire, held).await?;
+        Ok(self.create_task(app, task, fire.key).await)
     }
 
     /// The fire of a timer that creates a task: success is the task

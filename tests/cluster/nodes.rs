@@ -71,6 +71,13 @@ impl ProcNode {
         self.child.id()
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, …) to the process with `kill(1)`.
+    #[allow(dead_code)]
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{signal} {}", self.child.id());
+    }
+
     /// SIGKILL: no shutdown, no release, no flush.
     pub fn kill9(&mut self) {
         self.child.kill().unwrap();

@@ -129,7 +129,7 @@ fn mysql_command(bin: &str, args: &[&str]) -> Command {
 /// A MariaDB server (MySQL's stand-in) in a temporary folder: no grant
 /// tables (any user connects, like trust auth), no durability, and a
 /// database `xtimer` for the nodes.
-#[allow(dead_code)] // the chaos run uses PostgreSQL only
+#[allow(dead_code)] // not every field is read by each test binary
 pub struct Mariadb {
     pub url: String,
     data: PathBuf,
@@ -205,6 +205,14 @@ impl Mariadb {
             std::thread::sleep(Duration::from_millis(100));
         }
         panic!("MariaDB did not start: {}", std::fs::read_to_string(self.data.join("server.log")).unwrap_or_default());
+    }
+
+    /// Stops the server (connections are cut), waits `down`, starts it
+    /// again. Blocks: call it off the async workers. (Used by the chaos run.)
+    pub fn restart(&self, down: Duration) {
+        self.down();
+        std::thread::sleep(down);
+        self.up();
     }
 
     /// Stops the server (connections are cut) and waits until it is gone.
