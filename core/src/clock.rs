@@ -50,6 +50,11 @@ impl Clock for ManualClock {
     }
 }
 
+/// The smallest move of an [`OffsetClock`]: clocks that agree this well
+/// (NTP does better) are left alone; the correction is for a clock that is
+/// off by much more.
+pub const MIN_CORRECTION_MS: i64 = 20;
+
 /// A clock that reads another and adds an offset: a node's clock set to
 /// the database's, so that every node of a cluster judges heartbeats and
 /// leases on one clock and a node whose own clock is skewed neither looks
@@ -80,11 +85,11 @@ impl OffsetClock {
     /// Takes one reading of the reference clock, `reference_ms`, made
     /// between `sent_ms` and `received_ms` of the inner clock (its midpoint
     /// is taken as the reading's moment, so it is off by at most half the
-    /// round trip, and by a millisecond of rounding). A reading moves the
-    /// offset only when the offset kept (none at first) lies outside the
-    /// reading's own error, so the clock does not jitter with round-trip
-    /// times, and clocks that agree within a reading's error keep the
-    /// node's own. A reading whose
+    /// round trip, and by two milliseconds of rounding). A reading moves
+    /// the offset only when the offset kept (none at first) lies outside the
+    /// reading's own error and differs by more than [`MIN_CORRECTION_MS`],
+    /// so the clock does not jitter with round-trip times, and clocks that
+    /// agree that well keep the node's own. A reading whose
     /// round trip took longer than `max_round_trip_ms` is too vague and
     /// ignored. Returns the offset after the reading.
     pub fn observe(&self, sent_ms: i64, reference_ms: i64, received_ms: i64, max_round_trip_ms: i64) -> i64 {
@@ -94,7 +99,10 @@ impl OffsetClock {
             return kept;
         }
         let offset = reference_ms - (sent_ms + round_trip / 2);
-        if (offset - kept).abs() > round_trip / 2 + 1 {
+        // The reading's error: half the round trip, and two milliseconds of
+        // rounding (each of the three readings is whole milliseconds).
+        let error = round_trip / 2 + 2;
+        if (offset - kept).abs() > error.max(MIN_CORRECTION_MS) {
             self.offset_ms.store(offset, Ordering::Release);
             return offset;
         }
@@ -146,9 +154,10 @@ mod tests {
         let inner = Arc::new(ManualClock::new(10_000));
         let clock = OffsetClock::new(inner.clone());
         assert_eq!(clock.now_ms(), 10_000, "no reading yet");
-        // Clocks that agree within the reading's error (1 ms of rounding
-        // here) keep the node's own.
-        assert_eq!(clock.observe(10_000, 10_001, 10_001, 1_000), 0);
+        // Clocks that agree within the reading's error, or within 20 ms,
+        // keep the node's own.
+        assert_eq!(clock.observe(10_000, 10_002, 10_001, 1_000), 0);
+        assert_eq!(clock.observe(10_000, 10_019, 10_002, 1_000), 0);
         // The reference said 12,000 between 10,000 and 10,040 here: 1,980 ahead.
         assert_eq!(clock.observe(10_000, 12_000, 10_040, 1_000), 1_980);
         assert_eq!(clock.now_ms(), 11_980);
@@ -156,9 +165,9 @@ mod tests {
         assert_eq!(clock.now_ms(), 12_480);
         assert_eq!(clock.inner_now_ms(), 10_500);
         assert_eq!(clock.observe(10_000, 5_000, 12_000, 1_000), 1_980, "a slow reading is ignored");
-        // 1,990 +- 20: the offset kept is within the reading's error.
+        // 1,990 +- 22: the offset kept is within the reading's error.
         assert_eq!(clock.observe(11_000, 13_010, 11_040, 1_000), 1_980);
-        // 2,500 +- 5: the kept offset is outside it; the clock moves.
+        // 2,500 +- 7: the kept offset is far outside it; the clock moves.
         assert_eq!(clock.observe(11_000, 13_505, 11_010, 1_000), 2_500);
         assert_eq!(clock.offset_ms(), 2_500);
     }

@@ -58,8 +58,9 @@ impl NodeRepo for Database {
     }
 
     async fn database_now_ms(&self) -> Result<Option<i64>> {
-        // Both read the server's UTC clock, whatever the session's time zone.
-        const PG: &str = "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
+        // Both read the server's UTC clock, whatever the session's time zone,
+        // in whole milliseconds rounded down (as the node reads its own).
+        const PG: &str = "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)";
         const MYSQL: &str =
             "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)";
         Ok(match self {
