@@ -18,6 +18,7 @@ use xtimer_executor::notify::NOTIFY_SWEEP_PERIOD;
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, NotifySweeper, Reconciler, Wiring};
 use xtimer_migrator::{Expander, Migrator, Retention};
 use xtimer_scheduler::Scheduler;
+use xtimer_service::{Parts, ServiceConfig, TimerService};
 use xtimer_store::{ShardLeases, Stores};
 use xtimer_trigger::{Trigger, TriggerChannels};
 use xtimer_webserver::security::Security;
@@ -156,19 +157,17 @@ impl Node {
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        let state = AppState::new(
-            stores.timers.clone(),
-            stores.fires.clone(),
-            expander.clone(),
-            clock.clone(),
-            config.server.clone(),
-        );
         let security =
             Security::new(&config.auth, &config.callback, &config.limits, Some(stores.auth.clone()), clock.clone())?;
+        let parts = Parts {
+            timers: stores.timers.clone(),
+            fires: stores.fires.clone(),
+            expander: expander.clone(),
+            targets: security.targets(Some(tasks.clone())),
+        };
+        let service = TimerService::new(&ctx, parts, ServiceConfig::from_config(&config));
         let trigger_handle = trigger.handle();
-        let state = state
-            .with_security(security)
-            .with_fire_retention(config.retention.keep_fires_ms)
+        let state = AppState::new(service, security, config.server.clone())
             .with_shards_held(Arc::new(move || trigger_handle.held().len()));
         let app = router(state.with_nodes(stores.nodes.clone()).with_tasks(tasks.clone()));
         if !config.auth.enabled && !addr.ip().is_loopback() {

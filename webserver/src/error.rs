@@ -14,6 +14,8 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use xtimer_service::ServiceError;
+
 use crate::envelope::error_response;
 
 /// An error and each of its causes, joined by `": "` (logs name every cause).
@@ -104,7 +106,7 @@ pub enum ApiError {
     },
     /// The task engine failed (reading a task type's owner). 500.
     #[error("the task engine failed")]
-    Tasks(#[source] xtimer_asyncflow::Error),
+    Tasks(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The system's randomness failed (issuing a token). 500.
     #[error("no randomness")]
     Randomness(#[source] std::io::Error),
@@ -158,6 +160,27 @@ impl From<xtimer_migrator::Error> for ApiError {
                 Self::LimitExceeded { msg: err.to_string(), retry_after: Some(std::time::Duration::from_secs(1)) }
             }
             other => Self::Expand(other),
+        }
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    /// The reply to each refusal of a use case: not found 404, another
+    /// app's timer 403, an invalid field 400, a taken name 409, a limit
+    /// 429, an interrupted create 503, a failure 500.
+    fn from(err: ServiceError) -> Self {
+        match err {
+            ServiceError::NotFound { id, app } => Self::TimerNotFound { id, app },
+            forbidden @ ServiceError::Forbidden { .. } => {
+                Self::Auth(crate::auth::AuthError::Forbidden(forbidden.to_string()))
+            }
+            invalid @ ServiceError::Invalid { .. } => Self::Invalid(invalid.to_string()),
+            ServiceError::NameTaken { app, name } => Self::NameTaken { app, name },
+            ServiceError::LimitExceeded { msg, retry_after } => Self::LimitExceeded { msg, retry_after },
+            ServiceError::Interrupted => Self::Interrupted,
+            ServiceError::Store(err) => Self::Store(err),
+            ServiceError::Expand(err) => Self::Expand(err),
+            ServiceError::TaskEngine(err) => Self::Tasks(err),
         }
     }
 }

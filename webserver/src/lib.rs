@@ -3,7 +3,9 @@
 //! # Layout
 //!
 //! - [`router`]: every route and layer, given an [`AppState`].
-//! - [`routes`]: handlers, one module per URL tree:
+//! - [`routes`]: handlers, one module per URL tree; a timer handler
+//!   extracts, authorizes, calls one [`xtimer_service::TimerService`]
+//!   method and maps its result ([`ApiError`] from `ServiceError`):
 //!   - [`routes::timers`]: `/api/xtimer/...` and `/xtimer/...` (create,
 //!     enable, disable, delete, get, list, list fires), with
 //!     [`routes::timers::input`] (request types and their validation) and
@@ -51,60 +53,51 @@ use tower_http::trace::TraceLayer;
 use xtimer_asyncflow::Tasks;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::SharedClock;
-use xtimer_migrator::Expander;
-use xtimer_store::{FireRepo, NodeRepo, TimerRepo};
+use xtimer_service::TimerService;
+use xtimer_store::NodeRepo;
 
 pub use envelope::Envelope;
 pub use error::ApiError;
 
-/// What every handler shares: the repositories, the expander (to expand a
-/// timer into fires the moment it is enabled), the clock and the server
-/// configuration. One `Arc` to clone: axum clones the state for every
-/// extractor of every request.
+/// What every handler shares: the timer use cases ([`TimerService`]), the
+/// clock, the security settings and the server configuration. One `Arc` to
+/// clone: axum clones the state for every extractor of every request.
 #[derive(Clone)]
 pub struct AppState(Arc<Shared>);
 
 /// The fields of [`AppState`].
 #[derive(Clone)]
 pub struct Shared {
-    timers: Arc<dyn TimerRepo>,
-    fires: Arc<dyn FireRepo>,
-    expander: Expander,
+    service: TimerService,
     clock: SharedClock,
     config: Arc<ServerConfig>,
     nodes: Option<Arc<dyn NodeRepo>>,
     tasks: Option<Tasks>,
     security: Arc<security::Security>,
-    creates: Arc<routes::timers::group_commit::CreateQueue>,
     shards_held: Option<metrics::ShardsHeld>,
     timer_counts: Arc<metrics::TimerCounts>,
-    keep_fires_ms: u64,
 }
 
 impl AppState {
-    /// Bundles the handlers' dependencies. `config.max_body_bytes` limits
-    /// request bodies.
-    pub fn new(
-        timers: Arc<dyn TimerRepo>,
-        fires: Arc<dyn FireRepo>,
-        expander: Expander,
-        clock: SharedClock,
-        config: ServerConfig,
-    ) -> Self {
+    /// The API over `service`, enforcing `security` (auth, limits; the
+    /// service checks callback targets with [`security::Security::targets`]),
+    /// with `config` (`config.max_body_bytes` limits request bodies).
+    pub fn new(service: TimerService, security: security::Security, config: ServerConfig) -> Self {
         Self(Arc::new(Shared {
-            timers,
-            fires,
-            expander,
-            clock,
+            clock: service.clock().clone(),
+            service,
             config: Arc::new(config),
             nodes: None,
             tasks: None,
-            security: Arc::default(),
-            creates: Arc::default(),
+            security: Arc::new(security),
             shards_held: None,
             timer_counts: Arc::default(),
-            keep_fires_ms: xtimer_core::config::RetentionConfig::default().keep_fires_ms,
         }))
+    }
+
+    /// The timer use cases.
+    pub fn service(&self) -> &TimerService {
+        &self.service
     }
 
     /// Serves `GET /api/xtimer/nodes` from `nodes`.
@@ -119,34 +112,10 @@ impl AppState {
         self
     }
 
-    /// Enforces `security` (auth, limits, callback targets) instead of
-    /// the default (auth off, default limits and target policy).
-    pub fn with_security(mut self, security: security::Security) -> Self {
-        Arc::make_mut(&mut self.0).security = Arc::new(security);
-        self
-    }
-
-    /// The queue `createTimer` group-commits through.
-    pub(crate) fn creates(&self) -> &routes::timers::group_commit::CreateQueue {
-        &self.creates
-    }
-
     /// Reports `xtimer_shards_held` from `held` (this node's trigger).
     pub fn with_shards_held(mut self, held: metrics::ShardsHeld) -> Self {
         Arc::make_mut(&mut self.0).shards_held = Some(held);
         self
-    }
-
-    /// Tells `backfillTimer` how long fire records are kept
-    /// (`retention.keep_fires_ms`): a backfill may not reach further back.
-    pub fn with_fire_retention(mut self, keep_fires_ms: u64) -> Self {
-        Arc::make_mut(&mut self.0).keep_fires_ms = keep_fires_ms;
-        self
-    }
-
-    /// How long fire records are kept, ms.
-    pub(crate) fn keep_fires_ms(&self) -> i64 {
-        i64::try_from(self.keep_fires_ms).unwrap_or(i64::MAX)
     }
 
     /// The server configuration this state was built with.

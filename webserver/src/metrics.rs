@@ -52,7 +52,7 @@ struct Counted {
 }
 
 impl Counted {
-    async fn make(count: impl Future<Output = TimerCountsResult>) -> xtimer_store::Result<Self> {
+    async fn make(count: impl Future<Output = TimerCountsResult>) -> xtimer_service::Result<Self> {
         let started = tokio::time::Instant::now();
         let counts = count.await?;
         let at = tokio::time::Instant::now();
@@ -60,7 +60,7 @@ impl Counted {
     }
 }
 
-type TimerCountsResult = xtimer_store::Result<Vec<(TimerStatus, u64)>>;
+type TimerCountsResult = xtimer_service::Result<Vec<(TimerStatus, u64)>>;
 
 impl TimerCounts {
     /// The counts: the last ones (starting a fresh count in the background
@@ -152,8 +152,8 @@ pub async fn metrics_get(State(state): State<AppState>, auth: AuthContext) -> Re
 /// (written here, not kept in the process-wide recorder, which several
 /// nodes in one process would share).
 async fn gauges(state: &AppState, out: &mut String) {
-    let timers = state.timers.clone();
-    match state.timer_counts.get(move || async move { timers.count_timers_by_status().await }).await {
+    let service = state.service.clone();
+    match state.timer_counts.get(move || async move { service.count_timers().await }).await {
         Ok(counts) => {
             gauge_head(out, TIMERS, "Timers by status (deleted ones left out).");
             for status in [TimerStatus::Disabled, TimerStatus::Enabled, TimerStatus::Completed] {
@@ -259,13 +259,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_failed_count_is_not_kept() {
         let (counts, made) = (TimerCounts::default(), Arc::new(AtomicU64::new(0)));
-        let failed = counts.get(|| async { Err(xtimer_store::Error::UnsupportedUrl("down".into())) }).await;
+        let failed = counts.get(|| async { Err(xtimer_store::Error::UnsupportedUrl("down".into()).into()) }).await;
         assert!(failed.is_err());
         assert_eq!(counts.get(|| counter(&made, Duration::from_millis(1))).await.unwrap(), enabled(1));
 
         // A fresh count that fails drops the last one: the next scrape counts itself.
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let stale = counts.get(|| async { Err(xtimer_store::Error::UnsupportedUrl("down".into())) }).await;
+        let stale = counts.get(|| async { Err(xtimer_store::Error::UnsupportedUrl("down".into()).into()) }).await;
         assert_eq!(stale.unwrap(), enabled(1));
         tokio::time::sleep(Duration::from_millis(1)).await;
         let asked = tokio::time::Instant::now();

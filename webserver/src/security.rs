@@ -5,9 +5,14 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::http::Uri;
+use xtimer_asyncflow::Tasks;
 use xtimer_core::config::{AuthConfig, CallbackConfig, LimitsConfig};
 use xtimer_core::target_policy::TargetPolicy;
 use xtimer_core::SharedClock;
+use xtimer_service::{Targets, TaskTypeError};
 use xtimer_store::AuthRepo;
 
 use crate::auth::Auth;
@@ -28,38 +33,6 @@ pub struct Security {
     pub policy: Arc<TargetPolicy>,
     /// Whether `createTimer` resolves callback hosts to check them.
     pub resolve_at_create: bool,
-    /// Serializes the updates of each app's timers.
-    pub app_locks: AppLocks,
-}
-
-/// Locks over apps, held by an update from its read of the timer to its
-/// re-expansion, so that two updates of one timer on this node cannot
-/// interleave their fires. (The limits need no lock: the store checks them
-/// in the write's transaction.)
-/// A fixed set of stripes (an app's name picks one), so that unknown app
-/// names cannot grow it.
-pub struct AppLocks(Vec<Arc<tokio::sync::Mutex<()>>>);
-
-/// Stripes of [`AppLocks`]: apps that share one wait for each other.
-const APP_LOCK_STRIPES: usize = 256;
-
-impl Default for AppLocks {
-    fn default() -> Self {
-        Self((0..APP_LOCK_STRIPES).map(|_| Arc::default()).collect())
-    }
-}
-
-impl AppLocks {
-    /// Waits for `app`'s lock.
-    pub async fn lock(&self, app: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        self.0[self.stripe(app)].clone().lock_owned().await
-    }
-
-    fn stripe(&self, app: &str) -> usize {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(app);
-        hash as usize % self.0.len()
-    }
 }
 
 impl Default for Security {
@@ -72,7 +45,6 @@ impl Default for Security {
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
             limits,
             policy: Arc::new(TargetPolicy::default()),
-            app_locks: AppLocks::default(),
             resolve_at_create: callback.resolve_at_create,
         }
     }
@@ -94,8 +66,48 @@ impl Security {
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
             limits: limits.clone(),
             policy: Arc::new(policy),
-            app_locks: AppLocks::default(),
             resolve_at_create: callback.resolve_at_create,
         })
+    }
+}
+
+impl Security {
+    /// The checks the timer service makes of a timer's targets: this
+    /// server's callback target policy, and the task types of `tasks` (none:
+    /// the task API is off, and a task notify is refused).
+    pub fn targets(&self, tasks: Option<Tasks>) -> Arc<dyn Targets> {
+        Arc::new(ServerTargets { policy: self.policy.clone(), resolve_at_create: self.resolve_at_create, tasks })
+    }
+}
+
+/// [`Targets`] as this server enforces them.
+struct ServerTargets {
+    policy: Arc<TargetPolicy>,
+    resolve_at_create: bool,
+    tasks: Option<Tasks>,
+}
+
+#[async_trait]
+impl Targets for ServerTargets {
+    /// Refused when the URL's host is, or resolves to, an address the
+    /// target policy refuses (a name is resolved only with
+    /// `callback.resolve_at_create`).
+    async fn check_callback(&self, url: &str) -> Result<(), String> {
+        let Some(host) = url.parse::<Uri>().ok().and_then(|u| u.host().map(str::to_owned)) else { return Ok(()) };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if self.resolve_at_create || bare.parse::<std::net::IpAddr>().is_ok() {
+            self.policy.check_host(&host, CREATE_RESOLVE_TIMEOUT).await.map_err(|refusal| refusal.to_string())
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn task_type_owner(&self, task_type: &str) -> Result<Option<String>, TaskTypeError> {
+        let tasks = self.tasks.as_ref().ok_or_else(|| TaskTypeError::Refused("the task API is not enabled".into()))?;
+        match tasks.owner_of(task_type).await {
+            Ok(owner) => Ok(owner),
+            Err(err) if err.is_caller_fault() => Err(TaskTypeError::Refused(err.to_string())),
+            Err(err) => Err(TaskTypeError::Failed(Box::new(err))),
+        }
     }
 }

@@ -67,14 +67,14 @@ pub async fn overview_get(State(state): State<AppState>, auth: AuthContext) -> R
     auth.require_token()?;
     let now = state.clock.now_ms();
     let from_ms = now - WINDOW_MS;
-    let fires = state.fires.ended_since(from_ms, MAX_FIRES).await?;
+    let fires = state.service.ended_fires(from_ms, MAX_FIRES).await?;
     let sampled = fires.len() == MAX_FIRES as usize;
     let fires: Vec<Fire> = fires.into_iter().filter(|f| authorize(&auth, &f.app).is_ok()).collect();
     let minutes = per_minute(&fires);
     let mut failing = failing_timers(&fires);
     let ids: Vec<i64> = failing.iter().map(|f| f.timer_id).collect();
     let names: HashMap<i64, String> =
-        state.timers.get_timers(&ids).await?.into_iter().map(|t| (t.id, t.name)).collect();
+        state.service.timers_named(&ids).await?.into_iter().map(|t| (t.id, t.name)).collect();
     for f in &mut failing {
         f.name = names.get(&f.timer_id).cloned().unwrap_or_default();
     }

@@ -17,6 +17,7 @@ use xtimer_core::config::{
 use xtimer_core::node::NodeContext;
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
+use xtimer_service::{Parts, ServiceConfig, TimerService};
 use xtimer_store::Database;
 use xtimer_store::{FireRepo, MemoryLocks, MemoryShards, Stores, TimerRepo};
 use xtimer_webserver::security::Security;
@@ -80,11 +81,17 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
     }
     let ctx = NodeContext::new(shared.clone(), "node-test", "xtimer-test");
     let expander = Migrator::new(MigratorConfig::default(), &stores, &ctx, None).expander();
-    let mut state = AppState::new(timers, fires, expander, shared.clone(), config);
-    if let Some((auth, callback, limits)) = fakes.security {
-        let tokens: Arc<dyn xtimer_store::AuthRepo> = repo.clone();
-        state = state.with_security(Security::new(&auth, &callback, &limits, Some(tokens), shared).expect("security"));
-    }
+    let (security, service_config) = match fakes.security {
+        Some((auth, callback, limits)) => {
+            let tokens: Arc<dyn xtimer_store::AuthRepo> = repo.clone();
+            let security = Security::new(&auth, &callback, &limits, Some(tokens), shared).expect("security");
+            (security, ServiceConfig { limits, ..ServiceConfig::default() })
+        }
+        None => (Security::default(), ServiceConfig::default()),
+    };
+    let parts = Parts { timers, fires, expander, targets: security.targets(None) };
+    let service = TimerService::new(&ctx, parts, service_config);
+    let state = AppState::new(service, security, config);
     TestApp { router: router(state), clock, repo, _dir: dir }
 }
 

@@ -5,10 +5,11 @@
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use xtimer_service::Backfill;
 
-use super::enabled_timer;
 use super::input::TimerRef;
 use super::preview::parse_instant;
+use super::timer_key;
 use crate::auth::{authorize, AuthContext};
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
@@ -55,34 +56,13 @@ pub async fn timers_backfill(
     auth.require_token()?;
     let ApiJson(input) = input?;
     authorize(&auth, &input.app)?;
-    let now = state.clock.now_ms();
-    let limits = &state.security.limits;
-    let from = instant("from", &input.from)?;
-    let to = instant("to", &input.to)?.min(now);
-    let oldest = now.saturating_sub(state.keep_fires_ms());
-    if from < oldest {
-        return Err(ApiError::invalid(
-            "from",
-            format!(
-                "must be within the kept fire history ({} ms, retention.keep_fires_ms): not before {}",
-                state.keep_fires_ms(),
-                xtimer_core::clock::rfc3339(oldest)
-            ),
-        ));
-    }
-    if from >= to {
-        return Err(ApiError::invalid("to", "must be after `from` (a time after now counts as now)"));
-    }
-    let most = i64::from(limits.backfill_max_fires);
-    let max_fires = input.max_fires.unwrap_or(most);
-    if !(1..=most).contains(&max_fires) {
-        return Err(ApiError::invalid(
-            "maxFires",
-            format!("must be 1 to {most} (limits.backfill_max_fires), got {max_fires}"),
-        ));
-    }
-    let timer = enabled_timer(&state, &auth, &TimerRef { id: input.id, app: input.app }, "backfill").await?;
-    let count = state.expander.backfill(&timer, from, to, max_fires as usize, limits.backfill_fires_per_second).await?;
+    let window = Backfill {
+        from_ms: instant("from", &input.from)?,
+        to_ms: instant("to", &input.to)?,
+        max_fires: input.max_fires,
+    };
+    let key = timer_key(&auth, TimerRef { id: input.id, app: input.app });
+    let count = state.service.backfill(&key, window).await?;
     Ok(Envelope(Backfilled { count }))
 }
 

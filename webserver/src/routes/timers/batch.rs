@@ -4,17 +4,15 @@
 //! reported in one 400. The batch is stored in one transaction and its
 //! enabled timers are expanded together before the reply.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use xtimer_core::timer::{NewTimer, Notify, TimerStatus};
+use xtimer_core::timer::NewTimer;
 
 use super::input::CreateTimer;
-use super::{check_target, check_task_type, quota, refusal_error, schedule_field};
 use crate::auth::{authorize, AuthContext};
-use crate::error::error_chain;
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
 
@@ -56,30 +54,7 @@ pub async fn timers_create_batch(
     for t in &timers {
         authorize(&auth, &t.app)?;
     }
-    check_targets(&state, &timers).await?;
-
-    let ids = match state.timers.create_timers_within(&timers, now, &quota(&state)).await {
-        Ok(ids) => ids,
-        Err(xtimer_store::Error::Refused { app, index, refusal }) => {
-            return Err(refusal_error(&app, refusal, schedule_field(&timers[index].schedule), Some(index)))
-        }
-        Err(err) => return Err(err.into()),
-    };
-    let enabled: Vec<_> = timers
-        .iter()
-        .zip(&ids)
-        .filter(|(t, _)| t.status == TimerStatus::Enabled)
-        .map(|(t, id)| t.stored(*id, now))
-        .collect();
-    if let Err(err) = state.expander.expand_created(&enabled).await {
-        // As createTimer: answer as if nothing was created, and make that true.
-        for id in &ids {
-            if let Err(undo) = state.timers.set_timer_status(*id, TimerStatus::Deleted, state.clock.now_ms()).await {
-                tracing::error!(timer_id = id, error = %error_chain(&undo), "Deleting a timer of a failed batch failed.");
-            }
-        }
-        return Err(err.into());
-    }
+    let ids = state.service.create_timers(&timers).await?;
     Ok(Envelope(TimerIds { ids }))
 }
 
@@ -124,34 +99,4 @@ fn validate_all(state: &AppState, items: Vec<Value>, now: i64) -> Result<Vec<New
         problems.push(format!("and {more} more problems"));
     }
     Err(ApiError::Invalid(problems.join("; ")))
-}
-
-/// The callback target policy for each distinct URL, and the task type of
-/// each distinct (app, type), naming the first item that uses it.
-async fn check_targets(state: &AppState, timers: &[NewTimer]) -> Result<(), ApiError> {
-    let mut urls: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut types: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for (i, t) in timers.iter().enumerate() {
-        match &t.notify {
-            Notify::Http(n) => {
-                urls.entry(n.url.as_str()).or_insert(i);
-            }
-            Notify::Asyncflow(task) => {
-                types.entry((t.app.as_str(), task.task_type.as_str())).or_insert(i);
-            }
-        }
-    }
-    let at = |i: usize| {
-        move |err: ApiError| match err {
-            ApiError::Invalid(msg) => ApiError::Invalid(format!("timers[{i}].{msg}")),
-            other => other,
-        }
-    };
-    for (url, i) in urls {
-        check_target(state, url).await.map_err(at(i))?;
-    }
-    for ((app, task_type), i) in types {
-        check_task_type(state, app, task_type).await.map_err(at(i))?;
-    }
-    Ok(())
 }

@@ -26,7 +26,7 @@ use xtimer_core::timer::{
 use crate::ApiError;
 
 /// Longest `app`, characters.
-pub const MAX_APP_CHARS: usize = 128;
+pub const MAX_APP_CHARS: usize = xtimer_service::MAX_APP_CHARS;
 /// Longest `name`, characters.
 pub const MAX_NAME_CHARS: usize = 256;
 /// Longest `cron`, characters.
@@ -620,19 +620,6 @@ pub struct TimerRef {
     pub app: String,
 }
 
-impl TimerRef {
-    /// Checks `app`.
-    pub fn validate(&self) -> Result<(), ApiError> {
-        let mut p = Problems::default();
-        check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
-        if p.0.is_empty() {
-            Ok(())
-        } else {
-            Err(p.into_error())
-        }
-    }
-}
-
 /// Query of `getAppTimers`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -671,13 +658,7 @@ pub struct TimerTasksQuery {
 }
 
 /// A validated page: rows to skip and to return.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Page {
-    /// Rows skipped.
-    pub offset: u64,
-    /// Rows returned at most.
-    pub limit: u64,
-}
+pub use xtimer_service::Page;
 
 impl AppTimersQuery {
     /// Checks `app` and the paging.

@@ -7,8 +7,8 @@ use serde_json::Value;
 use xtimer_core::timer::{Notify, Schedule, Timer, TimerStatus};
 
 use super::input::{CreateTimer, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerRef};
+use super::timer_key;
 use super::view::TimerView;
-use super::{check_target, check_task_type, enabled_timer, live_timer, quota, refusal_error, schedule_field};
 use crate::auth::{authorize, AuthContext};
 use crate::extract::{ApiJson, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
@@ -162,51 +162,21 @@ pub async fn timers_update(
     auth.require_token()?;
     let ApiJson(input) = input?;
     authorize(&auth, &input.app)?;
-    let r = TimerRef { id: input.id, app: input.app.clone() };
-    let _app_lock = state.security.app_locks.lock(&r.app).await;
-    let stored = live_timer(&state, &auth, &r).await?;
-    let now = state.clock.now_ms();
-    // A one-shot time kept as it was may be past by now: it stays valid.
-    let keeps_past_run_at = input.cron.is_none() && input.run_at.is_none();
-    let check_at = match stored.schedule {
-        Schedule::Once { run_at_ms } if keeps_past_run_at => now.min(run_at_ms),
-        _ => now,
-    };
-    let new = input.merged_with(&stored).validate_with(check_at, &state.security.limits)?;
-    match (&new.notify, &stored.notify) {
-        (Notify::Http(new), Notify::Http(old)) if new.url == old.url => {}
-        (Notify::Http(notify), _) => check_target(&state, &notify.url).await?,
-        (Notify::Asyncflow(task), _) => check_task_type(&state, &new.app, &task.task_type).await?,
-    }
-    match (&new.on_failure, &stored.on_failure) {
-        (Some(new), Some(old)) if new.url == old.url => {}
-        (Some(notify), _) => check_target(&state, &notify.url).await.map_err(on_failure_field)?,
-        (None, _) => {}
-    }
-    match state.timers.update_timer(stored.id, &new, now, &quota(&state)).await {
-        Ok(true) => {}
-        Ok(false) => return Err(ApiError::TimerNotFound { id: r.id, app: r.app }),
-        Err(xtimer_store::Error::Refused { app, refusal, .. }) => {
-            return Err(refusal_error(&app, refusal, schedule_field(&new.schedule), None))
-        }
-        Err(err) => return Err(err.into()),
-    }
-    if new.schedule != stored.schedule || new.status != TimerStatus::Enabled {
-        state.fires.delete_pending_from(stored.id, now).await?;
-    }
-    let timer = Timer { create_time: stored.create_time, ..new.stored(stored.id, now) };
-    if timer.status == TimerStatus::Enabled {
-        state.expander.expand_timer(&timer).await?;
-    }
+    let key = timer_key(&auth, TimerRef { id: input.id, app: input.app.clone() });
+    let limits = &state.security.limits;
+    let timer = state
+        .service
+        .update(&key, |stored, now| {
+            // A one-shot time kept as it was may be past by now: it stays valid.
+            let keeps_past_run_at = input.cron.is_none() && input.run_at.is_none();
+            let check_at = match stored.schedule {
+                Schedule::Once { run_at_ms } if keeps_past_run_at => now.min(run_at_ms),
+                _ => now,
+            };
+            input.merged_with(stored).validate_with(check_at, limits)
+        })
+        .await?;
     Ok(Envelope(TimerView::at(&timer, state.clock.now_ms())))
-}
-
-/// A refused callback target, named as `onFailure.url`.
-pub(crate) fn on_failure_field(err: ApiError) -> ApiError {
-    match err {
-        ApiError::Invalid(msg) => ApiError::Invalid(msg.replacen("notifyHTTPParam.url", "onFailure.url", 1)),
-        other => other,
-    }
 }
 
 /// `{"runTimer": ms}`: the reply of `triggerTimer`.
@@ -229,7 +199,6 @@ pub async fn timers_trigger(
     auth.require_token()?;
     let QueryOrJson(r) = r?;
     authorize(&auth, &r.app)?;
-    let timer = enabled_timer(&state, &auth, &r, "trigger").await?;
-    let run_timer = state.expander.fire_now(&timer).await?;
+    let run_timer = state.service.trigger(&timer_key(&auth, r)).await?;
     Ok(Envelope(Triggered { run_timer }))
 }

@@ -1,0 +1,95 @@
+//! The service's one error type: what a use case refuses, and what failed.
+
+use std::time::Duration;
+
+/// Every way a use case can fail. A caller (the HTTP API) maps each variant
+/// to its reply; the messages are the ones the caller shows.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// No timer with this id in this app: unknown, deleted, or another
+    /// app's where the caller did not prove its app (ids do not leak
+    /// across apps).
+    #[error("timer {id} not found in app `{app}` (it may have been deleted)")]
+    NotFound {
+        /// The id asked for.
+        id: i64,
+        /// The app asked for.
+        app: String,
+    },
+    /// Another app's timer, asked for by a caller that proved it acts for
+    /// `app`: it is told why.
+    #[error("timer {id} belongs to another app than `{app}`")]
+    Forbidden {
+        /// The id asked for.
+        id: i64,
+        /// The app the caller acts for.
+        app: String,
+    },
+    /// A field the use case refuses: `"{field}: {problem}"`.
+    #[error("{field}: {problem}")]
+    Invalid {
+        /// The field at fault, as the caller named it (`cron`, `timers[3].name`).
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Another timer that is not deleted has this name in this app.
+    #[error("a timer named `{name}` already exists in app `{app}`: pick another name or delete that timer first")]
+    NameTaken {
+        /// The app.
+        app: String,
+        /// The name.
+        name: String,
+    },
+    /// A quota or rate is reached; the message names it and its setting.
+    #[error("{msg}")]
+    LimitExceeded {
+        /// What limit, and what to do.
+        msg: String,
+        /// When to try again, if it is a rate.
+        retry_after: Option<Duration>,
+    },
+    /// The service stopped a create before it could answer (it may or may
+    /// not be stored).
+    #[error("the create was interrupted before its answer: retry it (a 409 then means it was stored)")]
+    Interrupted,
+    /// The timer or fire store failed.
+    #[error("the timer store failed")]
+    Store(#[source] xtimer_store::Error),
+    /// Planning a timer's fires failed.
+    #[error("expanding the timer into fires failed")]
+    Expand(#[source] xtimer_migrator::Error),
+    /// Looking up a task type's owner failed.
+    #[error("the task engine failed")]
+    TaskEngine(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ServiceError {
+    /// An [`ServiceError::Invalid`] naming `field`.
+    pub fn invalid(field: impl Into<String>, problem: impl std::fmt::Display) -> Self {
+        Self::Invalid { field: field.into(), problem: problem.to_string() }
+    }
+}
+
+impl From<xtimer_store::Error> for ServiceError {
+    fn from(err: xtimer_store::Error) -> Self {
+        match err {
+            xtimer_store::Error::NameTaken { app, name } => Self::NameTaken { app, name },
+            other => Self::Store(other),
+        }
+    }
+}
+
+impl From<xtimer_migrator::Error> for ServiceError {
+    fn from(err: xtimer_migrator::Error) -> Self {
+        match err {
+            xtimer_migrator::Error::ManualFireTaken { .. } => {
+                Self::LimitExceeded { msg: err.to_string(), retry_after: Some(Duration::from_secs(1)) }
+            }
+            other => Self::Expand(other),
+        }
+    }
+}
+
+/// Result with [`ServiceError`].
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

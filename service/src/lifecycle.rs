@@ -1,0 +1,166 @@
+//! A timer's life after its create: `enable`, `disable`, `delete`,
+//! `update` (a new definition, history kept), `trigger` (one extra fire
+//! now) and `backfill` (the missed times of a past window).
+
+use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
+
+use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL, ON_FAILURE_URL};
+use crate::error::{Result, ServiceError};
+use crate::{TimerKey, TimerService};
+
+/// What `backfill` is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backfill {
+    /// Start of the window (included), Unix ms.
+    pub from_ms: i64,
+    /// End of the window (excluded), Unix ms; times after now are left to
+    /// the schedule.
+    pub to_ms: i64,
+    /// Most fires to make; `limits.backfill_max_fires` when absent, and at
+    /// most that.
+    pub max_fires: Option<i64>,
+}
+
+impl TimerService {
+    /// Enables the timer `key` names (found as [`Self::get`] finds it) and
+    /// expands it into its fires before the answer; enabling an enabled
+    /// timer is a no-op that succeeds. The timer as it is now.
+    pub async fn enable(&self, key: &TimerKey) -> Result<Timer> {
+        let mut timer = self.get(key).await?;
+        let now = self.0.clock.now_ms();
+        match self.0.timers.set_status_within(key.id, TimerStatus::Enabled, now, &self.quota()).await {
+            Ok(true) => {}
+            Ok(false) => return Err(key.not_found()),
+            Err(xtimer_store::Error::Refused { app, refusal, .. }) => {
+                return Err(refused(&app, refusal, schedule_field(&timer.schedule), None))
+            }
+            Err(err) => return Err(err.into()),
+        }
+        // As stored now: a one-shot's definition is handed to its fire as it
+        // is, and one older than the stored change would not be used.
+        timer.status = TimerStatus::Enabled;
+        timer.modify_time = now;
+        timer.pause_reason = None;
+        self.0.expander.expand_timer(&timer).await?;
+        Ok(timer)
+    }
+
+    /// Disables the timer `key` names. Its pending fires are skipped, not
+    /// fired, when their time comes.
+    pub async fn disable(&self, key: &TimerKey) -> Result<()> {
+        self.get(key).await?;
+        self.set_status(key, TimerStatus::Disabled).await
+    }
+
+    /// Deletes the timer `key` names; its name is free again, and from then
+    /// on it is [`ServiceError::NotFound`] everywhere (a second delete too).
+    pub async fn delete(&self, key: &TimerKey) -> Result<()> {
+        self.get(key).await?;
+        self.set_status(key, TimerStatus::Deleted).await
+    }
+
+    /// Sets the status of a timer [`Self::get`] found; not found if it was
+    /// deleted in between (the store refuses to change a deleted timer).
+    async fn set_status(&self, key: &TimerKey, status: TimerStatus) -> Result<()> {
+        if self.0.timers.set_timer_status(key.id, status, self.0.clock.now_ms()).await? {
+            Ok(())
+        } else {
+            Err(key.not_found())
+        }
+    }
+
+    /// Replaces the definition of the timer `key` names by what `edit`
+    /// makes of the stored one (given with now, Unix ms), checked as
+    /// [`Self::create`] checks a timer (a callback URL or task type only
+    /// when it changed). Its scheduled fires not yet claimed are made again
+    /// from the new definition before the answer (none fires at an old
+    /// time after it, none is lost at a new time); fires already made,
+    /// manual ones and the history stay. Updates of one app's timers on
+    /// this node take turns. The timer as it is now.
+    pub async fn update<E: From<ServiceError>>(
+        &self,
+        key: &TimerKey,
+        edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
+    ) -> Result<Timer, E> {
+        let _app_lock = self.0.app_locks.lock(&key.app).await;
+        let stored = self.get(key).await?;
+        let now = self.0.clock.now_ms();
+        let new = edit(&stored, now)?;
+        self.check_changed_targets(&new, &stored).await?;
+        match self.0.timers.update_timer(stored.id, &new, now, &self.quota()).await {
+            Ok(true) => {}
+            Ok(false) => return Err(key.not_found().into()),
+            Err(xtimer_store::Error::Refused { app, refusal, .. }) => {
+                return Err(refused(&app, refusal, schedule_field(&new.schedule), None).into())
+            }
+            Err(err) => return Err(ServiceError::from(err).into()),
+        }
+        if new.schedule != stored.schedule || new.status != TimerStatus::Enabled {
+            self.0.fires.delete_pending_from(stored.id, now).await.map_err(ServiceError::from)?;
+        }
+        let timer = Timer { create_time: stored.create_time, ..new.stored(stored.id, now) };
+        if timer.status == TimerStatus::Enabled {
+            self.0.expander.expand_timer(&timer).await.map_err(ServiceError::from)?;
+        }
+        Ok(timer)
+    }
+
+    /// The targets of `new` that differ from `stored`'s, checked.
+    async fn check_changed_targets(&self, new: &NewTimer, stored: &Timer) -> Result<()> {
+        let targets = &self.0.targets;
+        match (&new.notify, &stored.notify) {
+            (Notify::Http(new), Notify::Http(old)) if new.url == old.url => {}
+            (Notify::Http(notify), _) => check_callback(targets, NOTIFY_URL, &notify.url).await?,
+            (Notify::Asyncflow(task), _) => check_task_type(targets, &new.app, &task.task_type).await?,
+        }
+        match (&new.on_failure, &stored.on_failure) {
+            (Some(new), Some(old)) if new.url == old.url => Ok(()),
+            (Some(notify), _) => check_callback(targets, ON_FAILURE_URL, &notify.url).await,
+            (None, _) => Ok(()),
+        }
+    }
+
+    /// One extra fire of the enabled timer `key` names, now, recorded like
+    /// any other as manual and sent with its own idempotency key. The
+    /// schedule is left as it is. The fire's run time, Unix ms.
+    pub async fn trigger(&self, key: &TimerKey) -> Result<i64> {
+        let timer = self.enabled(key, "trigger").await?;
+        Ok(self.0.expander.fire_now(&timer).await?)
+    }
+
+    /// Every scheduled time of the enabled timer `key` names in the window
+    /// that has no fire record gets one (the oldest first, at most
+    /// `max_fires`), sent at `limits.backfill_fires_per_second` whatever
+    /// the timer's misfire policy. The window must lie within
+    /// `keep_fires_ms`: older records are deleted, so older times could not
+    /// be told apart from missed ones. How many fires it made.
+    pub async fn backfill(&self, key: &TimerKey, window: Backfill) -> Result<u64> {
+        let now = self.0.clock.now_ms();
+        let limits = &self.0.config.limits;
+        let keep_fires_ms = i64::try_from(self.0.config.keep_fires_ms).unwrap_or(i64::MAX);
+        let (from, to) = (window.from_ms, window.to_ms.min(now));
+        let oldest = now.saturating_sub(keep_fires_ms);
+        if from < oldest {
+            return Err(ServiceError::invalid(
+                "from",
+                format!(
+                    "must be within the kept fire history ({keep_fires_ms} ms, retention.keep_fires_ms): not before {}",
+                    xtimer_core::clock::rfc3339(oldest)
+                ),
+            ));
+        }
+        if from >= to {
+            return Err(ServiceError::invalid("to", "must be after `from` (a time after now counts as now)"));
+        }
+        let most = i64::from(limits.backfill_max_fires);
+        let max_fires = window.max_fires.unwrap_or(most);
+        if !(1..=most).contains(&max_fires) {
+            return Err(ServiceError::invalid(
+                "maxFires",
+                format!("must be 1 to {most} (limits.backfill_max_fires), got {max_fires}"),
+            ));
+        }
+        let timer = self.enabled(key, "backfill").await?;
+        Ok(self.0.expander.backfill(&timer, from, to, max_fires as usize, limits.backfill_fires_per_second).await?)
+    }
+}
