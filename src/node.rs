@@ -218,6 +218,11 @@ impl Node {
         });
         loops.spawn("migrator", |s| migrator.clone().run(s));
         loops.spawn("heartbeat", |s| heartbeat.run(s));
+        let upkeep = xtimer_webserver::metrics::MetricsUpkeep::new();
+        loops.spawn("metrics upkeep", |s| async move {
+            upkeep.run(s).await;
+            Ok::<_, anyhow::Error>(())
+        });
         let pause = PauseDetector { watch: ctx.pause.clone() };
         loops.spawn("pause detector", |s| async move {
             pause.run(s).await;

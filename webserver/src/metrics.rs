@@ -21,6 +21,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio_util::sync::CancellationToken;
 use xtimer_core::metrics::{
     ASYNCFLOW_TASKS, FIRE_LATENESS_SECONDS, HTTP_REQUESTS_TOTAL, LATENESS_BUCKETS, SHARDS_HELD, TIMERS,
 };
@@ -112,6 +113,43 @@ pub fn install() -> &'static PrometheusHandle {
         }
         handle
     })
+}
+
+/// How often [`MetricsUpkeep`] drains the recorder.
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// The recorder's upkeep: a histogram's samples wait in the recorder until
+/// a scrape or an upkeep folds them into its buckets, so without it a node
+/// nobody scrapes keeps every fire's lateness sample (8 bytes and more a
+/// fire, growing for as long as the node runs). `build_recorder` spawns no
+/// upkeep of its own.
+pub struct MetricsUpkeep {
+    handle: &'static PrometheusHandle,
+}
+
+impl MetricsUpkeep {
+    /// The upkeep of the process's recorder ([`install`]s it if need be).
+    pub fn new() -> Self {
+        Self { handle: install() }
+    }
+
+    /// Drains the recorder every [`UPKEEP_EVERY`] until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(UPKEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => self.handle.run_upkeep(),
+            }
+        }
+    }
+}
+
+impl Default for MetricsUpkeep {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// The route a request matched, left in the response for [`count_requests`].
@@ -220,6 +258,27 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_upkeep_folds_samples_into_the_histogram_without_losing_any() {
+        let handle = install();
+        let stop = CancellationToken::new();
+        let upkeep = tokio::spawn(MetricsUpkeep::new().run(stop.clone()));
+        let count = || -> u64 {
+            let text = handle.render();
+            let line = text.lines().find(|l| l.starts_with("xtimer_fire_lateness_seconds_count")).unwrap_or("x 0");
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        let before = count();
+        for _ in 0..1_000 {
+            metrics::histogram!(FIRE_LATENESS_SECONDS).record(0.002);
+        }
+        // Two upkeeps pass with nobody scraping.
+        tokio::time::sleep(UPKEEP_EVERY * 2 + Duration::from_millis(1)).await;
+        assert_eq!(count() - before, 1_000, "every sample is in the histogram after the upkeep");
+        stop.cancel();
+        upkeep.await.unwrap();
+    }
 
     /// A count that takes `took` and answers how many counts were made.
     fn counter(made: &Arc<AtomicU64>, took: Duration) -> impl Future<Output = TimerCountsResult> + Send + 'static {
