@@ -9,12 +9,9 @@
 //! metadata service after the timer was created is still refused.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
-use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
+use std::net::IpAddr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,7 +19,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, HOST, USER_AGENT};
 use hyper::{Method, Request, Uri};
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use xtimer_core::error::error_chain;
@@ -33,6 +29,8 @@ use xtimer_core::timer::HttpNotify;
 use xtimer_core::{SharedClock, TtlCache};
 
 use crate::http1;
+use crate::resolver::BoxError;
+pub use crate::resolver::{PolicyResolver, TargetRefused};
 
 /// How one attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,66 +76,6 @@ pub struct Answer {
     pub delivery: Delivery,
     /// `HTTP 200: <first bytes of the body>` or the error.
     pub output: String,
-}
-
-/// A refused callback target, as the resolver reports it through the client.
-#[derive(Debug, thiserror::Error)]
-#[error("refused: host `{host}` resolves only to denied addresses: {refusal}")]
-pub struct TargetRefused {
-    /// The host name.
-    pub host: String,
-    /// The first refusal.
-    pub refusal: Refusal,
-}
-
-/// A DNS resolver that drops the addresses the policy refuses, and fails
-/// with [`TargetRefused`] when none is left.
-#[derive(Debug, Clone)]
-pub struct PolicyResolver {
-    policy: Arc<TargetPolicy>,
-}
-
-impl PolicyResolver {
-    /// A resolver applying `policy`.
-    pub fn new(policy: Arc<TargetPolicy>) -> Self {
-        Self { policy }
-    }
-}
-
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Resolving = Pin<Box<dyn Future<Output = Result<std::vec::IntoIter<SocketAddr>, BoxError>> + Send>>;
-
-impl tower_service::Service<Name> for PolicyResolver {
-    type Response = std::vec::IntoIter<SocketAddr>;
-    type Error = BoxError;
-    type Future = Resolving;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, name: Name) -> Self::Future {
-        let policy = self.policy.clone();
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let mut refusal = None;
-            let allowed: Vec<SocketAddr> = resolved
-                .into_iter()
-                .filter(|addr| match policy.check(addr.ip()) {
-                    Ok(()) => true,
-                    Err(r) => {
-                        refusal.get_or_insert(r);
-                        false
-                    }
-                })
-                .collect();
-            match refusal {
-                Some(refusal) if allowed.is_empty() => Err(Box::new(TargetRefused { host, refusal }) as BoxError),
-                _ => Ok(allowed.into_iter()),
-            }
-        })
-    }
 }
 
 /// How to sign a callback: the secret and the Unix second of signing.

@@ -31,7 +31,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower_service::Service;
 
-use crate::callback::{BoxError, PolicyResolver};
+use crate::resolver::{BoxError, PolicyResolver};
 
 /// Most bytes of an answer's body read past `max_output` to keep its
 /// connection; a longer body closes the connection instead.
@@ -64,7 +64,7 @@ pub struct Response {
 }
 
 /// Keep-alive connections to plain-HTTP receivers, by `host:port`. Cheap
-/// to share: one per [`crate::callback::Client`].
+/// to share: one per callback client (`callback::Client`).
 pub struct Pool {
     connector: HttpConnector<PolicyResolver>,
     max_idle_per_host: usize,

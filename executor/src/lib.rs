@@ -18,6 +18,7 @@
 //! - [`callback`]: the HTTP request of a fire, its signature and target check.
 //! - [`http1`]: plain-HTTP/1.1 callbacks on kept-alive connections, driven
 //!   in the fire's own task.
+//! - [`resolver`]: the callbacks' DNS resolver, which applies the target policy.
 //! - [`bulkhead`]: per-host and per-app caps on callbacks in flight, and
 //!   per-host circuit breakers, so a hung receiver stalls no one else.
 //! - [`secrets`]: each app's signing secret, and [`Callbacks`] (policy and secrets).
@@ -43,6 +44,7 @@ pub mod http1;
 pub mod notify;
 pub mod reconciler;
 pub mod recorder;
+pub mod resolver;
 pub mod secrets;
 pub mod status;
 pub mod task_creator;
