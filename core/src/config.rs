@@ -433,6 +433,13 @@ pub struct CallbackConfig {
     pub resolve_at_create: bool,
 }
 
+impl CallbackConfig {
+    /// The callback target policy these settings name.
+    pub fn target_policy(&self) -> crate::Result<crate::target_policy::TargetPolicy> {
+        crate::target_policy::TargetPolicy::new(&self.allow_cidrs, &self.deny_cidrs)
+    }
+}
+
 impl Default for CallbackConfig {
     fn default() -> Self {
         Self {
@@ -656,7 +663,7 @@ impl Config {
             (1..=10_000).contains(&self.limits.backfill_fires_per_second),
             "limits.backfill_fires_per_second must be 1 to 10000",
         );
-        match crate::target_policy::TargetPolicy::from_config(&self.callback) {
+        match self.callback.target_policy() {
             Err(crate::Error::Config(problems)) => p.extend(problems),
             Err(other) => p.push(other.to_string()),
             Ok(_) => {}

@@ -24,7 +24,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
-use crate::config::CallbackConfig;
 use crate::Error;
 
 /// Ranges refused unless `allow` names them.
@@ -99,11 +98,6 @@ impl TargetPolicy {
         }
         deny.extend(DEFAULT_DENY.iter().map(|s| s.parse::<IpNet>().expect("default range")));
         Ok(Self { allow, deny })
-    }
-
-    /// The policy the configuration names.
-    pub fn from_config(config: &CallbackConfig) -> crate::Result<Self> {
-        Self::new(&config.allow_cidrs, &config.deny_cidrs)
     }
 
     /// Whether a callback may connect to `ip`.

@@ -132,7 +132,7 @@ impl Callbacks {
         repo: Arc<dyn AuthRepo>,
         clock: &SharedClock,
     ) -> Result<Self> {
-        let policy = TargetPolicy::from_config(callback).map_err(Error::CallbackConfig)?;
+        let policy = callback.target_policy().map_err(Error::CallbackConfig)?;
         let secrets = AppSecrets::load(callback, auth, repo, clock).await?;
         Ok(Self { policy: Arc::new(policy), secrets: Arc::new(secrets) })
     }

@@ -60,7 +60,7 @@ impl Security {
         repo: Option<Arc<dyn AuthRepo>>,
         clock: SharedClock,
     ) -> xtimer_core::Result<Self> {
-        let policy = TargetPolicy::from_config(callback)?;
+        let policy = callback.target_policy()?;
         Ok(Self {
             auth: Auth::new(auth, repo, clock)?,
             rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),

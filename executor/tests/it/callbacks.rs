@@ -118,10 +118,8 @@ async fn a_metadata_address_is_refused_once_and_never_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_resolving_to_a_denied_address_is_refused_after_resolution() {
     let deny = CallbackConfig { deny_cidrs: vec!["127.0.0.0/8".into(), "::1".into()], ..CallbackConfig::default() };
-    let callbacks = Callbacks {
-        policy: Arc::new(TargetPolicy::from_config(&deny).unwrap()),
-        secrets: Arc::new(AppSecrets::fixed("s")),
-    };
+    let callbacks =
+        Callbacks { policy: Arc::new(deny.target_policy().unwrap()), secrets: Arc::new(AppSecrets::fixed("s")) };
     let h = Harness::start_with(reconciler_config(), callbacks).await;
     let by_name = format!("http://localhost:{}/hook", h.receiver.addr.port());
     let by_ip = format!("http://{}/hook", h.receiver.addr);
