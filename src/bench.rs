@@ -264,6 +264,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         .iter()
         .enumerate()
         .map(|(n, schedule)| NewTimer {
+            timing: Default::default(),
             app: "bench".into(),
             name: format!("t{n}"),
             status: TimerStatus::Enabled,
@@ -287,7 +288,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             Schedule::Once { run_at_ms } => {
                 expected.insert((id, *run_at_ms));
             }
-            Schedule::Cron { .. } => {
+            Schedule::Cron { .. } | Schedule::Every { .. } => {
                 for s in 0..args.seconds as i64 {
                     expected.insert((id, start_ms + s * 1000));
                 }
@@ -377,6 +378,7 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
     });
     let timers: Vec<NewTimer> = (0..n)
         .map(|i| NewTimer {
+            timing: Default::default(),
             app: "hung".into(),
             name: format!("h{i}"),
             status: TimerStatus::Enabled,

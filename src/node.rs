@@ -16,7 +16,7 @@ use xtimer_core::pause::PauseDetector;
 use xtimer_core::{SharedClock, SystemClock};
 use xtimer_executor::notify::NOTIFY_SWEEP_PERIOD;
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, NotifySweeper, Reconciler, Wiring};
-use xtimer_migrator::{Expander, Migrator, Retention};
+use xtimer_migrator::{Expander, Finisher, Migrator, Retention};
 use xtimer_scheduler::Scheduler;
 use xtimer_service::{Parts, ServiceConfig, TimerService};
 use xtimer_store::{ShardLeases, Stores};
@@ -162,6 +162,7 @@ impl Node {
         let parts = Parts {
             timers: stores.timers.clone(),
             fires: stores.fires.clone(),
+            calendars: stores.calendars.clone(),
             expander: expander.clone(),
             targets: security.targets(Some(tasks.clone())),
         };
@@ -241,6 +242,11 @@ impl Node {
         loops.spawn("asyncflow governor", |s| governor.run(s));
         let retention = Retention::new(config.retention.clone(), &stores, &ctx);
         loops.spawn("retention", |s| retention.run(s));
+        let finisher = Finisher::new(&stores, &ctx);
+        loops.spawn("finisher", |s| async move {
+            finisher.run(s).await;
+            Ok::<_, anyhow::Error>(())
+        });
         if let Some(checkpointer) = stores.checkpointer(CHECKPOINT_PERIOD) {
             loops.spawn("checkpointer", |s| checkpointer.run(s));
         }

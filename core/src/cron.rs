@@ -43,17 +43,20 @@
 //!   schedule fires once, in the first occurrence. An interval schedule
 //!   fires in both, so `0 */15 * * * *` keeps firing every real 15 minutes.
 //!
-//! Fire times are whole seconds. The search ends at the end of 2199: a
-//! schedule with no fire after `now` up to then is rejected as never firing.
+//! Fire times are whole seconds. The search ends at the end of 2199, in
+//! every zone: a schedule with no fire after `now` up to then is rejected
+//! as never firing.
 //!
 //! # Years past the time zone data
 //!
-//! The zone data gives daylight saving rules up to [`DST_LAST_YEAR`] (2099);
-//! after that every zone would sit on its standard offset, an hour off for
-//! half the year. So in a zone that still changes its offset in 2099
-//! (America/New_York, Europe/Berlin), a year field naming a later year is
-//! refused, and a schedule with any year (`*`) stops after 2099. Zones on
-//! one offset all year (UTC, Asia/Shanghai) fire up to 2199.
+//! The zone data lists offset changes up to [`DST_LAST_YEAR`] (2099) and
+//! keeps its last offset after that. A zone that still changes its offset
+//! in 2099 (America/New_York, Europe/Berlin, Australia/Sydney) keeps its
+//! last rules instead, as the tz database's own rule for later years does:
+//! a month after 2099 changes its offset like the latest month of the same
+//! name up to 2099 that starts on the same weekday, in a year that follows
+//! those rules. So `0 0 1 7 *` in America/New_York fires at 04:00Z (EDT) in
+//! 2150 as in 2024.
 //!
 //! # Corner cases
 //!
@@ -62,12 +65,14 @@
 //!   in February, April, June, September and November. Use `LW` for the
 //!   last weekday of every month.
 //! - In 5-field crons, weekday `7` is Sunday, so `7/2` means Sunday, Tuesday,
-//!   Thursday, Saturday (`0/2`), and `7/1` every day.
+//!   Thursday, Saturday (`0/2`), and `7/1` every day. A range from `7`
+//!   starts on Sunday too, as croniter reads it: `7-3` is `0-3`, `7-7/2` is
+//!   `0/2`, and `7-7` is every day, like `SUN-SUN`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
+use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
@@ -127,8 +132,11 @@ pub struct CronSchedule {
     /// Fixed-time (see the module doc): gap times move past the gap, and
     /// repeated times fire only in their first occurrence.
     fixed_time: bool,
-    /// The zone changes its offset in [`DST_LAST_YEAR`]: no fire after it.
-    dst_bounded: bool,
+    /// The zone changes its offset in [`DST_LAST_YEAR`]: later years take
+    /// their offsets from an earlier year (see the module doc).
+    dst_repeats: bool,
+    /// The years whose offset changes later years repeat; found on first use.
+    repeated: OnceLock<Repeated>,
 }
 
 /// Why a fire time is not simply the wall time the expression names.
@@ -198,15 +206,8 @@ impl CronSchedule {
                 tracing::debug!(expr, error = %e, "A normalized cron pattern did not parse.");
                 invalid("this combination of fields is not supported".to_string())
             })?;
-        let dst_bounded = changes_offset_in(tz, DST_LAST_YEAR);
-        if dst_bounded && last_year_named(&pattern).is_some_and(|y| y > DST_LAST_YEAR as u32) {
-            return Err(invalid(format!(
-                "year field: time zone {tz} changes to daylight saving time every year, and its rules are known \
-                 only up to {DST_LAST_YEAR}; name years up to {DST_LAST_YEAR} (zones without daylight saving \
-                 time, such as UTC, fire up to {MAX_YEAR})"
-            )));
-        }
-        Ok(Self { expr: expr.to_string(), tz, cron, fixed_time, dst_bounded })
+        let dst_repeats = changes_offset_in(tz, DST_LAST_YEAR);
+        Ok(Self { expr: expr.to_string(), tz, cron, fixed_time, dst_repeats, repeated: OnceLock::new() })
     }
 
     /// Why fire time `t` (one this schedule gave) is not plainly the wall
@@ -214,8 +215,8 @@ impl CronSchedule {
     /// first of a repeated wall time.
     pub fn note(&self, t: DateTime<Utc>) -> Option<FireNote> {
         let wall = self.wall(t);
-        if let LocalResult::Ambiguous(earlier, _) = self.tz.from_local_datetime(&wall) {
-            return (earlier.to_utc() == t).then_some(FireNote::Overlap);
+        if let LocalResult::Ambiguous(earlier, _) = self.local(wall) {
+            return (earlier == t).then_some(FireNote::Overlap);
         }
         if !self.fixed_time {
             return None;
@@ -257,8 +258,7 @@ impl CronSchedule {
         }
         // An interval schedule also fires in the repeated half of an overlap
         // that `after` has not reached yet, at wall times before `start`.
-        let LocalResult::Ambiguous(_, later) = self.tz.from_local_datetime(&start) else { return first };
-        let later = later.to_utc();
+        let LocalResult::Ambiguous(_, later) = self.local(start) else { return first };
         if after >= later {
             return first;
         }
@@ -267,12 +267,11 @@ impl CronSchedule {
             return first;
         }
         let overlap_start = self.wall(switch);
-        let repeated = self.cron.find_next_occurrence(&overlap_start, true).ok().and_then(|wall| {
-            match self.tz.from_local_datetime(&wall) {
-                LocalResult::Ambiguous(_, later) => Some(later.to_utc()),
+        let repeated =
+            self.cron.find_next_occurrence(&overlap_start, true).ok().and_then(|wall| match self.local(wall) {
+                LocalResult::Ambiguous(_, later) => Some(later),
                 _ => None,
-            }
-        });
+            });
         match (first, repeated) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -307,13 +306,9 @@ impl CronSchedule {
         let mut cursor = start;
         loop {
             let wall = self.cron.find_next_occurrence(&cursor, false).ok()?;
-            if self.dst_bounded && chrono::Datelike::year(&wall) > DST_LAST_YEAR {
-                return None;
-            }
-            let fire = match self.tz.from_local_datetime(&wall) {
-                LocalResult::Single(t) => Some(t.to_utc()),
+            let fire = match self.local(wall) {
+                LocalResult::Single(t) => Some(t),
                 LocalResult::Ambiguous(earlier, later) => {
-                    let (earlier, later) = (earlier.to_utc(), later.to_utc());
                     if earlier > after || self.fixed_time {
                         Some(earlier)
                     } else {
@@ -345,7 +340,7 @@ impl CronSchedule {
             return None;
         }
         for secs in [first - 1, last] {
-            if !matches!(self.tz.from_local_datetime(&self.wall_at(secs)?), LocalResult::Single(_)) {
+            if !matches!(self.local(self.wall_at(secs)?), LocalResult::Single(_)) {
                 return None;
             }
         }
@@ -394,8 +389,44 @@ impl CronSchedule {
         DateTime::from_timestamp(hi, 0)
     }
 
+    /// The wall clock at instant `t`.
     fn wall(&self, t: DateTime<Utc>) -> NaiveDateTime {
-        t.with_timezone(&self.tz).naive_local()
+        let shift = self.month_shift(t.date_naive());
+        t.checked_sub_signed(shift)
+            .and_then(|same| same.with_timezone(&self.tz).naive_local().checked_add_signed(shift))
+            .unwrap_or_else(|| t.with_timezone(&self.tz).naive_local())
+    }
+
+    /// The instants at which the wall clock reads `wall`: none in a
+    /// spring-forward gap, two in a fall-back overlap.
+    fn local(&self, wall: NaiveDateTime) -> LocalResult<DateTime<Utc>> {
+        let shift = self.month_shift(wall.date());
+        let plain = || self.tz.from_local_datetime(&wall).map(|t| t.to_utc());
+        let Some(same) = wall.checked_sub_signed(shift) else { return plain() };
+        let back = |t: DateTime<Tz>| t.to_utc().checked_add_signed(shift);
+        match self.tz.from_local_datetime(&same) {
+            LocalResult::None => LocalResult::None,
+            LocalResult::Single(t) => back(t).map_or_else(plain, LocalResult::Single),
+            LocalResult::Ambiguous(a, b) => match (back(a), back(b)) {
+                (Some(a), Some(b)) => LocalResult::Ambiguous(a, b),
+                _ => plain(),
+            },
+        }
+    }
+
+    /// How far the month of `date` lies after the month whose offset
+    /// changes it repeats (see the module doc); zero in the zone data's years.
+    fn month_shift(&self, date: NaiveDate) -> TimeDelta {
+        if !self.dst_repeats || date.year() <= DST_LAST_YEAR {
+            return TimeDelta::zero();
+        }
+        let month = date.month();
+        let row = &self.repeated.get_or_init(|| repeated_years(self.tz))[month as usize - 1];
+        // A February with a 29th may lack a repeated year; no zone's rules
+        // change the offset in February, so a February without one does.
+        let same = month_layout(date.year(), month).and_then(|layout| row[layout].or(row[layout ^ 1]));
+        same.and_then(|year| Some(date.with_day(1)? - NaiveDate::from_ymd_opt(year, month, 1)?))
+            .unwrap_or_else(TimeDelta::zero)
     }
 
     fn wall_at(&self, secs: i64) -> Option<NaiveDateTime> {
@@ -405,7 +436,7 @@ impl CronSchedule {
     /// UTC offset in seconds at Unix second `secs`.
     fn offset_at(&self, secs: i64) -> Option<i32> {
         let t = DateTime::from_timestamp(secs, 0)?;
-        Some(self.tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc())
+        i32::try_from((self.wall(t) - t.naive_utc()).num_seconds()).ok()
     }
 }
 
@@ -454,7 +485,7 @@ impl Field {
         let q = |v: u32| if dow && !self.quartz { v % 7 + 1 } else { v };
         let mut values = std::collections::BTreeSet::new();
         let mut specials = Vec::new();
-        // A step past the field's end (`7/3` in POSIX weekdays) leaves an empty item.
+        // Empty items (none are written today) are skipped.
         for item in normalized.split(',').filter(|item| !item.is_empty()) {
             if let Some((a, b)) = item.split_once('-') {
                 if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
@@ -509,13 +540,92 @@ fn changes_offset_in(tz: Tz, year: i32) -> bool {
     offset(1) != offset(7)
 }
 
-/// The last year an explicit year field names; `None` for any year (`*`).
-fn last_year_named(pattern: &str) -> Option<u32> {
-    let years = pattern.split_whitespace().nth(6)?;
-    if years == format!("{MIN_YEAR}-{MAX_YEAR}") {
-        return None;
+/// Per month (0-11) and [`month_layout`], the latest year up to
+/// [`DST_LAST_YEAR`] that follows the zone's last rules and lays that month
+/// out so: the year whose offset changes that month repeats in later years.
+type Repeated = [[Option<i32>; 14]; 12];
+
+/// How a month lies, 0-13: the weekday of its 1st and, for February, whether
+/// it has a 29th. Months laid out alike have each date on the same weekday.
+fn month_layout(year: i32, month: u32) -> Option<usize> {
+    let first = NaiveDate::from_ymd_opt(year, month, 1)?;
+    let leap_february = month == 2 && first.leap_year();
+    Some(first.weekday().num_days_from_monday() as usize * 2 + usize::from(leap_february))
+}
+
+/// The [`Repeated`] years of `tz`, from the years [`last_rule_years`] gives.
+fn repeated_years(tz: Tz) -> Repeated {
+    let mut out = [[None; 14]; 12];
+    for year in last_rule_years(tz).rev() {
+        for (month, row) in (1..=12).zip(out.iter_mut()) {
+            if let Some(layout) = month_layout(year, month) {
+                row[layout].get_or_insert(year);
+            }
+        }
     }
-    years.split([',', '-']).filter_map(|v| v.parse::<u32>().ok()).max()
+    out
+}
+
+/// The years back from [`DST_LAST_YEAR`] (28 at most) that follow the
+/// zone's last rules, as far as the data shows: each changes its offset in
+/// the same months, on the same weekdays, at the same wall times and to the
+/// same offsets as [`DST_LAST_YEAR`], and each change's dates stay within
+/// one week. Years with changes of their own end it (Asia/Gaza's Ramadan
+/// breaks, up to 2086).
+fn last_rule_years(tz: Tz) -> std::ops::RangeInclusive<i32> {
+    let kind = |wall: &NaiveDateTime, offset: i32| (wall.month(), wall.weekday(), wall.time(), offset);
+    let last = offset_changes(tz, DST_LAST_YEAR);
+    let mut days: Vec<(u32, u32)> = last.iter().map(|(wall, _)| (wall.day(), wall.day())).collect();
+    let mut first = DST_LAST_YEAR;
+    for year in (DST_LAST_YEAR - 27..DST_LAST_YEAR).rev() {
+        let changes = offset_changes(tz, year);
+        if changes.len() != last.len() || changes.iter().zip(&last).any(|((a, x), (b, y))| kind(a, *x) != kind(b, *y)) {
+            break;
+        }
+        for ((wall, _), (lo, hi)) in changes.iter().zip(days.iter_mut()) {
+            (*lo, *hi) = ((*lo).min(wall.day()), (*hi).max(wall.day()));
+        }
+        if days.iter().any(|(lo, hi)| hi - lo > 6) {
+            break;
+        }
+        first = year;
+    }
+    first..=DST_LAST_YEAR
+}
+
+/// The offset changes of `tz` in `year`, found day by day (at noon UTC):
+/// the last wall second before each (`01:59:59` for New York in March, also
+/// for a change at `24:00`) and the new offset.
+fn offset_changes(tz: Tz, year: i32) -> Vec<(NaiveDateTime, i32)> {
+    let offset = |secs: i64| {
+        DateTime::from_timestamp(secs, 0)
+            .map_or(0, |t| tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc())
+    };
+    let mut out = Vec::new();
+    let Some(noon) = NaiveDate::from_ymd_opt(year, 1, 1).and_then(|d| d.and_hms_opt(12, 0, 0)) else { return out };
+    let mut secs = noon.and_utc().timestamp();
+    let mut before = offset(secs);
+    while DateTime::from_timestamp(secs + DAY_SECS, 0).is_some_and(|t| t.year() == year) {
+        secs += DAY_SECS;
+        let after = offset(secs);
+        if after == before {
+            continue;
+        }
+        let (mut lo, mut hi) = (secs - DAY_SECS, secs);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if offset(mid) == after {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        if let Some(wall) = DateTime::from_timestamp(hi - 1 + i64::from(before), 0) {
+            out.push((wall.naive_utc(), after));
+        }
+        before = after;
+    }
+    out
 }
 
 /// The expression for an error message, cut when it is very long.
@@ -703,9 +813,16 @@ impl Field {
     /// A range `a-b`, checked in order.
     fn range(&self, range: &str, item: &str) -> Result<(u32, u32), String> {
         let (a, b) = range.split_once('-').unwrap_or((range, ""));
-        let lo = self.value(a)?;
+        let posix_weekday = self.kind == Kind::DayOfWeek && !self.quartz;
+        // A POSIX range from Sunday 7 starts the week, as one from `SUN`
+        // does: `7-3` is `0-3`, `7-7` every day, `7-7/2` is `0/2` (croniter's
+        // reading).
+        let lo = match self.value(a)? {
+            7 if posix_weekday => 0,
+            lo => lo,
+        };
         // `MON-SUN` in POSIX ends on Sunday, 7.
-        let hi = if self.kind == Kind::DayOfWeek && !self.quartz && b == "SUN" { 7 } else { self.value(b)? };
+        let hi = if posix_weekday && b == "SUN" { 7 } else { self.value(b)? };
         if lo > hi {
             return Err(format!("range `{item}` runs backwards; write the smaller value first"));
         }
@@ -1061,7 +1178,7 @@ mod tests {
         while x < to {
             let wall = s.wall_at(x).unwrap();
             let prev = s.wall_at(x - 60).unwrap();
-            let first_time = match s.tz.from_local_datetime(&wall) {
+            let first_time = match s.local(wall) {
                 LocalResult::Ambiguous(earlier, _) => earlier.timestamp() == x,
                 _ => true,
             };
@@ -1082,11 +1199,12 @@ mod tests {
 
     #[test]
     fn matches_brute_force_reference() {
+        // The switch days of 2024, and of 2150, past the zone data.
         let zones = [
-            ("America/New_York", ["2024-03-10", "2024-11-03"]),
-            ("Europe/Berlin", ["2024-03-31", "2024-10-27"]),
-            ("Australia/Sydney", ["2024-04-07", "2024-10-06"]),
-            ("Australia/Lord_Howe", ["2024-04-07", "2024-10-06"]),
+            ("America/New_York", ["2024-03-10", "2024-11-03", "2150-03-08", "2150-11-01"]),
+            ("Europe/Berlin", ["2024-03-31", "2024-10-27", "2150-03-29", "2150-10-25"]),
+            ("Australia/Sydney", ["2024-04-07", "2024-10-06", "2150-04-05", "2150-10-04"]),
+            ("Australia/Lord_Howe", ["2024-04-07", "2024-10-06", "2150-04-05", "2150-10-04"]),
         ];
         let exprs = [
             "0 30 2 * * *",
@@ -1191,22 +1309,182 @@ mod tests {
     }
 
     #[test]
-    fn years_past_the_zone_data_are_refused_where_daylight_saving_would_be_wrong() {
-        let got = CronSchedule::parse("0 0 0 1 * ? 2120", "America/New_York", now()).unwrap_err().to_string();
-        assert!(got.contains("year field") && got.contains("America/New_York") && got.contains("2099"), "{got}");
-        assert!(!got.contains("Pattern") && !got.contains("croner"), "{got}");
-        let got = CronSchedule::parse("0 0 0 1 * ? 2098-2101", "Europe/Berlin", now()).unwrap_err().to_string();
-        assert!(got.contains("year field"), "{got}");
-        // Zones on one offset all year keep every year up to 2199.
+    fn years_past_the_zone_data_keep_the_last_daylight_saving_rules() {
+        // Explicit years after 2099 are accepted in every zone.
         assert_eq!(next("0 0 0 1 * ? 2120", "UTC", "2024-01-01T00:00:00Z"), "2120-01-01T00:00:00Z");
         assert_eq!(next("0 0 0 1 * ? 2120", "Asia/Shanghai", "2024-01-01T00:00:00Z"), "2119-12-31T16:00:00Z");
-        // 2099 still has its daylight saving time: April is EDT (UTC-4).
-        let s = sched("0 0 0 1 4 ? 2099", "America/New_York");
-        assert_eq!(next_n(&s, "2024-01-01T00:00:00Z", 1), ["2099-04-01T04:00:00Z"]);
-        // Any year: the schedule stops after 2099 instead of firing an hour off.
+        assert_eq!(next("0 0 0 1 * ? 2120", "America/New_York", "2024-01-01T00:00:00Z"), "2120-01-01T05:00:00Z");
+        // April is EDT (UTC-4) in 2099 and after it.
+        let s = sched("0 0 0 1 4 ? 2099,2150", "America/New_York");
+        assert_eq!(next_n(&s, "2024-01-01T00:00:00Z", 2), ["2099-04-01T04:00:00Z", "2150-04-01T04:00:00Z"]);
+        // Any year: the monthly fires go on through 2100, an hour apart in
+        // winter and summer.
         let s = sched("0 0 0 1 * ?", "America/New_York");
-        assert_eq!(next_n(&s, "2099-11-15T00:00:00Z", 1), ["2099-12-01T05:00:00Z"]);
-        assert_eq!(s.next_after(utc("2099-12-15T00:00:00Z")), None);
+        assert_eq!(
+            next_n(&s, "2099-11-15T00:00:00Z", 9)[..],
+            [
+                "2099-12-01T05:00:00Z",
+                "2100-01-01T05:00:00Z",
+                "2100-02-01T05:00:00Z",
+                "2100-03-01T05:00:00Z",
+                "2100-04-01T04:00:00Z",
+                "2100-05-01T04:00:00Z",
+                "2100-06-01T04:00:00Z",
+                "2100-07-01T04:00:00Z",
+                "2100-08-01T04:00:00Z",
+            ]
+        );
+        // The southern hemisphere: Sydney is on AEDT (UTC+11) in January and
+        // AEST (UTC+10) in July, in 2150 as in 2024.
+        let s = sched("0 0 12 1 1,7 ?", "Australia/Sydney");
+        assert_eq!(next_n(&s, "2149-12-01T00:00:00Z", 2), ["2150-01-01T01:00:00Z", "2150-07-01T02:00:00Z"]);
+        // The last fire is at the end of 2199, as in UTC.
+        let s = sched("0 0 0 L 12 ?", "Europe/Berlin");
+        assert_eq!(next_n(&s, "2199-01-01T00:00:00Z", 1), ["2199-12-30T23:00:00Z"]);
+        assert_eq!(s.next_after(utc("2199-12-30T23:00:00Z")), None);
+    }
+
+    #[test]
+    fn a_dst_zone_cron_fires_after_2099() {
+        // February 29th at midnight EST (05:00Z); 2100 is no leap year.
+        let s = sched("0 0 29 2 *", "America/New_York");
+        assert_eq!(
+            next_n(&s, "2095-01-01T00:00:00Z", 4),
+            ["2096-02-29T05:00:00Z", "2104-02-29T05:00:00Z", "2108-02-29T05:00:00Z", "2112-02-29T05:00:00Z"]
+        );
+        let from = utc("2096-03-01T00:00:00Z").timestamp_millis();
+        let to = utc("2110-01-01T00:00:00Z").timestamp_millis();
+        let want = [utc("2104-02-29T05:00:00Z"), utc("2108-02-29T05:00:00Z")].map(|t| t.timestamp_millis());
+        assert_eq!(s.fires_between(from, to, 10), want);
+        // Parsed after 2099, it still fires.
+        assert!(CronSchedule::parse("0 0 29 2 *", "America/New_York", utc("2150-01-01T00:00:00Z")).is_ok());
+
+        // The US rules go on: in 2100 EDT starts on March 14th (the second
+        // Sunday) at 02:00 and ends on November 7th (the first Sunday) at 02:00.
+        let tz = "America/New_York";
+        let fixed = sched("0 30 2 * * *", tz);
+        assert_eq!(next_n(&fixed, "2100-03-13T12:00:00Z", 2), ["2100-03-14T07:00:00Z", "2100-03-15T06:30:00Z"]);
+        assert_eq!(fixed.note(utc("2100-03-14T07:00:00Z")), Some(FireNote::Gap));
+        let quarter = sched("0 */15 * * * *", tz);
+        assert_eq!(
+            next_n(&quarter, "2100-03-14T06:40:00Z", 3),
+            ["2100-03-14T06:45:00Z", "2100-03-14T07:00:00Z", "2100-03-14T07:15:00Z"]
+        );
+        let from = utc("2100-11-07T04:45:00Z").timestamp_millis();
+        let fires = quarter.fires_between(from, from + 3 * 3_600_000, 100);
+        assert_eq!(fires, (0..12).map(|i| from + i * 900_000).collect::<Vec<_>>());
+        let fall = sched("0 30 1 * * ?", tz);
+        assert_eq!(next_n(&fall, "2100-11-06T12:00:00Z", 2), ["2100-11-07T05:30:00Z", "2100-11-08T06:30:00Z"]);
+        assert_eq!(fall.note(utc("2100-11-07T05:30:00Z")), Some(FireNote::Overlap));
+    }
+
+    #[test]
+    fn years_past_the_zone_data_change_offset_like_the_tz_rules() {
+        // The offset changes the tz database's rules for later years give
+        // (Python's zoneinfo), as UTC seconds and the new offset.
+        let cases: [(&str, [(i64, i32); 4]); 5] = [
+            // US: second Sunday in March, first Sunday in November, 02:00.
+            (
+                "America/New_York",
+                [
+                    (4_108_690_800, -14_400),
+                    (4_129_250_400, -18_000),
+                    (7_232_482_800, -14_400),
+                    (7_253_042_400, -18_000),
+                ],
+            ),
+            // EU: last Sunday in March and October, 01:00Z.
+            (
+                "Europe/Berlin",
+                [(4_109_878_800, 7_200), (4_128_627_600, 3_600), (7_234_275_600, 7_200), (7_252_419_600, 3_600)],
+            ),
+            // Australia: first Sunday in April and October.
+            (
+                "Australia/Sydney",
+                [(4_110_451_200, 36_000), (4_126_176_000, 39_600), (7_234_848_000, 36_000), (7_250_572_800, 39_600)],
+            ),
+            // Lord Howe: half an hour.
+            (
+                "Australia/Lord_Howe",
+                [(4_110_447_600, 37_800), (4_126_174_200, 39_600), (7_234_844_400, 37_800), (7_250_571_000, 39_600)],
+            ),
+            // Palestine: its last rules, not a year with Ramadan breaks (up to 2086).
+            (
+                "Asia/Gaza",
+                [(4_109_788_800, 10_800), (4_128_534_000, 7_200), (7_234_185_600, 10_800), (7_252_326_000, 7_200)],
+            ),
+        ];
+        for (tz, changes) in cases {
+            let s = sched("@daily", tz);
+            for (at, offset) in changes {
+                assert_eq!(s.offset_at(at), Some(offset), "{tz} at {at}");
+                assert_ne!(s.offset_at(at - 1), Some(offset), "{tz} before {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn dow_7_step_matches_sunday_on_like_croniter() {
+        // Weekdays fired in one week, as croniter 7.0 expands each item.
+        let cases = [
+            ("7/1", "Sun,Mon,Tue,Wed,Thu,Fri,Sat"),
+            ("7/2", "Sun,Tue,Thu,Sat"),
+            ("7/3", "Sun,Wed,Sat"),
+            ("7/4", "Sun,Thu"),
+            ("7/5", "Sun,Fri"),
+            ("7/6", "Sun,Sat"),
+            ("7/7", "Sun"),
+            ("7/8", "Sun"),
+            ("7-7/1", "Sun,Mon,Tue,Wed,Thu,Fri,Sat"),
+            ("7-7/2", "Sun,Tue,Thu,Sat"),
+            ("7-7/3", "Sun,Wed,Sat"),
+            ("7-7/4", "Sun,Thu"),
+            ("7-7/5", "Sun,Fri"),
+            ("7-7/6", "Sun,Sat"),
+            ("7-7/7", "Sun"),
+            ("7-7/8", "Sun"),
+            ("7-7", "Sun,Mon,Tue,Wed,Thu,Fri,Sat"),
+            ("7-SUN", "Sun,Mon,Tue,Wed,Thu,Fri,Sat"),
+            ("7-3", "Sun,Mon,Tue,Wed"),
+            ("7-WED/2", "Sun,Tue"),
+            ("7-6/4", "Sun,Thu"),
+            ("7-1/2", "Sun"),
+            ("SUN-7", "Sun,Mon,Tue,Wed,Thu,Fri,Sat"),
+            ("sun-sun/3", "Sun,Wed,Sat"),
+            ("0-7/2", "Sun,Tue,Thu,Sat"),
+            ("5-7/2", "Sun,Fri"),
+            ("1-7/3", "Sun,Mon,Thu"),
+            ("1-5,7/2", "Sun,Mon,Tue,Wed,Thu,Fri,Sat"),
+            ("7,7/3", "Sun,Wed,Sat"),
+        ];
+        // 2024-05-05 is a Sunday.
+        let week = |expr: &str| {
+            let s = sched(expr, "UTC");
+            let from = utc("2024-05-05T00:00:00Z").timestamp_millis();
+            let fires = s.fires_between(from, from + 7 * 86_400_000, 10);
+            let days: Vec<String> =
+                fires.iter().map(|&ms| DateTime::from_timestamp_millis(ms).unwrap().format("%a").to_string()).collect();
+            days.join(",")
+        };
+        for (dow, want) in cases {
+            assert_eq!(week(&format!("0 12 * * {dow}")), want, "{dow}");
+            // The canonical form fires on the same days.
+            let printed = canonical(&format!("0 12 * * {dow}")).unwrap();
+            assert_eq!(week(&printed), want, "{dow} printed as {printed}");
+        }
+        // Quartz weekdays (1 = SUN ... 7 = SAT) are untouched: 7 is Saturday.
+        for (dow, want) in [
+            ("7", "Sat"),
+            ("7/2", "Sat"),
+            ("7-7", "Sat"),
+            ("7-7/2", "Sat"),
+            ("1/2", "Sun,Tue,Thu,Sat"),
+            ("SUN/2", "Sun,Tue,Thu,Sat"),
+            ("1-7/3", "Sun,Wed,Sat"),
+            ("SUN-SUN", "Sun"),
+        ] {
+            assert_eq!(week(&format!("0 0 12 ? * {dow}")), want, "Quartz {dow}");
+        }
     }
 
     #[test]

@@ -46,7 +46,8 @@ impl FireStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FireKey {
     pub timer_id: i64,
-    /// Scheduled time, Unix milliseconds.
+    /// When it is sent, Unix milliseconds: the scheduled time, unless the
+    /// timer spreads its fires (then the time chosen, unique per timer too).
     pub run_ms: i64,
 }
 
@@ -81,8 +82,11 @@ pub struct Fire {
     pub task_id: i64,
     pub timer_id: i64,
     pub app: String,
-    /// Scheduled time, Unix milliseconds.
+    /// When it is sent, Unix milliseconds: its scheduled time, or later
+    /// when the timer spreads its fires (`runTimer`).
     pub run_ms: i64,
+    /// Its scheduled time, its identity (`scheduledTimer`).
+    pub scheduled_ms: i64,
     pub status: FireStatus,
     /// HTTP attempts made so far.
     pub attempt: u32,
@@ -101,6 +105,8 @@ pub struct Fire {
 pub struct ClaimedFire {
     pub task_id: i64,
     pub key: FireKey,
+    /// Its scheduled time: `key.run_ms` unless the timer spreads its fires.
+    pub scheduled_ms: i64,
     /// Attempts made before this claim.
     pub attempt: u32,
     /// The claim's fencing token; results are written only under it.
@@ -113,11 +119,12 @@ pub struct ClaimedFire {
 }
 
 impl ClaimedFire {
-    /// The `Idempotency-Key` of the fire: `{timer_id}_{run_ms}` for a
-    /// scheduled fire, `{timer_id}_{run_ms}_manual` for a triggered one, so
-    /// the two can never be mistaken for each other.
+    /// The `Idempotency-Key` of the fire: `{timer_id}_{scheduled_ms}` for
+    /// a scheduled fire (sent later when spread, its key is still its
+    /// scheduled time), `{timer_id}_{run_ms}_manual` for a triggered one,
+    /// so the two can never be mistaken for each other.
     pub fn idempotency_key(&self) -> String {
-        let mut key = self.key.member();
+        let mut key = FireKey { timer_id: self.key.timer_id, run_ms: self.scheduled_ms }.member();
         if self.manual {
             key.push_str("_manual");
         }
@@ -149,6 +156,7 @@ mod tests {
         let fire = |manual| ClaimedFire {
             task_id: 1,
             key: FireKey { timer_id: 42, run_ms: 1_700_000_000_123 },
+            scheduled_ms: 1_700_000_000_123,
             attempt: 0,
             owner: "n:1".into(),
             manual,

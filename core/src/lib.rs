@@ -3,6 +3,7 @@
 //! # Layout
 //!
 //! - [`timer`]: a timer as the user defined it (schedule, callback, policies).
+//! - [`when`]: bounds, run limit, spread, calendars and catch-up window beside the schedule, and the times they leave.
 //! - [`task`]: the asyncflow task data model (tasks, task type configuration).
 //! - [`fire`]: one fire of a timer (`t_timer_task` row), its status and key.
 //! - [`node`]: a node's identity and liveness as it reports itself.
@@ -19,6 +20,7 @@
 //! - [`metrics`]: the names (and lateness buckets) of the exported metrics.
 
 pub mod cache;
+pub mod calendar;
 pub mod clock;
 pub mod config;
 pub mod cron;
@@ -34,6 +36,7 @@ pub mod signature;
 pub mod target_policy;
 pub mod task;
 pub mod timer;
+pub mod when;
 
 pub use cache::TtlCache;
 pub use clock::{Clock, SharedClock, SystemClock};

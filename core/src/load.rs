@@ -29,6 +29,10 @@ impl Load {
         match schedule {
             Schedule::Once { run_at_ms } => Self::Minute(run_at_ms.div_euclid(60_000)),
             Schedule::Cron { expr, timezone } => Self::Cron(cron_peak(expr, timezone, now_ms)),
+            // An interval fires at most this often in any minute.
+            Schedule::Every { every_ms, .. } => {
+                Self::Cron((60_000 + every_ms.max(&1) - 1).div_euclid(*every_ms.max(&1)) as u64)
+            }
         }
     }
 }

@@ -29,6 +29,9 @@ pub struct NodeContext {
     /// Whether this node's heartbeats reach the database steadily (steady
     /// forever where no heartbeat loop runs).
     pub liveness: Arc<Liveness>,
+    /// Signalled each time fire results are written, so timers with
+    /// nothing left complete within a moment of their last fire.
+    pub results_written: Arc<tokio::sync::Notify>,
 }
 
 impl NodeContext {
@@ -42,6 +45,7 @@ impl NodeContext {
             handover,
             pause: Arc::new(PauseWatch::default()),
             liveness: Arc::new(Liveness::steady()),
+            results_written: Arc::new(tokio::sync::Notify::new()),
         }
     }
 

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::when::Timing;
+
 /// Lifecycle of a timer. Numbers are the wire and storage values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimerStatus {
@@ -42,6 +44,9 @@ pub enum Schedule {
     Cron { expr: String, timezone: String },
     /// Exactly once, at a Unix millisecond.
     Once { run_at_ms: i64 },
+    /// Every `every_ms` from `anchor_ms` (`anchorAt + k * everyMs`, k whole),
+    /// whatever the zone; `timezone` only says which day a calendar reads.
+    Every { every_ms: i64, anchor_ms: i64, timezone: String },
 }
 
 impl Schedule {
@@ -56,7 +61,56 @@ impl Schedule {
                 let before = chrono::DateTime::from_timestamp_millis(at_ms - 1)?;
                 schedule.next_after(before).map(|t| t.timestamp_millis())
             }
+            Self::Every { every_ms, anchor_ms, .. } => {
+                let every = (*every_ms).max(1);
+                if at_ms <= *anchor_ms {
+                    return Some(*anchor_ms);
+                }
+                let steps =
+                    (at_ms - anchor_ms).div_euclid(every) + i64::from((at_ms - anchor_ms).rem_euclid(every) != 0);
+                anchor_ms.checked_add(steps.checked_mul(every)?)
+            }
         }
+    }
+
+    /// Its times in `[from_ms, to_ms)`, at most `limit`; a one-shot's time
+    /// when it falls there.
+    pub fn times_between(&self, from_ms: i64, to_ms: i64, limit: usize) -> Vec<i64> {
+        match self {
+            Self::Once { run_at_ms } => {
+                if (from_ms..to_ms).contains(run_at_ms) && limit > 0 {
+                    vec![*run_at_ms]
+                } else {
+                    Vec::new()
+                }
+            }
+            Self::Cron { expr, timezone } => match crate::cron::CronSchedule::parsed(expr, timezone) {
+                Ok(cron) => cron.fires_between(from_ms, to_ms, limit),
+                Err(_) => Vec::new(),
+            },
+            Self::Every { every_ms, .. } => {
+                let mut out = Vec::new();
+                let mut next = self.next_fire_at_or_after(from_ms);
+                while let Some(t) = next.filter(|t| *t < to_ms && out.len() < limit) {
+                    out.push(t);
+                    next = t.checked_add(*every_ms);
+                }
+                out
+            }
+        }
+    }
+
+    /// The IANA zone its days are read in (UTC for a one-shot).
+    pub fn timezone(&self) -> &str {
+        match self {
+            Self::Cron { timezone, .. } | Self::Every { timezone, .. } => timezone,
+            Self::Once { .. } => "UTC",
+        }
+    }
+
+    /// Whether it fires more than once.
+    pub fn repeats(&self) -> bool {
+        !matches!(self, Self::Once { .. })
     }
 }
 
@@ -222,6 +276,8 @@ pub struct NewTimer {
     pub pause_after_failures: Option<u32>,
     /// What a fire does while the one before it is still running.
     pub overlap: OverlapPolicy,
+    /// Bounds, run limit, spread, calendars and catch-up window.
+    pub timing: Timing,
 }
 
 impl NewTimer {
@@ -233,7 +289,7 @@ impl NewTimer {
     pub fn first_next_run(&self, now_ms: i64) -> Option<i64> {
         match (&self.status, &self.schedule) {
             (TimerStatus::Enabled, Schedule::Once { run_at_ms }) => Some(*run_at_ms),
-            (TimerStatus::Enabled, schedule) => schedule.next_fire_at_or_after(now_ms),
+            (TimerStatus::Enabled, schedule) => self.timing.next_at_or_after(schedule, now_ms),
             _ => Some(0),
         }
     }
@@ -254,6 +310,7 @@ impl NewTimer {
             pause_after_failures: self.pause_after_failures,
             pause_reason: None,
             overlap: self.overlap,
+            timing: self.timing.clone(),
             create_time: now_ms,
             modify_time: now_ms,
         }
@@ -281,6 +338,8 @@ pub struct Timer {
     pub pause_reason: Option<String>,
     /// What a fire does while the one before it is still running.
     pub overlap: OverlapPolicy,
+    /// Bounds, run limit, spread, calendars and catch-up window.
+    pub timing: Timing,
     /// Unix milliseconds.
     pub create_time: i64,
     /// Unix milliseconds.

@@ -205,7 +205,8 @@ struct Http1Head {
 }
 
 /// Headers each fire sets itself, over any the timer sets.
-const PER_FIRE_HEADERS: [&str; 4] = ["x-xtimer-timer-id", "x-xtimer-run-time", "idempotency-key", "x-xtimer-signature"];
+const PER_FIRE_HEADERS: [&str; 5] =
+    ["x-xtimer-timer-id", "x-xtimer-run-time", "x-xtimer-scheduled-time", "idempotency-key", "x-xtimer-signature"];
 
 /// Headers of the request's framing, which the client writes.
 const FRAMING_HEADERS: [&str; 8] =
@@ -252,6 +253,8 @@ fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 /// The headers a fire adds to its target's.
 struct FireHeaders {
     key: FireKey,
+    /// The fire's scheduled time (`X-Xtimer-Scheduled-Time`).
+    scheduled_ms: i64,
     idempotency: HeaderValue,
     /// The fire's signature, or the timer's own header when unsigned.
     signature: Option<HeaderValue>,
@@ -380,23 +383,25 @@ pub(crate) fn host_key(uri: &Uri) -> String {
 /// `max_output` bytes of the answer (the default policy still applies,
 /// through [`client`]'s resolver; literal addresses are not checked here).
 pub async fn call(client: &Client, notify: &HttpNotify, key: FireKey, max_output: usize) -> Answer {
-    call_checked(client, &Target::new(notify, None), key, &key.to_string(), max_output, None).await
+    call_checked(client, &Target::new(notify, None), key, key.run_ms, &key.to_string(), max_output, None).await
 }
 
 /// Sends the callback of fire `key` to `target`, signed when `signing` is
 /// given, and reads at most `max_output` bytes of the answer;
-/// `idempotency_key` is its `Idempotency-Key` header. A target whose
+/// `scheduled_ms` is its scheduled time and `idempotency_key` its
+/// `Idempotency-Key` header. A target whose
 /// literal address the policy denies is a failed [`Answer`] with
 /// `Refused`, and so is a name whose addresses are all denied.
 pub async fn call_checked(
     client: &Client,
     target: &Target,
     key: FireKey,
+    scheduled_ms: i64,
     idempotency_key: &str,
     max_output: usize,
     signing: Option<Signing<'_>>,
 ) -> Answer {
-    let (uri, fire) = match target.fire_headers(key, idempotency_key, max_output, signing) {
+    let (uri, fire) = match target.fire_headers(key, scheduled_ms, idempotency_key, max_output, signing) {
         Ok(ready) => ready,
         Err(refused) => return refused,
     };
@@ -439,6 +444,7 @@ impl Target {
     fn fire_headers(
         &self,
         key: FireKey,
+        scheduled_ms: i64,
         idempotency_key: &str,
         max_output: usize,
         signing: Option<Signing<'_>>,
@@ -465,7 +471,7 @@ impl Target {
             }
             None => self.endpoint.headers.iter().find(|(name, _)| name == "x-xtimer-signature").map(|(_, v)| v.clone()),
         };
-        Ok((uri, FireHeaders { key, idempotency, signature }))
+        Ok((uri, FireHeaders { key, scheduled_ms, idempotency, signature }))
     }
 
     /// The fire's request for hyper's client: the target's method, URL,
@@ -475,12 +481,13 @@ impl Target {
         *request.method_mut() = self.endpoint.method.clone();
         *request.uri_mut() = uri.clone();
         let headers = request.headers_mut();
-        headers.reserve(self.endpoint.headers.len() + 4);
+        headers.reserve(self.endpoint.headers.len() + 5);
         for (name, value) in self.endpoint.headers.iter() {
             headers.insert(name.clone(), value.clone());
         }
         headers.insert("x-xtimer-timer-id", HeaderValue::from(fire.key.timer_id));
         headers.insert("x-xtimer-run-time", HeaderValue::from(fire.key.run_ms));
+        headers.insert("x-xtimer-scheduled-time", HeaderValue::from(fire.scheduled_ms));
         headers.insert("idempotency-key", fire.idempotency);
         if let Some(signature) = fire.signature {
             headers.insert("x-xtimer-signature", signature);
@@ -495,6 +502,7 @@ impl Target {
         let mut number = itoa::Buffer::new();
         push_header(&mut out, "x-xtimer-timer-id", number.format(fire.key.timer_id).as_bytes());
         push_header(&mut out, "x-xtimer-run-time", number.format(fire.key.run_ms).as_bytes());
+        push_header(&mut out, "x-xtimer-scheduled-time", number.format(fire.scheduled_ms).as_bytes());
         push_header(&mut out, "idempotency-key", fire.idempotency.as_bytes());
         if let Some(signature) = &fire.signature {
             push_header(&mut out, "x-xtimer-signature", signature.as_bytes());
@@ -613,6 +621,7 @@ mod tests {
         let head = target.endpoint.http1.as_ref().expect("a plain-http target");
         let fire = FireHeaders {
             key: FireKey { timer_id: 7, run_ms: 1_000 },
+            scheduled_ms: 1_000,
             idempotency: HeaderValue::from_static("7_1000"),
             signature: None,
         };

@@ -266,6 +266,7 @@ impl Executor {
             clock: clock.clone(),
             batch_size: config.batch_size,
             linger: Duration::from_millis(config.record_linger_ms),
+            written: Some(ctx.results_written.clone()),
         });
         let inner = Inner {
             permits: Arc::new(Semaphore::new(config.concurrency)),
@@ -794,6 +795,7 @@ impl ExecutorHandle {
                 &inner.http,
                 target,
                 key,
+                fire.scheduled_ms,
                 &fire.idempotency_key(),
                 inner.config.max_output_bytes,
                 Some(signing),

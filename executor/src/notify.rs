@@ -210,8 +210,16 @@ impl Notifier {
         let parts = &self.parts;
         let secret = parts.callbacks.secrets.secret_for(&message.app).await;
         let signing = callback::Signing { secret: secret.as_bytes(), t: parts.clock.now_ms().div_euclid(1000) };
-        callback::call_checked(&parts.http, &message.target, owed.key, &message.key, parts.max_output, Some(signing))
-            .await
+        callback::call_checked(
+            &parts.http,
+            &message.target,
+            owed.key,
+            owed.key.run_ms,
+            &message.key,
+            parts.max_output,
+            Some(signing),
+        )
+        .await
     }
 
     /// Deletes `owed`: sent or given up. If that fails its lease lapses
@@ -229,6 +237,7 @@ fn idempotency_key(owed: &OwedNotification) -> String {
     let fire = ClaimedFire {
         task_id: owed.task_id,
         key: owed.key,
+        scheduled_ms: owed.key.run_ms,
         attempt: owed.attempt,
         owner: String::new(),
         manual: owed.manual,

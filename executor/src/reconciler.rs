@@ -7,7 +7,8 @@
 //! ran out. Running ones are reclaimed and fired again (at-least-once; the
 //! idempotency key lets the receiver drop a repeat).
 //!
-//! A pending fire late by less than `misfire_threshold` always fires: a
+//! A pending fire late by less than its timer's `misfireThresholdMs`, else
+//! the node's `misfire_threshold`, always fires: a
 //! crash, a takeover or a short outage is not a misfire. Later than that,
 //! it follows its timer's misfire policy: `skip` marks it missed,
 //! `fire_all` fires it, `fire_once` fires the timer's latest overdue fire
@@ -189,13 +190,21 @@ impl Reconciler {
         let mut ids: Vec<i64> = overdue.iter().map(|o| o.key.timer_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let timers: HashMap<i64, (TimerStatus, MisfirePolicy)> =
-            self.timers.get_timers(&ids).await?.into_iter().map(|t| (t.id, (t.status, t.misfire))).collect();
-        let threshold = self.config.misfire_threshold_ms as i64;
+        let default_threshold = self.config.misfire_threshold_ms;
+        let timers: HashMap<i64, (TimerStatus, MisfirePolicy, i64)> = self
+            .timers
+            .get_timers(&ids)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, (t.status, t.misfire, t.timing.misfire_threshold_or(default_threshold) as i64)))
+            .collect();
         let (mut fire, mut missed) = (Vec::new(), Vec::new());
         for o in overdue {
-            let (status, policy) =
-                timers.get(&o.key.timer_id).copied().unwrap_or((TimerStatus::Deleted, MisfirePolicy::Skip));
+            let (status, policy, threshold) = timers.get(&o.key.timer_id).copied().unwrap_or((
+                TimerStatus::Deleted,
+                MisfirePolicy::Skip,
+                default_threshold as i64,
+            ));
             // Newest first: the first scheduled fire met of a timer is its
             // latest. A backfilled fire was asked for: it always fires.
             let latest = !o.backfill && seen_latest.insert(o.key.timer_id);

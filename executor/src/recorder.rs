@@ -136,6 +136,8 @@ pub(crate) struct RecorderParts {
     pub batch_size: usize,
     /// How long a batch waits for more results.
     pub linger: Duration,
+    /// Signalled after each batch written.
+    pub written: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// The channel between the executor and its recorder: the executor's end,
@@ -210,6 +212,9 @@ impl Recorder {
             }
             self.backlog.done(batch.len());
             batch.clear();
+            if let Some(written) = &self.parts.written {
+                written.notify_one();
+            }
         }
     }
 

@@ -8,7 +8,10 @@
 //!   clone, so request handlers hold one and call `expand_timer` when a
 //!   timer is enabled.
 //! - [`expand`]: pure fire-time expansion of one timer over a window.
+//! - [`spread`]: load-aware placement of spread fires (`spreadMs`).
+//! - [`calendars`]: the calendars timers exclude, read and compiled for expansion.
 //! - [`retention`]: the loop that deletes fire records past their keep time.
+//! - [`finisher`]: the loop that completes timers with nothing left as soon as their last fire ends.
 //! - [`error`]: this crate's error type.
 //!
 //! Every step, under a cluster-wide lock, it inserts the fires in
@@ -30,9 +33,12 @@
 //! the new definition's next fire is not moved by the old one's plan (the
 //! timer, marked for expansion by the update, is read again as it is now).
 
+pub mod calendars;
 pub mod error;
 pub mod expand;
+pub mod finisher;
 pub mod retention;
+pub mod spread;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -44,11 +50,13 @@ use xtimer_core::fire::{FireFeed, FireKey};
 use xtimer_core::handover::Handover;
 use xtimer_core::node::NodeContext;
 use xtimer_core::shard::{minute_of, MINUTE_MS};
-use xtimer_core::timer::Timer;
+use xtimer_core::timer::{Schedule, Timer};
 use xtimer_core::SharedClock;
 use xtimer_store::{BackfillFire, FireRepo, LockStore, NewFire, NextRun, PlannedFire, ShardStore, Stores, TimerRepo};
 
+pub use calendars::CalendarBook;
 pub use error::{Error, Result};
+pub use finisher::Finisher;
 pub use retention::Retention;
 
 /// The migrator loop: every step, under a cluster-wide lock, expands every
@@ -76,6 +84,10 @@ pub struct Expander {
     feed: Option<FireFeed>,
     /// Where expanded one-shot timers' definitions are left for their fire.
     handover: Arc<Handover>,
+    /// Places the fires of timers that spread them.
+    placer: spread::Placer,
+    /// The calendars timers exclude.
+    calendars: CalendarBook,
 }
 
 /// What one step did.
@@ -104,6 +116,13 @@ impl Migrator {
             clock: ctx.clock.clone(),
             feed,
             handover: ctx.handover.clone(),
+            placer: spread::Placer::new(
+                stores.fires.clone(),
+                stores.locks.clone(),
+                format!("{}:lock:spread", ctx.key_prefix),
+                ctx.node_id.clone(),
+            ),
+            calendars: CalendarBook::new(stores.calendars.clone(), ctx.clock.clone()),
         };
         Self {
             config,
@@ -113,6 +132,11 @@ impl Migrator {
             lock_key: format!("{}:lock:migrator", ctx.key_prefix),
             token: ctx.node_id.clone(),
         }
+    }
+
+    /// The calendar book, for request handlers.
+    pub fn calendars(&self) -> CalendarBook {
+        self.expander.calendars.clone()
     }
 
     /// The expander, for request handlers.
@@ -176,12 +200,8 @@ impl Migrator {
                 break;
             }
             report.timers += page.len() as u64;
-            let mut batch = Vec::new();
-            let mut next = Vec::with_capacity(page.len());
-            for timer in &page {
-                x.expand_into(timer, now, to, false, &mut batch);
-                next.push(next_run(timer, to));
-            }
+            let (mut batch, _) = x.plan(&page, now, to, false).await?;
+            let next: Vec<NextRun> = page.iter().map(|timer| next_run(timer, to)).collect();
             by_run_time(&mut batch);
             // Timers updated since the page was read write nothing here;
             // the update marked them due, so the next page reads them again.
@@ -202,9 +222,14 @@ fn by_run_time(fires: &mut [PlannedFire]) {
     fires.sort_unstable_by_key(|f| (f.fire.key.run_ms, f.fire.key.timer_id));
 }
 
-/// `timer`'s fire at `run_ms`, planned from its definition as read.
-fn planned(timer: &Timer, run_ms: i64) -> PlannedFire {
-    PlannedFire { fire: new_fire(timer, run_ms), timer_modified: timer.modify_time }
+/// `timer`'s fire scheduled at `scheduled_ms` and sent at `run_ms`,
+/// planned from its definition as read.
+fn planned(timer: &Timer, scheduled_ms: i64, run_ms: i64) -> PlannedFire {
+    PlannedFire {
+        fire: new_fire(timer, run_ms),
+        timer_modified: timer.modify_time,
+        scheduled_ms: (run_ms != scheduled_ms).then_some(scheduled_ms),
+    }
 }
 
 /// `timer`'s fire at `run_ms`.
@@ -218,6 +243,31 @@ fn next_run(timer: &Timer, to: i64) -> NextRun {
     NextRun { timer_id: timer.id, run_ms: expand::next_fire_at_or_after(timer, to), timer_modified: timer.modify_time }
 }
 
+/// Whether no scheduled fire of `timer` can be sent at `run_ms`, so a
+/// manual fire there never takes a scheduled one's key: never a whole
+/// second (a cron's fires are, spread or not), nor on an interval's grid
+/// (its times, or with a spread any whole second after one).
+fn off_schedule(timer: &Timer, run_ms: i64) -> bool {
+    if run_ms.rem_euclid(1000) == 0 {
+        return false;
+    }
+    match &timer.schedule {
+        Schedule::Every { every_ms, anchor_ms, .. } => {
+            let grid = if timer.timing.spread_ms > 0 { gcd(*every_ms, 1000) } else { *every_ms };
+            (run_ms - anchor_ms).rem_euclid(grid.max(2)) != 0
+        }
+        _ => true,
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a.abs()
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 /// Run times `fire_now` tries before giving up (each taken by a fire made
 /// in the same millisecond).
 const MANUAL_KEY_TRIES: usize = 16;
@@ -227,6 +277,11 @@ const MANUAL_KEY_TRIES: usize = 16;
 const MAX_PAGES_PER_STEP: usize = 20_000;
 
 impl Expander {
+    /// The calendars timers exclude, as this expander reads them.
+    pub fn calendars(&self) -> &CalendarBook {
+        &self.calendars
+    }
+
     /// End of the window a step started at `now_ms` covers.
     pub fn horizon(&self, now_ms: i64) -> i64 {
         now_ms + 2 * self.step_ms as i64
@@ -252,16 +307,15 @@ impl Expander {
     async fn expand(&self, timers: &[Timer], created: bool) -> Result<u64> {
         let now = self.clock.now_ms();
         let to = self.horizon(now);
-        let mut fires = Vec::new();
-        let mut next = Vec::with_capacity(timers.len());
-        for timer in timers {
-            // Created with no fire before the horizon: its stored first fire
-            // is at or after the horizon, which is what would be written.
-            if !self.expand_into(timer, now, to, true, &mut fires) && created {
-                continue;
-            }
-            next.push(next_run(timer, to));
-        }
+        let (mut fires, had_fires) = self.plan(timers, now, to, true).await?;
+        // Created with no fire before the horizon: its stored first fire
+        // is at or after the horizon, which is what would be written.
+        let next: Vec<NextRun> = timers
+            .iter()
+            .zip(had_fires)
+            .filter(|(_, had)| *had || !created)
+            .map(|(timer, _)| next_run(timer, to))
+            .collect();
         by_run_time(&mut fires);
         self.fires.insert_planned_fires(&fires, now).await?;
         self.timers.set_planned_next_runs(&next).await?;
@@ -286,7 +340,7 @@ impl Expander {
         let now = self.clock.now_ms();
         let mut run_ms = now;
         for _ in 0..MANUAL_KEY_TRIES {
-            if run_ms.rem_euclid(1000) == 0 {
+            while !off_schedule(timer, run_ms) {
                 run_ms += 1;
             }
             let fire = new_fire(timer, run_ms);
@@ -319,16 +373,11 @@ impl Expander {
         /// Scheduled times expanded and checked against the records at once.
         const CHUNK: usize = 10_000;
         let now = self.clock.now_ms();
+        let exclusions = self.calendars.exclusions(timer).await?;
         let mut missing = Vec::new();
         let mut cursor = from_ms;
         while cursor < to_ms && missing.len() < max_fires {
-            let times = match expand::fire_times(timer, cursor, to_ms, CHUNK, false) {
-                Ok(times) => times,
-                Err(err) => {
-                    tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Timer schedule does not parse; not backfilled.");
-                    break;
-                }
-            };
+            let times = expand::fire_times(timer, &exclusions, cursor, to_ms, CHUNK, false);
             let Some(&last) = times.last() else { break };
             let known: HashSet<i64> =
                 self.fires.run_times_between(timer.id, cursor, last + 1).await?.into_iter().collect();
@@ -351,27 +400,40 @@ impl Expander {
         Ok(self.fires.insert_backfill(&fires, now).await?)
     }
 
-    /// Adds `timer`'s fires in `[from, to)` to `fires`; whether it had any.
-    /// A one-shot's definition is left in the [`Handover`] for its fire
-    /// (before the fire is indexed, so that a fire due at once finds it).
-    fn expand_into(&self, timer: &Timer, from: i64, to: i64, enabling: bool, fires: &mut Vec<PlannedFire>) -> bool {
-        let own = self.fires_of(timer, from, to, enabling);
-        if own.is_empty() {
-            return false;
-        }
-        self.handover.give(timer);
-        fires.extend(own);
-        true
-    }
-
-    fn fires_of(&self, timer: &Timer, from: i64, to: i64, enabling: bool) -> Vec<PlannedFire> {
-        match expand::fire_times(timer, from, to, self.max_fires_per_timer, enabling) {
-            Ok(times) => times.into_iter().map(|run_ms| planned(timer, run_ms)).collect(),
-            Err(err) => {
-                tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Timer schedule does not parse; not expanded.");
-                Vec::new()
+    /// The fires of `timers` scheduled in `[from, to)`, spread fires
+    /// placed, and whether each timer had any. A one-shot's definition is
+    /// left in the [`Handover`] for its fire (before the fire is indexed,
+    /// so that a fire due at once finds it).
+    async fn plan(
+        &self,
+        timers: &[Timer],
+        from: i64,
+        to: i64,
+        enabling: bool,
+    ) -> Result<(Vec<PlannedFire>, Vec<bool>)> {
+        let mut scheduled = Vec::with_capacity(timers.len());
+        let mut candidates = Vec::new();
+        for timer in timers {
+            let exclusions = self.calendars.exclusions(timer).await?;
+            let times = expand::fire_times(timer, &exclusions, from, to, self.max_fires_per_timer, enabling);
+            if timer.timing.spread_ms > 0 {
+                candidates.extend(times.iter().map(|t| spread::Candidate::of(timer, *t)));
             }
+            scheduled.push(times);
         }
+        let placed = self.placer.place(candidates).await?;
+        let mut fires = Vec::new();
+        let mut had = Vec::with_capacity(timers.len());
+        for (timer, times) in timers.iter().zip(scheduled) {
+            had.push(!times.is_empty());
+            if times.is_empty() {
+                continue;
+            }
+            self.handover.give(timer);
+            fires
+                .extend(times.into_iter().map(|t| planned(timer, t, placed.get(&(timer.id, t)).copied().unwrap_or(t))));
+        }
+        Ok((fires, had))
     }
 
     /// Indexes pending fires in `[from, to)` minute by minute.

@@ -17,6 +17,7 @@ const T0: i64 = 1_767_225_600_000;
 
 fn timer(name: &str, schedule: Schedule) -> NewTimer {
     NewTimer {
+        timing: Default::default(),
         app: "step".into(),
         name: name.into(),
         status: TimerStatus::Enabled,

@@ -112,6 +112,7 @@ impl TimerRepo for UpdateAfterRead {
 
 fn timer(name: &str, cron: &str) -> NewTimer {
     NewTimer {
+        timing: Default::default(),
         app: "race".into(),
         name: name.into(),
         status: TimerStatus::Enabled,

@@ -98,6 +98,7 @@ pub(crate) fn schedule_field(schedule: &Schedule) -> &'static str {
     match schedule {
         Schedule::Once { .. } => "runAt",
         Schedule::Cron { .. } => "cron",
+        Schedule::Every { .. } => "everyMs",
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 use xtimer_core::error::error_chain;
-use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
+use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus, Timing};
 use xtimer_store::Refusal;
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL, ON_FAILURE_URL};
@@ -33,7 +33,8 @@ impl TimerService {
     /// a task, its type's owner); an enabled one is expanded into its fires
     /// before the answer, so a timer due in a moment fires on time. Its
     /// stored form, or why not.
-    pub async fn create(&self, timer: NewTimer) -> Result<Timer> {
+    pub async fn create(&self, mut timer: NewTimer) -> Result<Timer> {
+        self.settle_timing(&mut timer, self.0.clock.now_ms(), None).await?;
         let targets = &self.0.targets;
         match &timer.notify {
             Notify::Http(notify) => check_callback(targets, NOTIFY_URL, &notify.url).await?,
@@ -50,8 +51,15 @@ impl TimerService {
     /// by its index (`timers[3].cron`). Each distinct callback URL and
     /// (app, task type) is checked once, naming the first item using it.
     pub async fn create_timers(&self, timers: &[NewTimer]) -> Result<Vec<i64>> {
-        self.check_batch_targets(timers).await?;
         let now = self.0.clock.now_ms();
+        let mut settled = timers.to_vec();
+        for (i, timer) in settled.iter_mut().enumerate() {
+            if timer.timing != Timing::default() {
+                self.settle_timing(timer, now, Some(i)).await?;
+            }
+        }
+        let timers = &settled[..];
+        self.check_batch_targets(timers).await?;
         let ids = match self.0.timers.create_timers_within(timers, now, &self.quota()).await {
             Ok(ids) => ids,
             Err(xtimer_store::Error::Refused { app, index, refusal }) => {

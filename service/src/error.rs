@@ -16,6 +16,14 @@ pub enum ServiceError {
         /// The app asked for.
         app: String,
     },
+    /// No calendar of this name in this app.
+    #[error("calendar `{name}` not found in app `{app}`")]
+    CalendarNotFound {
+        /// The app asked for.
+        app: String,
+        /// The name asked for.
+        name: String,
+    },
     /// Another app's timer, asked for by a caller that proved it acts for
     /// `app`: it is told why.
     #[error("timer {id} belongs to another app than `{app}`")]

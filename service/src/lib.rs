@@ -26,6 +26,7 @@ pub mod checks;
 pub mod create;
 pub mod error;
 pub mod lifecycle;
+pub mod when;
 
 use std::sync::Arc;
 
@@ -35,11 +36,12 @@ use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{Timer, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_migrator::Expander;
-use xtimer_store::{FireRepo, FireWindow, Quota, TimerRepo};
+use xtimer_store::{CalendarRepo, FireRepo, FireWindow, Quota, TimerRepo};
 
 pub use checks::{OpenTargets, Targets, TaskTypeError, MAX_APP_CHARS};
 pub use error::{Result, ServiceError};
 pub use lifecycle::Backfill;
+pub use when::Forecast;
 
 /// The timer use cases. Cheap to clone: one `Arc`.
 #[derive(Clone)]
@@ -48,6 +50,7 @@ pub struct TimerService(Arc<Inner>);
 struct Inner {
     timers: Arc<dyn TimerRepo>,
     fires: Arc<dyn FireRepo>,
+    calendars: Arc<dyn CalendarRepo>,
     expander: Expander,
     targets: Arc<dyn Targets>,
     clock: SharedClock,
@@ -62,6 +65,8 @@ pub struct Parts {
     pub timers: Arc<dyn TimerRepo>,
     /// Where fires are stored (read, and cleared on an update).
     pub fires: Arc<dyn FireRepo>,
+    /// Where the apps' calendars are stored.
+    pub calendars: Arc<dyn CalendarRepo>,
     /// Plans an enabled timer's fires the moment it is created or enabled.
     pub expander: Expander,
     /// Where callbacks may point and which task types an app may use.
@@ -127,6 +132,7 @@ impl TimerService {
         Self(Arc::new(Inner {
             timers: parts.timers,
             fires: parts.fires,
+            calendars: parts.calendars,
             expander: parts.expander,
             targets: parts.targets,
             clock: ctx.clock.clone(),

@@ -82,10 +82,30 @@ impl TimerService {
         key: &TimerKey,
         edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
     ) -> Result<Timer, E> {
+        self.update_planning(key, edit, false).await
+    }
+
+    /// [`Self::update`], its fires not yet claimed planned again even if
+    /// the definition did not change (a calendar it excludes did).
+    pub(crate) async fn update_replanning<E: From<ServiceError>>(
+        &self,
+        key: &TimerKey,
+        edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
+    ) -> Result<Timer, E> {
+        self.update_planning(key, edit, true).await
+    }
+
+    async fn update_planning<E: From<ServiceError>>(
+        &self,
+        key: &TimerKey,
+        edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
+        replan: bool,
+    ) -> Result<Timer, E> {
         let _app_lock = self.0.app_locks.lock(&key.app).await;
         let stored = self.get(key).await?;
         let now = self.0.clock.now_ms();
-        let new = edit(&stored, now)?;
+        let mut new = edit(&stored, now)?;
+        self.settle_timing(&mut new, stored.create_time, None).await?;
         self.check_changed_targets(&new, &stored).await?;
         match self.0.timers.update_timer(stored.id, &new, now, &self.quota()).await {
             Ok(true) => {}
@@ -95,7 +115,11 @@ impl TimerService {
             }
             Err(err) => return Err(ServiceError::from(err).into()),
         }
-        if new.schedule != stored.schedule || new.status != TimerStatus::Enabled {
+        if replan
+            || new.schedule != stored.schedule
+            || new.timing != stored.timing
+            || new.status != TimerStatus::Enabled
+        {
             self.0.fires.delete_pending_from(stored.id, now).await.map_err(ServiceError::from)?;
         }
         let timer = Timer { create_time: stored.create_time, ..new.stored(stored.id, now) };

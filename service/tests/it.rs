@@ -62,8 +62,13 @@ async fn service_with(limits: LimitsConfig) -> Fixture {
     );
     let ctx = NodeContext::new(shared, "node-test", "xtimer-test");
     let expander = Migrator::new(MigratorConfig::default(), &stores, &ctx, None).expander();
-    let parts =
-        Parts { timers: stores.timers.clone(), fires: stores.fires.clone(), expander, targets: Arc::new(FakeTargets) };
+    let parts = Parts {
+        timers: stores.timers.clone(),
+        fires: stores.fires.clone(),
+        calendars: stores.calendars.clone(),
+        expander,
+        targets: Arc::new(FakeTargets),
+    };
     let service = TimerService::new(&ctx, parts, ServiceConfig { limits, ..ServiceConfig::default() });
     Fixture { service, clock, _dir: dir }
 }
@@ -74,6 +79,7 @@ async fn service() -> Fixture {
 
 fn once(app: &str, name: &str, status: TimerStatus) -> NewTimer {
     NewTimer {
+        timing: Default::default(),
         app: app.into(),
         name: name.into(),
         status,

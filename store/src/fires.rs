@@ -19,6 +19,8 @@
 //!   per fire in one transaction (MySQL assigns columns left to right, so
 //!   each reads the row as it was).
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use const_format::formatcp;
 use sqlx::mysql::MySqlRow;
@@ -36,7 +38,7 @@ use crate::sql::{
     page_bound, push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS,
     SKIPPED_OUTPUT, SQLITE_BATCH_ROWS, TIMER_ENABLED,
 };
-use crate::{mysql, partition, Database, Error, Result};
+use crate::{mysql, partition, placement, Database, Error, Result};
 
 const PENDING_BETWEEN: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
@@ -63,10 +65,16 @@ fn insert_manual(db: &Database) -> &'static str {
         }
     }
 }
-const RUN_TIMES_BETWEEN: &str =
-    "SELECT run_timer FROM t_timer_task WHERE timer_id = $1 AND run_timer >= $2 AND run_timer < $3 ORDER BY run_timer";
+/// Scheduled times in `[$4, $5)`: sent in `[$2, $3)`, the same window
+/// widened by the widest spread (a fire is sent at most that much after
+/// its scheduled time).
+const RUN_TIMES_BETWEEN: &str = "SELECT COALESCE(scheduled_timer, run_timer) AS scheduled FROM t_timer_task
+     WHERE timer_id = $1 AND run_timer >= $2 AND run_timer < $3
+       AND COALESCE(scheduled_timer, run_timer) >= $4 AND COALESCE(scheduled_timer, run_timer) < $5
+     ORDER BY 1";
 const DELETE_PENDING_FROM: &str = formatcp!(
-    "DELETE FROM t_timer_task WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND manual = 0",
+    "DELETE FROM t_timer_task WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND manual = 0
+         AND COALESCE(scheduled_timer, run_timer) >= $3",
     code::PENDING
 );
 const RUNNING_BEFORE: &str = formatcp!(
@@ -185,12 +193,27 @@ impl FireRepo for Database {
     }
 
     async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>> {
+        let widest = xtimer_core::when::MAX_SPREAD_MS as i64;
         Ok(on_db!(self, read, pool => sqlx::query_scalar(&pool.sql(RUN_TIMES_BETWEEN))
             .bind(timer_id)
+            .bind(from_ms)
+            .bind(to_ms.saturating_add(widest))
             .bind(from_ms)
             .bind(to_ms)
             .fetch_all(pool)
             .await?))
+    }
+
+    async fn place_spread(&self, placements: &[(i64, i64, i64)]) -> Result<HashMap<(i64, i64), i64>> {
+        placement::place(self, placements).await
+    }
+
+    async fn planned_per_second(&self, app: Option<&str>, from_ms: i64, to_ms: i64) -> Result<Vec<(i64, u64)>> {
+        placement::planned_per_second(self, app, from_ms, to_ms).await
+    }
+
+    async fn forget_placements(&self, before_ms: i64, limit: u32) -> Result<u64> {
+        placement::forget(self, before_ms, limit).await
     }
 
     async fn running_before(&self, timer_id: i64, task_id: i64, run_ms: i64) -> Result<u64> {
@@ -206,6 +229,7 @@ impl FireRepo for Database {
     async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64> {
         Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(DELETE_PENDING_FROM))
             .bind(timer_id)
+            .bind(from_ms)
             .bind(from_ms)
             .execute(pool)
             .await?
@@ -501,7 +525,8 @@ async fn claim_sqlite(
     let mut tx = write.begin_with("BEGIN IMMEDIATE").await?;
     for chunk in keys.chunks(SQLITE_BATCH_ROWS) {
         let mut qb = QueryBuilder::<Sqlite>::new(
-            "SELECT json_group_array(json_array(f.task_id, f.timer_id, f.run_timer, f.attempt, f.manual, \
+            "SELECT json_group_array(json_array(f.task_id, f.timer_id, f.run_timer, \
+             COALESCE(f.scheduled_timer, f.run_timer), f.attempt, f.manual, \
              t.modify_time, t.status)) FROM (SELECT DISTINCT column1, column2 FROM ",
         );
         // Distinct: a key given twice (or padded) is one fire.
@@ -546,6 +571,7 @@ struct PendingFire {
     task_id: i64,
     timer_id: i64,
     run_ms: i64,
+    scheduled_ms: i64,
     attempt: i64,
     manual: i64,
     /// `None` when the timer is gone.
@@ -558,6 +584,7 @@ impl PendingFire {
         ClaimedFire {
             task_id: self.task_id,
             key: FireKey { timer_id: self.timer_id, run_ms: self.run_ms },
+            scheduled_ms: self.scheduled_ms,
             attempt: u32::try_from(self.attempt).unwrap_or(u32::MAX),
             owner: owner.to_string(),
             manual: self.manual != 0,
@@ -934,7 +961,8 @@ async fn insert_mysql(pool: &MySqlPool, fires: &[NewFire], now_ms: i64) -> Resul
 /// [`CLAIMED_COLUMNS_PG`] and whether the timer is enabled. (A locking read
 /// locks no row its subqueries read.)
 const LOCKED_COLUMNS: &str = formatcp!(
-    "SELECT f.task_id, f.timer_id, f.run_timer, CAST(f.attempt AS SIGNED) AS attempt, \
+    "SELECT f.task_id, f.timer_id, f.run_timer, COALESCE(f.scheduled_timer, f.run_timer) AS scheduled_timer, \
+     CAST(f.attempt AS SIGNED) AS attempt, \
      CAST(f.manual AS SIGNED) AS manual, \
      (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = f.timer_id) AS timer_modified, \
      CAST({TIMER_ENABLED} AS SIGNED) AS enabled FROM t_timer_task f WHERE "

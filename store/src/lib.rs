@@ -10,8 +10,10 @@
 //! - `timers`, `fires`, `nodes`, `notify`, [`auth`], [`tasks`]: one file
 //!   per repository, each implemented once on [`Database`] (`notify`: the
 //!   notifications fires owe, [`NotifyRepo`]).
+//! - `calendars`: the apps' calendars of excluded days ([`CalendarRepo`]).
 //! - [`partition`]: PostgreSQL's daily partitions of `t_timer_task`, made
 //!   ahead and dropped whole once expired.
+//! - `placement`: spread fires' send times, chosen once, and the planned load per second.
 //! - `plan`: the writes of an expansion plan (fires, next fire positions),
 //!   each only while its timer has the definition the plan was made from.
 //! - `sql`: what the dialects share: status codes from core's enums,
@@ -29,6 +31,7 @@
 
 pub mod auth;
 pub mod backup;
+mod calendars;
 pub mod db;
 pub mod error;
 mod fence;
@@ -39,6 +42,7 @@ pub mod mysql;
 mod nodes;
 mod notify;
 pub mod partition;
+mod placement;
 mod plan;
 pub mod postgres;
 pub mod redis;
@@ -53,6 +57,7 @@ pub mod usage;
 use std::sync::Arc;
 
 pub use auth::AuthRepo;
+pub use calendars::CalendarRepo;
 pub use db::Database;
 pub use error::{Error, Result};
 pub use lease::ShardLeases;
@@ -78,6 +83,8 @@ pub struct Stores {
     /// Notifications fires owe (`onFailure`), stored with their results.
     pub notifications: Arc<dyn NotifyRepo>,
     pub auth: Arc<dyn AuthRepo>,
+    /// The apps' calendars of excluded days.
+    pub calendars: Arc<dyn CalendarRepo>,
     /// The asyncflow task tables.
     pub tasks: TaskStore,
     pub shards: Arc<dyn ShardStore>,
@@ -138,6 +145,7 @@ impl Stores {
             fires: db.clone(),
             nodes: db.clone(),
             notifications: db.clone(),
+            calendars: db.clone(),
             auth: db,
             tasks: TaskStore::new(database.clone()),
             shards,

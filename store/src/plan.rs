@@ -26,10 +26,10 @@ use crate::sql::{padded, MAX_PARAMS, SQLITE_BATCH_ROWS};
 use crate::{mysql, Database, Result};
 
 /// The columns a planned fire is inserted into.
-const INSERT_INTO: &str = "INTO t_timer_task (timer_id, app, run_timer, create_time, modify_time) ";
+const INSERT_INTO: &str = "INTO t_timer_task (timer_id, app, run_timer, scheduled_timer, create_time, modify_time) ";
 
-/// Fires per SQLite insert: four parameters a fire, two a statement.
-const SQLITE_INSERT_ROWS: usize = (MAX_PARAMS - 2) / 4;
+/// Fires per SQLite insert: five parameters a fire, two a statement.
+const SQLITE_INSERT_ROWS: usize = (MAX_PARAMS - 2) / 5;
 
 /// Fires per MySQL insert: well inside its packet and range optimizer limits.
 const MYSQL_INSERT_ROWS: usize = 500;
@@ -79,14 +79,16 @@ async fn insert_sqlite(write: &SqlitePool, fires: &[PlannedFire], now_ms: i64) -
 /// One SQLite insert of `chunk`: `VALUES` joined to their timers (the
 /// `WHERE` also keeps SQLite from reading `ON CONFLICT` as a join's `ON`).
 fn insert_sqlite_statement(chunk: &[PlannedFire], now_ms: i64) -> QueryBuilder<'_, Sqlite> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!("INSERT {INSERT_INTO}SELECT v.column1, v.column2, v.column3, "));
+    let mut qb =
+        QueryBuilder::<Sqlite>::new(format!("INSERT {INSERT_INTO}SELECT v.column1, v.column2, v.column3, v.column5, "));
     qb.push_bind(now_ms).push(", ").push_bind(now_ms).push(" FROM (VALUES ");
     let mut sep = qb.separated(", ");
     for p in chunk {
         sep.push("(").push_bind_unseparated(p.fire.key.timer_id);
         sep.push_unseparated(", ").push_bind_unseparated(&p.fire.app);
         sep.push_unseparated(", ").push_bind_unseparated(p.fire.key.run_ms);
-        sep.push_unseparated(", ").push_bind_unseparated(p.timer_modified).push_unseparated(")");
+        sep.push_unseparated(", ").push_bind_unseparated(p.timer_modified);
+        sep.push_unseparated(", ").push_bind_unseparated(p.scheduled_ms).push_unseparated(")");
     }
     qb.push(
         ") AS v JOIN t_timer t ON t.timer_id = v.column1 WHERE t.modify_time = v.column4
@@ -134,9 +136,10 @@ async fn insert_pg(pool: &PgPool, fires: &[PlannedFire], now_ms: i64) -> Result<
              SELECT timer_id, modify_time FROM t_timer WHERE timer_id = ANY($1::bigint[])
              ORDER BY timer_id FOR SHARE
          )
-         INSERT INTO t_timer_task (timer_id, app, run_timer, create_time, modify_time)
-         SELECT v.timer_id, v.app, v.run_timer, $5, $5
-         FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[]) AS v(timer_id, app, run_timer, modified)
+         INSERT INTO t_timer_task (timer_id, app, run_timer, scheduled_timer, create_time, modify_time)
+         SELECT v.timer_id, v.app, v.run_timer, v.scheduled, $5, $5
+         FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $6::bigint[])
+              AS v(timer_id, app, run_timer, modified, scheduled)
          JOIN t ON t.timer_id = v.timer_id AND t.modify_time = v.modified
          ORDER BY v.timer_id, v.run_timer
          ON CONFLICT (timer_id, run_timer) DO NOTHING";
@@ -146,6 +149,7 @@ async fn insert_pg(pool: &PgPool, fires: &[PlannedFire], now_ms: i64) -> Result<
         .bind(fires.iter().map(|p| p.fire.key.run_ms).collect::<Vec<_>>())
         .bind(fires.iter().map(|p| p.timer_modified).collect::<Vec<_>>())
         .bind(now_ms)
+        .bind(fires.iter().map(|p| p.scheduled_ms).collect::<Vec<_>>())
         .execute(pool)
         .await?;
     Ok(done.rows_affected())
@@ -193,8 +197,9 @@ async fn insert_mysql_once(pool: &MySqlPool, sorted: &[&PlannedFire], now_ms: i6
 /// unless told: `LOCK IN SHARE MODE` (both servers' spelling) waits for an
 /// update in flight and reads the committed row.
 fn insert_mysql_statement<'a>(chunk: &[&'a PlannedFire], now_ms: i64) -> QueryBuilder<'a, MySql> {
-    let mut qb =
-        QueryBuilder::<MySql>::new(format!("INSERT IGNORE {INSERT_INTO}SELECT v.timer_id, v.app, v.run_timer, "));
+    let mut qb = QueryBuilder::<MySql>::new(format!(
+        "INSERT IGNORE {INSERT_INTO}SELECT v.timer_id, v.app, v.run_timer, v.scheduled, "
+    ));
     qb.push_bind(now_ms).push(", ").push_bind(now_ms).push(" FROM (");
     for (i, p) in chunk.iter().enumerate() {
         let first = i == 0;
@@ -202,7 +207,8 @@ fn insert_mysql_statement<'a>(chunk: &[&'a PlannedFire], now_ms: i64) -> QueryBu
         qb.push_bind(p.fire.key.timer_id).push(if first { " AS timer_id, " } else { ", " });
         qb.push_bind(&p.fire.app).push(if first { " AS app, " } else { ", " });
         qb.push_bind(p.fire.key.run_ms).push(if first { " AS run_timer, " } else { ", " });
-        qb.push_bind(p.timer_modified).push(if first { " AS modified" } else { "" });
+        qb.push_bind(p.timer_modified).push(if first { " AS modified, " } else { ", " });
+        qb.push_bind(p.scheduled_ms).push(if first { " AS scheduled" } else { "" });
     }
     qb.push(
         ") v JOIN t_timer t ON t.timer_id = v.timer_id AND t.modify_time = v.modified

@@ -2,6 +2,8 @@
 //!
 //! Every method takes `now_ms` from the caller's clock, so tests drive time.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
@@ -60,6 +62,26 @@ pub trait TimerRepo: Send + Sync {
     async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
     /// A page of an app's timers that are not deleted, by id, and their total.
     async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
+    /// `app`'s timers that are not deleted and say something beyond their
+    /// schedule (`timing`): those a calendar change concerns.
+    /// The default knows of none.
+    async fn timers_with_timing(&self, _app: &str) -> Result<Vec<Timer>> {
+        Ok(Vec::new())
+    }
+    /// Enabled timers (of `app`, or every app) whose next unexpanded fire
+    /// is before `before_ms`, by id after `after_id`, at most `limit`: the
+    /// forecast's timers beyond what is planned.
+    /// Each with its next unexpanded fire time (`next_run`).
+    /// The default knows of none.
+    async fn enabled_due_before(
+        &self,
+        _app: Option<&str>,
+        _before_ms: i64,
+        _after_id: i64,
+        _limit: u32,
+    ) -> Result<Vec<(Timer, i64)>> {
+        Ok(Vec::new())
+    }
     /// Replaces a timer's definition (all but its id, app and create
     /// time) with `timer`; false when the id does not exist or is deleted.
     /// An enabled timer is marked for expansion at the next migrator step;
@@ -127,6 +149,9 @@ pub struct PlannedFire {
     /// The timer's `modify_time` in the definition the fire was planned
     /// from: every change of a timer (update, status) writes a new one.
     pub timer_modified: i64,
+    /// Its scheduled time when it is sent later (`fire.key.run_ms`), the
+    /// timer spreading its fires; `None`: sent when scheduled.
+    pub scheduled_ms: Option<i64>,
 }
 
 /// A timer's next unexpanded fire, planned from its definition as it was
@@ -244,9 +269,31 @@ pub trait FireRepo: Send + Sync {
     /// many were new. Unchecked against the timers' definitions: backfilled
     /// fires are past ones, which an update leaves alone.
     async fn insert_backfill(&self, fires: &[BackfillFire], now_ms: i64) -> Result<u64>;
-    /// The run times of every fire of `timer_id` in `[from_ms, to_ms)`,
-    /// whatever its status, ascending.
+    /// The scheduled times of every fire of `timer_id` scheduled in
+    /// `[from_ms, to_ms)`, whatever its status, ascending.
     async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>>;
+    /// Records the proposed send time of each spread fire `(timer_id,
+    /// scheduled_ms, run_ms)` not placed yet and returns every one's send
+    /// time by `(timer_id, scheduled_ms)`: the proposed one, or the one
+    /// chosen first (so a scheduled time planned twice is one fire).
+    ///
+    /// The default takes every proposal (a store with one planner: a test fake).
+    async fn place_spread(&self, placements: &[(i64, i64, i64)]) -> Result<HashMap<(i64, i64), i64>> {
+        Ok(placements.iter().map(|(timer, scheduled, run)| ((*timer, *scheduled), *run)).collect())
+    }
+    /// Pending fires (of `app`, or every app) sent in each second of
+    /// `[from_ms, to_ms)`: `(second's start, fires)`, ascending; seconds
+    /// with none left out.
+    /// The default knows of none.
+    async fn planned_per_second(&self, _app: Option<&str>, _from_ms: i64, _to_ms: i64) -> Result<Vec<(i64, u64)>> {
+        Ok(Vec::new())
+    }
+    /// Deletes at most `limit` spread placements of scheduled times before
+    /// `before_ms`; returns how many.
+    /// The default keeps none.
+    async fn forget_placements(&self, _before_ms: i64, _limit: u32) -> Result<u64> {
+        Ok(0)
+    }
     /// How many fires of `timer_id` due before `run_ms`, other than
     /// `task_id`, are running (claimed and not ended): the fires a fire
     /// at `run_ms` overlaps.

@@ -8,7 +8,7 @@ use const_format::formatcp;
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
-use xtimer_core::timer::{MisfirePolicy, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{MisfirePolicy, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus, Timing};
 
 use crate::repo::FireResult;
 use crate::{Error, Result};
@@ -45,17 +45,19 @@ pub const SKIPPED_OUTPUT: &str = "skipped: the timer is not enabled";
 /// read as 64-bit in every dialect.
 pub(crate) const FIRE_COLUMNS: &str = "task_id, timer_id, app, run_timer, CAST(status AS BIGINT) AS status, \
      CAST(attempt AS BIGINT) AS attempt, output, cost_time, CAST(manual AS BIGINT) AS manual, create_time, \
-     modify_time";
+     modify_time, COALESCE(scheduled_timer, run_timer) AS scheduled_timer";
 
 /// What a claim returns of each fire it took (`t_timer_task` as `f`): its
 /// key, attempts, whether it is manual and its timer's `modify_time`.
 /// PostgreSQL names the updated table by its alias.
 pub(crate) const CLAIMED_COLUMNS_PG: &str = "f.task_id, f.timer_id, f.run_timer, \
+     COALESCE(f.scheduled_timer, f.run_timer) AS scheduled_timer, \
      CAST(f.attempt AS BIGINT) AS attempt, CAST(f.manual AS BIGINT) AS manual, \
      (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = f.timer_id) AS timer_modified";
 /// [`CLAIMED_COLUMNS_PG`] for SQLite, whose `RETURNING` names the updated
 /// table by its name only.
-pub(crate) const CLAIMED_COLUMNS_SQLITE: &str = "task_id, timer_id, run_timer, CAST(attempt AS BIGINT) AS attempt, \
+pub(crate) const CLAIMED_COLUMNS_SQLITE: &str = "task_id, timer_id, run_timer, \
+     COALESCE(scheduled_timer, run_timer) AS scheduled_timer, CAST(attempt AS BIGINT) AS attempt, \
      CAST(manual AS BIGINT) AS manual, \
      (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = t_timer_task.timer_id) AS timer_modified";
 
@@ -68,7 +70,8 @@ pub(crate) const TIMER_ENABLED: &str =
 /// read as a 64-bit integer in every dialect.
 pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
      timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, on_failure, \
-     CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, overlap, create_time, modify_time";
+     CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, overlap, create_time, modify_time, \
+     every_ms, timing";
 
 /// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
 pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
@@ -90,8 +93,18 @@ where
         "once" => {
             Schedule::Once { run_at_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))? }
         }
+        "every" => Schedule::Every {
+            every_ms: row.try_get::<Option<i64>, _>("every_ms")?.ok_or_else(|| corrupt("every_ms"))?,
+            anchor_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))?,
+            timezone: text(row, "timezone")?,
+        },
         _ => return Err(corrupt("kind")),
     };
+    let timing = opt_text(row, "timing")?
+        .map(|json| serde_json::from_str(&json))
+        .transpose()
+        .map_err(|e| corrupt(&format!("timing: {e}")))?
+        .unwrap_or_default();
     let notify: Notify = serde_json::from_str(&text(row, "notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
     let retry: RetryPolicy = serde_json::from_str(&text(row, "retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
     let misfire = MisfirePolicy::parse(&text(row, "misfire")?).ok_or_else(|| corrupt("misfire"))?;
@@ -115,6 +128,7 @@ where
             .transpose()?,
         pause_reason: opt_text(row, "pause_reason")?,
         overlap: OverlapPolicy::parse(&text(row, "overlap")?).ok_or_else(|| corrupt("overlap"))?,
+        timing,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })
@@ -213,6 +227,7 @@ where
         timer_id: row.try_get("timer_id")?,
         app: text(row, "app")?,
         run_ms: row.try_get("run_timer")?,
+        scheduled_ms: row.try_get("scheduled_timer")?,
         status: fire_status(row.try_get("status")?, task_id)?,
         attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
         output: text(row, "output")?,
@@ -248,6 +263,7 @@ where
     Ok(ClaimedFire {
         task_id: row.try_get("task_id")?,
         key: key_from_row(row)?,
+        scheduled_ms: row.try_get("scheduled_timer")?,
         attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
         owner: owner.to_string(),
         manual: row.try_get::<i64, _>("manual")? != 0,
@@ -297,11 +313,23 @@ pub(crate) fn rounds_by_task(results: &[FireResult]) -> Vec<Vec<&FireResult>> {
 }
 
 /// (kind, cron, timezone, run_at) columns of a schedule.
-pub(crate) fn schedule_columns(schedule: &Schedule) -> (&'static str, Option<&str>, &str, Option<i64>) {
+pub(crate) fn schedule_columns(schedule: &Schedule) -> ScheduleColumns<'_> {
     match schedule {
-        Schedule::Cron { expr, timezone } => ("cron", Some(expr.as_str()), timezone.as_str(), None),
-        Schedule::Once { run_at_ms } => ("once", None, "UTC", Some(*run_at_ms)),
+        Schedule::Cron { expr, timezone } => ("cron", Some(expr.as_str()), timezone.as_str(), None, None),
+        Schedule::Once { run_at_ms } => ("once", None, "UTC", Some(*run_at_ms), None),
+        Schedule::Every { every_ms, anchor_ms, timezone } => {
+            ("every", None, timezone.as_str(), Some(*anchor_ms), Some(*every_ms))
+        }
     }
+}
+
+/// A schedule's columns: `kind`, `cron`, `timezone`, `run_at` (a one-shot's
+/// time, an interval's anchor), `every_ms`.
+pub(crate) type ScheduleColumns<'a> = (&'static str, Option<&'a str>, &'a str, Option<i64>, Option<i64>);
+
+/// The `timing` column: JSON, or NULL when it says nothing.
+pub(crate) fn timing_column(timing: &Timing) -> Option<String> {
+    (!timing.is_plain()).then(|| serde_json::to_string(timing).expect("timing serializes"))
 }
 
 /// Clamps a page bound to what `LIMIT` / `OFFSET` take.

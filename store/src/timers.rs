@@ -14,7 +14,8 @@ use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 use crate::db::{on_db, Dialect};
 use crate::repo::TimerRepo;
 use crate::sql::{
-    code, padded, page_bound, schedule_columns, text, timer_from_row, MAX_PARAMS, SQLITE_BATCH_ROWS, TIMER_COLUMNS,
+    code, padded, page_bound, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS, SQLITE_BATCH_ROWS,
+    TIMER_COLUMNS,
 };
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Quota, Refusal, Tx};
 use crate::{Database, Error, Result};
@@ -25,7 +26,7 @@ use crate::{Database, Error, Result};
 // not read until then.
 const INSERT: &str = "INSERT INTO t_timer \
      (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
-      pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm) ";
+      pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm, every_ms, timing) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const LIST_APP: &str = formatcp!(
@@ -52,8 +53,8 @@ const UPDATE: &str = formatcp!(
     "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
          retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $12,
          pause_after_failures = $13, pause_reason = NULL, peak_fpm = $14, overlap = $15,
-         next_run = CASE WHEN $16 = {enabled} THEN 0 ELSE next_run END
-     WHERE timer_id = $17 AND status <> {deleted}",
+         next_run = CASE WHEN $16 = {enabled} THEN 0 ELSE next_run END, every_ms = $17, timing = $18
+     WHERE timer_id = $19 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
 );
@@ -87,43 +88,42 @@ const DUE: &str = formatcp!(
 /// SQLite and PostgreSQL find such timers in the due index's NULL window
 /// instead of reading every enabled timer's entry.
 const NOTHING_LEFT: &str = formatcp!("next_run IS NULL AND next_run / {DUE_WINDOW_MS} IS NULL");
+/// An enabled timer that is over: nothing left to expand, no fire pending
+/// or running, and for a one-shot its fire made and ended (a cron or
+/// interval timer past its `endAt` or run limit may have made none).
+const FINISHED: &str = formatcp!(
+    "{NOTHING_LEFT}
+       AND NOT EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
+                       AND f.status IN ({pending}, {running}))
+       AND (kind <> 'once' OR EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id))",
+    pending = code::PENDING,
+    running = code::RUNNING
+);
 const COMPLETE_FIRED_ONCE: &str = formatcp!(
     "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
          modify_time = $1
-     WHERE status = {enabled} AND {NOTHING_LEFT} AND kind = 'once'
-       AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
-                   AND f.status NOT IN ({pending}, {running}))
+     WHERE status = {enabled} AND {FINISHED}
      RETURNING app, CAST(status AS BIGINT)",
     completed = code::TIMER_COMPLETED,
     deleted = code::TIMER_DELETED,
-    enabled = code::TIMER_ENABLED,
-    pending = code::PENDING,
-    running = code::RUNNING
+    enabled = code::TIMER_ENABLED
 );
 /// Apps with a deleteAfterRun one-shot [`COMPLETE_FIRED_ONCE`] will delete:
 /// their usage is locked before the timers are, the order every other
 /// write of a timer takes (so the two cannot deadlock).
 const DELETING_ONCE_APPS: &str = formatcp!(
     "SELECT DISTINCT app FROM t_timer
-     WHERE status = {enabled} AND {NOTHING_LEFT} AND kind = 'once' AND delete_after_run = 1
-       AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
-                   AND f.status NOT IN ({pending}, {running}))
+     WHERE status = {enabled} AND delete_after_run = 1 AND {FINISHED}
      ORDER BY app",
-    enabled = code::TIMER_ENABLED,
-    pending = code::PENDING,
-    running = code::RUNNING
+    enabled = code::TIMER_ENABLED
 );
 /// MySQL: [`COMPLETE_FIRED_ONCE`] in two steps, with no `RETURNING`: the
 /// one-shots to end, locked, then set by id.
 const FIRED_ONCE_MYSQL: &str = formatcp!(
     "SELECT timer_id, app, CAST(delete_after_run AS SIGNED) AS delete_after_run FROM t_timer
-     WHERE status = {enabled} AND {NOTHING_LEFT} AND kind = 'once'
-       AND EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
-                   AND f.status NOT IN ({pending}, {running}))
+     WHERE status = {enabled} AND {FINISHED}
      FOR UPDATE",
-    enabled = code::TIMER_ENABLED,
-    pending = code::PENDING,
-    running = code::RUNNING
+    enabled = code::TIMER_ENABLED
 );
 const ENABLED: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND timer_id > $1 ORDER BY timer_id LIMIT $2",
@@ -229,7 +229,7 @@ impl TimerRepo for Database {
         } else if let Err(refusal) = alone_within(load, quota) {
             return Err(Error::Refused { app: old.app, index: 0, refusal });
         }
-        let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+        let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
         let res = on_tx!(&mut tx, c => sqlx::query(&c.sql(UPDATE))
             .bind(&t.name)
             .bind(t.status.code())
@@ -247,6 +247,8 @@ impl TimerRepo for Database {
             .bind(peak_column(load))
             .bind(t.overlap.as_str())
             .bind(t.status.code())
+            .bind(every_ms)
+            .bind(timing_column(&t.timing))
             .bind(id)
             .execute(&mut *c)
             .await
@@ -299,6 +301,40 @@ impl TimerRepo for Database {
 
     async fn forget_minutes(&self, before_minute: i64) -> Result<u64> {
         usage::forget_minutes(self, before_minute).await
+    }
+
+    async fn timers_with_timing(&self, app: &str) -> Result<Vec<Timer>> {
+        const SQL: &str = formatcp!(
+            "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} AND timing IS NOT NULL ORDER BY timer_id",
+            code::TIMER_DELETED
+        );
+        on_db!(self, read, pool => sqlx::query(&pool.sql(SQL)).bind(app).fetch_all(pool).await?
+            .iter().map(timer_from_row).collect())
+    }
+
+    async fn enabled_due_before(
+        &self,
+        app: Option<&str>,
+        before_ms: i64,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<Vec<(Timer, i64)>> {
+        const SQL: &str = formatcp!(
+            "SELECT {TIMER_COLUMNS}, next_run FROM t_timer
+             WHERE status = {} AND ($1 IS NULL OR app = $2) AND next_run < $3 AND timer_id > $4
+             ORDER BY timer_id LIMIT $5",
+            code::TIMER_ENABLED
+        );
+        on_db!(self, read, pool => sqlx::query(&pool.sql(SQL))
+            .bind(app)
+            .bind(app)
+            .bind(before_ms)
+            .bind(after_id)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+            .iter().map(|row| Ok((timer_from_row(row)?, row.try_get::<Option<i64>, _>("next_run")?.unwrap_or(0))))
+            .collect())
     }
 
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>> {
@@ -543,10 +579,10 @@ const ON_NAME_TAKEN: &str = formatcp!(
 impl InsertRows for sqlx::SqliteConnection {
     async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
         let mut made = Vec::with_capacity(timers.len());
-        for chunk in timers.chunks(MAX_PARAMS / 18) {
+        for chunk in timers.chunks(MAX_PARAMS / 20) {
             let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
             qb.push_values(chunk, |mut b, (t, load)| {
-                let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+                let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
                 b.push_bind(t.app.clone())
                     .push_bind(t.name.clone())
                     .push_bind(t.status.code())
@@ -564,7 +600,9 @@ impl InsertRows for sqlx::SqliteConnection {
                     .push_bind(now_ms)
                     .push_bind(now_ms)
                     .push_bind(t.first_next_run(now_ms))
-                    .push_bind(peak_column(*load));
+                    .push_bind(peak_column(*load))
+                    .push_bind(every_ms)
+                    .push_bind(timing_column(&t.timing));
             });
             qb.push(ON_NAME_TAKEN);
             for row in qb.build().fetch_all(&mut *self).await? {
@@ -582,12 +620,13 @@ impl InsertRows for sqlx::PgConnection {
         let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
         let sql = formatcp!(
             "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                    on_failure, pause_after_failures, overlap, $11, $11, next_run, peak
+                    on_failure, pause_after_failures, overlap, $11, $11, next_run, peak, every_ms, timing
              FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
                          $8::text[], $9::text[], $10::text[], $12::bigint[], $13::smallint[], $14::text[],
-                         $15::integer[], $16::text[], $17::bigint[])
+                         $15::integer[], $16::text[], $17::bigint[], $18::bigint[], $19::text[])
                   WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak,
-                                       delete_after_run, on_failure, pause_after_failures, overlap, next_run, ord)
+                                       delete_after_run, on_failure, pause_after_failures, overlap, next_run,
+                                       every_ms, timing, ord)
              ORDER BY ord{ON_NAME_TAKEN}"
         );
         let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
@@ -608,6 +647,8 @@ impl InsertRows for sqlx::PgConnection {
             .bind(timers.iter().map(|(t, _)| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.overlap.as_str()).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.first_next_run(now_ms)).collect::<Vec<_>>())
+            .bind(schedules.iter().map(|s| s.4).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| timing_column(&t.timing)).collect::<Vec<_>>())
             .fetch_all(&mut *self)
             .await?;
         Ok(rows)
@@ -626,7 +667,7 @@ impl InsertRows for sqlx::MySqlConnection {
         for chunk in timers.chunks(500) {
             let mut qb = QueryBuilder::<MySql>::new(INSERT.replacen("INSERT", "INSERT IGNORE", 1));
             qb.push_values(chunk, |mut b, (t, load)| {
-                let (kind, cron, timezone, run_at) = schedule_columns(&t.schedule);
+                let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
                 b.push_bind(t.app.as_str())
                     .push_bind(t.name.as_str())
                     .push_bind(t.status.code())
@@ -644,7 +685,9 @@ impl InsertRows for sqlx::MySqlConnection {
                     .push_bind(now_ms)
                     .push_bind(now_ms)
                     .push_bind(t.first_next_run(now_ms))
-                    .push_bind(peak_column(*load));
+                    .push_bind(peak_column(*load))
+                    .push_bind(every_ms)
+                    .push_bind(timing_column(&t.timing));
             });
             let done = qb.build().execute(&mut *self).await?;
             if done.rows_affected() == 0 {

@@ -541,6 +541,7 @@ async fn a_cron_timer_with_an_asyncflow_notify_creates_one_task_per_fire(stack: 
 async fn a_fire_whose_task_type_is_unknown_fails_after_one_attempt(stack: Stack) {
     let node = TestNode::spawn(stack).await;
     let ghost = NewTimer {
+        timing: Default::default(),
         app: "it".into(),
         name: "ghost".into(),
         status: TimerStatus::Disabled,

@@ -16,6 +16,7 @@ mod operations;
 mod race;
 mod reliability;
 mod restart;
+mod saying_when;
 mod security;
 mod slow_clients;
 mod stop;

@@ -27,6 +27,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
     let mut keys = Vec::new();
     for n in 0..50 {
         let timer = NewTimer {
+            timing: Default::default(),
             app: "race".into(),
             name: format!("t{n}"),
             status: TimerStatus::Enabled,

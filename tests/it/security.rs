@@ -87,6 +87,7 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
 
     // ...so store it as if `localhost` had pointed elsewhere when it was created.
     let timer = NewTimer {
+        timing: Default::default(),
         app: "it".into(),
         name: "re-pointed".into(),
         status: TimerStatus::Enabled,

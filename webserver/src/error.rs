@@ -62,6 +62,14 @@ pub enum ApiError {
         /// The app asked for.
         app: String,
     },
+    /// No calendar of this name in this app. 404.
+    #[error("calendar `{name}` not found in app `{app}`")]
+    CalendarNotFound {
+        /// The app asked for.
+        app: String,
+        /// The name asked for.
+        name: String,
+    },
     /// Another timer that is not deleted has this name in this app. 409.
     #[error("a timer named `{name}` already exists in app `{app}`: pick another name or delete that timer first")]
     NameTaken {
@@ -131,7 +139,7 @@ impl ApiError {
             Self::Invalid(_) => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyReadTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            Self::TimerNotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Self::TimerNotFound { .. } | Self::CalendarNotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::NameTaken { .. } => StatusCode::CONFLICT,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Auth(err) => err.status(),
@@ -171,6 +179,7 @@ impl From<ServiceError> for ApiError {
     fn from(err: ServiceError) -> Self {
         match err {
             ServiceError::NotFound { id, app } => Self::TimerNotFound { id, app },
+            ServiceError::CalendarNotFound { app, name } => Self::CalendarNotFound { app, name },
             forbidden @ ServiceError::Forbidden { .. } => {
                 Self::Auth(crate::auth::AuthError::Forbidden(forbidden.to_string()))
             }

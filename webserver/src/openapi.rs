@@ -106,6 +106,32 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         None,
         "CronPreview",
     ),
+    route(
+        "POST",
+        "putCalendar",
+        "Create or replace an app's calendar of excluded days and ranges.",
+        &[],
+        Some("Object"),
+        "Object",
+    ),
+    route("GET", "getCalendar", "One calendar.", &[("app", true, "string"), ("name", true, "string")], None, "Object"),
+    route("GET", "getAppCalendars", "An app's calendars.", &[("app", true, "string")], None, "Object"),
+    route(
+        "DELETE",
+        "delCalendar",
+        "Delete a calendar no timer excludes.",
+        &[("app", true, "string"), ("name", true, "string")],
+        None,
+        "Object",
+    ),
+    route(
+        "GET",
+        "getForecast",
+        "Fires to be sent in each second of a window, as planned now, with the peak.",
+        &[("app", false, "string"), ("from", false, "string"), ("seconds", false, "integer")],
+        None,
+        "Object",
+    ),
 ];
 
 /// The prefixes the timer routes answer under.

@@ -122,6 +122,7 @@ impl Receiver {
 /// attempt per fire, firing every missed fire.
 fn new_timer(name: &str, schedule: Schedule, url: &str) -> NewTimer {
     NewTimer {
+        timing: Default::default(),
         app: "it".into(),
         name: name.into(),
         status: TimerStatus::Enabled,

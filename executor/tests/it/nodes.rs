@@ -98,6 +98,7 @@ impl Cluster {
             timeout_ms: None,
         };
         let timer = NewTimer {
+            timing: Default::default(),
             app: "it".into(),
             name: name.into(),
             status: TimerStatus::Enabled,

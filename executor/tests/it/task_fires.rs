@@ -12,6 +12,7 @@ use crate::helpers::{reconciler_config, Harness};
 async fn a_task_fire_without_a_task_engine_is_retried_per_its_policy_then_fails() {
     let h = Harness::start(reconciler_config()).await;
     let new = NewTimer {
+        timing: Default::default(),
         app: "it".into(),
         name: "tasks".into(),
         status: TimerStatus::Enabled,

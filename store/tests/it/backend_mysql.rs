@@ -261,7 +261,7 @@ async fn a_plan_waits_for_an_update_in_flight_and_then_writes_nothing() {
     let mut update = pool(&db).begin().await.unwrap();
     sqlx::query(touch).bind(T0 + 1).bind(t.id).execute(&mut *update).await.unwrap();
     let fire = NewFire { key: FireKey { timer_id: t.id, run_ms: T0 + 1_000 }, app: APP.into() };
-    let stale = vec![PlannedFire { fire, timer_modified: t.modify_time }];
+    let stale = vec![PlannedFire { scheduled_ms: None, fire, timer_modified: t.modify_time }];
     let insert = tokio::spawn({
         let db = db.clone();
         async move { db.insert_planned_fires(&stale, T0 + 1).await }

@@ -412,6 +412,7 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
         vec![ClaimedFire {
             task_id: old.task_id,
             key: k,
+            scheduled_ms: k.run_ms,
             attempt: 1,
             owner: "node-b:1".into(),
             manual: false,
@@ -448,6 +449,7 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
     let expected = ClaimedFire {
         task_id: id,
         key: pending,
+        scheduled_ms: pending.run_ms,
         attempt: 0,
         owner: "node-c:2".into(),
         manual: false,

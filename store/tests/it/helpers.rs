@@ -62,6 +62,7 @@ pub async fn embedded() -> Backend {
 /// A valid timer to create in `app`.
 pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
     NewTimer {
+        timing: Default::default(),
         app: app.into(),
         name: name.into(),
         status,

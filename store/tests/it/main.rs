@@ -17,6 +17,7 @@
 mod backend_mysql;
 mod backend_pg;
 mod backend_redis;
+mod calendars;
 mod fires;
 mod helpers;
 mod locks;

@@ -16,6 +16,7 @@ fn plan(b: &Backend, timer: &Timer, offsets: &[i64]) -> Vec<PlannedFire> {
     offsets
         .iter()
         .map(|o| PlannedFire {
+            scheduled_ms: None,
             fire: NewFire { key: key(timer, b.now() + o), app: timer.app.clone() },
             timer_modified: timer.modify_time,
         })

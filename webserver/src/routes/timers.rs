@@ -29,6 +29,7 @@ pub mod input;
 pub mod lifecycle;
 pub mod preview;
 pub mod view;
+pub mod when;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{delete, get, post};
@@ -60,6 +61,11 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/backfillTimer"), post(backfill::timers_backfill))
         .route(&format!("{prefix}/previewCron"), get(preview::cron_preview))
         .route(&format!("{prefix}/admin/issueToken"), post(admin::tokens_issue))
+        .route(&format!("{prefix}/putCalendar"), post(when::calendar_put))
+        .route(&format!("{prefix}/getCalendar"), get(when::calendar_get))
+        .route(&format!("{prefix}/getAppCalendars"), get(when::calendars_list))
+        .route(&format!("{prefix}/delCalendar"), delete(when::calendar_delete))
+        .route(&format!("{prefix}/getForecast"), get(when::forecast))
 }
 
 /// `POST createTimer`: validates and stores a timer; with `status: 2` it is
@@ -126,7 +132,9 @@ pub async fn timers_get(
 ) -> Result<Envelope<TimerView>, ApiError> {
     let key = authorized(&auth, r)?;
     let timer = state.service.get(&key).await?;
-    Ok(Envelope(TimerView::at(&timer, state.clock.now_ms())))
+    let mut view = TimerView::at(&timer, state.clock.now_ms());
+    view.fires_left = state.service.fires_left(&timer).await?;
+    Ok(Envelope(view))
 }
 
 /// `GET getAppTimers`: a page of an app's timers that are not deleted, by id.

@@ -152,6 +152,7 @@ mod tests {
             timer_id,
             app: "a".into(),
             run_ms,
+            scheduled_ms: run_ms,
             status,
             attempt: 1,
             output: format!("out {run_ms}"),

@@ -48,7 +48,7 @@ async fn every_invalid_create_field_is_a_400_naming_it() {
         ("/name", Some(json!("é".repeat(257))), &["name: must be at most 256 characters, got 257"]),
         ("/name", Some(json!(null)), &["name: invalid type: null"]),
         ("/runAt", Some(json!("2030-06-01T00:00:00Z")), &["cron, runAt: give one of them, not both"]),
-        ("/cron", None, &["cron, runAt: one of them is required"]),
+        ("/cron", None, &["cron, runAt, everyMs: one of them is required"]),
         ("/cron", Some(json!("  ")), &["cron: must not be empty"]),
         ("/cron", Some(json!("* ".repeat(200))), &["cron: must be at most 256 characters"]),
         ("/cron", Some(json!(["*"])), &["cron: invalid type: sequence"]),

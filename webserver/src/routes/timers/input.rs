@@ -21,6 +21,10 @@ use xtimer_core::cron::{parse_timezone, CronSchedule};
 use xtimer_core::fire::FireStatus;
 use xtimer_core::timer::{
     AsyncflowNotify, HttpNotify, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, TimerStatus,
+    Timing,
+};
+pub use xtimer_core::when::{
+    MAX_FIRES_LIMIT, MAX_MISFIRE_THRESHOLD_MS, MAX_SPREAD_MS, MIN_EVERY_MS, MIN_MISFIRE_THRESHOLD_MS,
 };
 
 use crate::ApiError;
@@ -108,7 +112,37 @@ pub struct CreateTimer {
     /// while the one before it is still running.
     #[serde(default)]
     pub overlap: Option<String>,
+    /// An interval timer instead of `cron`/`runAt`: every this many ms, at
+    /// least [`MIN_EVERY_MS`].
+    #[serde(default)]
+    pub every_ms: Option<i64>,
+    /// Where the interval counts from (RFC 3339 or ms); default `startAt`,
+    /// else now.
+    #[serde(default)]
+    pub anchor_at: Option<Value>,
+    /// No scheduled fire before this time (RFC 3339 or ms).
+    #[serde(default)]
+    pub start_at: Option<Value>,
+    /// No scheduled fire at or after this time (RFC 3339 or ms).
+    #[serde(default)]
+    pub end_at: Option<Value>,
+    /// Only the first this many scheduled times fire, 1..=[`MAX_FIRES_LIMIT`].
+    #[serde(default)]
+    pub max_fires: Option<i64>,
+    /// Each fire is sent at the least loaded second of `[scheduled,
+    /// scheduled + spreadMs)`, 0..=[`MAX_SPREAD_MS`].
+    #[serde(default)]
+    pub spread_ms: Option<i64>,
+    /// Names of the app's calendars whose days and ranges do not fire.
+    #[serde(default)]
+    pub exclude_calendars: Option<Vec<String>>,
+    /// This timer's catch-up window, ms.
+    #[serde(default)]
+    pub misfire_threshold_ms: Option<i64>,
 }
+
+/// Most calendars one timer excludes.
+pub const MAX_EXCLUDED_CALENDARS: usize = 16;
 
 /// Largest `pauseAfterFailures`.
 pub const MAX_PAUSE_AFTER_FAILURES: i64 = 1000;
@@ -211,6 +245,7 @@ impl CreateTimer {
         check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
         check_chars(&mut p, "name", &self.name, MAX_NAME_CHARS);
         let schedule = self.schedule(now_ms, &mut p);
+        let timing = self.timing(schedule.as_ref(), &mut p);
         let status = match self.status.as_ref().map(|v| (v.as_i64(), v)) {
             None | Some((Some(1), _)) => TimerStatus::Disabled,
             Some((_, Value::Null)) => TimerStatus::Disabled,
@@ -283,8 +318,12 @@ impl CreateTimer {
             }),
         };
         let delete_after_run = self.delete_after_run.unwrap_or(false);
-        if delete_after_run && self.cron.is_some() {
-            p.push("deleteAfterRun", "applies only to a one-shot timer (runAt), not to a cron timer");
+        let ends = self.run_at.is_some() || self.end_at.is_some() || self.max_fires.is_some();
+        if delete_after_run && !ends {
+            p.push(
+                "deleteAfterRun",
+                "applies only to a timer that ends: a one-shot (runAt), or one with endAt or maxFires",
+            );
         }
         match (schedule, notify, retry, misfire, on_failure, overlap) {
             (Some(schedule), Some(notify), Some(retry), Some(misfire), Some(on_failure), Some(overlap))
@@ -302,10 +341,63 @@ impl CreateTimer {
                     on_failure,
                     pause_after_failures,
                     overlap,
+                    timing,
                 })
             }
             _ => Err(p.into_error()),
         }
+    }
+
+    /// The timing fields (bounds, run limit, spread, calendars, catch-up
+    /// window), checked against each other and `schedule`.
+    fn timing(&self, schedule: Option<&Schedule>, p: &mut Problems) -> Timing {
+        let start_at = self.start_at.as_ref().and_then(|v| time_ms("startAt", v, p));
+        let end_at = self.end_at.as_ref().and_then(|v| time_ms("endAt", v, p));
+        if let (Some(start), Some(end)) = (start_at, end_at) {
+            if end <= start {
+                p.push("endAt", format!("must be after startAt ({}), got {}", rfc3339(start), rfc3339(end)));
+            }
+        }
+        if let Some(Schedule::Once { run_at_ms }) = schedule {
+            if start_at.is_some_and(|start| *run_at_ms < start) || end_at.is_some_and(|end| *run_at_ms >= end) {
+                p.push("runAt", format!("{} is outside [startAt, endAt)", rfc3339(*run_at_ms)));
+            }
+        }
+        let max_fires = self.max_fires.and_then(|n| {
+            if !(1..=MAX_FIRES_LIMIT as i64).contains(&n) {
+                p.push("maxFires", format!("must be 1 to {MAX_FIRES_LIMIT}, got {n}"));
+            }
+            u64::try_from(n).ok()
+        });
+        let spread_ms = match self.spread_ms {
+            None => 0,
+            Some(ms) if (0..=MAX_SPREAD_MS as i64).contains(&ms) => ms as u64,
+            Some(ms) => {
+                p.push("spreadMs", format!("must be 0 to {MAX_SPREAD_MS} ms, got {ms}"));
+                0
+            }
+        };
+        let misfire_threshold_ms = self.misfire_threshold_ms.and_then(|ms| {
+            if !(MIN_MISFIRE_THRESHOLD_MS as i64..=MAX_MISFIRE_THRESHOLD_MS as i64).contains(&ms) {
+                p.push(
+                    "misfireThresholdMs",
+                    format!("must be {MIN_MISFIRE_THRESHOLD_MS} to {MAX_MISFIRE_THRESHOLD_MS} ms, got {ms}"),
+                );
+            }
+            u64::try_from(ms).ok()
+        });
+        let mut exclude_calendars = Vec::new();
+        let names = self.exclude_calendars.as_deref().unwrap_or_default();
+        if names.len() > MAX_EXCLUDED_CALENDARS {
+            p.push("excludeCalendars", format!("at most {MAX_EXCLUDED_CALENDARS} calendars, got {}", names.len()));
+        }
+        for (i, name) in names.iter().enumerate() {
+            check_chars(p, &format!("excludeCalendars[{i}]"), name, MAX_NAME_CHARS);
+            if !exclude_calendars.contains(name) {
+                exclude_calendars.push(name.clone());
+            }
+        }
+        Timing { start_at, end_at, max_fires, spread_ms, exclude_calendars, misfire_threshold_ms, last_run: None }
     }
 
     fn schedule(&self, now_ms: i64, p: &mut Problems) -> Option<Schedule> {
@@ -317,13 +409,39 @@ impl CreateTimer {
                 false
             }
         };
+        let given = [self.cron.is_some(), self.run_at.is_some(), self.every_ms.is_some()];
+        if self.every_ms.is_some() && given.iter().filter(|g| **g).count() > 1 {
+            p.push(
+                "cron, runAt, everyMs",
+                "give exactly one of them: cron or everyMs for a repeating timer, runAt for a one-shot",
+            );
+            return None;
+        }
+        if let Some(every_ms) = self.every_ms {
+            if every_ms < MIN_EVERY_MS {
+                p.push("everyMs", format!("must be at least {MIN_EVERY_MS} ms, got {every_ms}"));
+                return None;
+            }
+            let start = self.start_at.as_ref().and_then(|v| time_ms("startAt", v, &mut Problems::default()));
+            let anchor_ms = match &self.anchor_at {
+                Some(v) => time_ms("anchorAt", v, p)?,
+                None => start.unwrap_or(now_ms),
+            };
+            return timezone_ok.then(|| Schedule::Every { every_ms, anchor_ms, timezone: timezone.to_owned() });
+        }
+        if self.anchor_at.is_some() {
+            p.push("anchorAt", "applies only to an interval timer (everyMs)");
+        }
         match (&self.cron, &self.run_at) {
             (Some(_), Some(_)) => {
                 p.push("cron, runAt", "give one of them, not both: cron for a repeating timer, runAt for a one-shot");
                 None
             }
             (None, None) => {
-                p.push("cron, runAt", "one of them is required: cron for a repeating timer, runAt for a one-shot");
+                p.push(
+                    "cron, runAt, everyMs",
+                    "one of them is required: cron or everyMs for a repeating timer, runAt for a one-shot",
+                );
                 None
             }
             (Some(expr), None) => {
@@ -424,6 +542,36 @@ fn run_at_ms(value: &Value, now_ms: i64, p: &mut Problems) -> Option<i64> {
             ""
         };
         p.push(FIELD, format!("{} is in the past: the server's time is {}{hint}", rfc3339(ms), rfc3339(now_ms)));
+        return None;
+    }
+    Some(ms)
+}
+
+/// A time field (`startAt`, `endAt`, `anchorAt`) as Unix milliseconds: an
+/// RFC 3339 time with an offset, or a whole number of ms.
+fn time_ms(field: &str, value: &Value, p: &mut Problems) -> Option<i64> {
+    let ms = match value {
+        Value::String(s) => match DateTime::parse_from_rfc3339(s) {
+            Ok(t) => t.timestamp_millis(),
+            Err(_) => {
+                p.push(field, format!("`{s}` is not an RFC 3339 time with an offset, such as `2026-12-01T09:00:00Z`"));
+                return None;
+            }
+        },
+        Value::Number(n) => match n.as_i64() {
+            Some(ms) => ms,
+            None => {
+                p.push(field, format!("{n} is not a whole number of Unix milliseconds"));
+                return None;
+            }
+        },
+        other => {
+            p.push(field, format!("must be an RFC 3339 time string or Unix milliseconds, got {}", json_kind(other)));
+            return None;
+        }
+    };
+    if !(0..=MAX_RUN_AT_MS).contains(&ms) {
+        p.push(field, "must be between 1970 and the year 10000");
         return None;
     }
     Some(ms)

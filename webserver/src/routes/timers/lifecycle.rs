@@ -66,28 +66,54 @@ pub struct UpdateTimer {
     /// New overlap policy.
     #[serde(default)]
     pub overlap: Option<String>,
+    /// New interval (the timer becomes an interval timer).
+    #[serde(default)]
+    pub every_ms: Option<i64>,
+    /// New interval anchor.
+    #[serde(default)]
+    pub anchor_at: Option<Value>,
+    /// New `startAt`.
+    #[serde(default)]
+    pub start_at: Option<Value>,
+    /// New `endAt`.
+    #[serde(default)]
+    pub end_at: Option<Value>,
+    /// New `maxFires`.
+    #[serde(default)]
+    pub max_fires: Option<i64>,
+    /// New `spreadMs` (0: none).
+    #[serde(default)]
+    pub spread_ms: Option<i64>,
+    /// New `excludeCalendars` (`[]`: none).
+    #[serde(default)]
+    pub exclude_calendars: Option<Vec<String>>,
+    /// New `misfireThresholdMs`.
+    #[serde(default)]
+    pub misfire_threshold_ms: Option<i64>,
 }
 
 impl UpdateTimer {
     /// The whole timer as `createTimer` would take it: these changes over
     /// `stored`.
     fn merged_with(self, stored: &Timer) -> CreateTimer {
-        let (cron, run_at, timezone) = match (&self.cron, &self.run_at, &stored.schedule) {
-            (Some(_), _, _) | (None, None, Schedule::Cron { .. }) => {
-                let stored_zone = match &stored.schedule {
-                    Schedule::Cron { timezone, .. } => Some(timezone.clone()),
-                    Schedule::Once { .. } => None,
-                };
-                let cron = self.cron.clone().or_else(|| match &stored.schedule {
-                    Schedule::Cron { expr, .. } => Some(expr.clone()),
-                    Schedule::Once { .. } => None,
-                });
-                (cron, self.run_at.clone(), self.timezone.clone().or(stored_zone))
-            }
-            (None, Some(run_at), _) => (None, Some(run_at.clone()), self.timezone.clone()),
-            (None, None, Schedule::Once { run_at_ms }) => (None, Some(Value::from(*run_at_ms)), self.timezone.clone()),
+        let stored_zone = match &stored.schedule {
+            Schedule::Cron { timezone, .. } | Schedule::Every { timezone, .. } => Some(timezone.clone()),
+            Schedule::Once { .. } => None,
         };
-        let one_shot = cron.is_none();
+        let zone = self.timezone.clone().or(stored_zone);
+        let changes_schedule = self.cron.is_some() || self.run_at.is_some() || self.every_ms.is_some();
+        let (cron, run_at, every_ms, anchor_at) = match &stored.schedule {
+            _ if changes_schedule => (self.cron.clone(), self.run_at.clone(), self.every_ms, self.anchor_at.clone()),
+            Schedule::Cron { expr, .. } => (Some(expr.clone()), None, None, self.anchor_at.clone()),
+            Schedule::Once { run_at_ms } => (None, Some(Value::from(*run_at_ms)), None, self.anchor_at.clone()),
+            Schedule::Every { every_ms, anchor_ms, .. } => {
+                (None, None, Some(*every_ms), Some(self.anchor_at.clone().unwrap_or(Value::from(*anchor_ms))))
+            }
+        };
+        let timezone = if run_at.is_some() && !changes_schedule { self.timezone.clone() } else { zone };
+        let one_shot = run_at.is_some();
+        let t = &stored.timing;
+        let ms = |v: Option<i64>| v.map(Value::from);
         let (http, task) = match (self.notify_http_param, self.notify_asyncflow_param) {
             (None, None) => match &stored.notify {
                 Notify::Http(http) => (
@@ -124,6 +150,14 @@ impl UpdateTimer {
             name: self.name.unwrap_or_else(|| stored.name.clone()),
             cron,
             run_at,
+            every_ms,
+            anchor_at,
+            start_at: self.start_at.or(ms(t.start_at)),
+            end_at: self.end_at.or(ms(t.end_at)),
+            max_fires: self.max_fires.or(t.max_fires.map(|n| n as i64)),
+            spread_ms: self.spread_ms.or(Some(t.spread_ms as i64)),
+            exclude_calendars: self.exclude_calendars.or(Some(t.exclude_calendars.clone())),
+            misfire_threshold_ms: self.misfire_threshold_ms.or(t.misfire_threshold_ms.map(|n| n as i64)),
             timezone,
             status: Some(self.status.unwrap_or(Value::from(stored_status))),
             callback_timeout_ms: self.callback_timeout_ms.or(if http.is_some() { stored_timeout } else { None }),
@@ -134,7 +168,9 @@ impl UpdateTimer {
                 backoff_ms: i64::try_from(stored.retry.backoff_ms).ok(),
             })),
             misfire: Some(self.misfire.unwrap_or_else(|| stored.misfire.as_str().to_owned())),
-            delete_after_run: self.delete_after_run.or(one_shot.then_some(stored.delete_after_run)),
+            delete_after_run: self
+                .delete_after_run
+                .or((one_shot || stored.delete_after_run).then_some(stored.delete_after_run)),
             on_failure: self.on_failure.or_else(|| {
                 stored.on_failure.as_ref().map(|n| NotifyHttpParam {
                     url: n.url.clone(),

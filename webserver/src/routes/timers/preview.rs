@@ -5,8 +5,12 @@ use axum::extract::State;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 
+use xtimer_core::cron::parse_timezone;
+use xtimer_core::timer::{Schedule, Timing};
+use xtimer_core::when::{MAX_FIRES_LIMIT, MIN_EVERY_MS};
+
 use super::input::parse_cron;
-use crate::auth::AuthContext;
+use crate::auth::{authorize, AuthContext};
 use crate::extract::ApiQuery;
 use crate::{ApiError, AppState, Envelope};
 
@@ -19,8 +23,31 @@ pub const MAX_PREVIEW_COUNT: i64 = 1000;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewQuery {
-    /// The expression, as `createTimer` takes it.
-    pub cron: String,
+    /// The expression, as `createTimer` takes it (or `everyMs`).
+    #[serde(default)]
+    pub cron: Option<String>,
+    /// An interval instead of `cron`, ms.
+    #[serde(default, rename = "everyMs")]
+    pub every_ms: Option<i64>,
+    /// The interval's anchor (RFC 3339 or ms); `startAt`, else `from`.
+    #[serde(default, rename = "anchorAt")]
+    pub anchor_at: Option<String>,
+    /// No time before this (RFC 3339 or ms).
+    #[serde(default, rename = "startAt")]
+    pub start_at: Option<String>,
+    /// No time at or after this (RFC 3339 or ms).
+    #[serde(default, rename = "endAt")]
+    pub end_at: Option<String>,
+    /// Only the first this many times (counted from `startAt`, else `from`).
+    #[serde(default, rename = "maxFires")]
+    pub max_fires: Option<i64>,
+    /// The app whose calendars `excludeCalendars` names.
+    #[serde(default)]
+    pub app: Option<String>,
+    /// Calendars, comma-separated: their times are listed with
+    /// `note: "excluded:<calendar>"`.
+    #[serde(default, rename = "excludeCalendars")]
+    pub exclude_calendars: Option<String>,
     /// IANA time zone; UTC when absent.
     #[serde(default)]
     pub timezone: Option<String>,
@@ -42,8 +69,8 @@ pub struct PreviewFire {
     /// RFC 3339 in the expression's time zone (its offset that day).
     pub run_time: String,
     /// `gap` (moved past a spring-forward gap), `overlap` (the first of a
-    /// repeated wall time) or null.
-    pub note: Option<&'static str>,
+    /// repeated wall time), `excluded:<calendar>` or null.
+    pub note: Option<String>,
 }
 
 /// `{"list": [...]}` of `previewCron`.
@@ -71,19 +98,55 @@ pub async fn cron_preview(
         None => state.clock.now_ms(),
         Some(text) => parse_instant("from", text)?,
     };
-    let schedule = parse_cron(&q.cron, q.timezone.as_deref(), from_ms)?;
-    let tz = schedule.timezone();
-    let mut list = Vec::with_capacity(count as usize);
-    let mut after = DateTime::from_timestamp_millis(from_ms).unwrap_or_default();
-    while list.len() < count as usize {
-        let Some(at) = schedule.next_after(after) else { break };
-        list.push(PreviewFire {
-            run_timer: at.timestamp_millis(),
-            run_time: at.with_timezone(&tz).to_rfc3339(),
-            note: schedule.note(at).map(|n| n.as_str()),
-        });
-        after = at;
+    let instant = |field: &str, text: &Option<String>| text.as_deref().map(|t| parse_instant(field, t)).transpose();
+    let timing = Timing {
+        start_at: instant("startAt", &q.start_at)?,
+        end_at: instant("endAt", &q.end_at)?,
+        max_fires: match q.max_fires {
+            Some(n) if !(1..=MAX_FIRES_LIMIT as i64).contains(&n) => {
+                return Err(ApiError::invalid("maxFires", format!("must be 1 to {MAX_FIRES_LIMIT}, got {n}")))
+            }
+            n => n.map(|n| n as u64),
+        },
+        exclude_calendars: q
+            .exclude_calendars
+            .as_deref()
+            .map(|names| names.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default(),
+        ..Timing::default()
+    };
+    let zone = q.timezone.as_deref().unwrap_or("UTC");
+    let tz = parse_timezone(zone).map_err(|err| ApiError::invalid("timezone", err))?;
+    let (schedule, cron) = match (&q.cron, q.every_ms) {
+        (Some(expr), None) => {
+            let cron = parse_cron(expr, q.timezone.as_deref(), from_ms)?;
+            (Schedule::Cron { expr: expr.clone(), timezone: zone.to_owned() }, Some(cron))
+        }
+        (None, Some(every_ms)) if every_ms >= MIN_EVERY_MS => {
+            let anchor_ms = instant("anchorAt", &q.anchor_at)?.or(timing.start_at).unwrap_or(from_ms);
+            (Schedule::Every { every_ms, anchor_ms, timezone: zone.to_owned() }, None)
+        }
+        (None, Some(every_ms)) => {
+            return Err(ApiError::invalid("everyMs", format!("must be at least {MIN_EVERY_MS} ms, got {every_ms}")))
+        }
+        _ => return Err(ApiError::invalid("cron, everyMs", "give exactly one of them")),
+    };
+    if let Some(app) = &q.app {
+        authorize(&auth, app)?;
     }
+    let times = state.service.preview(q.app.as_deref(), &schedule, &timing, from_ms + 1, count as usize).await?;
+    let list = times
+        .into_iter()
+        .map(|t| {
+            let at = DateTime::from_timestamp_millis(t.run_ms).unwrap_or_default();
+            let note = match (&t.excluded_by, &cron) {
+                (Some(name), _) => Some(format!("excluded:{name}")),
+                (None, Some(cron)) => cron.note(at).map(|n| n.as_str().to_owned()),
+                (None, None) => None,
+            };
+            PreviewFire { run_timer: t.run_ms, run_time: at.with_timezone(&tz).to_rfc3339(), note }
+        })
+        .collect();
     Ok(Envelope(Preview { list }))
 }
 

@@ -79,6 +79,33 @@ pub struct TimerView {
     pub next_run_timer: Option<i64>,
     /// Its next fire time, RFC 3339 UTC.
     pub next_run_time: Option<String>,
+    /// Interval timers: the interval, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every_ms: Option<i64>,
+    /// Interval timers: what the interval counts from, Unix ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor_at: Option<i64>,
+    /// No scheduled fire before this time, Unix ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<i64>,
+    /// No scheduled fire at or after this time, Unix ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<i64>,
+    /// The run limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_fires: Option<u64>,
+    /// Scheduled times the run limit leaves from now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fires_left: Option<u64>,
+    /// The spread of each fire, ms (absent: none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spread_ms: u64,
+    /// The app's calendars whose days and ranges do not fire.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exclude_calendars: Vec<String>,
+    /// This timer's catch-up window, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub misfire_threshold_ms: Option<u64>,
     /// Creation time, RFC 3339.
     pub create_time: String,
     /// Last change, RFC 3339.
@@ -116,7 +143,7 @@ impl TimerView {
     pub fn at(t: &Timer, now_ms: i64) -> Self {
         let mut view = Self::from(t);
         let next = match (&t.status, &t.schedule) {
-            (TimerStatus::Enabled, Schedule::Cron { expr, timezone }) => {
+            (TimerStatus::Enabled, Schedule::Cron { expr, timezone }) if t.timing.is_plain() => {
                 let now = chrono::DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
                 CronSchedule::parse(expr, timezone, now)
                     .ok()
@@ -124,6 +151,7 @@ impl TimerView {
                     .map(|at| at.timestamp_millis())
             }
             (TimerStatus::Enabled, Schedule::Once { run_at_ms }) => (*run_at_ms > now_ms).then_some(*run_at_ms),
+            (TimerStatus::Enabled, schedule) => t.timing.next_at_or_after(schedule, now_ms + 1),
             _ => None,
         };
         view.next_run_timer = next;
@@ -134,9 +162,12 @@ impl TimerView {
 
 impl From<&Timer> for TimerView {
     fn from(t: &Timer) -> Self {
-        let (cron, run_at_ms, timezone) = match &t.schedule {
-            Schedule::Cron { expr, timezone } => (Some(expr.clone()), None, timezone.clone()),
-            Schedule::Once { run_at_ms } => (None, Some(*run_at_ms), "UTC".to_owned()),
+        let (cron, run_at_ms, timezone, every) = match &t.schedule {
+            Schedule::Cron { expr, timezone } => (Some(expr.clone()), None, timezone.clone(), None),
+            Schedule::Once { run_at_ms } => (None, Some(*run_at_ms), "UTC".to_owned(), None),
+            Schedule::Every { every_ms, anchor_ms, timezone } => {
+                (None, None, timezone.clone(), Some((*every_ms, *anchor_ms)))
+            }
         };
         let (http, task) = match &t.notify {
             Notify::Http(http) => (
@@ -186,6 +217,15 @@ impl From<&Timer> for TimerView {
             overlap: (t.overlap != OverlapPolicy::Allow).then_some(t.overlap.as_str()),
             next_run_timer: None,
             next_run_time: None,
+            every_ms: every.map(|e| e.0),
+            anchor_at: every.map(|e| e.1),
+            start_at: t.timing.start_at,
+            end_at: t.timing.end_at,
+            max_fires: t.timing.max_fires,
+            fires_left: None,
+            spread_ms: t.timing.spread_ms,
+            exclude_calendars: t.timing.exclude_calendars.clone(),
+            misfire_threshold_ms: t.timing.misfire_threshold_ms,
             create_time: rfc3339(t.create_time),
             modify_time: rfc3339(t.modify_time),
         }
@@ -204,6 +244,9 @@ pub struct FireView {
     pub run_timer: i64,
     /// Scheduled time, RFC 3339.
     pub run_time: String,
+    /// Its scheduled time, Unix ms: `runTimer` unless the timer spreads
+    /// its fires (then it is sent later, at `runTimer`).
+    pub scheduled_timer: i64,
     /// 0 pending, 1 running, 2 succeeded, 3 failed, 4 skipped, 5 missed.
     pub status: i64,
     /// HTTP attempts made.
@@ -227,6 +270,7 @@ impl From<&Fire> for FireView {
             timer_id: f.timer_id,
             run_timer: f.run_ms,
             run_time: rfc3339(f.run_ms),
+            scheduled_timer: f.scheduled_ms,
             status: f.status.code(),
             attempt: f.attempt,
             output: f.output.clone(),
@@ -236,4 +280,8 @@ impl From<&Fire> for FireView {
             modify_time: rfc3339(f.modify_time),
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

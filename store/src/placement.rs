@@ -1,0 +1,104 @@
+//! Spread fires' send times (`t_fire_placement`) and the planned load per
+//! second they are chosen by.
+//!
+//! A fire of a timer with `spreadMs` is sent at a time chosen when it is
+//! planned. The choice is written here first, keyed by the fire's
+//! identity (timer, scheduled time); whoever plans the same scheduled time
+//! again (a second planner, a restart, a re-expansion) is given the time
+//! chosen first, so the fire row it makes is the same row: the unique
+//! `(timer_id, run_timer)` of `t_timer_task` then keeps a scheduled time
+//! fired once, on every dialect (PostgreSQL could not hold a unique key
+//! on the scheduled time of a table partitioned by the run time).
+
+use std::collections::HashMap;
+
+use sqlx::QueryBuilder;
+
+use crate::db::{on_db, Dialect};
+use crate::sql::code;
+use crate::{Database, Result};
+
+/// Placements per statement (three parameters each).
+const CHUNK: usize = 1_000;
+
+/// Records the proposed send time of each `(timer_id, scheduled_ms,
+/// run_ms)` not placed yet, and returns the send time of every one: the
+/// proposed time, or the one chosen before.
+pub(crate) async fn place(db: &Database, placements: &[(i64, i64, i64)]) -> Result<HashMap<(i64, i64), i64>> {
+    let mut placed = HashMap::with_capacity(placements.len());
+    for chunk in placements.chunks(CHUNK) {
+        let insert = match db {
+            Database::Mysql(_) => "INSERT IGNORE INTO t_fire_placement (timer_id, scheduled_timer, run_timer) ",
+            _ => "INSERT INTO t_fire_placement (timer_id, scheduled_timer, run_timer) ",
+        };
+        let conflict = match db {
+            Database::Mysql(_) => "",
+            _ => " ON CONFLICT (timer_id, scheduled_timer) DO NOTHING",
+        };
+        on_db!(db, write, pool => {
+            let mut qb = QueryBuilder::new(insert);
+            qb.push_values(chunk, |mut b, (timer, scheduled, run)| {
+                b.push_bind(*timer).push_bind(*scheduled).push_bind(*run);
+            });
+            qb.push(conflict);
+            qb.build().execute(pool).await?;
+        });
+        let (low, high) = chunk.iter().fold((i64::MAX, i64::MIN), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+        let rows: Vec<(i64, i64, i64)> = on_db!(db, write, pool => {
+            let mut qb = QueryBuilder::new(
+                "SELECT timer_id, scheduled_timer, run_timer FROM t_fire_placement WHERE scheduled_timer >= ",
+            );
+            qb.push_bind(low).push(" AND scheduled_timer <= ").push_bind(high).push(" AND timer_id IN (");
+            let mut ids: Vec<i64> = chunk.iter().map(|p| p.0).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let mut sep = qb.separated(", ");
+            for id in ids {
+                sep.push_bind(id);
+            }
+            qb.push(")");
+            qb.build_query_as().fetch_all(pool).await?
+        });
+        placed.extend(rows.into_iter().map(|(timer, scheduled, run)| ((timer, scheduled), run)));
+    }
+    Ok(placed)
+}
+
+/// Pending fires sent in each second of `[from_ms, to_ms)`: `(second's
+/// start in Unix ms, fires)`, ascending.
+pub(crate) async fn planned_per_second(
+    db: &Database,
+    app: Option<&str>,
+    from_ms: i64,
+    to_ms: i64,
+) -> Result<Vec<(i64, u64)>> {
+    const SQL: &str = const_format::formatcp!(
+        "SELECT run_timer - run_timer % 1000 AS second, COUNT(*) AS fires FROM t_timer_task
+         WHERE status = {} AND run_timer >= $1 AND run_timer < $2 AND ($3 IS NULL OR app = $4)
+         GROUP BY run_timer - run_timer % 1000 ORDER BY 1",
+        code::PENDING
+    );
+    let rows: Vec<(i64, i64)> = on_db!(db, read, pool => sqlx::query_as(&pool.sql(SQL))
+        .bind(from_ms)
+        .bind(to_ms)
+        .bind(app)
+        .bind(app)
+        .fetch_all(pool)
+        .await?);
+    Ok(rows.into_iter().map(|(second, n)| (second, n.max(0) as u64)).collect())
+}
+
+/// Deletes the placements of scheduled times before `before_ms` (their
+/// fires long ended), at most `limit`; returns how many.
+pub(crate) async fn forget(db: &Database, before_ms: i64, limit: u32) -> Result<u64> {
+    const SQL: &str = "DELETE FROM t_fire_placement WHERE scheduled_timer < $1";
+    let limited = match db {
+        // SQLite and PostgreSQL: by key, through a bounded subquery.
+        Database::Mysql(_) => format!("{SQL} LIMIT {limit}"),
+        _ => format!(
+            "DELETE FROM t_fire_placement WHERE (timer_id, scheduled_timer) IN
+                 (SELECT timer_id, scheduled_timer FROM t_fire_placement WHERE scheduled_timer < $1 LIMIT {limit})"
+        ),
+    };
+    Ok(on_db!(db, write, pool => sqlx::query(&pool.sql(&limited)).bind(before_ms).execute(pool).await?.rows_affected()))
+}

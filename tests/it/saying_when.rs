@@ -1,0 +1,187 @@
+//! Saying when (API 1d), as a receiver and a client see it: interval
+//! timers with a run limit, spread fires keeping their scheduled identity,
+//! calendars, the preview's notes, the forecast and the 400s.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use xtimer::receiver::Receiver;
+
+use crate::helpers::{now_ms, wait_for, Stack, TestNode, PATIENCE};
+
+fn msg(reply: &Value) -> String {
+    reply["msg"].as_str().unwrap_or_default().to_owned()
+}
+
+pub async fn an_interval_timer_with_max_fires_fires_that_many_then_completes(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let rx = Receiver::start(true).await.unwrap();
+    let anchor = now_ms() + 1_500;
+    let id = app
+        .create_ok(json!({
+            "app": "it", "name": "thrice", "everyMs": 1_000, "anchorAt": anchor, "maxFires": 3, "status": 2,
+            "notifyHTTPParam": {"url": rx.url("/hook")}, "retry": {"maxAttempts": 1, "backoffMs": 0}
+        }))
+        .await;
+    let timer = app.get(&format!("getTimer?id={id}&app=it")).await;
+    assert_eq!(timer["result"]["everyMs"], 1_000, "{timer}");
+    assert_eq!(timer["result"]["firesLeft"], 3, "{timer}");
+    assert!(rx.wait_until(PATIENCE, |hits| hits.len() >= 3).await, "three fires");
+    let last_arrival = rx.hits().iter().map(|h| h.arrival_us / 1000).max().unwrap();
+    // Completed within a moment of the last fire's result, not at the next migrator step.
+    let done = wait_for("the timer completes", || async {
+        let timer = app.get(&format!("getTimer?id={id}&app=it")).await;
+        (timer["result"]["status"] == 4).then(now_ms)
+    })
+    .await;
+    assert!(done - last_arrival < 3_000, "completed {} ms after its last fire", done - last_arrival);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let hits = rx.hits();
+    let runs: Vec<i64> = hits.iter().map(|h| h.run_ms).collect();
+    assert_eq!(runs, vec![anchor, anchor + 1_000, anchor + 2_000], "anchorAt + k * everyMs, exactly three");
+    let timer = app.get(&format!("getTimer?id={id}&app=it")).await;
+    assert_eq!(timer["result"]["firesLeft"], 0, "{timer}");
+    app.stop().await;
+}
+
+pub async fn spread_fires_are_placed_flat_and_keep_their_scheduled_identity(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let rx = Receiver::start(true).await.unwrap();
+    let timers: Vec<Value> = (0..20)
+        .map(|i| {
+            json!({
+                "app": "it", "name": format!("herd-{i}"), "cron": "*/10 * * * * *", "spreadMs": 5_000, "status": 2,
+                "notifyHTTPParam": {"url": rx.url("/hook")}, "retry": {"maxAttempts": 1, "backoffMs": 0}
+            })
+        })
+        .collect();
+    let made = app.post("createTimers", json!({ "timers": timers })).await;
+    assert_eq!(made["code"], 0, "{made}");
+    let ids: Vec<i64> = made["result"]["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+    // The first round as planned: each fire within [scheduled, scheduled + 5 s), four to a second.
+    let mut per_second = std::collections::BTreeMap::<i64, u32>::new();
+    let mut first_round = None;
+    for id in &ids {
+        let fires = app.fires(*id, "it").await;
+        let fire = fires.iter().find(|f| f["status"] == 0).expect("a planned fire");
+        let (scheduled, run) = (fire["scheduledTimer"].as_i64().unwrap(), fire["runTimer"].as_i64().unwrap());
+        assert_eq!(scheduled % 10_000, 0, "{fire}");
+        assert!(run >= scheduled && run < scheduled + 5_000, "{fire}");
+        first_round.get_or_insert(scheduled);
+        if Some(scheduled) == first_round {
+            *per_second.entry(run / 1000).or_default() += 1;
+        }
+    }
+    assert!(per_second.values().all(|n| *n <= 4), "at most 20 / 5 a second: {per_second:?}");
+    let forecast = app.get("getForecast?app=it&seconds=60").await;
+    assert_eq!(forecast["code"], 0, "{forecast}");
+    assert!(forecast["result"]["peak"]["fires"].as_u64().unwrap() <= 4, "{forecast}");
+    assert!(forecast["result"]["total"].as_u64().unwrap() >= 20, "{forecast}");
+    // Sent at its placed time, named by its scheduled one.
+    assert!(rx.wait_until(PATIENCE, |hits| hits.len() >= 20).await, "the first round arrives");
+    for hit in rx.hits().iter().take(20) {
+        let headers = hit.headers.as_ref().unwrap();
+        let scheduled: i64 = headers["x-xtimer-scheduled-time"].to_str().unwrap().parse().unwrap();
+        assert_eq!(scheduled % 10_000, 0);
+        assert!(hit.run_ms >= scheduled && hit.run_ms < scheduled + 5_000);
+        assert!(hit.key.ends_with(&format!("_{scheduled}")), "Idempotency-Key {} names the scheduled time", hit.key);
+    }
+    let hits = rx.hits();
+    let keys: std::collections::HashSet<&str> = hits.iter().map(|h| h.key.as_str()).collect();
+    assert_eq!(keys.len(), hits.len(), "no fire twice");
+    app.stop().await;
+}
+
+pub async fn calendars_exclude_days_and_stay_while_used(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let put = app
+        .post(
+            "putCalendar",
+            json!({"app": "it", "name": "holidays", "dates": ["2031-01-02"], "weekdays": ["SUN"],
+                   "ics": "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//t//EN\r\nBEGIN:VEVENT\r\nUID:x\r\nDTSTAMP:20260101T000000Z\r\nDTSTART;VALUE=DATE:20261225\r\nRRULE:FREQ=YEARLY\r\nSUMMARY:Christmas\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"}),
+        )
+        .await;
+    assert_eq!(put["result"]["name"], "holidays", "{put}");
+    let got = app.get("getCalendar?app=it&name=holidays").await;
+    assert_eq!(got["result"]["dates"], json!(["2031-01-02"]), "{got}");
+    assert_eq!(app.get("getAppCalendars?app=it").await["result"]["list"].as_array().unwrap().len(), 1);
+    // Preview: every yearly Christmas and the listed day are noted, not skipped silently.
+    let preview = app
+        .get("previewCron?cron=0%200%2012%20*%20*%20%3F&from=2030-12-24T13:00:00Z&count=4&app=it&excludeCalendars=holidays")
+        .await;
+    let notes: Vec<(String, Value)> = preview["result"]["list"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{preview}"))
+        .iter()
+        .map(|f| (f["runTime"].as_str().unwrap()[..10].to_owned(), f["note"].clone()))
+        .collect();
+    assert_eq!(
+        notes,
+        vec![
+            ("2030-12-25".into(), json!("excluded:holidays")),
+            ("2030-12-26".into(), Value::Null),
+            ("2030-12-27".into(), Value::Null),
+            ("2030-12-28".into(), Value::Null),
+        ]
+    );
+    let unknown = app
+        .create(json!({"app": "it", "name": "u", "cron": "0 0 12 * * ?", "excludeCalendars": ["nope"],
+                       "notifyHTTPParam": {"url": "http://127.0.0.1:9/"}}))
+        .await;
+    assert!(msg(&unknown).starts_with("excludeCalendars[0]: no calendar `nope`"), "{unknown}");
+    let id = app
+        .create_ok(json!({"app": "it", "name": "noon", "cron": "0 0 12 * * ?", "excludeCalendars": ["holidays"],
+                          "notifyHTTPParam": {"url": "http://127.0.0.1:9/"}}))
+        .await;
+    let refused =
+        app.http.delete(format!("{}/api/xtimer/delCalendar?app=it&name=holidays", app.base)).send().await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(msg(&refused).contains(&format!("{id} (noon)")), "{refused}");
+    app.act("delTimer", id, "it").await;
+    let deleted: Value = app
+        .http
+        .delete(format!("{}/api/xtimer/delCalendar?app=it&name=holidays", app.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(deleted["code"], 0, "{deleted}");
+    assert_eq!(app.get("getCalendar?app=it&name=holidays").await["code"], 404);
+    app.stop().await;
+}
+
+pub async fn saying_when_refuses_bad_input_naming_the_field(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let base = json!({"app": "it", "name": "bad", "notifyHTTPParam": {"url": "http://127.0.0.1:9/"}});
+    let now = now_ms();
+    let cases = [
+        (json!({"everyMs": 500}), "everyMs: must be at least 1000"),
+        (json!({"everyMs": 5_000, "cron": "* * * * *"}), "cron, runAt, everyMs: give exactly one"),
+        (json!({"cron": "* * * * *", "startAt": now + 10_000, "endAt": now + 5_000}), "endAt: must be after startAt"),
+        (json!({"runAt": now + 60_000, "endAt": now + 30_000}), "is outside [startAt, endAt)"),
+        (json!({"cron": "* * * * *", "maxFires": 0}), "maxFires: must be 1 to"),
+        (json!({"cron": "* * * * *", "spreadMs": 3_600_001}), "spreadMs: must be 0 to 3600000"),
+        (json!({"cron": "* * * * *", "misfireThresholdMs": 10}), "misfireThresholdMs: must be 1000 to"),
+    ];
+    for (extra, want) in cases {
+        let mut body = base.clone();
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let reply = app.create(body).await;
+        assert!(msg(&reply).contains(want), "want `{want}`: {reply}");
+    }
+    let ics = app.post("putCalendar", json!({"app": "it", "name": "c", "ics": "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART:nonsense\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"})).await;
+    assert!(msg(&ics).starts_with("ics: line"), "{ics}");
+    app.stop().await;
+}
+
+crate::on_both_stacks!(
+    an_interval_timer_with_max_fires_fires_that_many_then_completes,
+    spread_fires_are_placed_flat_and_keep_their_scheduled_identity,
+    calendars_exclude_days_and_stay_while_used,
+    saying_when_refuses_bad_input_naming_the_field,
+);
