@@ -5,7 +5,8 @@
 //! go; a pending or running one is the reconciler's.
 //!
 //! The same pass forgets the per-minute one-shot counts of minutes gone by
-//! (`t_app_minute`, kept for the fires-per-minute limit).
+//! (`t_app_minute`, kept for the fires-per-minute limit) and the send
+//! times of spread fires scheduled before the keep time (`t_fire_placement`).
 //!
 //! On SQLite the freed pages are reused by later inserts, so at steady
 //! state the file stops growing.
@@ -113,9 +114,18 @@ impl Retention {
             let n = self.fires.delete_ended_before(before, self.config.batch_size).await?;
             deleted += n;
             if n < u64::from(self.config.batch_size) || shutdown.is_cancelled() {
-                return Ok(Some(deleted));
+                break;
             }
             tokio::time::sleep(BATCH_PAUSE).await;
         }
+        // Spread fires' placements go with the records of their time: a
+        // scheduled time that old is never planned again.
+        while !shutdown.is_cancelled() {
+            if self.fires.forget_placements(before, self.config.batch_size).await? < u64::from(self.config.batch_size) {
+                break;
+            }
+            tokio::time::sleep(BATCH_PAUSE).await;
+        }
+        Ok(Some(deleted))
     }
 }

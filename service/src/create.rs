@@ -13,12 +13,13 @@
 //! deleted again: the caller is told it failed, and a kept timer would turn
 //! its retry into a taken name.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 use xtimer_core::error::error_chain;
-use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus, Timing};
+use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
 use xtimer_store::Refusal;
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL, ON_FAILURE_URL};
@@ -52,12 +53,15 @@ impl TimerService {
     /// (app, task type) is checked once, naming the first item using it.
     pub async fn create_timers(&self, timers: &[NewTimer]) -> Result<Vec<i64>> {
         let now = self.0.clock.now_ms();
-        let mut settled = timers.to_vec();
-        for (i, timer) in settled.iter_mut().enumerate() {
-            if timer.timing != Timing::default() {
+        let settled: Cow<[NewTimer]> = if timers.iter().all(|t| t.timing.is_plain()) {
+            Cow::Borrowed(timers)
+        } else {
+            let mut owned = timers.to_vec();
+            for (i, timer) in owned.iter_mut().enumerate() {
                 self.settle_timing(timer, now, Some(i)).await?;
             }
-        }
+            Cow::Owned(owned)
+        };
         let timers = &settled[..];
         self.check_batch_targets(timers).await?;
         let ids = match self.0.timers.create_timers_within(timers, now, &self.quota()).await {

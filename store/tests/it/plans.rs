@@ -98,3 +98,37 @@ pub async fn a_plan_of_a_replaced_definition_moves_no_next_fire(b: Backend) {
     assert!(b.timers.due_timers(b.now() + 60_000, 10).await.unwrap().is_empty(), "the current plan moves it");
     b.timers.set_planned_next_runs(&[]).await.unwrap();
 }
+
+pub async fn a_spread_fire_is_placed_once_and_keeps_its_scheduled_time(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let s = b.now() + 60_000;
+    // The first placement recorded wins: a second planner gets the same send time.
+    let placed = b.fires.place_spread(&[(t.id, s, s + 2_000)]).await.unwrap();
+    assert_eq!(placed[&(t.id, s)], s + 2_000);
+    let again = b.fires.place_spread(&[(t.id, s, s + 5_000), (t.id, s + 60_000, s + 61_000)]).await.unwrap();
+    assert_eq!((again[&(t.id, s)], again[&(t.id, s + 60_000)]), (s + 2_000, s + 61_000));
+    let fire = PlannedFire {
+        fire: NewFire { key: FireKey { timer_id: t.id, run_ms: s + 2_000 }, app: APP.into() },
+        timer_modified: t.modify_time,
+        scheduled_ms: Some(s),
+    };
+    assert_eq!(b.fires.insert_planned_fires(std::slice::from_ref(&fire), b.now()).await.unwrap(), 1);
+    assert_eq!(b.fires.insert_planned_fires(&[fire], b.now()).await.unwrap(), 0, "one fire per scheduled time");
+    // Its identity is its scheduled time; it is sent (and counted) at its run time.
+    assert_eq!(b.fires.run_times_between(t.id, s, s + 1).await.unwrap(), [s]);
+    let stored = crate::helpers::fire(&b, FireKey { timer_id: t.id, run_ms: s + 2_000 }).await;
+    assert_eq!((stored.scheduled_ms, stored.run_ms), (s, s + 2_000));
+    let second = s + 2_000 - (s + 2_000).rem_euclid(1000);
+    assert_eq!(b.fires.planned_per_second(None, s, s + 10_000).await.unwrap(), [(second, 1)]);
+    assert_eq!(b.fires.planned_per_second(Some(APP), s, s + 10_000).await.unwrap(), [(second, 1)]);
+    assert!(b.fires.planned_per_second(Some("another-app"), s, s + 10_000).await.unwrap().is_empty());
+    // An update from after its scheduled time leaves it; one from before takes it.
+    assert_eq!(b.fires.delete_pending_from(t.id, s + 1).await.unwrap(), 0);
+    let claimed =
+        b.fires.claim(&[FireKey { timer_id: t.id, run_ms: s + 2_000 }], "n:1", 30_000, b.now()).await.unwrap();
+    assert_eq!(claimed.claimed[0].scheduled_ms, s);
+    assert_eq!(claimed.claimed[0].idempotency_key(), format!("{}_{s}", t.id));
+    // Retention forgets placements of times before its keep time.
+    assert_eq!(b.fires.forget_placements(s + 1, 100).await.unwrap(), 1);
+    assert_eq!(b.fires.place_spread(&[(t.id, s, s + 5_000)]).await.unwrap()[&(t.id, s)], s + 5_000);
+}

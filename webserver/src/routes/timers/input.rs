@@ -577,6 +577,12 @@ fn time_ms(field: &str, value: &Value, p: &mut Problems) -> Option<i64> {
     Some(ms)
 }
 
+/// A time field on its own, as [`time_ms`] reads it; a 400 naming `field`.
+pub(super) fn instant_value(field: &str, value: &Value) -> Result<i64, ApiError> {
+    let mut p = Problems::default();
+    time_ms(field, value, &mut p).ok_or_else(|| p.into_error())
+}
+
 fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use xtimer_core::clock::rfc3339;
-use xtimer_core::cron::CronSchedule;
 use xtimer_core::fire::Fire;
 use xtimer_core::timer::{Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus};
 
@@ -142,16 +141,9 @@ impl TimerView {
     /// enabled timer that has one).
     pub fn at(t: &Timer, now_ms: i64) -> Self {
         let mut view = Self::from(t);
-        let next = match (&t.status, &t.schedule) {
-            (TimerStatus::Enabled, Schedule::Cron { expr, timezone }) if t.timing.is_plain() => {
-                let now = chrono::DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
-                CronSchedule::parse(expr, timezone, now)
-                    .ok()
-                    .and_then(|c| c.next_after(now))
-                    .map(|at| at.timestamp_millis())
-            }
-            (TimerStatus::Enabled, Schedule::Once { run_at_ms }) => (*run_at_ms > now_ms).then_some(*run_at_ms),
-            (TimerStatus::Enabled, schedule) => t.timing.next_at_or_after(schedule, now_ms + 1),
+        // The next scheduled time after now, within the timer's bounds.
+        let next = match t.status {
+            TimerStatus::Enabled => t.timing.next_at_or_after(&t.schedule, now_ms + 1),
             _ => None,
         };
         view.next_run_timer = next;

@@ -9,6 +9,7 @@ use xtimer_core::calendar::{weekday_code, Calendar, CalendarSpec};
 use xtimer_core::clock::rfc3339;
 use xtimer_service::when::MAX_FORECAST_SECONDS;
 
+use super::input::instant_value;
 use super::preview::parse_instant;
 use crate::auth::{authorize, AuthContext};
 use crate::extract::{ApiJson, ApiQuery, QueryOrJson};
@@ -121,8 +122,10 @@ pub async fn calendar_put(
     authorize(&auth, &input.app)?;
     let mut ranges = Vec::with_capacity(input.ranges.len());
     for (i, r) in input.ranges.iter().enumerate() {
-        ranges
-            .push((time_field(&format!("ranges[{i}].from"), &r.from)?, time_field(&format!("ranges[{i}].to"), &r.to)?));
+        ranges.push((
+            instant_value(&format!("ranges[{i}].from"), &r.from)?,
+            instant_value(&format!("ranges[{i}].to"), &r.to)?,
+        ));
     }
     let spec = CalendarSpec::from_wire(&input.dates, &ranges, &input.weekdays, input.ics)
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
@@ -247,13 +250,4 @@ pub async fn forecast(
         peak: Peak { run_timer: peak_at, fires: peak },
         per_second: forecast.per_second,
     }))
-}
-
-/// A time field given as RFC 3339 or Unix ms (a JSON string or number).
-fn time_field(field: &str, value: &Value) -> Result<i64, ApiError> {
-    match value {
-        Value::Number(n) => n.as_i64().ok_or_else(|| ApiError::invalid(field, format!("{n} is not whole Unix ms"))),
-        Value::String(s) => parse_instant(field, s),
-        _ => Err(ApiError::invalid(field, "must be an RFC 3339 time or Unix milliseconds")),
-    }
 }
