@@ -140,6 +140,7 @@ impl Node {
         };
         let (executor, recorder) = Executor::new(config.executor.clone(), &stores, &ctx, wiring)?;
         let handle = executor.handle();
+        handle.set_misfire_threshold(config.reconciler.misfire_threshold_ms);
         let reconciler = Reconciler::new(
             config.reconciler.clone(),
             config.executor.lease_ms,

@@ -57,13 +57,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use xtimer_core::config::ExecutorConfig;
+use xtimer_core::config::{ExecutorConfig, ReconcilerConfig};
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::handover::Handover;
 use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::pause::{Mark, PauseWatch};
-use xtimer_core::timer::{AsyncflowNotify, Notify, OverlapPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{AsyncflowNotify, MisfirePolicy, Notify, OverlapPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
@@ -189,6 +189,9 @@ pub struct ExecutorHandle {
 
 struct Inner {
     config: ExecutorConfig,
+    /// The node's catch-up window (`reconciler.misfire_threshold_ms`), for
+    /// timers without their own.
+    misfire_threshold_ms: AtomicU64,
     node_id: String,
     fires: Arc<dyn FireRepo>,
     timers: Arc<dyn TimerRepo>,
@@ -278,6 +281,7 @@ impl Executor {
                 clock.clone(),
             ),
             config,
+            misfire_threshold_ms: AtomicU64::new(ReconcilerConfig::default().misfire_threshold_ms),
             node_id: ctx.node_id.clone(),
             fires: stores.fires.clone(),
             timers: stores.timers.clone(),
@@ -368,8 +372,61 @@ impl ExecutorHandle {
         let outcome = inner.fires.claim(keys, &owner, inner.config.lease_ms as i64, inner.clock.now_ms()).await?;
         let won = outcome.claimed.len();
         inner.metrics.fires_ended(FireStatus::Skipped, outcome.skipped);
-        self.dispatch(outcome.claimed, held).await?;
+        let claimed = self.past_their_window(outcome.claimed).await?;
+        self.dispatch(claimed, held).await?;
         Ok(won)
+    }
+
+    /// Sets the node's catch-up window (`reconciler.misfire_threshold_ms`)
+    /// for timers without their own `misfireThresholdMs`.
+    pub fn set_misfire_threshold(&self, ms: u64) {
+        self.inner.misfire_threshold_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Of fires just claimed from the index (found late: the node was down,
+    /// a shard was taken over), those later than their catch-up window
+    /// (the timer's `misfireThresholdMs`, else the node's) follow their
+    /// timer's misfire policy, as the reconciler's do: `skip` marks them
+    /// missed, `fire_all` fires them, `fire_once` fires only one whose next
+    /// scheduled time has not come. The fires that go out.
+    async fn past_their_window(&self, claimed: Vec<ClaimedFire>) -> Result<Vec<ClaimedFire>> {
+        let now = self.inner.clock.now_ms();
+        let narrowest = xtimer_core::when::MIN_MISFIRE_THRESHOLD_MS as i64;
+        if claimed.iter().all(|f| f.manual || now - f.key.run_ms < narrowest) {
+            return Ok(claimed);
+        }
+        let timers = self.load_timers(&claimed).await?;
+        let default = self.inner.misfire_threshold_ms.load(Ordering::Relaxed);
+        let mut going = Vec::with_capacity(claimed.len());
+        for fire in claimed {
+            let late = now - fire.key.run_ms;
+            let missed = timers.get(&fire.key.timer_id).filter(|_| !fire.manual).and_then(|cached| {
+                let timer = &cached.timer;
+                let window = timer.timing.misfire_threshold_or(default) as i64;
+                let next_has_come = || {
+                    timer
+                        .timing
+                        .next_at_or_after(&timer.schedule, fire.scheduled_ms + 1)
+                        .is_some_and(|next| next <= now)
+                };
+                let missed = late >= window
+                    && match timer.misfire {
+                        MisfirePolicy::FireAll => false,
+                        MisfirePolicy::Skip => true,
+                        MisfirePolicy::FireOnce => next_has_come(),
+                    };
+                missed.then_some(window)
+            });
+            match missed {
+                Some(window) => {
+                    let output =
+                        format!("missed: {late} ms late, past its catch-up window of {window} ms (misfire policy)");
+                    self.send_result(&fire, FireStatus::Missed, 0, &output, late, None).await;
+                }
+                None => going.push(fire),
+            }
+        }
+        Ok(going)
     }
 
     /// Fires claimed fires, each at its run time (at once when past), in

@@ -75,6 +75,20 @@ impl TimerService {
         Ok(when::fires_left(&timer.schedule, &timer.timing, &exclusions, timer.create_time, now))
     }
 
+    /// `timer`'s next scheduled time after `now_ms` that fires (bounds, run
+    /// limit and calendars applied); `None` when it is not enabled or has
+    /// nothing left.
+    pub async fn next_fire(&self, timer: &Timer, now_ms: i64) -> Result<Option<i64>> {
+        if timer.status != TimerStatus::Enabled {
+            return Ok(None);
+        }
+        if !timer.schedule.repeats() || timer.timing.exclude_calendars.is_empty() {
+            return Ok(timer.timing.next_at_or_after(&timer.schedule, now_ms + 1));
+        }
+        let exclusions = self.exclusions(&timer.app, &timer.schedule, &timer.timing).await?;
+        Ok(when::fire_times(&timer.schedule, &timer.timing, &exclusions, now_ms + 1, i64::MAX, 1).first().copied())
+    }
+
     /// The next `count` scheduled times of `schedule` from `from_ms` that
     /// `timing` leaves, with those `app`'s calendars exclude listed too
     /// (each noted with its calendar). The calendars must exist.

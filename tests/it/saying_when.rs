@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use xtimer::receiver::Receiver;
 
-use crate::helpers::{now_ms, wait_for, Stack, TestNode, PATIENCE};
+use crate::helpers::{every_second, now_ms, wait_for, Stack, Storage, TestNode, PATIENCE};
 
 fn msg(reply: &Value) -> String {
     reply["msg"].as_str().unwrap_or_default().to_owned()
@@ -92,6 +92,94 @@ pub async fn spread_fires_are_placed_flat_and_keep_their_scheduled_identity(stac
     app.stop().await;
 }
 
+/// 3,000 timers on the same `0 * * * * ?` with a minute's spread are
+/// planned flat: at most 60 (50 on average) in any second of the minute,
+/// all within it, as `getForecast` shows before the minute starts.
+pub async fn three_thousand_aligned_crons_with_a_minute_of_spread_are_planned_flat(stack: Stack) {
+    // Made well before the minute turns, so every first fire is that minute's.
+    let second = now_ms() / 1000 % 60;
+    if second > 45 {
+        tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
+    }
+    let app = TestNode::spawn(stack).await;
+    let minute = (now_ms() / 60_000 + 1) * 60_000;
+    for batch in 0..3 {
+        let timers: Vec<Value> = (0..1_000)
+            .map(|i| {
+                json!({"app": "herd", "name": format!("t{batch}-{i}"), "cron": "0 * * * * ?", "spreadMs": 60_000,
+                       "status": 2, "notifyHTTPParam": {"url": "http://127.0.0.1:9/"}})
+            })
+            .collect();
+        let made = app.post("createTimers", json!({ "timers": timers })).await;
+        assert_eq!(made["code"], 0, "{made}");
+    }
+    let forecast = app.get(&format!("getForecast?app=herd&from={minute}&seconds=60")).await;
+    let result = &forecast["result"];
+    assert_eq!(result["total"], 3_000, "every fire within its minute: {forecast}");
+    let per_second: Vec<u64> = result["perSecond"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+    assert!(per_second.iter().all(|n| *n <= 60), "at most 60 a second instead of 3,000 in one: {per_second:?}");
+    assert!(result["peak"]["fires"].as_u64().unwrap() <= 60, "{forecast}");
+    app.stop().await;
+}
+
+/// After a 10 s outage, a timer with `misfireThresholdMs: 5000` and
+/// `misfire: skip` marks its fires more than 5 s late missed, where the
+/// node's default window (60 s) fires every one of them.
+pub async fn a_timers_own_catch_up_window_applies_after_an_outage(stack: Stack) {
+    let storage = Storage::new(stack).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let first = TestNode::spawn_with(storage.config.clone()).await;
+    let own =
+        first.create_ok(every_second("own-window", &rx, json!({"misfire": "skip", "misfireThresholdMs": 5_000}))).await;
+    let node = first.create_ok(every_second("node-window", &rx, json!({"misfire": "skip"}))).await;
+    assert!(rx.wait_until(PATIENCE, |h| h.len() >= 4).await);
+    first.stop().await;
+    let stopped_at = now_ms();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let second = TestNode::spawn_with(storage.config.clone()).await;
+    let restarted_at = now_ms();
+    let outage = |f: &&Value| (stopped_at + 1_000..restarted_at - 6_000).contains(&f["runTimer"].as_i64().unwrap());
+    let settled = |fires: &[Value]| fires.iter().filter(outage).all(|f| f["status"] != 0 && f["status"] != 1);
+    let (own_fires, node_fires) = wait_for("the outage's fires are settled", || async {
+        let (a, b) = (second.fires(own, "it").await, second.fires(node, "it").await);
+        (settled(&a) && settled(&b)).then_some((a, b))
+    })
+    .await;
+    let statuses =
+        |fires: &[Value]| fires.iter().filter(outage).map(|f| f["status"].as_i64().unwrap()).collect::<Vec<_>>();
+    let (own_statuses, node_statuses) = (statuses(&own_fires), statuses(&node_fires));
+    assert!(own_statuses.len() >= 2, "{own_statuses:?}");
+    assert!(
+        own_statuses.iter().all(|s| *s == 5),
+        "more than 5 s late: missed, per the timer's policy: {own_statuses:?}"
+    );
+    assert!(node_statuses.iter().all(|s| *s == 2), "within the node's 60 s: fired: {node_statuses:?}");
+    second.stop().await;
+}
+
+/// A calendar changed after its timers were planned: their fires not yet
+/// claimed follow it at once.
+pub async fn a_calendar_change_replans_the_timers_that_exclude_it(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let put = |ranges: Value| app.post("putCalendar", json!({"app": "it", "name": "quiet", "ranges": ranges}));
+    assert_eq!(put(json!([])).await["code"], 0);
+    let id = app
+        .create_ok(json!({"app": "it", "name": "ticks", "cron": "* * * * * *", "status": 2,
+                          "excludeCalendars": ["quiet"], "notifyHTTPParam": {"url": "http://127.0.0.1:9/"}}))
+        .await;
+    let from = (now_ms() / 1000 + 30) * 1000;
+    let planned_in = |fires: &[Value]| {
+        fires.iter().filter(|f| (from..from + 10_000).contains(&f["runTimer"].as_i64().unwrap())).count()
+    };
+    assert_eq!(planned_in(&app.fires(id, "it").await), 10, "planned before the change");
+    let changed = put(json!([{"from": from, "to": from + 10_000}])).await;
+    assert_eq!(changed["code"], 0, "{changed}");
+    let fires = app.fires(id, "it").await;
+    assert_eq!(planned_in(&fires), 0, "the excluded range lost its fires");
+    assert!(fires.iter().any(|f| f["runTimer"].as_i64().unwrap() >= from + 10_000), "the rest stay planned");
+    app.stop().await;
+}
+
 pub async fn calendars_exclude_days_and_stay_while_used(stack: Stack) {
     let app = TestNode::spawn(stack).await;
     let put = app
@@ -133,6 +221,30 @@ pub async fn calendars_exclude_days_and_stay_while_used(stack: Stack) {
         .create_ok(json!({"app": "it", "name": "noon", "cron": "0 0 12 * * ?", "excludeCalendars": ["holidays"],
                           "notifyHTTPParam": {"url": "http://127.0.0.1:9/"}}))
         .await;
+    // Its next fire skips what the calendar excludes (Sundays, the listed day, Christmas).
+    app.act("enableTimer", id, "it").await;
+    let timer = app.get(&format!("getTimer?id={id}&app=it")).await;
+    let today = chrono::Utc::now().date_naive();
+    let expected = (0..14)
+        .map(|d| today + chrono::Days::new(d))
+        .map(|day| day.and_hms_opt(12, 0, 0).unwrap().and_utc())
+        .find(|noon| {
+            use chrono::Datelike;
+            noon.timestamp_millis() > now_ms()
+                && noon.weekday() != chrono::Weekday::Sun
+                && !(noon.month() == 12 && noon.day() == 25)
+                && noon.date_naive() != chrono::NaiveDate::from_ymd_opt(2031, 1, 2).unwrap()
+        })
+        .unwrap();
+    assert_eq!(timer["result"]["nextRunTimer"], expected.timestamp_millis(), "{timer}");
+    // Bounds and limits are cleared by null, kept when absent.
+    let limited = app
+        .post("updateTimer", json!({"id": id, "app": "it", "endAt": now_ms() + 86_400_000 * 30, "maxFires": 5}))
+        .await;
+    assert_eq!(limited["result"]["maxFires"], 5, "{limited}");
+    assert_eq!(limited["result"]["excludeCalendars"], json!(["holidays"]), "kept when absent: {limited}");
+    let cleared = app.post("updateTimer", json!({"id": id, "app": "it", "endAt": null, "maxFires": null})).await;
+    assert!(cleared["result"].get("endAt").is_none() && cleared["result"].get("maxFires").is_none(), "{cleared}");
     let refused =
         app.http.delete(format!("{}/api/xtimer/delCalendar?app=it&name=holidays", app.base)).send().await.unwrap();
     assert_eq!(refused.status(), 400);
@@ -182,6 +294,9 @@ pub async fn saying_when_refuses_bad_input_naming_the_field(stack: Stack) {
 crate::on_both_stacks!(
     an_interval_timer_with_max_fires_fires_that_many_then_completes,
     spread_fires_are_placed_flat_and_keep_their_scheduled_identity,
+    three_thousand_aligned_crons_with_a_minute_of_spread_are_planned_flat,
+    a_timers_own_catch_up_window_applies_after_an_outage,
+    a_calendar_change_replans_the_timers_that_exclude_it,
     calendars_exclude_days_and_stay_while_used,
     saying_when_refuses_bad_input_naming_the_field,
 );

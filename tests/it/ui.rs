@@ -66,11 +66,11 @@ async fn browse(browser: &Path, url: &str, name: &str) -> String {
     .unwrap()
 }
 
-/// The text of the element with `id` (its tags stripped), or empty.
+/// The text of the table or list with `id` (its tags stripped), or empty.
 fn section(dom: &str, id: &str) -> String {
     let Some(start) = dom.find(&format!("id=\"{id}\"")) else { return String::new() };
     let rest = &dom[start..];
-    let end = rest.find("</table>").unwrap_or(rest.len());
+    let end = ["</table>", "</dl>"].iter().filter_map(|close| rest.find(close)).min().unwrap_or(rest.len());
     let mut text = String::new();
     let mut in_tag = false;
     for c in rest[..end].chars() {
@@ -167,5 +167,136 @@ async fn with_auth_on_the_console_asks_for_a_token() {
     assert!(!tag.contains("hidden"), "the token form shows: {tag}");
     assert!(dom.contains("This server has auth on"), "{dom}");
     assert!(!dom.contains("id=\"nodes\""), "nothing is shown without a token");
+    node.stop().await;
+}
+
+/// Saying when (API 1d) in the console: an interval timer's every field on
+/// its page and in its edit form, an app's calendars, its forecast, and a
+/// spread fire's scheduled time beside the time it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_when_timers_fire_calendars_and_the_forecast() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let node = TestNode::spawn_with(test_config(&dir.path().join("when.db"))).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let post = |route: &str, body: Value| {
+        let request = node.http.post(format!("{}/api/xtimer/{route}", node.base)).json(&body);
+        async move {
+            let reply: Value = request.send().await.unwrap().json().await.unwrap();
+            assert_eq!(reply["code"], 0, "{reply}");
+            reply["result"].clone()
+        }
+    };
+    let ics = "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20270501\r\nRRULE:FREQ=YEARLY\r\n\
+               SUMMARY:May day\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
+    post(
+        "putCalendar",
+        json!({"app": "ops", "name": "holidays", "dates": ["2026-12-25", "2030-01-01"], "weekdays": ["SUN"], "ics": ics}),
+    )
+    .await;
+    let sweeper = post(
+        "createTimer",
+        json!({"app": "ops", "name": "sweeper", "everyMs": 90_000, "anchorAt": "2030-01-01T00:00:30Z",
+            "startAt": "2030-01-01T00:00:00Z", "endAt": "2031-01-01T00:00:00Z", "maxFires": 500, "spreadMs": 30_000,
+            "excludeCalendars": ["holidays"], "misfireThresholdMs": 120_000, "timezone": "Europe/Berlin", "status": 2,
+            "notifyHTTPParam": {"url": rx.url("/sweep")}}),
+    )
+    .await["id"]
+        .as_i64()
+        .unwrap();
+    // Six timers every two seconds, spread over two: three fires a second,
+    // so some are sent a second after their scheduled time.
+    let herd: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({"app": "ops", "name": format!("herd-{i}"), "cron": "*/2 * * * * *", "spreadMs": 2_000, "status": 2,
+                "notifyHTTPParam": {"url": rx.url("/herd")}, "retry": {"maxAttempts": 1, "backoffMs": 0}})
+        })
+        .collect();
+    let ids = post("createTimers", json!({ "timers": herd })).await["ids"].clone();
+    let (spread_id, spread_fire) = wait_for("a fire sent after its scheduled time", || async {
+        for id in ids.as_array().unwrap().iter().map(|v| v.as_i64().unwrap()) {
+            let fire = node
+                .fires(id, "ops")
+                .await
+                .into_iter()
+                .find(|f| f["status"] == 2 && f["scheduledTimer"] != f["runTimer"]);
+            if let Some(fire) = fire {
+                return Some((id, fire));
+            }
+        }
+        None
+    })
+    .await;
+    let ui = format!("{}/ui", node.base);
+
+    let dom = browse(&browser, &format!("{ui}#/timers?app=ops"), "when-timers").await;
+    let timers = section(&dom, "timers");
+    assert!(timers.contains(&format!("{sweeper} sweeper enabled every 90 s Europe/Berlin")), "{timers}");
+    assert!(timers.contains("herd-0 enabled */2 * * * * * UTC"), "{timers}");
+    let calendars = section(&dom, "calendars");
+    assert!(calendars.contains("holidays SUN 2026-12-25 2030-01-01 - 1 event"), "{calendars}");
+    assert!(dom.contains("id=\"calendar-form\""), "a calendar can be put: {dom}");
+    // The forecast: three herd fires a second, about 1,800 in ten minutes.
+    let forecast = section(&dom, "forecast-summary");
+    let number_after = |word: &str| -> u64 {
+        let rest = forecast.split(word).nth(1).unwrap_or_else(|| panic!("{word} in {forecast}"));
+        rest.split_whitespace().next().unwrap().parse().unwrap_or_else(|_| panic!("{forecast}"))
+    };
+    assert!(number_after("Peak") >= 1 && forecast.contains("fires in one second, at"), "{forecast}");
+    assert!(number_after("Total") >= 600 && forecast.contains("fires in 10 minutes"), "{forecast}");
+    assert!(dom.contains("aria-label=\"fires per second\"") && dom.contains("<rect"), "the forecast's bars: {dom}");
+    // The create form takes every field that says when.
+    let creator = dom.split("id=\"creator\"").nth(1).expect("the create form");
+    for field in
+        ["everyMs", "anchorAt", "startAt", "endAt", "maxFires", "spreadMs", "excludeCalendars", "misfireThresholdMs"]
+    {
+        assert!(creator.contains(&format!("name=\"{field}\"")), "{field} in the create form");
+    }
+
+    let dom = browse(&browser, &format!("{ui}#/timer/ops/{sweeper}"), "when-timer").await;
+    let timer: Value = node
+        .http
+        .get(format!("{}/api/xtimer/getTimer?id={sweeper}&app=ops", node.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let definition = section(&dom, "definition");
+    for shown in [
+        "Schedule every 90 s (90000 ms from 2030-01-01T00:00:30Z)",
+        "Starts 2030-01-01T00:00:00Z",
+        "Ends before 2031-01-01T00:00:00Z",
+        &format!("Max fires 500 ({} left)", timer["result"]["firesLeft"]),
+        "Spread each fire sent within 30 s of its scheduled time",
+        "Excluded calendars holidays",
+        "Catch-up window 2 min",
+    ] {
+        assert!(definition.contains(shown), "{shown:?} in {definition}");
+    }
+    let editor = dom.split("id=\"editor\"").nth(1).expect("the edit form");
+    for (field, value) in [
+        ("everyMs", "90000"),
+        ("anchorAt", "2030-01-01T00:00:30Z"),
+        ("startAt", "2030-01-01T00:00:00Z"),
+        ("endAt", "2031-01-01T00:00:00Z"),
+        ("maxFires", "500"),
+        ("spreadMs", "30000"),
+        ("excludeCalendars", "holidays"),
+        ("misfireThresholdMs", "120000"),
+    ] {
+        assert!(editor.contains(&format!("name=\"{field}\" value=\"{value}\"")), "{field}={value} in the edit form");
+    }
+    // previewCron with the timer's bounds and calendars: 1 January 2030 is excluded.
+    let next = section(&dom, "next-fires");
+    assert!(next.contains("2030-01-01T01:00:30+01:00 not fired: excluded by calendar holidays"), "{next}");
+
+    let dom = browse(&browser, &format!("{ui}#/timer/ops/{spread_id}"), "when-spread").await;
+    let fires = section(&dom, "fires");
+    let (run, scheduled) = (spread_fire["runTimer"].as_i64().unwrap(), spread_fire["scheduledTimer"].as_i64().unwrap());
+    let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let shown = format!("{} (scheduled {}, spread +{} s)", at(run), at(scheduled), (run - scheduled) / 1000);
+    assert!(fires.contains(&shown), "{shown:?} in {fires}");
     node.stop().await;
 }

@@ -132,7 +132,8 @@ pub async fn timers_get(
 ) -> Result<Envelope<TimerView>, ApiError> {
     let key = authorized(&auth, r)?;
     let timer = state.service.get(&key).await?;
-    let mut view = TimerView::at(&timer, state.clock.now_ms());
+    let next = state.service.next_fire(&timer, state.clock.now_ms()).await?;
+    let mut view = TimerView::at(&timer, next);
     view.fires_left = state.service.fires_left(&timer).await?;
     Ok(Envelope(view))
 }
@@ -149,7 +150,11 @@ pub async fn timers_list(
     let page = q.validate()?;
     let (timers, total) = state.service.list(&q.app, page).await?;
     let now = state.clock.now_ms();
-    Ok(Envelope(List { list: timers.iter().map(|t| TimerView::at(t, now)).collect(), total }))
+    let mut list = Vec::with_capacity(timers.len());
+    for timer in &timers {
+        list.push(TimerView::at(timer, state.service.next_fire(timer, now).await?));
+    }
+    Ok(Envelope(List { list, total }))
 }
 
 /// `GET getTimerTasks`: a page of a timer's fires already due, newest

@@ -3,12 +3,16 @@
 //! the nodes route, the `/v1` task API and [`overview`].
 //!
 //! Pages (hash routes of one document): timers of an app, searched by name
-//! and filtered by status; one timer (definition, next fires with DST
-//! notes, history, enable / disable / run now / edit / delete); lateness
-//! (p50 and p99 per minute over the last hour) and the timers whose recent
-//! fires failed; the cluster (nodes and their shards, task types and their
-//! counts). With auth on, a call answered 401 makes the page ask for a
-//! token, kept in the browser's local storage and sent as a bearer token.
+//! and filtered by status, with a form to create one, the app's forecast
+//! (fires to be sent per second over the next ten minutes, its peak and
+//! total) and its calendars (listed, put, deleted); one timer (definition
+//! with everything that says when it fires, next fires with DST and
+//! calendar notes, history with scheduled and sent times, enable / disable
+//! / run now / edit / delete); lateness (p50 and p99 per minute over the
+//! last hour) and the timers whose recent fires failed; the cluster (nodes
+//! and their shards, task types and their counts). With auth on, a call
+//! answered 401 makes the page ask for a token, kept in the browser's
+//! local storage and sent as a bearer token.
 
 pub mod overview;
 

@@ -14,7 +14,8 @@ use crate::extract::{ApiJson, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
 
 /// Body of `updateTimer`: the timer's `id` and `app`, and any timer field
-/// to change. An absent field keeps its value; an object field
+/// to change. An absent field keeps its value; `null` clears `startAt`,
+/// `endAt`, `maxFires` and `misfireThresholdMs`; an object field
 /// (`notifyHTTPParam`, `notifyAsyncflowParam`, `retry`) is replaced whole;
 /// giving `cron` makes a one-shot timer a cron timer and `runAt` the reverse.
 #[derive(Debug, Clone, Deserialize)]
@@ -73,14 +74,14 @@ pub struct UpdateTimer {
     #[serde(default)]
     pub anchor_at: Option<Value>,
     /// New `startAt`.
-    #[serde(default)]
-    pub start_at: Option<Value>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub start_at: Option<Option<Value>>,
     /// New `endAt`.
-    #[serde(default)]
-    pub end_at: Option<Value>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub end_at: Option<Option<Value>>,
     /// New `maxFires`.
-    #[serde(default)]
-    pub max_fires: Option<i64>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub max_fires: Option<Option<i64>>,
     /// New `spreadMs` (0: none).
     #[serde(default)]
     pub spread_ms: Option<i64>,
@@ -88,8 +89,8 @@ pub struct UpdateTimer {
     #[serde(default)]
     pub exclude_calendars: Option<Vec<String>>,
     /// New `misfireThresholdMs`.
-    #[serde(default)]
-    pub misfire_threshold_ms: Option<i64>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub misfire_threshold_ms: Option<Option<i64>>,
 }
 
 impl UpdateTimer {
@@ -152,12 +153,12 @@ impl UpdateTimer {
             run_at,
             every_ms,
             anchor_at,
-            start_at: self.start_at.or(ms(t.start_at)),
-            end_at: self.end_at.or(ms(t.end_at)),
-            max_fires: self.max_fires.or(t.max_fires.map(|n| n as i64)),
+            start_at: self.start_at.unwrap_or(ms(t.start_at)),
+            end_at: self.end_at.unwrap_or(ms(t.end_at)),
+            max_fires: self.max_fires.unwrap_or(t.max_fires.map(|n| n as i64)),
             spread_ms: self.spread_ms.or(Some(t.spread_ms as i64)),
             exclude_calendars: self.exclude_calendars.or(Some(t.exclude_calendars.clone())),
-            misfire_threshold_ms: self.misfire_threshold_ms.or(t.misfire_threshold_ms.map(|n| n as i64)),
+            misfire_threshold_ms: self.misfire_threshold_ms.unwrap_or(t.misfire_threshold_ms.map(|n| n as i64)),
             timezone,
             status: Some(self.status.unwrap_or(Value::from(stored_status))),
             callback_timeout_ms: self.callback_timeout_ms.or(if http.is_some() { stored_timeout } else { None }),
@@ -212,7 +213,8 @@ pub async fn timers_update(
             input.merged_with(stored).validate_with(check_at, limits)
         })
         .await?;
-    Ok(Envelope(TimerView::at(&timer, state.clock.now_ms())))
+    let next = state.service.next_fire(&timer, state.clock.now_ms()).await?;
+    Ok(Envelope(TimerView::at(&timer, next)))
 }
 
 /// `{"runTimer": ms}`: the reply of `triggerTimer`.
@@ -237,4 +239,10 @@ pub async fn timers_trigger(
     authorize(&auth, &r.app)?;
     let run_timer = state.service.trigger(&timer_key(&auth, r)).await?;
     Ok(Envelope(Triggered { run_timer }))
+}
+
+/// A field that may be absent (`None`: keep), `null` (`Some(None)`: clear)
+/// or a value.
+fn nullable<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(de: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(de).map(Some)
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::fire::Fire;
-use xtimer_core::timer::{Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{Notify, OverlapPolicy, RetryPolicy, Schedule, Timer};
 
 /// `{"id": N}`: the reply of create, enable, disable and delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -137,17 +137,11 @@ pub struct AsyncflowView {
 }
 
 impl TimerView {
-    /// The view with its next fire time after `now_ms` (set only for an
-    /// enabled timer that has one).
-    pub fn at(t: &Timer, now_ms: i64) -> Self {
+    /// The view with its next fire time (`TimerService::next_fire`).
+    pub fn at(t: &Timer, next_run_ms: Option<i64>) -> Self {
         let mut view = Self::from(t);
-        // The next scheduled time after now, within the timer's bounds.
-        let next = match t.status {
-            TimerStatus::Enabled => t.timing.next_at_or_after(&t.schedule, now_ms + 1),
-            _ => None,
-        };
-        view.next_run_timer = next;
-        view.next_run_time = next.map(rfc3339);
+        view.next_run_timer = next_run_ms;
+        view.next_run_time = next_run_ms.map(rfc3339);
         view
     }
 }
