@@ -12,13 +12,20 @@
 //! by the callbacks that arrived meanwhile), the receiver's CPU per fire
 //! when it runs apart, and this process's peak RSS. With `--runs N` it
 //! prints each run and the median of each figure.
+//!
+//! `--scenario herd` is the thundering herd of aligned crons: `--timers`
+//! timers of one per-minute cron, each spreading its fires over
+//! `--spread-ms` (0: all in the same second), run for one minute. It
+//! reports the most fires that arrived in any one second, lateness against
+//! the time each fire was sent, what planning the timers cost per fire,
+//! and fails unless every fire arrived once, inside its window.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use xtimer_core::config::Config;
 use xtimer_core::fire::FireKey;
-use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus};
+use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus, Timing};
 
 use crate::bench_receiver::{process_cpu, BenchReceiver, ReceiverMode};
 use crate::node::Node;
@@ -46,6 +53,11 @@ pub enum Scenario {
     /// `--timers` per-second timers for `--seconds`, printing the
     /// database's size every minute (retention at work).
     History,
+    /// `--timers` timers of the cron `0 * * * * ?`, each with `spreadMs`
+    /// `--spread-ms` (0: the classic stampede), created before a minute
+    /// starts and run for that minute: peak fires per second at the
+    /// receiver, lateness against the send time, planning cost per fire.
+    Herd,
 }
 
 /// Arguments of `xtimer bench`.
@@ -103,6 +115,10 @@ pub struct BenchArgs {
     /// Runtime threads of the receiver's process (1: one event loop).
     #[arg(long, default_value_t = 1)]
     pub receiver_threads: usize,
+    /// Each timer's `spreadMs` (herd): its fire is sent at the least
+    /// loaded second of `[scheduled, scheduled + spread)`.
+    #[arg(long, default_value_t = 0)]
+    pub spread_ms: u64,
 }
 
 /// Fires read back for the `sent p99` column (the newest of the window):
@@ -143,6 +159,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if matches!(args.scenario, Scenario::History) {
         return crate::bench_registered::history(&args).await;
+    }
+    if matches!(args.scenario, Scenario::Herd) {
+        return herd(&args).await;
     }
     let mut all = Vec::new();
     println!("scenario {:?}: {}", args.scenario, describe(&args));
@@ -206,6 +225,9 @@ fn describe(a: &BenchArgs) -> String {
         }
         Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
         Scenario::Http => format!("{} callbacks, no timers, 256 in flight", a.count),
+        Scenario::Herd => {
+            format!("{} timers of `{HERD_CRON}` with spreadMs {}, for one minute", a.timers, a.spread_ms)
+        }
         Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered | Scenario::History => String::new(),
     };
     load + receiver
@@ -496,6 +518,236 @@ async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
     })
 }
 
+/// The herd's cron: every timer fires at second 0 of every minute.
+const HERD_CRON: &str = "0 * * * * ?";
+
+/// Figures of one herd run.
+#[derive(Debug, Clone, Default)]
+pub struct HerdFigures {
+    pub expected: u64,
+    pub received: u64,
+    /// Expected fires that never arrived.
+    pub lost: u64,
+    /// Arrivals beyond the first of a fire.
+    pub duplicates: u64,
+    /// Arrivals sent outside their window `[scheduled, scheduled +
+    /// spreadMs)` (other than at the scheduled ms without a spread), or
+    /// of a fire not expected.
+    pub outside: u64,
+    /// The most fires that arrived within one second.
+    pub peak_per_sec: u64,
+    /// Arrival minus send time (`X-Xtimer-Run-Time`), ms.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Storing the timers, ms (wall).
+    pub create_ms: f64,
+    /// Expanding them into fires (spread fires placed) and indexing, ms (wall).
+    pub expand_ms: f64,
+    /// Create + expand, wall µs per fire.
+    pub plan_us_per_fire: f64,
+    /// This process's CPU over create + expand, µs per fire.
+    pub cpu_us_per_fire: f64,
+}
+
+async fn herd(args: &BenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.nodes == 1 && args.hung == 0, "--scenario herd runs one node and no hung timers");
+    println!("scenario Herd: {}", describe(args));
+    println!(
+        "  peak/s: most fires arriving in one second; p50/p99/max: arrival minus send time \
+         (X-Xtimer-Run-Time); create, expand: storing the timers and planning their fires (wall); \
+         plan us, cpu us: the two together per fire, wall and this process's CPU; outside: sent \
+         outside [scheduled, scheduled + spreadMs)"
+    );
+    println!(
+        "{:>4} {:>9} {:>9} {:>5} {:>5} {:>7} {:>7} {:>8} {:>8} {:>8} {:>10} {:>10} {:>8} {:>8}",
+        "run",
+        "expected",
+        "received",
+        "lost",
+        "dups",
+        "outside",
+        "peak/s",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "create ms",
+        "expand ms",
+        "plan us",
+        "cpu us"
+    );
+    let mut all = Vec::new();
+    for run in 1..=args.runs {
+        let f = herd_once(args).await?;
+        print_herd_row(&run.to_string(), &f);
+        all.push(f);
+    }
+    if all.len() > 1 {
+        let med = |get: fn(&HerdFigures) -> f64| median(all.iter().map(get).collect());
+        let m = HerdFigures {
+            expected: med(|f| f.expected as f64) as u64,
+            received: med(|f| f.received as f64) as u64,
+            lost: med(|f| f.lost as f64) as u64,
+            duplicates: med(|f| f.duplicates as f64) as u64,
+            outside: med(|f| f.outside as f64) as u64,
+            peak_per_sec: med(|f| f.peak_per_sec as f64) as u64,
+            p50_ms: med(|f| f.p50_ms),
+            p99_ms: med(|f| f.p99_ms),
+            max_ms: med(|f| f.max_ms),
+            create_ms: med(|f| f.create_ms),
+            expand_ms: med(|f| f.expand_ms),
+            plan_us_per_fire: med(|f| f.plan_us_per_fire),
+            cpu_us_per_fire: med(|f| f.cpu_us_per_fire),
+        };
+        print_herd_row("med", &m);
+    }
+    let (lost, dups, outside) =
+        all.iter().fold((0, 0, 0), |(l, d, o), f| (l + f.lost, d + f.duplicates, o + f.outside));
+    anyhow::ensure!(
+        lost == 0 && dups == 0 && outside == 0,
+        "not every fire arrived once inside its window: {lost} lost, {dups} duplicated, {outside} outside"
+    );
+    Ok(())
+}
+
+fn print_herd_row(label: &str, f: &HerdFigures) {
+    println!(
+        "{label:>4} {:>9} {:>9} {:>5} {:>5} {:>7} {:>7} {:>8.1} {:>8.1} {:>8.1} {:>10.1} {:>10.1} {:>8.1} {:>8.1}",
+        f.expected,
+        f.received,
+        f.lost,
+        f.duplicates,
+        f.outside,
+        f.peak_per_sec,
+        f.p50_ms,
+        f.p99_ms,
+        f.max_ms,
+        f.create_ms,
+        f.expand_ms,
+        f.plan_us_per_fire,
+        f.cpu_us_per_fire
+    );
+}
+
+/// One herd run: a fresh node, the timers created and expanded before the
+/// next whole minute (at least `--lead` s ahead), every fire of that minute
+/// awaited and checked.
+async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
+    const MINUTE_MS: i64 = 60_000;
+    let dir = tempfile::tempdir()?;
+    let mut config = fresh_config(args, dir.path()).await?;
+    // The migrator's horizon (two steps) must reach the minute from set-up:
+    // at most `lead` + 60 s ahead.
+    config.migrator.step_ms = config.migrator.step_ms.max((args.lead + 70) * 1000);
+    let node_started_ms = chrono::Utc::now().timestamp_millis();
+    let node = Node::start(config).await?;
+    let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
+    let now = chrono::Utc::now().timestamp_millis();
+    let start_ms = ((now + args.lead as i64 * 1000) / MINUTE_MS + 1) * MINUTE_MS;
+    let end_ms = start_ms + MINUTE_MS;
+    let notify = Notify::Http(HttpNotify {
+        url: receiver.url("/bench"),
+        method: "POST".into(),
+        headers: BTreeMap::new(),
+        body: Some("{}".into()),
+        timeout_ms: None,
+    });
+    // Each timer starts and ends with the minute, so that its one fire is
+    // all that is planned however far the horizon reaches.
+    let timing =
+        Timing { spread_ms: args.spread_ms, start_at: Some(start_ms), end_at: Some(end_ms), ..Timing::default() };
+    let timers: Vec<NewTimer> = (0..args.timers)
+        .map(|n| NewTimer {
+            timing: timing.clone(),
+            app: "bench".into(),
+            name: format!("h{n}"),
+            status: TimerStatus::Enabled,
+            schedule: Schedule::Cron { expr: HERD_CRON.into(), timezone: "UTC".into() },
+            notify: notify.clone(),
+            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+            misfire: MisfirePolicy::FireAll,
+            delete_after_run: false,
+            on_failure: None,
+            pause_after_failures: None,
+            overlap: Default::default(),
+        })
+        .collect();
+
+    // Planning: store the timers, then expand them as a migrator step does
+    // (spread fires placed), timed and with this process's CPU.
+    let cpu_before = process_cpu("self").unwrap_or_default();
+    let started = Instant::now();
+    let ids = node.stores.timers.create_timers(&timers, now).await?;
+    let created = started.elapsed();
+    node.migrator.catch_up().await?;
+    let planned = started.elapsed();
+    let cpu = process_cpu("self").unwrap_or_default().saturating_sub(cpu_before);
+    let ready = chrono::Utc::now().timestamp_millis();
+    eprintln!("set-up took {:.1} s; the minute starts in {} ms", planned.as_secs_f64(), start_ms - ready);
+    if ready > start_ms {
+        eprintln!("warning: set-up overran the minute's start; raise --lead");
+    }
+    let expected: HashSet<(i64, i64)> = ids.iter().map(|id| (*id, start_ms)).collect();
+    let fires = expected.len().max(1) as f64;
+
+    let total = expected.len() as u64;
+    let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
+    let progress = crate::progress::bar("fires", total);
+    receiver.wait_for(start_ms, end_ms, total, wait, |got| progress.set_position(got)).await?;
+    progress.finish_and_clear();
+    let hits = receiver.arrivals().await?;
+    node.shutdown().await;
+
+    let window = args.spread_ms.max(1) as i64;
+    let mut seen: HashMap<&str, u64> = HashMap::new();
+    let mut got: HashSet<(i64, i64)> = HashSet::new();
+    let mut outside = 0;
+    let mut per_second: HashMap<i64, u64> = HashMap::new();
+    for h in &hits {
+        *seen.entry(h.key.as_str()).or_default() += 1;
+        *per_second.entry(h.arrival_us.div_euclid(1_000_000)).or_default() += 1;
+        match FireKey::parse_member(&h.key) {
+            Some(k) if expected.contains(&(k.timer_id, k.run_ms)) => {
+                got.insert((k.timer_id, k.run_ms));
+                if h.run_ms < k.run_ms || h.run_ms >= k.run_ms + window {
+                    outside += 1;
+                }
+            }
+            _ => outside += 1,
+        }
+    }
+    // Where the lateness comes from: the second whose fires arrived latest.
+    let mut worst: HashMap<i64, (u64, f64)> = HashMap::new();
+    for h in &hits {
+        let second = worst.entry((h.run_ms - start_ms).div_euclid(1000)).or_default();
+        *second = (second.0 + 1, second.1.max(h.lateness_ms()));
+    }
+    if let Some((second, (n, max))) = worst.into_iter().max_by(|a, b| a.1 .1.total_cmp(&b.1 .1)) {
+        eprintln!(
+            "latest fires: those sent at +{second} s of the minute ({n} fires, up to {max:.1} ms late); \
+             the node started {:.1} s before the minute",
+            (start_ms - node_started_ms) as f64 / 1000.0
+        );
+    }
+    let mut late: Vec<f64> = hits.iter().map(|h| h.lateness_ms()).collect();
+    late.sort_by(|a, b| a.total_cmp(b));
+    Ok(HerdFigures {
+        expected: total,
+        received: hits.len() as u64,
+        lost: expected.difference(&got).count() as u64,
+        duplicates: seen.values().map(|n| n - 1).sum(),
+        outside,
+        peak_per_sec: per_second.values().copied().max().unwrap_or_default(),
+        p50_ms: percentile(&late, 0.50),
+        p99_ms: percentile(&late, 0.99),
+        max_ms: late.last().copied().unwrap_or_default(),
+        create_ms: created.as_secs_f64() * 1000.0,
+        expand_ms: (planned - created).as_secs_f64() * 1000.0,
+        plan_us_per_fire: planned.as_secs_f64() * 1e6 / fires,
+        cpu_us_per_fire: cpu.as_secs_f64() * 1e6 / fires,
+    })
+}
+
 struct Plan {
     schedules: Vec<Schedule>,
     start_ms: i64,
@@ -518,9 +770,12 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
                 .collect();
             Plan { schedules, start_ms, end_ms: start_ms + 1000 }
         }
-        Scenario::Http | Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered | Scenario::History => {
-            Plan { schedules: Vec::new(), start_ms, end_ms: start_ms }
-        }
+        Scenario::Http
+        | Scenario::CreateTask
+        | Scenario::HoldTasks
+        | Scenario::Registered
+        | Scenario::History
+        | Scenario::Herd => Plan { schedules: Vec::new(), start_ms, end_ms: start_ms },
         Scenario::Cron => {
             let schedules = (0..args.timers)
                 .map(|_| Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() })

@@ -84,7 +84,8 @@ enum Command {
         #[command(subcommand)]
         command: xtimer::cli::timer::TimerCommand,
     },
-    /// Cron expressions: `preview` their next fire times.
+    /// Schedules: `preview` the next fire times of a cron expression or an
+    /// interval, with their notes (daylight saving, excluded by a calendar).
     Cron {
         #[command(flatten)]
         remote: xtimer::cli::Remote,

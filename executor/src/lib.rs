@@ -63,7 +63,7 @@ use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::handover::Handover;
 use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::pause::{Mark, PauseWatch};
-use xtimer_core::timer::{AsyncflowNotify, MisfirePolicy, Notify, OverlapPolicy, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{AsyncflowNotify, MisfirePolicy, Notify, OverlapPolicy, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
@@ -161,8 +161,8 @@ struct CachedTimer {
 
 impl CachedTimer {
     fn new(timer: Timer, callbacks: &Callbacks) -> Arc<Self> {
-        let target = match (&timer.notify, &timer.schedule) {
-            (Notify::Http(notify), Schedule::Cron { .. }) => Some(Target::new(notify, Some(&callbacks.policy))),
+        let target = match &timer.notify {
+            Notify::Http(notify) if timer.schedule.repeats() => Some(Target::new(notify, Some(&callbacks.policy))),
             _ => None,
         };
         Arc::new(Self { timer, target })
@@ -372,8 +372,9 @@ impl ExecutorHandle {
         let outcome = inner.fires.claim(keys, &owner, inner.config.lease_ms as i64, inner.clock.now_ms()).await?;
         let won = outcome.claimed.len();
         inner.metrics.fires_ended(FireStatus::Skipped, outcome.skipped);
-        let claimed = self.past_their_window(outcome.claimed).await?;
-        self.dispatch(claimed, held).await?;
+        let timers = self.load_timers(&outcome.claimed).await?;
+        let claimed = self.past_their_window(outcome.claimed, &timers).await;
+        self.dispatch_loaded(claimed, timers, held);
         Ok(won)
     }
 
@@ -389,13 +390,16 @@ impl ExecutorHandle {
     /// timer's misfire policy, as the reconciler's do: `skip` marks them
     /// missed, `fire_all` fires them, `fire_once` fires only one whose next
     /// scheduled time has not come. The fires that go out.
-    async fn past_their_window(&self, claimed: Vec<ClaimedFire>) -> Result<Vec<ClaimedFire>> {
+    async fn past_their_window(
+        &self,
+        claimed: Vec<ClaimedFire>,
+        timers: &HashMap<i64, Arc<CachedTimer>>,
+    ) -> Vec<ClaimedFire> {
         let now = self.inner.clock.now_ms();
         let narrowest = xtimer_core::when::MIN_MISFIRE_THRESHOLD_MS as i64;
         if claimed.iter().all(|f| f.manual || now - f.key.run_ms < narrowest) {
-            return Ok(claimed);
+            return claimed;
         }
-        let timers = self.load_timers(&claimed).await?;
         let default = self.inner.misfire_threshold_ms.load(Ordering::Relaxed);
         let mut going = Vec::with_capacity(claimed.len());
         for fire in claimed {
@@ -426,7 +430,7 @@ impl ExecutorHandle {
                 None => going.push(fire),
             }
         }
-        Ok(going)
+        going
     }
 
     /// Fires claimed fires, each at its run time (at once when past), in
@@ -446,6 +450,12 @@ impl ExecutorHandle {
             return Ok(());
         }
         let timers = self.load_timers(&claimed).await?;
+        self.dispatch_loaded(claimed, timers, held);
+        Ok(())
+    }
+
+    /// [`Self::dispatch`] with the fires' timers already read.
+    fn dispatch_loaded(&self, claimed: Vec<ClaimedFire>, timers: HashMap<i64, Arc<CachedTimer>>, held: Held) {
         let now = self.inner.clock.now_ms();
         let mut groups: BTreeMap<i64, Vec<Due>> = BTreeMap::new();
         let mut late: BTreeMap<i64, Vec<Due>> = BTreeMap::new();
@@ -466,7 +476,6 @@ impl ExecutorHandle {
             let this = self.clone();
             self.inner.tracker.spawn(async move { this.fire_group_at(run_ms, group, held).await });
         }
-        Ok(())
     }
 
     /// Whether the recorder holds its cap of results not yet written (the
@@ -523,7 +532,7 @@ impl ExecutorHandle {
 
     /// Keeps a cron timer's definition for its next fires.
     fn keep(&self, cached: &Arc<CachedTimer>) {
-        if matches!(cached.timer.schedule, Schedule::Cron { .. }) {
+        if cached.timer.schedule.repeats() {
             self.inner.cache.insert(cached.timer.id, cached.clone());
         }
     }

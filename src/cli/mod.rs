@@ -40,30 +40,82 @@ impl Remote {
 /// `xtimer cron ...`.
 #[derive(Debug, Subcommand)]
 pub enum CronCommand {
-    /// The next fire times of a cron expression, with daylight-saving notes.
-    Preview {
-        /// The expression (5, 6 or 7 fields, or a macro such as @daily).
-        expr: String,
-        /// IANA time zone.
-        #[arg(long, default_value = "UTC")]
-        tz: String,
-        /// How many fire times.
-        #[arg(long, default_value_t = 10)]
-        count: u32,
-        /// Start from this time (RFC 3339 or Unix ms); default now.
-        #[arg(long)]
-        from: Option<String>,
-    },
+    /// The next fire times of a cron expression (or of an interval,
+    /// `--every-ms`), with daylight-saving and calendar notes.
+    Preview(PreviewArgs),
+}
+
+/// `xtimer cron preview`: the fields of `previewCron`.
+#[derive(Debug, Args)]
+pub struct PreviewArgs {
+    /// The expression (5, 6 or 7 fields, or a macro such as @daily); give
+    /// it or `--every-ms`.
+    #[arg(required_unless_present = "every_ms", conflicts_with = "every_ms")]
+    pub expr: Option<String>,
+    /// An interval instead of the expression, ms (at least 1000): times at
+    /// `anchor + k * every`.
+    #[arg(long)]
+    pub every_ms: Option<i64>,
+    /// The interval's anchor (RFC 3339 or Unix ms); default `--start-at`,
+    /// else `--from`.
+    #[arg(long, conflicts_with = "expr")]
+    pub anchor_at: Option<String>,
+    /// No time before this (RFC 3339 or Unix ms).
+    #[arg(long)]
+    pub start_at: Option<String>,
+    /// No time at or after this (RFC 3339 or Unix ms).
+    #[arg(long)]
+    pub end_at: Option<String>,
+    /// Only the first this many times (counted from `--start-at`, else `--from`).
+    #[arg(long)]
+    pub max_fires: Option<i64>,
+    /// The app whose calendars `--exclude-calendars` names.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// The app's calendars, comma-separated: their times are listed with
+    /// the note `excluded:<calendar>`.
+    #[arg(long, value_delimiter = ',', requires = "app")]
+    pub exclude_calendars: Vec<String>,
+    /// IANA time zone.
+    #[arg(long, default_value = "UTC")]
+    pub tz: String,
+    /// How many fire times.
+    #[arg(long, default_value_t = 10)]
+    pub count: u32,
+    /// Start from this time (RFC 3339 or Unix ms); default now.
+    #[arg(long)]
+    pub from: Option<String>,
+}
+
+impl PreviewArgs {
+    /// The query string of `previewCron`.
+    fn query(self) -> Vec<(&'static str, String)> {
+        let mut query = vec![("timezone", self.tz), ("count", self.count.to_string())];
+        let optional = [
+            ("cron", self.expr),
+            ("everyMs", self.every_ms.map(|ms| ms.to_string())),
+            ("anchorAt", self.anchor_at),
+            ("startAt", self.start_at),
+            ("endAt", self.end_at),
+            ("maxFires", self.max_fires.map(|n| n.to_string())),
+            ("app", self.app),
+            ("from", self.from),
+        ];
+        query.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
+        let calendars: Vec<String> =
+            self.exclude_calendars.into_iter().map(|c| c.trim().to_owned()).filter(|c| !c.is_empty()).collect();
+        if !calendars.is_empty() {
+            query.push(("excludeCalendars", calendars.join(",")));
+        }
+        query
+    }
 }
 
 /// Runs `xtimer cron ...`; returns the exit code.
 pub async fn cron(remote: &Remote, command: CronCommand) -> u8 {
-    let CronCommand::Preview { expr, tz, count, from } = command;
+    let CronCommand::Preview(args) = command;
     let run = async {
-        let mut query = vec![("cron", expr), ("timezone", tz), ("count", count.to_string())];
-        if let Some(from) = from {
-            query.push(("from", from));
-        }
+        let query = args.query();
         let result = remote.client()?.call(Method::GET, "previewCron", &query, None).await?;
         let rows: Vec<Vec<String>> = list_of(&result)
             .iter()

@@ -68,6 +68,17 @@ async fn bench_with_the_receiver_in_process_still_counts_every_fire() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_herd_of_aligned_crons_spreads_its_fires_each_once_inside_its_window() {
+    // Up to a minute: the fires are those of the next whole minute.
+    let f = bench(&["--scenario", "herd", "--timers", "100", "--spread-ms", "5000", "--lead", "2"]).await;
+    assert_eq!((num(&f, "expected"), num(&f, "received")), (100.0, 100.0), "{f:?}");
+    assert_eq!((num(&f, "lost"), num(&f, "dups"), num(&f, "outside")), (0.0, 0.0, 0.0), "{f:?}");
+    // Five seconds of 20 each; an arrival late into the next second at most doubles one.
+    assert!(num(&f, "peak/s") <= 40.0, "spread over the window: {f:?}");
+    assert!(num(&f, "plan us") > 0.0 && num(&f, "expand ms") > 0.0, "planning is timed: {f:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_receiver_process_counts_callbacks_by_run_time_and_ends_with_its_owner() {
     let rx = ReceiverProcess::start(Path::new(env!("CARGO_BIN_EXE_xtimer")), 1).await.unwrap();
     let client = xtimer_executor::callback::client(5_000, 4).unwrap();

@@ -170,3 +170,99 @@ async fn bad_input_unreachable_servers_and_bulk_imports() {
     assert!(preview["list"][0]["runTime"].as_str().unwrap().contains("T09:00:00+0"), "{preview}");
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_preview_takes_an_interval_a_window_a_limit_and_calendars() {
+    let node = TestNode::spawn(Stack::Embedded).await;
+    let base = node.base.clone();
+
+    // Every 90 minutes from midnight; the window starts at 03:00 and ends
+    // at 12:00, and only the first four times of it are left.
+    let args = [
+        "cron",
+        "preview",
+        "--every-ms",
+        "5400000",
+        "--anchor-at",
+        "2030-01-01T00:00:00Z",
+        "--from",
+        "2030-01-01T00:00:00Z",
+        "--start-at",
+        "2030-01-01T03:00:00Z",
+        "--end-at",
+        "2030-01-01T12:00:00Z",
+        "--max-fires",
+        "4",
+        "--tz",
+        "Europe/Berlin",
+    ];
+    let out = xtimer(&base, &args).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    let table = stdout(&out);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("RUN TIME") && lines[0].ends_with("NOTE"), "{table}");
+    let times: Vec<&str> = lines[1..].iter().map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(
+        times,
+        [
+            "2030-01-01T04:00:00+01:00",
+            "2030-01-01T05:30:00+01:00",
+            "2030-01-01T07:00:00+01:00",
+            "2030-01-01T08:30:00+01:00"
+        ],
+        "{table}"
+    );
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let out = xtimer(&base, &json_args).await;
+    let preview: Value = serde_json::from_str(&stdout(&out)).expect("--json prints JSON");
+    assert_eq!(preview["list"][0]["runTimer"], 1_893_466_800_000i64, "{preview}");
+
+    // Exactly one of an expression and --every-ms; calendars need their app.
+    for bad in [
+        vec!["cron", "preview"],
+        vec!["cron", "preview", "0 9 * * *", "--every-ms", "60000"],
+        vec!["cron", "preview", "0 9 * * *", "--anchor-at", "0"],
+        vec!["cron", "preview", "--anchor-at", "0"],
+        vec!["cron", "preview", "0 9 * * *", "--exclude-calendars", "holidays"],
+    ] {
+        let out = xtimer(&base, &bad).await;
+        assert_eq!(code(&out), exit::USAGE, "{bad:?}: {}", stderr(&out));
+    }
+    let out = xtimer(&base, &["cron", "preview", "--every-ms", "999"]).await;
+    assert_eq!(code(&out), exit::INVALID, "the server's minimum: {}", stderr(&out));
+    assert!(stderr(&out).contains("everyMs"), "{}", stderr(&out));
+
+    // A day of the app's calendar: listed, with the calendar that excludes it.
+    let put: Value = node
+        .http
+        .post(format!("{base}/api/xtimer/putCalendar"))
+        .json(&serde_json::json!({"app": "cli", "name": "holidays", "dates": ["2030-12-25"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(put["code"], 0, "{put}");
+    let daily = ["cron", "preview", "0 0 9 * * ?", "--from", "2030-12-23T12:00:00Z", "--count", "3", "--app", "cli"];
+    let out = xtimer(&base, &[&daily[..], &["--exclude-calendars", "holidays"]].concat()).await;
+    assert_eq!(code(&out), exit::OK, "{}", stderr(&out));
+    let table = stdout(&out);
+    let rows: Vec<Vec<&str>> = table.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    let notes: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[2])).collect();
+    assert_eq!(
+        notes,
+        [
+            ("2030-12-24T09:00:00+00:00", "-"),
+            ("2030-12-25T09:00:00+00:00", "excluded:holidays"),
+            ("2030-12-26T09:00:00+00:00", "-")
+        ],
+        "{table}"
+    );
+    // Two calendars, comma-separated; one the app does not have is refused.
+    let out = xtimer(&base, &[&daily[..], &["--exclude-calendars", "holidays,nope"]].concat()).await;
+    assert_eq!(code(&out), exit::INVALID, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no calendar `nope`"), "{}", stderr(&out));
+    node.stop().await;
+}
