@@ -29,9 +29,45 @@ pub struct NodeContext {
     /// Whether this node's heartbeats reach the database steadily (steady
     /// forever where no heartbeat loop runs).
     pub liveness: Arc<Liveness>,
-    /// Signalled each time fire results are written, so timers with
-    /// nothing left complete within a moment of their last fire.
-    pub results_written: Arc<tokio::sync::Notify>,
+    /// Timers whose fires just ended (results written), so a timer with
+    /// nothing left completes within a moment of its last fire.
+    pub ended: Arc<EndedFires>,
+}
+
+/// The timers of fires whose end was just written, from the recorder to
+/// the finisher, which completes those with nothing left.
+#[derive(Debug, Default)]
+pub struct EndedFires {
+    timers: std::sync::Mutex<Vec<i64>>,
+    written: tokio::sync::Notify,
+}
+
+impl EndedFires {
+    /// Notes the timers of fires whose end was just written.
+    pub fn ended(&self, timers: impl IntoIterator<Item = i64>) {
+        let mut held = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        let before = held.len();
+        held.extend(timers);
+        if held.len() > before {
+            self.written.notify_one();
+        }
+    }
+
+    /// The timers noted since the last call, each once, waiting for one.
+    pub async fn next(&self) -> Vec<i64> {
+        loop {
+            {
+                let mut held = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+                if !held.is_empty() {
+                    let mut ids = std::mem::take(&mut *held);
+                    ids.sort_unstable();
+                    ids.dedup();
+                    return ids;
+                }
+            }
+            self.written.notified().await;
+        }
+    }
 }
 
 impl NodeContext {
@@ -45,7 +81,7 @@ impl NodeContext {
             handover,
             pause: Arc::new(PauseWatch::default()),
             liveness: Arc::new(Liveness::steady()),
-            results_written: Arc::new(tokio::sync::Notify::new()),
+            ended: Arc::new(EndedFires::default()),
         }
     }
 

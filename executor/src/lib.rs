@@ -269,7 +269,7 @@ impl Executor {
             clock: clock.clone(),
             batch_size: config.batch_size,
             linger: Duration::from_millis(config.record_linger_ms),
-            written: Some(ctx.results_written.clone()),
+            ended: Some(ctx.ended.clone()),
         });
         let inner = Inner {
             permits: Arc::new(Semaphore::new(config.concurrency)),
@@ -1019,7 +1019,7 @@ impl ExecutorHandle {
         lease_until: Option<i64>,
     ) {
         let result = self.result_of(fire, status, attempt, output, cost_time, lease_until);
-        self.record(recorder::Pending { result, owed: None });
+        self.record(recorder::Pending { result, owed: None, may_end: self.may_end(fire) });
     }
 
     /// Hands the failed result of `fire`'s last attempt to the recorder,
@@ -1029,7 +1029,19 @@ impl ExecutorHandle {
     async fn send_failed(&self, timer: &Timer, fire: &ClaimedFire, attempt: u32, output: &str, cost_time: i64) {
         let result = self.result_of(fire, FireStatus::Failed, attempt, output, cost_time, None);
         let owed = notify::owed_failure(timer, fire, attempt, output);
-        self.record(recorder::Pending { result, owed });
+        self.record(recorder::Pending { result, owed, may_end: self.may_end(fire) });
+    }
+
+    /// `fire`'s timer, unless it is known to go on after this fire (a cron
+    /// or interval timer kept here with no end): the finisher then need not
+    /// look at it.
+    fn may_end(&self, fire: &ClaimedFire) -> Option<i64> {
+        let goes_on = self
+            .inner
+            .cache
+            .get(&fire.key.timer_id)
+            .is_some_and(|cached| cached.timer.schedule.repeats() && cached.timer.timing.end_ms().is_none());
+        (!goes_on).then_some(fire.key.timer_id)
     }
 
     fn result_of(

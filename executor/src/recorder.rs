@@ -50,6 +50,9 @@ pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(15);
 pub(crate) struct Pending {
     pub result: FireResult,
     pub owed: Option<OwedNotification>,
+    /// The fire's timer when it may have nothing left once this fire ends
+    /// (told to the finisher once a final result is written).
+    pub may_end: Option<i64>,
 }
 
 /// Results handed to the recorder and not written yet, shared by the
@@ -136,8 +139,8 @@ pub(crate) struct RecorderParts {
     pub batch_size: usize,
     /// How long a batch waits for more results.
     pub linger: Duration,
-    /// Signalled after each batch written.
-    pub written: Option<Arc<tokio::sync::Notify>>,
+    /// Told the timers of the fires each batch ended.
+    pub ended: Option<Arc<xtimer_core::node::EndedFires>>,
 }
 
 /// The channel between the executor and its recorder: the executor's end,
@@ -161,10 +164,15 @@ pub struct Recorder {
 struct Batch {
     results: Vec<FireResult>,
     owed: Vec<OwedNotification>,
+    /// Timers of the fires whose result is final.
+    ended: Vec<i64>,
 }
 
 impl Batch {
     fn push(&mut self, pending: Pending) {
+        if let Some(timer_id) = pending.may_end.filter(|_| pending.result.status.is_final()) {
+            self.ended.push(timer_id);
+        }
         self.results.push(pending.result);
         self.owed.extend(pending.owed);
     }
@@ -176,6 +184,7 @@ impl Batch {
     fn clear(&mut self) {
         self.results.clear();
         self.owed.clear();
+        self.ended.clear();
     }
 
     /// The notifications owed by the fire of `result`.
@@ -211,10 +220,10 @@ impl Recorder {
                 return;
             }
             self.backlog.done(batch.len());
-            batch.clear();
-            if let Some(written) = &self.parts.written {
-                written.notify_one();
+            if let Some(ended) = &self.parts.ended {
+                ended.ended(batch.ended.drain(..));
             }
+            batch.clear();
         }
     }
 

@@ -5,39 +5,38 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use xtimer_core::node::NodeContext;
+use xtimer_core::node::{EndedFires, NodeContext};
 use xtimer_core::SharedClock;
 use xtimer_store::{Stores, TimerRepo};
 
-/// Shortest time between two passes: results written meanwhile wait for
-/// the next one, so a node writing results all the time runs one pass a
-/// quarter second.
+/// Shortest time between two passes: timers whose fires end meanwhile wait
+/// for the next one, so a node writing results all the time runs one
+/// statement (a key probe per timer) a quarter second.
 const MIN_GAP: Duration = Duration::from_millis(250);
 
-/// Runs [`TimerRepo::complete_fired_once`] each time results are written
-/// (at most every [`MIN_GAP`]).
+/// Runs [`TimerRepo::complete_ended`] for the timers whose fires' ends
+/// were just written (gathered for at most [`MIN_GAP`]).
 pub struct Finisher {
     timers: Arc<dyn TimerRepo>,
     clock: SharedClock,
-    written: Arc<Notify>,
+    ended: Arc<EndedFires>,
 }
 
 impl Finisher {
-    /// A finisher woken by `ctx.results_written`.
+    /// A finisher of the timers the recorder notes in `ctx.ended`.
     pub fn new(stores: &Stores, ctx: &NodeContext) -> Self {
-        Self { timers: stores.timers.clone(), clock: ctx.clock.clone(), written: ctx.results_written.clone() }
+        Self { timers: stores.timers.clone(), clock: ctx.clock.clone(), ended: ctx.ended.clone() }
     }
 
     /// Completes what is over after each batch of results, until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         loop {
-            tokio::select! {
+            let timers = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = self.written.notified() => {}
-            }
-            match self.timers.complete_fired_once(self.clock.now_ms()).await {
+                timers = self.ended.next() => timers,
+            };
+            match self.timers.complete_ended(&timers, self.clock.now_ms()).await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(timers = n, "Timers with nothing left completed."),
                 Err(err) => {

@@ -129,6 +129,13 @@ pub trait TimerRepo: Send + Sync {
     /// Marks completed every enabled one-shot timer with nothing left to
     /// expand whose fire has ended; returns how many.
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64>;
+    /// [`TimerRepo::complete_fired_once`] for `timers` only (those whose
+    /// fires just ended): a primary-key probe each, not a read of every
+    /// timer with nothing left. The default reads them all.
+    async fn complete_ended(&self, timers: &[i64], now_ms: i64) -> Result<u64> {
+        let _ = timers;
+        self.complete_fired_once(now_ms).await
+    }
     /// How many timers have each status, deleted ones left out.
     async fn count_timers_by_status(&self) -> Result<Vec<(TimerStatus, u64)>>;
 }

@@ -433,35 +433,15 @@ impl TimerRepo for Database {
     }
 
     async fn complete_fired_once(&self, now_ms: i64) -> Result<u64> {
-        // A one-shot timer's load (its minute) is past by now; one deleted
-        // (deleteAfterRun) no longer counts as a timer of its app.
-        let mut tx = Tx::begin(self).await?;
-        if !matches!(tx, Tx::Sqlite(_)) {
-            let apps: Vec<String> = on_tx!(&mut tx, c => sqlx::query(&c.sql(DELETING_ONCE_APPS))
-                .fetch_all(&mut *c)
-                .await?
-                .iter()
-                .map(|row| crate::sql::text(row, "app"))
-                .collect::<Result<_>>()?);
-            for app in apps {
-                AppUsage::read(&mut tx, &app, now_ms).await?;
-            }
+        complete_finished(self, None, now_ms).await
+    }
+
+    async fn complete_ended(&self, timers: &[i64], now_ms: i64) -> Result<u64> {
+        let mut completed = 0;
+        for chunk in timers.chunks(1_000) {
+            completed += complete_finished(self, Some(chunk), now_ms).await?;
         }
-        let ended: Vec<(String, i64)> = match &mut tx {
-            Tx::Mysql(c) => complete_fired_once_mysql(c, now_ms).await?,
-            tx => on_tx!(tx, c => sqlx::query_as(COMPLETE_FIRED_ONCE).bind(now_ms).fetch_all(&mut *c).await?),
-        };
-        let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
-        for (app, status) in &ended {
-            if *status == code::TIMER_DELETED {
-                *deleted.entry(app.as_str()).or_default() += 1;
-            }
-        }
-        for (app, n) in deleted {
-            usage::remove_timers(&mut tx, app, n).await?;
-        }
-        tx.commit().await?;
-        Ok(ended.len() as u64)
+        Ok(completed)
     }
 
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>> {
@@ -709,12 +689,72 @@ impl InsertRows for sqlx::MySqlConnection {
     }
 }
 
+/// Ends the enabled timers with nothing left ([`FINISHED`]), of `scope`
+/// only when given; returns how many. A one-shot timer's load (its minute)
+/// is past by now; one deleted (deleteAfterRun) no longer counts as a
+/// timer of its app.
+async fn complete_finished(db: &Database, scope: Option<&[i64]>, now_ms: i64) -> Result<u64> {
+    let mut tx = Tx::begin(db).await?;
+    if !matches!(tx, Tx::Sqlite(_)) {
+        let apps_sql = scoped(DELETING_ONCE_APPS, scope);
+        let apps: Vec<String> = on_tx!(&mut tx, c => sqlx::query(&c.sql(&apps_sql))
+            .fetch_all(&mut *c)
+            .await?
+            .iter()
+            .map(|row| crate::sql::text(row, "app"))
+            .collect::<Result<_>>()?);
+        for app in apps {
+            AppUsage::read(&mut tx, &app, now_ms).await?;
+        }
+    }
+    let ended: Vec<(String, i64)> = match &mut tx {
+        Tx::Mysql(c) => complete_fired_once_mysql(c, scope, now_ms).await?,
+        tx => {
+            let sql = scoped(COMPLETE_FIRED_ONCE, scope);
+            on_tx!(tx, c => sqlx::query_as(&sql).bind(now_ms).fetch_all(&mut *c).await?)
+        }
+    };
+    let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
+    for (app, status) in &ended {
+        if *status == code::TIMER_DELETED {
+            *deleted.entry(app.as_str()).or_default() += 1;
+        }
+    }
+    for (app, n) in deleted {
+        usage::remove_timers(&mut tx, app, n).await?;
+    }
+    tx.commit().await?;
+    Ok(ended.len() as u64)
+}
+
+/// `statement` (one of the completion statements, whose first condition is
+/// the timer's status) narrowed to the timers of `scope`, given as literal
+/// integers (a primary-key probe each).
+fn scoped<'s>(statement: &'s str, scope: Option<&[i64]>) -> std::borrow::Cow<'s, str> {
+    match scope {
+        None => std::borrow::Cow::Borrowed(statement),
+        Some(ids) => {
+            let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+            let list = if list.is_empty() { "NULL".to_owned() } else { list };
+            std::borrow::Cow::Owned(statement.replacen(
+                "WHERE status = ",
+                &format!("WHERE timer_id IN ({list}) AND status = "),
+                1,
+            ))
+        }
+    }
+}
+
 /// MySQL: ends the enabled one-shots whose fire has ended (completed, or
 /// deleted with deleteAfterRun); returns (app, new status) of each.
-async fn complete_fired_once_mysql(c: &mut sqlx::MySqlConnection, now_ms: i64) -> Result<Vec<(String, i64)>> {
+async fn complete_fired_once_mysql(
+    c: &mut sqlx::MySqlConnection,
+    scope: Option<&[i64]>,
+    now_ms: i64,
+) -> Result<Vec<(String, i64)>> {
     let mut ended = Vec::new();
     let mut by_status: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-    for row in sqlx::query(FIRED_ONCE_MYSQL).fetch_all(&mut *c).await? {
+    for row in sqlx::query(&scoped(FIRED_ONCE_MYSQL, scope)).fetch_all(&mut *c).await? {
         let delete = row.try_get::<i64, _>("delete_after_run")? == 1;
         let status = if delete { code::TIMER_DELETED } else { code::TIMER_COMPLETED };
         by_status.entry(status).or_default().push(row.try_get("timer_id")?);
