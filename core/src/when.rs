@@ -248,6 +248,16 @@ mod tests {
     }
 
     #[test]
+    fn an_interval_ignores_its_zones_daylight_saving() {
+        // New York springs forward at 2026-03-08T07:00Z: an hourly interval
+        // from midnight local keeps its real spacing through it.
+        let anchor = 1_772_946_000_000; // 2026-03-08T05:00:00Z, 00:00 in New York
+        let s = Schedule::Every { every_ms: 3_600_000, anchor_ms: anchor, timezone: "America/New_York".into() };
+        let times = fire_times(&s, &Timing::default(), &Exclusions::none(), anchor, anchor + 5 * 3_600_000, 10);
+        assert_eq!(times, (0..5).map(|k| anchor + k * 3_600_000).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn bounds_narrow_the_times_and_the_next_one() {
         let s = every(1_000);
         let t = Timing { start_at: Some(T0 + 2_500), end_at: Some(T0 + 5_000), ..Timing::default() };

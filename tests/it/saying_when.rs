@@ -44,6 +44,39 @@ pub async fn an_interval_timer_with_max_fires_fires_that_many_then_completes(sta
     app.stop().await;
 }
 
+/// `maxFires` and `endAt` hold across a restart mid-way: the limit is
+/// stored with the timer, not counted by the node.
+pub async fn a_run_limit_and_an_end_survive_a_restart(stack: Stack) {
+    let storage = Storage::new(stack).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let first = TestNode::spawn_with(storage.config.clone()).await;
+    let anchor = now_ms() + 1_500;
+    let body = |name: &str, extra: Value| {
+        let mut body = json!({"app": "it", "name": name, "everyMs": 1_000, "anchorAt": anchor, "status": 2,
+                              "notifyHTTPParam": {"url": rx.url(&format!("/{name}"))},
+                              "retry": {"maxAttempts": 1, "backoffMs": 0}});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+    first.create_ok(body("limited", json!({"maxFires": 5}))).await;
+    first.create_ok(body("ending", json!({"endAt": anchor + 5_000}))).await;
+    assert!(rx.wait_until(PATIENCE, |h| h.len() >= 4).await);
+    first.stop().await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let second = TestNode::spawn_with(storage.config.clone()).await;
+    tokio::time::sleep(Duration::from_millis((anchor + 9_000 - now_ms()).max(0) as u64)).await;
+    let mut by_timer: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    for hit in rx.hits() {
+        by_timer.entry(hit.key.split('_').next().unwrap().to_owned()).or_default().push(hit.run_ms);
+    }
+    assert_eq!(by_timer.len(), 2, "{by_timer:?}");
+    for runs in by_timer.values_mut() {
+        runs.sort_unstable();
+        assert_eq!(*runs, (0..5).map(|k| anchor + k * 1_000).collect::<Vec<_>>(), "exactly five, none lost, none more");
+    }
+    second.stop().await;
+}
+
 pub async fn spread_fires_are_placed_flat_and_keep_their_scheduled_identity(stack: Stack) {
     let app = TestNode::spawn(stack).await;
     let rx = Receiver::start(true).await.unwrap();
@@ -293,6 +326,7 @@ pub async fn saying_when_refuses_bad_input_naming_the_field(stack: Stack) {
 
 crate::on_both_stacks!(
     an_interval_timer_with_max_fires_fires_that_many_then_completes,
+    a_run_limit_and_an_end_survive_a_restart,
     spread_fires_are_placed_flat_and_keep_their_scheduled_identity,
     three_thousand_aligned_crons_with_a_minute_of_spread_are_planned_flat,
     a_timers_own_catch_up_window_applies_after_an_outage,
