@@ -273,6 +273,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         headers: BTreeMap::new(),
         body: Some("{}".into()),
         timeout_ms: None,
+        template: false,
     });
 
     // Set-up: register timers, then let the migrator expand them.
@@ -287,12 +288,13 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         .enumerate()
         .map(|(n, schedule)| NewTimer {
             timing: Default::default(),
+            labels: Default::default(),
             app: "bench".into(),
             name: format!("t{n}"),
             status: TimerStatus::Enabled,
             schedule: schedule.clone(),
             notify: notify.clone(),
-            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
             misfire: MisfirePolicy::FireAll,
             delete_after_run: false,
             on_failure: None,
@@ -401,6 +403,7 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
     let timers: Vec<NewTimer> = (0..n)
         .map(|i| NewTimer {
             timing: Default::default(),
+            labels: Default::default(),
             app: "hung".into(),
             name: format!("h{i}"),
             status: TimerStatus::Enabled,
@@ -411,6 +414,7 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
                 headers: BTreeMap::new(),
                 body: None,
                 timeout_ms: None,
+                template: false,
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::default(),
@@ -476,6 +480,7 @@ async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
         headers: BTreeMap::new(),
         body: Some("{}".into()),
         timeout_ms: None,
+        template: false,
     };
     let cpu = CpuMeter::start(&receiver);
     let started = Instant::now();
@@ -651,6 +656,7 @@ async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
         headers: BTreeMap::new(),
         body: Some("{}".into()),
         timeout_ms: None,
+        template: false,
     });
     // Each timer starts and ends with the minute, so that its one fire is
     // all that is planned however far the horizon reaches.
@@ -659,12 +665,13 @@ async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
     let timers: Vec<NewTimer> = (0..args.timers)
         .map(|n| NewTimer {
             timing: timing.clone(),
+            labels: Default::default(),
             app: "bench".into(),
             name: format!("h{n}"),
             status: TimerStatus::Enabled,
             schedule: Schedule::Cron { expr: HERD_CRON.into(), timezone: "UTC".into() },
             notify: notify.clone(),
-            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
             misfire: MisfirePolicy::FireAll,
             delete_after_run: false,
             on_failure: None,

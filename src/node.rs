@@ -131,10 +131,21 @@ impl Node {
         let governor =
             Governor::new(task_store, stores.locks.clone(), clock.clone(), config.asyncflow.clone(), &prefix, &node_id);
         let callbacks = Callbacks::load(&config.callback, &config.auth, stores.auth.clone(), &clock).await?;
+        let security =
+            Security::new(&config.auth, &config.callback, &config.limits, Some(stores.auth.clone()), clock.clone())?;
+        let parts = Parts {
+            timers: stores.timers.clone(),
+            fires: stores.fires.clone(),
+            calendars: stores.calendars.clone(),
+            expander: expander.clone(),
+            targets: security.targets(Some(tasks.clone())),
+        };
+        let service = TimerService::new(&ctx, parts, ServiceConfig::from_config(&config));
         let wiring = Wiring {
             due: due_rx,
             callbacks,
             tasks: Some(Arc::new(TimerTasks(tasks.clone()))),
+            steering: Some(Arc::new(service.clone())),
             stop_claiming: stop_claiming.clone(),
             hard_stop: hard_stop.clone(),
         };
@@ -158,16 +169,6 @@ impl Node {
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        let security =
-            Security::new(&config.auth, &config.callback, &config.limits, Some(stores.auth.clone()), clock.clone())?;
-        let parts = Parts {
-            timers: stores.timers.clone(),
-            fires: stores.fires.clone(),
-            calendars: stores.calendars.clone(),
-            expander: expander.clone(),
-            targets: security.targets(Some(tasks.clone())),
-        };
-        let service = TimerService::new(&ctx, parts, ServiceConfig::from_config(&config));
         let trigger_handle = trigger.handle();
         let state = AppState::new(service, security, config.server.clone())
             .with_shards_held(Arc::new(move || trigger_handle.held().len()));

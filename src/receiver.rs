@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::Router;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -24,6 +24,8 @@ pub struct Hit {
     /// When it arrived, Unix microseconds.
     pub arrival_us: i64,
     pub method: Method,
+    /// The request's path and query.
+    pub uri: Uri,
     /// Request headers (only when started `detailed`).
     pub headers: Option<HeaderMap>,
     pub body: Bytes,
@@ -36,11 +38,21 @@ impl Hit {
     }
 }
 
+/// How the receiver answers a request, instead of its 200 (or
+/// [`Receiver::fail_first`]'s 500): a status and headers.
+pub type Reply = (StatusCode, Vec<(&'static str, String)>);
+
+/// Picks the reply to a request from its path and how many requests of
+/// that path arrived before it and this one (1 for the first).
+pub type Script = Arc<dyn Fn(&str, u32) -> Option<Reply> + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     hits: Mutex<Vec<Hit>>,
     attempts: Mutex<HashMap<String, u32>>,
     fail_first: AtomicU32,
+    script: Mutex<Option<Script>>,
+    per_path: Mutex<HashMap<String, u32>>,
     arrived: Notify,
     detailed: bool,
 }
@@ -78,6 +90,11 @@ impl Receiver {
         self.shared.fail_first.store(n, Ordering::SeqCst);
     }
 
+    /// Answers as `script` says where it returns a reply (else as before).
+    pub fn script(&self, script: impl Fn(&str, u32) -> Option<Reply> + Send + Sync + 'static) {
+        *self.shared.script.lock().expect("script") = Some(Arc::new(script));
+    }
+
     /// Everything received so far, in arrival order.
     pub fn hits(&self) -> Vec<Hit> {
         self.shared.hits.lock().expect("hits").clone()
@@ -112,7 +129,13 @@ impl Drop for Receiver {
     }
 }
 
-async fn record(State(shared): State<Arc<Shared>>, method: Method, headers: HeaderMap, body: Bytes) -> StatusCode {
+async fn record(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, HeaderMap) {
     let arrival_us = chrono::Utc::now().timestamp_micros();
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let key = header("idempotency-key");
@@ -130,10 +153,32 @@ async fn record(State(shared): State<Arc<Shared>>, method: Method, headers: Head
             StatusCode::OK
         }
     };
+    let script = shared.script.lock().expect("script").clone();
+    let scripted = script.and_then(|script| {
+        let nth = {
+            let mut per_path = shared.per_path.lock().expect("per path");
+            let n = per_path.entry(uri.path().to_owned()).or_default();
+            *n += 1;
+            *n
+        };
+        script(uri.path(), nth)
+    });
+    let (status, reply_headers) = match scripted {
+        Some((status, headers)) => {
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                if let Ok(value) = value.parse() {
+                    map.insert(name, value);
+                }
+            }
+            (status, map)
+        }
+        None => (status, HeaderMap::new()),
+    };
     let headers = shared.detailed.then_some(headers);
     // A copy: the received Bytes may pin hyper's whole read buffer.
     let body = Bytes::copy_from_slice(&body);
-    shared.hits.lock().expect("hits").push(Hit { key, run_ms, arrival_us, method, headers, body });
+    shared.hits.lock().expect("hits").push(Hit { key, run_ms, arrival_us, method, uri, headers, body });
     shared.arrived.notify_waiters();
-    status
+    (status, reply_headers)
 }

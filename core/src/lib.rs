@@ -3,6 +3,7 @@
 //! # Layout
 //!
 //! - [`timer`]: a timer as the user defined it (schedule, callback, policies).
+//! - [`labels`]: labels on timers and the selectors that find them.
 //! - [`when`]: bounds, run limit, spread, calendars and catch-up window beside the schedule, and the times they leave.
 //! - [`task`]: the asyncflow task data model (tasks, task type configuration).
 //! - [`fire`]: one fire of a timer (`t_timer_task` row), its status and key.
@@ -10,6 +11,8 @@
 //! - [`shard`]: the (minute, bucket) shard a fire belongs to, key formats.
 //! - [`cron`]: cron parsing and fire-time expansion in a time zone.
 //! - [`signature`]: the HMAC signature of callbacks (`X-Xtimer-Signature`), signing and verifying.
+//! - [`template`]: templated callbacks, `{{placeholders}}` filled per fire.
+//! - [`steering`]: what a receiver's answer may ask of its timer (next run, pause).
 //! - [`target_policy`]: which addresses callbacks may reach (SSRF defence).
 //! - [`clock`]: the injected wall clock, and [`clock::OffsetClock`], a node's clock set to the database's.
 //! - [`pause`]: the node's own stalls (a `SIGSTOP`, a frozen VM), so claims held across one are checked again.
@@ -27,14 +30,17 @@ pub mod cron;
 pub mod error;
 pub mod fire;
 pub mod handover;
+pub mod labels;
 pub mod load;
 pub mod metrics;
 pub mod node;
 pub mod pause;
 pub mod shard;
 pub mod signature;
+pub mod steering;
 pub mod target_policy;
 pub mod task;
+pub mod template;
 pub mod timer;
 pub mod when;
 

@@ -1,127 +1,14 @@
-//! Signed callbacks: the `X-Xtimer-Signature` header, Stripe style.
+//! Signed callbacks (the `X-Xtimer-Signature` header) and the secrets
+//! behind them.
 //!
-//! Every HTTP callback carries
-//!
-//! ```text
-//! X-Xtimer-Signature: t=1767225600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
-//! ```
-//!
-//! where `t` is the Unix second the request was signed and `v1` is the
-//! lower-case hex HMAC-SHA256, keyed with the app's signing secret, of the
-//! bytes `"{t}." + body` (the body exactly as sent; empty when there is
-//! none). A receiver recomputes the HMAC with its secret, compares in
-//! constant time, and refuses a `t` too far from its own clock so a
-//! captured request cannot be replayed later ([`verify`] does all three).
-//! While a secret is being rotated a header may carry several `v1` entries;
-//! any one matching is enough.
+//! Signing and verifying live in the `xtimer-receiver` crate, which
+//! receivers use too, so both sides share one implementation; they are
+//! re-exported here. This module adds what only the server needs: fresh
+//! random secrets and the hash tokens are stored as.
 
-use std::time::Duration;
+pub use xtimer_receiver::signature::{header_value, sign, verify, verify_any, VerifyError, DEFAULT_TOLERANCE, HEADER};
 
-use hmac::{Hmac, Mac};
 use sha2::Sha256;
-
-/// The header's name.
-pub const HEADER: &str = "X-Xtimer-Signature";
-
-/// How far a signature's `t` may be from the receiver's clock, by default.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-type HmacSha256 = Hmac<Sha256>;
-
-fn mac(secret: &[u8], t: i64, body: &[u8]) -> HmacSha256 {
-    // HMAC takes keys of any length, so this cannot fail.
-    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC accepts any key length");
-    mac.update(itoa::Buffer::new().format(t).as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    mac
-}
-
-/// The lower-case hex HMAC-SHA256 of `"{t}." + body` keyed with `secret`.
-pub fn sign(secret: &[u8], t: i64, body: &[u8]) -> String {
-    let mut out = String::with_capacity(64);
-    push_hex(&mut out, secret, t, body);
-    out
-}
-
-/// The header value `t={t},v1={sign(secret, t, body)}`.
-pub fn header_value(secret: &[u8], t: i64, body: &[u8]) -> String {
-    let mut out = String::with_capacity(100);
-    out.push_str("t=");
-    out.push_str(itoa::Buffer::new().format(t));
-    out.push_str(",v1=");
-    push_hex(&mut out, secret, t, body);
-    out
-}
-
-/// Appends [`sign`]'s hex to `out`, without an intermediate string.
-fn push_hex(out: &mut String, secret: &[u8], t: i64, body: &[u8]) {
-    let mut hex = [0u8; 64];
-    // 32 bytes of HMAC-SHA256 always fit 64 hex digits.
-    hex::encode_to_slice(mac(secret, t, body).finalize().into_bytes(), &mut hex).expect("64 hex digits");
-    out.push_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"));
-}
-
-/// Why a signature was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VerifyError {
-    /// The header is not `t=<secs>,v1=<hex>[,v1=<hex>...]`.
-    #[error("malformed signature header: {0}")]
-    Malformed(String),
-    /// `t` is further than the tolerance from now (a replay, or a skewed clock).
-    #[error("signature timestamp {t} is {skew_secs} s away from now; at most {tolerance_secs} s are allowed")]
-    Stale {
-        /// The header's timestamp.
-        t: i64,
-        /// Its distance from now, seconds.
-        skew_secs: u64,
-        /// The tolerance, seconds.
-        tolerance_secs: u64,
-    },
-    /// No `v1` matches the body under this secret.
-    #[error("no v1 signature matches the body")]
-    Mismatch,
-}
-
-/// Checks a signature header against `body` and `secret` at `now_secs`
-/// (Unix seconds): well-formed, `t` within `tolerance` of now, and some
-/// `v1` equal (in constant time) to the HMAC of `"{t}." + body`.
-pub fn verify(secret: &[u8], header: &str, body: &[u8], tolerance: Duration, now_secs: i64) -> Result<(), VerifyError> {
-    let mut t = None;
-    let mut candidates = Vec::new();
-    for part in header.split(',') {
-        let (key, value) =
-            part.trim().split_once('=').ok_or_else(|| VerifyError::Malformed(format!("`{part}` is not key=value")))?;
-        match key {
-            "t" => {
-                let secs = value
-                    .parse::<i64>()
-                    .map_err(|_| VerifyError::Malformed(format!("t `{value}` is not Unix seconds")))?;
-                t = Some(secs);
-            }
-            "v1" => match hex::decode(value) {
-                Ok(bytes) => candidates.push(bytes),
-                Err(_) => return Err(VerifyError::Malformed(format!("v1 `{value}` is not hex"))),
-            },
-            // Other schemes (v0, future versions) are ignored, as Stripe does.
-            _ => {}
-        }
-    }
-    let t = t.ok_or_else(|| VerifyError::Malformed("no t=".into()))?;
-    if candidates.is_empty() {
-        return Err(VerifyError::Malformed("no v1=".into()));
-    }
-    let skew_secs = now_secs.abs_diff(t);
-    if skew_secs > tolerance.as_secs() {
-        return Err(VerifyError::Stale { t, skew_secs, tolerance_secs: tolerance.as_secs() });
-    }
-    let expected = mac(secret, t, body);
-    if candidates.iter().any(|c| expected.clone().verify_slice(c).is_ok()) {
-        Ok(())
-    } else {
-        Err(VerifyError::Mismatch)
-    }
-}
 
 /// A fresh random secret (32 bytes from the OS's generator, as 64 hex
 /// characters), for app signing secrets and API tokens.
@@ -146,58 +33,6 @@ pub fn token_hash(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const SECRET: &[u8] = b"whsec_test";
-    const NOW: i64 = 1_767_225_600;
-
-    #[test]
-    fn matches_a_reference_hmac() {
-        // RFC 4231 test case 2: key "Jefe", data "what do ya want for nothing?".
-        let mut mac = HmacSha256::new_from_slice(b"Jefe").unwrap();
-        mac.update(b"what do ya want for nothing?");
-        assert_eq!(
-            hex::encode(mac.finalize().into_bytes()),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
-        // Ours is that HMAC over "{t}." + body.
-        let mut mac = HmacSha256::new_from_slice(SECRET).unwrap();
-        mac.update(b"1767225600.{\"a\":1}");
-        assert_eq!(sign(SECRET, NOW, b"{\"a\":1}"), hex::encode(mac.finalize().into_bytes()));
-    }
-
-    #[test]
-    fn a_signed_body_verifies_and_any_change_does_not() {
-        let header = header_value(SECRET, NOW, b"{\"a\":1}");
-        assert!(header.starts_with("t=1767225600,v1="), "{header}");
-        assert_eq!(verify(SECRET, &header, b"{\"a\":1}", DEFAULT_TOLERANCE, NOW + 10), Ok(()));
-        assert_eq!(verify(SECRET, &header, b"{\"a\":2}", DEFAULT_TOLERANCE, NOW), Err(VerifyError::Mismatch));
-        assert_eq!(verify(b"other", &header, b"{\"a\":1}", DEFAULT_TOLERANCE, NOW), Err(VerifyError::Mismatch));
-        let moved = header.replace("t=1767225600", "t=1767225601");
-        assert_eq!(verify(SECRET, &moved, b"{\"a\":1}", DEFAULT_TOLERANCE, NOW), Err(VerifyError::Mismatch));
-    }
-
-    #[test]
-    fn an_old_signature_is_refused_as_a_replay() {
-        let header = header_value(SECRET, NOW, b"");
-        let err = verify(SECRET, &header, b"", Duration::from_secs(300), NOW + 301).unwrap_err();
-        assert!(matches!(err, VerifyError::Stale { skew_secs: 301, .. }), "{err}");
-        assert_eq!(verify(SECRET, &header, b"", Duration::from_secs(300), NOW - 300), Ok(()));
-    }
-
-    #[test]
-    fn any_of_several_v1_entries_may_match() {
-        let good = sign(SECRET, NOW, b"x");
-        let header = format!("t={NOW},v1={},v0=zz,v1={good}", "00".repeat(32));
-        assert_eq!(verify(SECRET, &header, b"x", DEFAULT_TOLERANCE, NOW), Ok(()));
-    }
-
-    #[test]
-    fn malformed_headers_are_named() {
-        for header in ["", "t=1", "v1=00", "t=x,v1=00", "t=1,v1=zz", "garbage", "t=1;v1=00"] {
-            let err = verify(SECRET, header, b"", DEFAULT_TOLERANCE, 1).unwrap_err();
-            assert!(matches!(err, VerifyError::Malformed(_)), "{header}: {err}");
-        }
-    }
 
     #[test]
     fn secrets_are_random_and_hashes_are_stable() {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::labels::Labels;
 pub use crate::when::Timing;
 
 /// Lifecycle of a timer. Numbers are the wire and storage values.
@@ -100,6 +101,33 @@ impl Schedule {
         }
     }
 
+    /// The last fire time before `before_ms`; `None` for a one-shot, and
+    /// when there is none within [`Self::LOOK_BACK_MS`].
+    pub fn previous_before(&self, before_ms: i64) -> Option<i64> {
+        match self {
+            Self::Once { .. } => None,
+            Self::Every { every_ms, anchor_ms, .. } => {
+                let every = (*every_ms).max(1);
+                (before_ms > *anchor_ms).then(|| anchor_ms + (before_ms - 1 - anchor_ms).div_euclid(every) * every)
+            }
+            Self::Cron { .. } => {
+                // Windows before it, doubling, until one holds a fire time.
+                let mut width = 2_000;
+                while width <= Self::LOOK_BACK_MS {
+                    let times = self.times_between(before_ms.saturating_sub(width), before_ms, usize::MAX);
+                    if let Some(last) = times.last() {
+                        return Some(*last);
+                    }
+                    width *= 2;
+                }
+                None
+            }
+        }
+    }
+
+    /// How far back [`Self::previous_before`] looks: a little over a year.
+    pub const LOOK_BACK_MS: i64 = 400 * 86_400_000;
+
     /// The IANA zone its days are read in (UTC for a one-shot).
     pub fn timezone(&self) -> &str {
         match self {
@@ -131,6 +159,10 @@ pub struct HttpNotify {
     /// executor's `timeout_ms` when absent.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The URL, header values and body hold `{{placeholders}}` filled in
+    /// per fire ([`crate::template`]); otherwise all is sent as stored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub template: bool,
 }
 
 /// What a fire does.
@@ -157,13 +189,18 @@ pub struct AsyncflowNotify {
 }
 
 /// How failed callbacks are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {
     /// Attempts in all, the first included (1 = never retry).
     pub max_attempts: u32,
     /// Delay before the second attempt; it doubles for each later one, up to [`RetryPolicy::MAX_BACKOFF_MS`].
     pub backoff_ms: u64,
+    /// Answers that fail the fire at once, without another attempt
+    /// (`noRetryStatuses`); [`RetryPolicy::NO_RETRY_STATUSES`] when absent,
+    /// and an empty list retries every status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_retry_statuses: Option<Vec<u16>>,
 }
 
 impl RetryPolicy {
@@ -171,6 +208,19 @@ impl RetryPolicy {
     pub const MAX_ATTEMPTS: u32 = 20;
     /// Upper bound of one backoff delay (10 minutes).
     pub const MAX_BACKOFF_MS: u64 = 600_000;
+    /// Answers no retry can change, by default: the request itself is
+    /// wrong or refused (a 404 is retried: often a receiver mid-deploy).
+    pub const NO_RETRY_STATUSES: [u16; 7] = [400, 401, 403, 405, 410, 413, 422];
+    /// Most entries of `noRetryStatuses`.
+    pub const MAX_NO_RETRY_STATUSES: usize = 64;
+
+    /// Whether an answer with `status` ends the fire failed at once.
+    pub fn gives_up_on(&self, status: u16) -> bool {
+        match &self.no_retry_statuses {
+            Some(statuses) => statuses.contains(&status),
+            None => Self::NO_RETRY_STATUSES.contains(&status),
+        }
+    }
 
     /// Delay after failed attempt number `attempt` (1-based), or `None` when
     /// the attempts are spent.
@@ -185,7 +235,7 @@ impl RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        Self { max_attempts: 3, backoff_ms: 1_000 }
+        Self { max_attempts: 3, backoff_ms: 1_000, no_retry_statuses: None }
     }
 }
 
@@ -278,6 +328,8 @@ pub struct NewTimer {
     pub overlap: OverlapPolicy,
     /// Bounds, run limit, spread, calendars and catch-up window.
     pub timing: Timing,
+    /// Its labels, for search and bulk actions.
+    pub labels: Labels,
 }
 
 impl NewTimer {
@@ -303,7 +355,7 @@ impl NewTimer {
             status: self.status,
             schedule: self.schedule.clone(),
             notify: self.notify.clone(),
-            retry: self.retry,
+            retry: self.retry.clone(),
             misfire: self.misfire,
             delete_after_run: self.delete_after_run,
             on_failure: self.on_failure.clone(),
@@ -311,6 +363,7 @@ impl NewTimer {
             pause_reason: None,
             overlap: self.overlap,
             timing: self.timing.clone(),
+            labels: self.labels.clone(),
             create_time: now_ms,
             modify_time: now_ms,
         }
@@ -340,10 +393,41 @@ pub struct Timer {
     pub overlap: OverlapPolicy,
     /// Bounds, run limit, spread, calendars and catch-up window.
     pub timing: Timing,
+    /// Its labels, for search and bulk actions.
+    pub labels: Labels,
     /// Unix milliseconds.
     pub create_time: i64,
     /// Unix milliseconds.
     pub modify_time: i64,
+}
+
+impl Timer {
+    /// Its definition, as a [`NewTimer`] to store again changed.
+    pub fn to_new(&self) -> NewTimer {
+        NewTimer {
+            app: self.app.clone(),
+            name: self.name.clone(),
+            status: self.status,
+            schedule: self.schedule.clone(),
+            notify: self.notify.clone(),
+            retry: self.retry.clone(),
+            misfire: self.misfire,
+            delete_after_run: self.delete_after_run,
+            on_failure: self.on_failure.clone(),
+            pause_after_failures: self.pause_after_failures,
+            overlap: self.overlap,
+            timing: self.timing.clone(),
+            labels: self.labels.clone(),
+        }
+    }
+
+    /// Its scheduled fire time before `before_ms`, not before it could
+    /// first fire (its creation, its `startAt`); `None` for a one-shot and
+    /// for its first fire.
+    pub fn previous_fire(&self, before_ms: i64) -> Option<i64> {
+        let first = self.timing.start_at.map_or(self.create_time, |start| start.max(self.create_time));
+        self.schedule.previous_before(before_ms).filter(|t| *t >= first)
+    }
 }
 
 #[cfg(test)]
@@ -352,12 +436,42 @@ mod tests {
 
     #[test]
     fn backoff_doubles_until_attempts_are_spent() {
-        let p = RetryPolicy { max_attempts: 4, backoff_ms: 100 };
+        let p = RetryPolicy { max_attempts: 4, backoff_ms: 100, no_retry_statuses: None };
         assert_eq!(p.backoff_after(1), Some(100));
         assert_eq!(p.backoff_after(2), Some(200));
         assert_eq!(p.backoff_after(3), Some(400));
         assert_eq!(p.backoff_after(4), None);
-        let big = RetryPolicy { max_attempts: 20, backoff_ms: 60_000 };
+        let big = RetryPolicy { max_attempts: 20, backoff_ms: 60_000, no_retry_statuses: None };
         assert_eq!(big.backoff_after(19), Some(RetryPolicy::MAX_BACKOFF_MS));
+    }
+
+    #[test]
+    fn a_refusal_is_not_retried_unless_the_timer_says_so() {
+        let default = RetryPolicy::default();
+        for status in [400, 401, 403, 405, 410, 413, 422] {
+            assert!(default.gives_up_on(status), "{status}");
+        }
+        for status in [404, 408, 429, 500, 502, 503, 504] {
+            assert!(!default.gives_up_on(status), "{status}");
+        }
+        let none = RetryPolicy { no_retry_statuses: Some(Vec::new()), ..default.clone() };
+        assert!(!none.gives_up_on(401));
+        let own = RetryPolicy { no_retry_statuses: Some(vec![404]), ..default };
+        assert!(own.gives_up_on(404) && !own.gives_up_on(401));
+    }
+
+    #[test]
+    fn the_previous_fire_time_of_each_kind() {
+        let cron = Schedule::Cron { expr: "*/5 * * * * *".into(), timezone: "Asia/Shanghai".into() };
+        assert_eq!(cron.previous_before(1_767_225_610_000), Some(1_767_225_605_000));
+        assert_eq!(cron.previous_before(1_767_225_611_000), Some(1_767_225_610_000));
+        let yearly = Schedule::Cron { expr: "0 0 1 1 *".into(), timezone: "UTC".into() };
+        // 2026-01-01T00:00:00Z, found from mid-2026.
+        assert_eq!(yearly.previous_before(1_782_000_000_000), Some(1_767_225_600_000));
+        let every = Schedule::Every { every_ms: 1_000, anchor_ms: 10_000, timezone: "UTC".into() };
+        assert_eq!(every.previous_before(10_000), None);
+        assert_eq!(every.previous_before(10_001), Some(10_000));
+        assert_eq!(every.previous_before(12_000), Some(11_000));
+        assert_eq!(Schedule::Once { run_at_ms: 5 }.previous_before(10), None);
     }
 }

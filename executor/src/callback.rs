@@ -24,6 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::FireKey;
 use xtimer_core::signature;
+use xtimer_core::steering::{self, Asked};
 use xtimer_core::target_policy::{Refusal, TargetPolicy};
 use xtimer_core::timer::HttpNotify;
 use xtimer_core::{SharedClock, TtlCache};
@@ -76,6 +77,15 @@ pub struct Answer {
     pub delivery: Delivery,
     /// `HTTP 200: <first bytes of the body>` or the error.
     pub output: String,
+    /// What the receiver asked of its timer in the answer's headers.
+    pub asked: Asked,
+}
+
+impl Answer {
+    /// An answer that asks nothing of its timer.
+    pub fn new(delivery: Delivery, output: String) -> Self {
+        Self { delivery, output, asked: Asked::default() }
+    }
 }
 
 /// How to sign a callback: the secret and the Unix second of signing.
@@ -326,6 +336,7 @@ impl Endpoint {
                 headers: notify.headers.clone(),
                 body: None,
                 timeout_ms: notify.timeout_ms,
+                template: false,
             },
         }
     }
@@ -416,7 +427,13 @@ pub async fn call_checked(
                 match response.body_error {
                     // The status arrived: the host answered, whatever happened to the body.
                     Some(err) if (200..300).contains(&status) => Err(err.into()),
-                    _ => Ok(answer(status, response.head.retry_after.as_deref(), &response.body, max_output)),
+                    _ => Ok(answer(
+                        status,
+                        response.head.retry_after.as_deref(),
+                        response.head.asked,
+                        &response.body,
+                        max_output,
+                    )),
                 }
             })
             .await
@@ -427,12 +444,12 @@ pub async fn call_checked(
         Ok(Ok(answer)) => answer,
         Ok(Err(err)) => {
             let delivery = if is_refusal(err.as_ref()) { Delivery::Refused } else { Delivery::Unanswered };
-            Answer { delivery, output: truncate(error_chain(err.as_ref()), max_output) }
+            Answer::new(delivery, truncate(error_chain(err.as_ref()), max_output))
         }
-        Err(_) => Answer {
-            delivery: Delivery::Unanswered,
-            output: truncate(format!("callback timed out after {} ms", timeout.as_millis()), max_output),
-        },
+        Err(_) => Answer::new(
+            Delivery::Unanswered,
+            truncate(format!("callback timed out after {} ms", timeout.as_millis()), max_output),
+        ),
     }
 }
 
@@ -450,14 +467,10 @@ impl Target {
         signing: Option<Signing<'_>>,
     ) -> Result<(&Uri, FireHeaders), Answer> {
         if let Some(refusal) = &self.endpoint.refusal {
-            return Err(Answer {
-                delivery: Delivery::Refused,
-                output: truncate(format!("refused: {refusal}"), max_output),
-            });
+            return Err(Answer::new(Delivery::Refused, truncate(format!("refused: {refusal}"), max_output)));
         }
-        let not_sent = |why: String| Answer {
-            delivery: Delivery::NotSent { permanent: true },
-            output: truncate(format!("not sent: {why}"), max_output),
+        let not_sent = |why: String| {
+            Answer::new(Delivery::NotSent { permanent: true }, truncate(format!("not sent: {why}"), max_output))
         };
         let Some(uri) = &self.endpoint.uri else {
             return Err(not_sent(format!("the callback URL `{}` does not parse", self.endpoint.host)));
@@ -554,19 +567,28 @@ async fn exchange(client: &Client, request: Request<Full<Bytes>>, max_output: us
         }
     }
     let retry_after = parts.headers.get(hyper::header::RETRY_AFTER).and_then(|v| v.to_str().ok());
-    Ok(answer(status.as_u16(), retry_after, &read, max_output))
+    Ok(answer(status.as_u16(), retry_after, asked_of(&parts.headers), &read, max_output))
 }
 
-/// The [`Answer`] of a `status` whose body began with `body`.
-fn answer(status: u16, retry_after: Option<&str>, body: &[u8], max_output: usize) -> Answer {
+/// The [`Answer`] of a `status` whose body began with `body`. A 2xx is
+/// delivered, and so is a 409: the receiver already has it ("already
+/// done", a repeat it dropped); any other status is rejected.
+fn answer(status: u16, retry_after: Option<&str>, asked: Asked, body: &[u8], max_output: usize) -> Answer {
     let text = String::from_utf8_lossy(&body[..body.len().min(max_output)]);
-    let output = if text.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {text}") };
-    let delivery = if (200..300).contains(&status) {
+    let rule = if status == 409 { " (already done, counted as succeeded)" } else { "" };
+    let output = if text.is_empty() { format!("HTTP {status}{rule}") } else { format!("HTTP {status}{rule}: {text}") };
+    let delivery = if (200..300).contains(&status) || status == 409 {
         Delivery::Delivered
     } else {
         Delivery::Rejected { status, retry_after_ms: retry_after_ms(status, retry_after) }
     };
-    Answer { delivery, output: truncate(output, max_output) }
+    Answer { delivery, output: truncate(output, max_output), asked }
+}
+
+/// What the headers of an answer ask of its timer.
+fn asked_of(headers: &hyper::HeaderMap) -> Asked {
+    let text = |name: &str| headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    Asked { next_run_at: text(steering::NEXT_RUN_AT), pause: text(steering::PAUSE) }
 }
 
 /// Most a `Retry-After` may ask for, ms: a day.
@@ -614,6 +636,7 @@ mod tests {
             headers: BTreeMap::new(),
             body: Some(body.into()),
             timeout_ms: None,
+            template: false,
         }
     }
 
@@ -653,6 +676,18 @@ mod tests {
         let target = Target::new(&notify("http://127.0.0.1:9/hook", ""), None);
         assert!(request(&target).ends_with("idempotency-key: 7_1000\r\n\r\n"), "{}", request(&target));
         assert!(!request(&target).contains("content-length"));
+    }
+
+    #[test]
+    fn a_409_is_done_and_says_so_and_other_refusals_are_rejected() {
+        let done = answer(409, None, Asked::default(), b"dup", 100);
+        assert_eq!(done.delivery, Delivery::Delivered);
+        assert_eq!(done.output, "HTTP 409 (already done, counted as succeeded): dup");
+        let refused = answer(401, None, Asked::default(), b"", 100);
+        assert_eq!(refused.delivery, Delivery::Rejected { status: 401, retry_after_ms: None });
+        assert_eq!(refused.output, "HTTP 401");
+        let busy = answer(503, Some("2"), Asked::default(), b"", 100);
+        assert_eq!(busy.delivery, Delivery::Rejected { status: 503, retry_after_ms: Some(2_000) });
     }
 
     #[test]

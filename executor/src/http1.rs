@@ -30,6 +30,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower_service::Service;
+use xtimer_core::steering::{self, Asked};
 
 use crate::resolver::{BoxError, PolicyResolver};
 
@@ -50,6 +51,8 @@ pub struct Head {
     pub status: u16,
     /// The `Retry-After` value, if sent.
     pub retry_after: Option<String>,
+    /// What the receiver asks of its timer (`X-Xtimer-Next-Run-At`, `X-Xtimer-Pause`).
+    pub asked: Asked,
 }
 
 /// One answer: its head and the first `max_output` bytes of its body.
@@ -404,6 +407,7 @@ fn parse_head(buf: &[u8], head_only: bool) -> io::Result<Option<(usize, Head, Fr
     let mut length: Option<u64> = None;
     let mut chunked = None;
     let mut retry_after = None;
+    let mut asked = Asked::default();
     for header in response.headers.iter() {
         let value = header.value;
         if header.name.eq_ignore_ascii_case("content-length") {
@@ -428,6 +432,10 @@ fn parse_head(buf: &[u8], head_only: bool) -> io::Result<Option<(usize, Head, Fr
             }
         } else if header.name.eq_ignore_ascii_case("retry-after") {
             retry_after = std::str::from_utf8(value).ok().map(str::to_owned);
+        } else if header.name.eq_ignore_ascii_case(steering::NEXT_RUN_AT) {
+            asked.next_run_at = Some(String::from_utf8_lossy(value).into_owned());
+        } else if header.name.eq_ignore_ascii_case(steering::PAUSE) {
+            asked.pause = Some(String::from_utf8_lossy(value).into_owned());
         }
     }
     let framing = if head_only || (100..200).contains(&status) || status == 204 || status == 304 {
@@ -444,7 +452,7 @@ fn parse_head(buf: &[u8], head_only: bool) -> io::Result<Option<(usize, Head, Fr
     if framing == Framing::ToClose || status == 101 {
         keep_alive = false;
     }
-    Ok(Some((len, Head { status, retry_after }, framing, keep_alive)))
+    Ok(Some((len, Head { status, retry_after, asked }, framing, keep_alive)))
 }
 
 /// The size line of a chunk at the start of `buf`: its length with CRLF,
@@ -496,6 +504,11 @@ mod tests {
         assert_eq!((f, k), (Framing::Empty, true));
         let (_, h, _, _) = head("HTTP/1.1 503 Busy\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(h.retry_after.as_deref(), Some("7"));
+        assert!(h.asked.is_empty());
+        let (_, h, _, _) =
+            head("HTTP/1.1 409 Done\r\nX-Xtimer-Next-Run-At: 1767225600000\r\nx-xtimer-pause: quota\r\n\r\n");
+        assert_eq!(h.asked.next_run_at.as_deref(), Some("1767225600000"));
+        assert_eq!(h.asked.pause.as_deref(), Some("quota"));
         let (_, _, f, _) = parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n", true).unwrap().unwrap();
         assert_eq!(f, Framing::Empty, "a HEAD answer has no body");
     }

@@ -63,6 +63,8 @@ use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use xtimer_core::handover::Handover;
 use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::pause::{Mark, PauseWatch};
+use xtimer_core::steering::{self, Steering};
+use xtimer_core::template::{self, FireFacts};
 use xtimer_core::timer::{AsyncflowNotify, MisfirePolicy, Notify, OverlapPolicy, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
@@ -76,6 +78,13 @@ pub use reconciler::Reconciler;
 pub use recorder::Recorder;
 pub use secrets::{AppSecrets, Callbacks, SigningSecret};
 pub use task_creator::{CreateTaskError, TaskCreator};
+
+/// Adds `note` to an attempt's output, after its status and before the
+/// answer's body (`HTTP 200; note: body`), so a cut output keeps it.
+fn annotate(output: &mut String, note: &str) {
+    let at = output.find(": ").unwrap_or(output.len());
+    output.insert_str(at, &format!("; {note}"));
+}
 
 /// How one attempt of a fire ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +171,9 @@ struct CachedTimer {
 impl CachedTimer {
     fn new(timer: Timer, callbacks: &Callbacks) -> Arc<Self> {
         let target = match &timer.notify {
-            Notify::Http(notify) if timer.schedule.repeats() => Some(Target::new(notify, Some(&callbacks.policy))),
+            Notify::Http(notify) if timer.schedule.repeats() && !notify.template => {
+                Some(Target::new(notify, Some(&callbacks.policy)))
+            }
             _ => None,
         };
         Arc::new(Self { timer, target })
@@ -199,6 +210,8 @@ struct Inner {
     http: callback::Client,
     callbacks: Callbacks,
     tasks: Option<Arc<dyn TaskCreator>>,
+    /// Carries out what receivers ask of their timers.
+    steering: Option<Arc<dyn Steering>>,
     cache: TtlCache<i64, Arc<CachedTimer>>,
     /// One-shot definitions left by their expansion on this node.
     handover: Arc<Handover>,
@@ -236,6 +249,9 @@ pub struct Wiring {
     /// Creates the task of a timer whose notify is an asyncflow task;
     /// without it such fires fail.
     pub tasks: Option<Arc<dyn TaskCreator>>,
+    /// Carries out what receivers ask of their timers in their answers'
+    /// headers (API 1e); without it those headers are ignored.
+    pub steering: Option<Arc<dyn Steering>>,
     /// Cancelled to stop claiming new fires.
     pub stop_claiming: CancellationToken,
     /// Cancelled to abandon in-flight callbacks (their claims are given back).
@@ -246,7 +262,7 @@ impl Executor {
     /// An executor over `stores` and the [`Recorder`] that writes its
     /// results (run both).
     pub fn new(config: ExecutorConfig, stores: &Stores, ctx: &NodeContext, wiring: Wiring) -> Result<(Self, Recorder)> {
-        let Wiring { due, callbacks, tasks, stop_claiming, hard_stop } = wiring;
+        let Wiring { due, callbacks, tasks, steering, stop_claiming, hard_stop } = wiring;
         let clock = ctx.clock.clone();
         let http = callback::client_with_policy(config.timeout_ms, config.concurrency, callbacks.policy.clone())
             .map_err(Error::Client)?;
@@ -292,6 +308,7 @@ impl Executor {
             http,
             callbacks,
             tasks,
+            steering,
             results,
             notifier,
             metrics: fire_metrics::FireMetrics::default(),
@@ -661,11 +678,23 @@ impl ExecutorHandle {
             }
         }
         let answer = match (&timer.notify, &cached.target) {
+            (Notify::Http(notify), _) if notify.template => {
+                let key = fire.idempotency_key();
+                let facts = FireFacts {
+                    timer,
+                    run_ms: fire.key.run_ms,
+                    scheduled_ms: fire.scheduled_ms,
+                    fire_key: &key,
+                    attempt,
+                };
+                let target = Target::new(&template::render(notify, &facts), Some(&inner.callbacks.policy));
+                self.call(&timer.app, &target, fire, held).await
+            }
             (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire, held).await,
             (Notify::Http(notify), None) => self.call(&timer.app, &inner.endpoints.target(notify), fire, held).await,
             (Notify::Asyncflow(task), _) => self.create_task_held(&timer.app, task, fire, held).await,
         };
-        let (answer, cost) = match answer {
+        let (mut answer, cost) = match answer {
             Ok(sent) => sent,
             Err(NotSent::Stopped) => {
                 // Stopping before it went out: give the claim back.
@@ -676,6 +705,16 @@ impl ExecutorHandle {
         };
         if attempt == 1 {
             inner.metrics.lateness(cost);
+        }
+        if !answer.asked.is_empty() {
+            // Before the result: a one-shot moved on must not look ended.
+            self.steer(timer, &mut answer).await;
+        }
+        if let Delivery::Rejected { status, .. } = answer.delivery {
+            if timer.retry.gives_up_on(status) {
+                annotate(&mut answer.output, &format!("not retried: {status} fails at once (retry.noRetryStatuses)"));
+                answer.delivery = Delivery::NotSent { permanent: true };
+            }
         }
         if answer.delivery.delivered() {
             self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
@@ -708,6 +747,44 @@ impl ExecutorHandle {
                 FireOutcome::Failed
             }
         }
+    }
+
+    /// Carries out what the receiver asked of `timer` in its answer's
+    /// headers, noting in the answer's output what was done: a pause (on
+    /// any answer), and on a one-shot's delivered answer its next run
+    /// (not in the past; the service checks the app's limits).
+    async fn steer(&self, timer: &Timer, answer: &mut Answer) {
+        let Some(steering) = &self.inner.steering else {
+            return annotate(&mut answer.output, "reply headers ignored: nothing here carries them out");
+        };
+        let asked = std::mem::take(&mut answer.asked);
+        if let Some(value) = asked.pause {
+            let reason = steering::pause_reason(&value);
+            let note = match steering.pause(timer, &reason).await {
+                Ok(()) => format!("paused: {reason} (X-Xtimer-Pause)"),
+                Err(why) => format!("X-Xtimer-Pause not done: {why}"),
+            };
+            annotate(&mut answer.output, &note);
+            if asked.next_run_at.is_some() {
+                annotate(&mut answer.output, "X-Xtimer-Next-Run-At ignored: the timer is paused");
+            }
+            return;
+        }
+        let Some(value) = asked.next_run_at else { return };
+        let now = self.inner.clock.now_ms();
+        let note = match (steering::parse_next_run_at(&value), &timer.schedule) {
+            _ if !answer.delivery.delivered() => "X-Xtimer-Next-Run-At ignored: the answer failed".to_owned(),
+            (_, schedule) if schedule.repeats() => "X-Xtimer-Next-Run-At ignored: not a one-shot timer".to_owned(),
+            (None, _) => format!("X-Xtimer-Next-Run-At ignored: `{value}` is neither RFC 3339 nor Unix ms"),
+            (Some(at), _) if at <= now => {
+                format!("X-Xtimer-Next-Run-At ignored: {} is in the past", xtimer_core::clock::rfc3339(at))
+            }
+            (Some(at), _) => match steering.run_again_at(timer, at).await {
+                Ok(()) => format!("next run at {} (X-Xtimer-Next-Run-At)", xtimer_core::clock::rfc3339(at)),
+                Err(why) => format!("X-Xtimer-Next-Run-At not done: {why}"),
+            },
+        };
+        annotate(&mut answer.output, &note);
     }
 
     /// Logs a fire that ended failed at `warn`, at most once per
@@ -846,7 +923,7 @@ impl ExecutorHandle {
                 }
                 Err(refusal) => {
                     let output = callback::truncate(format!("not sent: {refusal}"), inner.config.max_output_bytes);
-                    let answer = Answer { delivery: Delivery::NotSent { permanent: false }, output };
+                    let answer = Answer::new(Delivery::NotSent { permanent: false }, output);
                     return Ok((answer, inner.clock.now_ms() - key.run_ms));
                 }
             };
@@ -996,14 +1073,14 @@ impl ExecutorHandle {
             None => Err(CreateTaskError::NoEngine),
         };
         let answer = match created {
-            Ok(task_id) => Answer { delivery: Delivery::Delivered, output: format!("created task {task_id}") },
-            Err(err) => Answer {
-                delivery: Delivery::NotSent { permanent: err.is_permanent() },
-                output: callback::truncate(
+            Ok(task_id) => Answer::new(Delivery::Delivered, format!("created task {task_id}")),
+            Err(err) => Answer::new(
+                Delivery::NotSent { permanent: err.is_permanent() },
+                callback::truncate(
                     format!("creating the task failed: {}", error_chain(&err)),
                     self.inner.config.max_output_bytes,
                 ),
-            },
+            ),
         };
         (answer, cost)
     }
@@ -1077,5 +1154,20 @@ impl ExecutorHandle {
         if let Err(err) = self.inner.fires.release(fires, self.inner.clock.now_ms()).await {
             tracing::warn!(fires = fires.len(), error = %xtimer_core::error::error_chain(&err), "Releasing claims failed; their leases will expire.");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::annotate;
+
+    #[test]
+    fn a_note_goes_after_the_status_and_before_the_body() {
+        let mut output = "HTTP 200: {\"ok\":true}".to_owned();
+        annotate(&mut output, "paused: quota (X-Xtimer-Pause)");
+        assert_eq!(output, "HTTP 200; paused: quota (X-Xtimer-Pause): {\"ok\":true}");
+        let mut bare = "HTTP 401".to_owned();
+        annotate(&mut bare, "not retried");
+        assert_eq!(bare, "HTTP 401; not retried");
     }
 }

@@ -186,6 +186,7 @@ mod tests {
             pause_reason: None,
             overlap: OverlapPolicy::default(),
             timing: Timing { spread_ms: 60_000, ..Timing::default() },
+            labels: Default::default(),
             create_time: T0,
             modify_time: T0,
         };

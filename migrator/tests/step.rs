@@ -18,6 +18,7 @@ const T0: i64 = 1_767_225_600_000;
 fn timer(name: &str, schedule: Schedule) -> NewTimer {
     NewTimer {
         timing: Default::default(),
+        labels: Default::default(),
         app: "step".into(),
         name: name.into(),
         status: TimerStatus::Enabled,
@@ -28,6 +29,7 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
             headers: BTreeMap::new(),
             body: None,
             timeout_ms: None,
+            template: false,
         }),
         retry: RetryPolicy::default(),
         misfire: MisfirePolicy::FireAll,

@@ -15,7 +15,7 @@ use xtimer_core::config::{DatabaseConfig, MigratorConfig, RedisConfig, ShardConf
 use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_migrator::Migrator;
-use xtimer_store::{NextRun, Quota, Refusal, Stores, TimerRepo};
+use xtimer_store::{NextRun, Quota, Refusal, Stores, TimerQuery, TimerRepo};
 
 /// 2026-01-01T00:00:00Z.
 const T0: i64 = 1_767_225_600_000;
@@ -79,8 +79,23 @@ impl TimerRepo for UpdateAfterRead {
     async fn get_timers(&self, ids: &[i64]) -> xtimer_store::Result<Vec<Timer>> {
         self.real.get_timers(ids).await
     }
-    async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> xtimer_store::Result<(Vec<Timer>, u64)> {
-        self.real.list_app_timers(app, offset, limit).await
+    async fn find_timers(
+        &self,
+        app: &str,
+        query: &TimerQuery,
+        offset: u64,
+        limit: u64,
+    ) -> xtimer_store::Result<(Vec<Timer>, u64)> {
+        self.real.find_timers(app, query, offset, limit).await
+    }
+    async fn find_timer_ids(
+        &self,
+        app: &str,
+        query: &TimerQuery,
+        after_id: i64,
+        limit: u32,
+    ) -> xtimer_store::Result<Vec<(i64, TimerStatus)>> {
+        self.real.find_timer_ids(app, query, after_id, limit).await
     }
     async fn update_timer(&self, id: i64, timer: &NewTimer, now_ms: i64, quota: &Quota) -> xtimer_store::Result<bool> {
         self.real.update_timer(id, timer, now_ms, quota).await
@@ -113,6 +128,7 @@ impl TimerRepo for UpdateAfterRead {
 fn timer(name: &str, cron: &str) -> NewTimer {
     NewTimer {
         timing: Default::default(),
+        labels: Default::default(),
         app: "race".into(),
         name: name.into(),
         status: TimerStatus::Enabled,
@@ -123,6 +139,7 @@ fn timer(name: &str, cron: &str) -> NewTimer {
             headers: BTreeMap::new(),
             body: None,
             timeout_ms: None,
+            template: false,
         }),
         retry: RetryPolicy::default(),
         misfire: MisfirePolicy::FireAll,

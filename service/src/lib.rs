@@ -15,6 +15,9 @@
 //!   all or none).
 //! - [`lifecycle`] holds `enable`, `disable`, `delete`, `update`, `trigger`
 //!   and `backfill`.
+//! - `steering` implements [`xtimer_core::steering::Steering`] for the
+//!   executor: what a receiver's answer asks of its timer (a one-shot's
+//!   next run, a pause), carried out as any other change.
 //! - [`checks`] holds [`Targets`] (callback target policy and task types, given
 //!   by the server), the limits the store refuses by, the app locks.
 //! - [`error`] holds the one error type, [`ServiceError`].
@@ -26,6 +29,7 @@ pub mod checks;
 pub mod create;
 pub mod error;
 pub mod lifecycle;
+mod steering;
 pub mod when;
 
 use std::sync::Arc;

@@ -262,23 +262,11 @@ impl TimerService {
 
 /// `timer`'s definition as `createTimer` would take it.
 pub(crate) fn definition(timer: &Timer) -> NewTimer {
-    NewTimer {
-        app: timer.app.clone(),
-        name: timer.name.clone(),
-        status: match timer.status {
-            TimerStatus::Enabled => TimerStatus::Enabled,
-            _ => TimerStatus::Disabled,
-        },
-        schedule: timer.schedule.clone(),
-        notify: timer.notify.clone(),
-        retry: timer.retry,
-        misfire: timer.misfire,
-        delete_after_run: timer.delete_after_run,
-        on_failure: timer.on_failure.clone(),
-        pause_after_failures: timer.pause_after_failures,
-        overlap: timer.overlap,
-        timing: timer.timing.clone(),
-    }
+    let status = match timer.status {
+        TimerStatus::Enabled => TimerStatus::Enabled,
+        _ => TimerStatus::Disabled,
+    };
+    NewTimer { status, ..timer.to_new() }
 }
 
 fn check_calendar_name(name: &str) -> Result<()> {

@@ -80,6 +80,7 @@ async fn service() -> Fixture {
 fn once(app: &str, name: &str, status: TimerStatus) -> NewTimer {
     NewTimer {
         timing: Default::default(),
+        labels: Default::default(),
         app: app.into(),
         name: name.into(),
         status,
@@ -90,6 +91,7 @@ fn once(app: &str, name: &str, status: TimerStatus) -> NewTimer {
             headers: Default::default(),
             body: None,
             timeout_ms: None,
+            template: false,
         }),
         retry: Default::default(),
         misfire: Default::default(),
@@ -185,6 +187,7 @@ async fn refused_targets_name_their_field() {
         headers: Default::default(),
         body: None,
         timeout_ms: None,
+        template: false,
     });
     let err = f.service.create(timer.clone()).await.unwrap_err();
     assert_eq!(err.to_string(), "onFailure.url: refused.example is refused");

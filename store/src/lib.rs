@@ -65,7 +65,7 @@ pub use lock::{LockStore, MemoryLocks};
 pub use repo::{
     BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo, NotifyRepo, Overdue,
     OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerRepo,
-};
+ TimerQuery,};
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;

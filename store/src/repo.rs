@@ -7,10 +7,24 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
+use xtimer_core::labels::Selector;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::usage::{Quota, Refusal};
 use crate::{Error, Result};
+
+/// Which of an app's timers a search or a bulk action takes (API 1f).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimerQuery {
+    /// The name contains this, any case.
+    pub q: Option<String>,
+    /// In this status.
+    pub status: Option<TimerStatus>,
+    /// Their labels meet it.
+    pub selector: Selector,
+    /// One of these ids.
+    pub ids: Option<Vec<i64>>,
+}
 
 /// Timers (`t_timer`).
 #[async_trait]
@@ -61,7 +75,22 @@ pub trait TimerRepo: Send + Sync {
     /// Several timers by id; missing ids are left out.
     async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
     /// A page of an app's timers that are not deleted, by id, and their total.
-    async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
+    async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)> {
+        self.find_timers(app, &TimerQuery::default(), offset, limit).await
+    }
+    /// A page of an app's timers that are not deleted and match `query`,
+    /// by id, and how many match in all.
+    async fn find_timers(&self, app: &str, query: &TimerQuery, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)>;
+    /// The ids and statuses of an app's timers that are not deleted and
+    /// match `query`, with ids above `after_id`, by id, at most `limit`:
+    /// a bulk action's pages.
+    async fn find_timer_ids(
+        &self,
+        app: &str,
+        query: &TimerQuery,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, TimerStatus)>>;
     /// `app`'s timers that are not deleted and say something beyond their
     /// schedule (`timing`): those a calendar change concerns.
     /// The default knows of none.
@@ -103,6 +132,12 @@ pub trait TimerRepo: Send + Sync {
         reason: &str,
         now_ms: i64,
     ) -> Result<bool>;
+    /// Disables enabled timer `timer_id`, recording `reason` (its
+    /// receiver asked, `X-Xtimer-Pause`); true when it did.
+    async fn pause_with_reason(&self, timer_id: i64, reason: &str, now_ms: i64) -> Result<bool> {
+        // One failed fire in a row of one: always, for an enabled timer.
+        self.pause_if_failing(timer_id, 0, 1, i64::MAX, reason, now_ms).await
+    }
     /// Enabled timers with id > `after_id`, by id, at most `limit`.
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>>;
     /// Enabled timers whose next unexpanded fire is before `before_ms`,

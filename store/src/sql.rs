@@ -71,7 +71,7 @@ pub(crate) const TIMER_ENABLED: &str =
 pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
      timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, on_failure, \
      CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, overlap, create_time, modify_time, \
-     every_ms, timing";
+     every_ms, timing, labels";
 
 /// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
 pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
@@ -129,6 +129,11 @@ where
         pause_reason: opt_text(row, "pause_reason")?,
         overlap: OverlapPolicy::parse(&text(row, "overlap")?).ok_or_else(|| corrupt("overlap"))?,
         timing,
+        labels: opt_text(row, "labels")?
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| corrupt(&format!("labels: {e}")))?
+            .unwrap_or_default(),
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })

@@ -9,10 +9,11 @@ use async_trait::async_trait;
 use const_format::formatcp;
 use sqlx::{MySql, QueryBuilder, Row, Sqlite};
 use xtimer_core::load::Load;
+use xtimer_core::labels::{Labels, Requirement};
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::repo::TimerRepo;
+use crate::repo::{TimerQuery, TimerRepo};
 use crate::sql::{
     code, padded, page_bound, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS, SQLITE_BATCH_ROWS,
     TIMER_COLUMNS,
@@ -29,11 +30,6 @@ const INSERT: &str = "INSERT INTO t_timer \
       pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm, every_ms, timing) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
-const LIST_APP: &str = formatcp!(
-    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE app = $1 AND status <> {} ORDER BY timer_id LIMIT $2 OFFSET $3",
-    code::TIMER_DELETED
-);
-const COUNT_APP: &str = formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
 const COUNT_BY_STATUS: &str = formatcp!(
     "SELECT CAST(status AS BIGINT), COUNT(*) FROM t_timer WHERE status <> {} GROUP BY status",
     code::TIMER_DELETED
@@ -262,6 +258,9 @@ impl TimerRepo for Database {
             Err(e) => return Err(e.into()),
         }
         usage.write(&mut tx).await?;
+        if old.labels != t.labels {
+            write_labels(&mut tx, id, &old.app, &t.labels).await?;
+        }
         tx.commit().await?;
         Ok(true)
     }
@@ -375,18 +374,51 @@ impl TimerRepo for Database {
         }
     }
 
-    async fn list_app_timers(&self, app: &str, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)> {
+    async fn find_timers(&self, app: &str, query: &TimerQuery, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)> {
+        let search = Search::new(app, query);
+        let list = format!(
+            "SELECT {TIMER_COLUMNS} FROM t_timer WHERE {} ORDER BY timer_id LIMIT {} OFFSET {}",
+            search.sql,
+            page_bound(limit),
+            page_bound(offset)
+        );
+        let count = format!("SELECT COUNT(*) FROM t_timer WHERE {}", search.sql);
         let (timers, total) = on_db!(self, read, pool => {
-            let rows = sqlx::query(&pool.sql(LIST_APP))
-                .bind(app)
-                .bind(page_bound(limit))
-                .bind(page_bound(offset))
-                .fetch_all(pool)
-                .await?;
-            let total: i64 = sqlx::query_scalar(&pool.sql(COUNT_APP)).bind(app).fetch_one(pool).await?;
-            (rows.iter().map(timer_from_row).collect::<Result<Vec<_>>>()?, total)
+            let (list, count) = (pool.sql(&list), pool.sql(&count));
+            let mut rows = sqlx::query(&list);
+            let mut total = sqlx::query_scalar::<_, i64>(&count);
+            for value in &search.binds {
+                rows = rows.bind(value);
+                total = total.bind(value);
+            }
+            let rows = rows.fetch_all(pool).await?;
+            (rows.iter().map(timer_from_row).collect::<Result<Vec<_>>>()?, total.fetch_one(pool).await?)
         });
         Ok((timers, total as u64))
+    }
+
+    async fn find_timer_ids(
+        &self,
+        app: &str,
+        query: &TimerQuery,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, TimerStatus)>> {
+        let search = Search::new(app, query);
+        let sql = format!(
+            "SELECT timer_id, CAST(status AS BIGINT) FROM t_timer WHERE {} AND timer_id > {after_id}
+             ORDER BY timer_id LIMIT {limit}",
+            search.sql
+        );
+        let rows: Vec<(i64, i64)> = on_db!(self, read, pool => {
+            let sql = pool.sql(&sql);
+            let mut rows = sqlx::query_as(&sql);
+            for value in &search.binds {
+                rows = rows.bind(value);
+            }
+            rows.fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().filter_map(|(id, status)| Some((id, TimerStatus::from_code(status)?))).collect())
     }
 
     async fn count_timers_by_status(&self) -> Result<Vec<(TimerStatus, u64)>> {
@@ -518,7 +550,92 @@ async fn insert_checked(
     for usage in usages.into_values() {
         usage.write(tx).await?;
     }
+    for (t, outcome) in timers.iter().zip(&outcomes) {
+        if let (Ok(id), false) = (outcome, t.labels.is_empty()) {
+            write_labels(tx, *id, &t.app, &t.labels).await?;
+        }
+    }
     Ok(outcomes)
+}
+
+const SET_LABELS: &str = "UPDATE t_timer SET labels = $1 WHERE timer_id = $2";
+const DELETE_LABELS: &str = "DELETE FROM t_timer_label WHERE timer_id = $1";
+const INSERT_LABEL: &str = "INSERT INTO t_timer_label (timer_id, app, lkey, lvalue) VALUES ($1, $2, $3, $4)";
+
+/// Stores timer `id`'s labels: the JSON column it is read back from, and a
+/// row per label that selectors find it by.
+async fn write_labels(tx: &mut Tx, id: i64, app: &str, labels: &Labels) -> Result<()> {
+    let json = (!labels.is_empty()).then(|| serde_json::to_string(labels).expect("labels serialize"));
+    on_tx!(tx, c => {
+        sqlx::query(&c.sql(SET_LABELS)).bind(json).bind(id).execute(&mut *c).await?;
+        sqlx::query(&c.sql(DELETE_LABELS)).bind(id).execute(&mut *c).await?;
+        for (key, value) in labels {
+            sqlx::query(&c.sql(INSERT_LABEL)).bind(id).bind(app).bind(key).bind(value).execute(&mut *c).await?;
+        }
+    });
+    Ok(())
+}
+
+/// The `WHERE` of a search of one app's timers that are not deleted, its
+/// values bound in order (`$1`, `$2`, ...; the status and ids, numbers,
+/// are written in).
+struct Search {
+    sql: String,
+    binds: Vec<String>,
+}
+
+impl Search {
+    fn new(app: &str, query: &TimerQuery) -> Self {
+        let mut search = Self { sql: String::new(), binds: Vec::new() };
+        let app = search.bind(app.to_owned());
+        search.sql = format!("app = {app} AND status <> {}", code::TIMER_DELETED);
+        if let Some(status) = query.status {
+            search.sql.push_str(&format!(" AND status = {}", status.code()));
+        }
+        if let Some(q) = query.q.as_deref().filter(|q| !q.is_empty()) {
+            let escaped: String = q
+                .to_lowercase()
+                .chars()
+                .flat_map(|c| match c {
+                    '%' | '_' | '\\' => vec!['\\', c],
+                    c => vec![c],
+                })
+                .collect();
+            let pattern = search.bind(format!("%{escaped}%"));
+            search.sql.push_str(&format!(" AND LOWER(name) LIKE {pattern} ESCAPE '\\'"));
+        }
+        if let Some(ids) = &query.ids {
+            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+            let list = if list.is_empty() { "NULL".to_owned() } else { list.join(",") };
+            search.sql.push_str(&format!(" AND timer_id IN ({list})"));
+        }
+        for requirement in &query.selector.0 {
+            let (negated, key, values) = match requirement {
+                Requirement::In(key, values) => (false, key, Some(values)),
+                Requirement::NotIn(key, values) => (true, key, Some(values)),
+                Requirement::Exists(key) => (false, key, None),
+                Requirement::Absent(key) => (true, key, None),
+            };
+            let key = search.bind(key.clone());
+            let mut label = format!(
+                "EXISTS (SELECT 1 FROM t_timer_label l WHERE l.timer_id = t_timer.timer_id AND l.lkey = {key}"
+            );
+            if let Some(values) = values {
+                let values: Vec<String> = values.iter().map(|v| search.bind(v.clone())).collect();
+                label.push_str(&format!(" AND l.lvalue IN ({})", values.join(", ")));
+            }
+            label.push(')');
+            search.sql.push_str(if negated { " AND NOT " } else { " AND " });
+            search.sql.push_str(&label);
+        }
+        search
+    }
+
+    /// Adds a value; its placeholder.
+    fn bind(&mut self, value: String) -> String {
+        self.binds.push(value);
+        format!("${}", self.binds.len())
+    }
 }
 
 /// A timer that is not enabled, checked alone: a cron whose own peak passes

@@ -542,6 +542,7 @@ async fn a_fire_whose_task_type_is_unknown_fails_after_one_attempt(stack: Stack)
     let node = TestNode::spawn(stack).await;
     let ghost = NewTimer {
         timing: Default::default(),
+        labels: Default::default(),
         app: "it".into(),
         name: "ghost".into(),
         status: TimerStatus::Disabled,
@@ -551,7 +552,7 @@ async fn a_fire_whose_task_type_is_unknown_fails_after_one_attempt(stack: Stack)
             task_stage: String::new(),
             context: String::new(),
         }),
-        retry: RetryPolicy { max_attempts: 3, backoff_ms: 100 },
+        retry: RetryPolicy { max_attempts: 3, backoff_ms: 100, no_retry_statuses: None },
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,

@@ -14,6 +14,8 @@ mod metrics;
 mod nodes;
 mod operations;
 mod race;
+mod receiver_contract;
+mod receiver_kit;
 mod reliability;
 mod restart;
 mod saying_when;

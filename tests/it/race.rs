@@ -28,6 +28,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
     for n in 0..50 {
         let timer = NewTimer {
             timing: Default::default(),
+            labels: Default::default(),
             app: "race".into(),
             name: format!("t{n}"),
             status: TimerStatus::Enabled,
@@ -38,6 +39,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
                 headers: Default::default(),
                 body: None,
                 timeout_ms: None,
+                template: false,
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::FireOnce,
@@ -61,6 +63,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
             due,
             callbacks: Callbacks::default(),
             tasks: None,
+            steering: None,
             stop_claiming: stop.child_token(),
             hard_stop: stop,
         };

@@ -88,6 +88,7 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
     // ...so store it as if `localhost` had pointed elsewhere when it was created.
     let timer = NewTimer {
         timing: Default::default(),
+        labels: Default::default(),
         app: "it".into(),
         name: "re-pointed".into(),
         status: TimerStatus::Enabled,
@@ -98,8 +99,9 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
             headers: BTreeMap::new(),
             body: None,
             timeout_ms: None,
+            template: false,
         }),
-        retry: RetryPolicy { max_attempts: 3, backoff_ms: 100 },
+        retry: RetryPolicy { max_attempts: 3, backoff_ms: 100, no_retry_statuses: None },
         misfire: MisfirePolicy::FireOnce,
         delete_after_run: false,
         on_failure: None,

@@ -19,7 +19,7 @@ use crate::helpers::{reconciler_config, Harness, T0};
 const TOLERANCE: Duration = Duration::from_secs(300);
 
 fn retrying() -> RetryPolicy {
-    RetryPolicy { max_attempts: 3, backoff_ms: 10 }
+    RetryPolicy { max_attempts: 3, backoff_ms: 10, no_retry_statuses: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -123,6 +123,7 @@ impl Receiver {
 fn new_timer(name: &str, schedule: Schedule, url: &str) -> NewTimer {
     NewTimer {
         timing: Default::default(),
+        labels: Default::default(),
         app: "it".into(),
         name: name.into(),
         status: TimerStatus::Enabled,
@@ -133,8 +134,9 @@ fn new_timer(name: &str, schedule: Schedule, url: &str) -> NewTimer {
             headers: Default::default(),
             body: Some("{}".into()),
             timeout_ms: None,
+            template: false,
         }),
-        retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+        retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,
@@ -196,6 +198,7 @@ impl Harness {
             due: due_rx,
             callbacks,
             tasks: None,
+            steering: None,
             stop_claiming: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
         };
@@ -234,7 +237,14 @@ impl Harness {
     /// A cron timer calling the receiver, one attempt per fire.
     pub async fn timer(&self, name: &str, status: TimerStatus, misfire: MisfirePolicy) -> Timer {
         let url = format!("http://{}/hook", self.receiver.addr);
-        self.timer_to(name, status, misfire, &url, RetryPolicy { max_attempts: 1, backoff_ms: 0 }).await
+        self.timer_to(
+            name,
+            status,
+            misfire,
+            &url,
+            RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
+        )
+        .await
     }
 
     /// A cron timer of app `it` calling `url`.

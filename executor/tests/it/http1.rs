@@ -133,6 +133,7 @@ fn notify(url: String) -> HttpNotify {
         headers: BTreeMap::from([("x-team".to_string(), "ops".to_string())]),
         body: Some("{\"a\":1}".into()),
         timeout_ms: Some(2_000),
+        template: false,
     }
 }
 
@@ -145,7 +146,7 @@ fn client() -> Client {
 }
 
 fn ok() -> Answer {
-    Answer { delivery: Delivery::Delivered, output: "HTTP 200: ok".into() }
+    Answer::new(Delivery::Delivered, "HTTP 200: ok".into())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,7 +242,7 @@ async fn a_receiver_that_never_answers_times_out() {
     let mut n = notify(rx.url("/hook"));
     n.timeout_ms = Some(200);
     let failed = call(&client, &n, 1_000).await;
-    assert_eq!(failed, Answer { delivery: Delivery::Unanswered, output: "callback timed out after 200 ms".into() });
+    assert_eq!(failed, Answer::new(Delivery::Unanswered, "callback timed out after 200 ms".into()));
     assert_eq!(client.idle_http1_connections(), 0, "a timed-out connection is closed");
 }
 
@@ -272,7 +273,7 @@ async fn answers_framed_every_way_read_alike() {
     ];
     for (i, (delivery, output)) in answers.into_iter().enumerate() {
         let got = call(&client, &n, i as i64).await;
-        assert_eq!(got, Answer { delivery, output: output[..output.len().min(64)].to_string() }, "answer {i}");
+        assert_eq!(got, Answer::new(delivery, output[..output.len().min(64)].to_string()), "answer {i}");
     }
     assert_eq!(rx.requests().len(), 6);
     assert_eq!(rx.connections(), 1, "every answer but the last left the connection reusable");
@@ -294,9 +295,9 @@ async fn a_head_request_reads_no_body_and_a_get_sends_no_length() {
     let mut n = notify(rx.url("/h"));
     n.method = "HEAD".into();
     n.body = None;
-    assert_eq!(call(&client, &n, 1).await, Answer { delivery: Delivery::Delivered, output: "HTTP 200".into() });
+    assert_eq!(call(&client, &n, 1).await, Answer::new(Delivery::Delivered, "HTTP 200".into()));
     n.method = "GET".into();
-    assert_eq!(call(&client, &n, 2).await, Answer { delivery: Delivery::Delivered, output: "HTTP 200".into() });
+    assert_eq!(call(&client, &n, 2).await, Answer::new(Delivery::Delivered, "HTTP 200".into()));
     let requests = rx.requests();
     assert!(requests[1].starts_with("GET /h HTTP/1.1\r\n"), "{}", requests[1]);
     assert!(!requests[1].contains("content-length"), "{}", requests[1]);

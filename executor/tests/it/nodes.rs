@@ -96,15 +96,17 @@ impl Cluster {
             headers: Default::default(),
             body: Some("{}".into()),
             timeout_ms: None,
+            template: false,
         };
         let timer = NewTimer {
             timing: Default::default(),
+            labels: Default::default(),
             app: "it".into(),
             name: name.into(),
             status: TimerStatus::Enabled,
             schedule: Schedule::Cron { expr: "*/10 * * * * *".into(), timezone: "UTC".into() },
             notify: Notify::Http(http(url)),
-            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0 },
+            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
             misfire: MisfirePolicy::FireAll,
             delete_after_run: false,
             on_failure: on_failure.map(http),
@@ -176,6 +178,7 @@ impl Node {
             due: due_rx,
             callbacks: Callbacks::default(),
             tasks: None,
+            steering: None,
             stop_claiming: hard_stop.child_token(),
             hard_stop: hard_stop.clone(),
         };

@@ -91,7 +91,7 @@ async fn a_callback_cut_short_by_a_stall_of_the_node_is_sent_again_not_failed() 
     tokio::spawn(PauseDetector { watch: h.pause.clone() }.run(stop.clone()));
     let (addr, seen) = slow_first_receiver().await;
     let url = format!("http://{addr}/hook");
-    let one_attempt = RetryPolicy { max_attempts: 1, backoff_ms: 0 };
+    let one_attempt = RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None };
     let t = h.timer_to("stalled", TimerStatus::Enabled, MisfirePolicy::FireAll, &url, one_attempt).await;
     let keys = h.fires(&t, &[-1_000]).await;
     let held = h.executor.held_now();

@@ -13,6 +13,7 @@ async fn a_task_fire_without_a_task_engine_is_retried_per_its_policy_then_fails(
     let h = Harness::start(reconciler_config()).await;
     let new = NewTimer {
         timing: Default::default(),
+        labels: Default::default(),
         app: "it".into(),
         name: "tasks".into(),
         status: TimerStatus::Enabled,
@@ -22,7 +23,7 @@ async fn a_task_fire_without_a_task_engine_is_retried_per_its_policy_then_fails(
             task_stage: String::new(),
             context: String::new(),
         }),
-        retry: RetryPolicy { max_attempts: 3, backoff_ms: 10 },
+        retry: RetryPolicy { max_attempts: 3, backoff_ms: 10, no_retry_statuses: None },
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,

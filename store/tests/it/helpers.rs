@@ -63,6 +63,7 @@ pub async fn embedded() -> Backend {
 pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
     NewTimer {
         timing: Default::default(),
+        labels: Default::default(),
         app: app.into(),
         name: name.into(),
         status,
@@ -73,8 +74,9 @@ pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
             headers: BTreeMap::from([("x-test".to_string(), "1".to_string())]),
             body: Some("{\"n\":1}".into()),
             timeout_ms: None,
+            template: false,
         }),
-        retry: RetryPolicy { max_attempts: 3, backoff_ms: 250 },
+        retry: RetryPolicy { max_attempts: 3, backoff_ms: 250, no_retry_statuses: None },
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,

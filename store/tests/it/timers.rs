@@ -7,12 +7,12 @@ use crate::helpers::{claim_all, insert, new_timer, succeeded, timer, Backend, AP
 
 pub async fn created_timer_reads_back_field_for_field(b: Backend) {
     let mut input = new_timer(APP, "cron", TimerStatus::Enabled);
-    input.retry = RetryPolicy { max_attempts: 5, backoff_ms: 1_500 };
+    input.retry = RetryPolicy { max_attempts: 5, backoff_ms: 1_500, no_retry_statuses: None };
     input.misfire = MisfirePolicy::Skip;
     let cron = b.timers.create_timer(&input, b.now()).await.unwrap();
     assert_eq!((cron.app.as_str(), cron.name.as_str(), cron.status), (APP, "cron", TimerStatus::Enabled));
     assert_eq!((cron.schedule.clone(), cron.notify.clone()), (input.schedule.clone(), input.notify.clone()));
-    assert_eq!((cron.retry, cron.misfire), (input.retry, MisfirePolicy::Skip));
+    assert_eq!((&cron.retry, cron.misfire), (&input.retry, MisfirePolicy::Skip));
     assert_eq!((cron.create_time, cron.modify_time), (b.now(), b.now()));
     assert_eq!(b.timers.get_timer(cron.id).await.unwrap(), Some(cron.clone()));
 
@@ -353,7 +353,7 @@ pub async fn update_replaces_the_definition_and_marks_it_for_expansion(b: Backen
     b.clock.advance(1_000);
     let mut new = new_timer(APP, "renamed", TimerStatus::Enabled);
     new.schedule = Schedule::Once { run_at_ms: b.now() + 5_000 };
-    new.retry = RetryPolicy { max_attempts: 7, backoff_ms: 10 };
+    new.retry = RetryPolicy { max_attempts: 7, backoff_ms: 10, no_retry_statuses: None };
     new.delete_after_run = true;
     if let xtimer_core::timer::Notify::Http(http) = &new.notify {
         new.on_failure = Some(http.clone());

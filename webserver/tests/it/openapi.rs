@@ -52,6 +52,17 @@ async fn the_document_is_openapi_3_1_and_every_documented_route_is_served() {
         let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{r}"));
         assert!(doc["components"]["schemas"][name].is_object(), "{r} resolves");
     }
+    // The receiver's side (API 1e) is described.
+    let schemas = &doc["components"]["schemas"];
+    for (schema, field) in [
+        ("Notify", "template"),
+        ("Notify", "example"),
+        ("Retry", "noRetryStatuses"),
+        ("TimerView", "pauseReason"),
+        ("ExampleRequest", "headers"),
+    ] {
+        assert!(schemas[schema]["properties"][field].is_object(), "{schema}.{field} is documented");
+    }
     let mut ids = BTreeSet::new();
     for (method, path) in operations(&doc) {
         let op = &doc["paths"][&path][method.to_lowercase()];

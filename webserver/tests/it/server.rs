@@ -8,7 +8,7 @@ use serde_json::json;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
-use xtimer_store::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, Quota, TimerRepo};
+use xtimer_store::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, Quota, TimerQuery, TimerRepo};
 use xtimer_webserver::error::INTERNAL_ERROR_MSG;
 
 use crate::helpers::{cron_timer, once_timer, spawn_app, spawn_app_with, Fakes, NOW_MS};
@@ -97,7 +97,16 @@ impl TimerRepo for BrokenTimers {
     async fn get_timers(&self, _: &[i64]) -> xtimer_store::Result<Vec<Timer>> {
         self.fail()
     }
-    async fn list_app_timers(&self, _: &str, _: u64, _: u64) -> xtimer_store::Result<(Vec<Timer>, u64)> {
+    async fn find_timers(&self, _: &str, _: &TimerQuery, _: u64, _: u64) -> xtimer_store::Result<(Vec<Timer>, u64)> {
+        self.fail()
+    }
+    async fn find_timer_ids(
+        &self,
+        _: &str,
+        _: &TimerQuery,
+        _: i64,
+        _: u32,
+    ) -> xtimer_store::Result<Vec<(i64, TimerStatus)>> {
         self.fail()
     }
     async fn set_status_within(&self, _: i64, _: TimerStatus, _: i64, _: &Quota) -> xtimer_store::Result<bool> {

@@ -112,6 +112,9 @@ pub struct CreateTimer {
     /// while the one before it is still running.
     #[serde(default)]
     pub overlap: Option<String>,
+    /// Labels (`{"team": "billing"}`), for search and bulk actions.
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
     /// An interval timer instead of `cron`/`runAt`: every this many ms, at
     /// least [`MIN_EVERY_MS`].
     #[serde(default)]
@@ -187,6 +190,9 @@ pub struct NotifyHttpParam {
     /// Request body, sent as stored.
     #[serde(default)]
     pub body: Option<String>,
+    /// The URL, header values and body hold `{{placeholders}}` filled per fire.
+    #[serde(default)]
+    pub template: Option<bool>,
 }
 
 /// `notifyAsyncflowParam` of [`CreateTimer`]: each fire creates one task.
@@ -214,6 +220,10 @@ pub struct RetryParam {
     /// First backoff, 0..=600000 ms.
     #[serde(default)]
     pub backoff_ms: Option<i64>,
+    /// Answers that fail the fire at once (300..=599, not 409); `[]`
+    /// retries every answer. The defaults when absent.
+    #[serde(default)]
+    pub no_retry_statuses: Option<Vec<i64>>,
 }
 
 /// Problems found so far, each `"{field}: {problem}"`.
@@ -317,6 +327,10 @@ impl CreateTimer {
                 None
             }),
         };
+        let labels = self.labels.clone().unwrap_or_default();
+        if let Err(problem) = xtimer_core::labels::check(&labels) {
+            p.push("labels", problem);
+        }
         let delete_after_run = self.delete_after_run.unwrap_or(false);
         let ends = self.run_at.is_some() || self.end_at.is_some() || self.max_fires.is_some();
         if delete_after_run && !ends {
@@ -342,6 +356,7 @@ impl CreateTimer {
                     pause_after_failures,
                     overlap,
                     timing,
+                    labels,
                 })
             }
             _ => Err(p.into_error()),
@@ -611,7 +626,12 @@ impl NotifyHttpParam {
     /// Checks the callback given as `field` (`notifyHTTPParam`, `onFailure`).
     fn validate_as(self, p: &mut Problems, limits: &LimitsConfig, field: &str) -> Option<HttpNotify> {
         let before = p.0.len();
-        check_url(p, &self.url, &format!("{field}.url"));
+        let template = self.template.unwrap_or(false);
+        if template && field != "notifyHTTPParam" {
+            p.push(&format!("{field}.template"), "applies only to notifyHTTPParam");
+        }
+        let url = if template { xtimer_core::template::sample(&self.url) } else { self.url.clone() };
+        check_url(p, &url, &format!("{field}.url"));
         let method = self.method.as_deref().unwrap_or("POST").to_ascii_uppercase();
         if !METHODS.contains(&method.as_str()) {
             p.push(
@@ -630,13 +650,13 @@ impl NotifyHttpParam {
                 );
             }
         }
-        (p.0.len() == before).then_some(HttpNotify {
-            url: self.url,
-            method,
-            headers,
-            body: self.body,
-            timeout_ms: None,
-        })
+        let notify = HttpNotify { url: self.url, method, headers, body: self.body, timeout_ms: None, template };
+        if template && p.0.len() == before {
+            if let Err((part, problem)) = xtimer_core::template::check_notify(&notify) {
+                p.push(&format!("{field}.{part}"), problem);
+            }
+        }
+        (p.0.len() == before).then_some(notify)
     }
 }
 
@@ -759,8 +779,45 @@ impl RetryParam {
                 None
             }
         };
-        Some(RetryPolicy { max_attempts: max_attempts?, backoff_ms: backoff_ms? })
+        let no_retry_statuses = match self.no_retry_statuses {
+            None => Some(None),
+            Some(list) => no_retry_statuses(p, list).map(Some),
+        };
+        Some(RetryPolicy {
+            max_attempts: max_attempts?,
+            backoff_ms: backoff_ms?,
+            no_retry_statuses: no_retry_statuses?,
+        })
     }
+}
+
+/// Checks `retry.noRetryStatuses`: HTTP statuses 300 to 599 but 409 (an
+/// answer that counts as succeeded), at most
+/// [`RetryPolicy::MAX_NO_RETRY_STATUSES`]; sorted, repeats dropped.
+fn no_retry_statuses(p: &mut Problems, list: Vec<i64>) -> Option<Vec<u16>> {
+    const FIELD: &str = "retry.noRetryStatuses";
+    let max = RetryPolicy::MAX_NO_RETRY_STATUSES;
+    if list.len() > max {
+        p.push(FIELD, format!("must list at most {max} statuses, got {}", list.len()));
+        return None;
+    }
+    let mut statuses = Vec::with_capacity(list.len());
+    for status in list {
+        match status {
+            409 => {
+                p.push(FIELD, "409 counts as succeeded (already done) and cannot fail a fire");
+                return None;
+            }
+            300..=599 => statuses.push(status as u16),
+            _ => {
+                p.push(FIELD, format!("must hold HTTP statuses 300 to 599, got {status}"));
+                return None;
+            }
+        }
+    }
+    statuses.sort_unstable();
+    statuses.dedup();
+    Some(statuses)
 }
 
 /// Query `id`, `app` of the routes acting on one timer (also the JSON body

@@ -1,6 +1,8 @@
 //! Changing a timer after it was made: `updateTimer` (a new definition,
 //! history kept) and `triggerTimer` (one extra fire now).
 
+use std::collections::BTreeMap;
+
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -67,6 +69,9 @@ pub struct UpdateTimer {
     /// New overlap policy.
     #[serde(default)]
     pub overlap: Option<String>,
+    /// New labels, replacing the old ones whole (`{}`: none).
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
     /// New interval (the timer becomes an interval timer).
     #[serde(default)]
     pub every_ms: Option<i64>,
@@ -123,6 +128,7 @@ impl UpdateTimer {
                         method: Some(http.method.clone()),
                         header: Some(http.headers.clone()),
                         body: http.body.clone(),
+                        template: Some(http.template),
                     }),
                     None,
                 ),
@@ -167,6 +173,8 @@ impl UpdateTimer {
             retry: Some(self.retry.unwrap_or(RetryParam {
                 max_attempts: Some(i64::from(stored.retry.max_attempts)),
                 backoff_ms: i64::try_from(stored.retry.backoff_ms).ok(),
+                no_retry_statuses:
+                    stored.retry.no_retry_statuses.as_ref().map(|s| s.iter().map(|&n| n.into()).collect()),
             })),
             misfire: Some(self.misfire.unwrap_or_else(|| stored.misfire.as_str().to_owned())),
             delete_after_run: self
@@ -178,10 +186,12 @@ impl UpdateTimer {
                     method: Some(n.method.clone()),
                     header: Some(n.headers.clone()),
                     body: None,
+                    template: None,
                 })
             }),
             pause_after_failures: self.pause_after_failures.or(stored.pause_after_failures.map(i64::from)),
             overlap: Some(self.overlap.unwrap_or_else(|| stored.overlap.as_str().to_owned())),
+            labels: Some(self.labels.unwrap_or_else(|| stored.labels.clone())),
         }
     }
 }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::fire::Fire;
-use xtimer_core::timer::{Notify, OverlapPolicy, RetryPolicy, Schedule, Timer};
+use xtimer_core::template::{self, FireFacts};
+use xtimer_core::timer::{HttpNotify, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer};
 
 /// `{"id": N}`: the reply of create, enable, disable and delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -122,6 +123,44 @@ pub struct NotifyView {
     pub header: BTreeMap<String, String>,
     /// Body, or null.
     pub body: Option<String>,
+    /// Its placeholders are filled per fire.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub template: bool,
+    /// A templated callback's next request, rendered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub example: Option<ExampleRequest>,
+}
+
+/// The request a templated callback's next fire sends (its signature
+/// left out: it is made when sent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExampleRequest {
+    /// Upper-case method.
+    pub method: String,
+    /// The URL, placeholders filled.
+    pub url: String,
+    /// Every header the fire sends but the signature.
+    pub headers: BTreeMap<String, String>,
+    /// The body, placeholders filled.
+    pub body: Option<String>,
+}
+
+impl ExampleRequest {
+    /// The request of `timer`'s fire at `run_ms`, its first attempt.
+    fn of(timer: &Timer, notify: &HttpNotify, run_ms: i64) -> Self {
+        let key = format!("{}_{run_ms}", timer.id);
+        let facts = FireFacts { timer, run_ms, scheduled_ms: run_ms, fire_key: &key, attempt: 1 };
+        let sent = template::render(notify, &facts);
+        let mut headers = sent.headers;
+        if !headers.keys().any(|name| name.eq_ignore_ascii_case("content-type")) {
+            headers.insert("Content-Type".into(), "application/json".into());
+        }
+        headers.insert("X-Xtimer-Timer-Id".into(), timer.id.to_string());
+        headers.insert("X-Xtimer-Run-Time".into(), run_ms.to_string());
+        headers.insert("X-Xtimer-Scheduled-Time".into(), run_ms.to_string());
+        headers.insert("Idempotency-Key".into(), key);
+        Self { method: sent.method, url: sent.url, headers, body: sent.body }
+    }
 }
 
 /// `notifyAsyncflowParam` of a [`TimerView`].
@@ -142,6 +181,15 @@ impl TimerView {
         let mut view = Self::from(t);
         view.next_run_timer = next_run_ms;
         view.next_run_time = next_run_ms.map(rfc3339);
+        let example_at = next_run_ms.or(match t.schedule {
+            Schedule::Once { run_at_ms } => Some(run_at_ms),
+            _ => None,
+        });
+        if let (Notify::Http(notify), Some(view), Some(at)) = (&t.notify, &mut view.notify_http_param, example_at) {
+            if notify.template {
+                view.example = Some(ExampleRequest::of(t, notify, at));
+            }
+        }
         view
     }
 }
@@ -162,6 +210,8 @@ impl From<&Timer> for TimerView {
                     method: http.method.clone(),
                     header: http.headers.clone(),
                     body: http.body.clone(),
+                    template: http.template,
+                    example: None,
                 }),
                 None,
             ),
@@ -185,7 +235,7 @@ impl From<&Timer> for TimerView {
             timezone,
             notify_http_param: http,
             notify_asyncflow_param: task,
-            retry: t.retry,
+            retry: t.retry.clone(),
             misfire: t.misfire.as_str(),
             callback_timeout_ms: match &t.notify {
                 Notify::Http(http) => http.timeout_ms,
@@ -197,6 +247,8 @@ impl From<&Timer> for TimerView {
                 method: n.method.clone(),
                 header: n.headers.clone(),
                 body: None,
+                template: false,
+                example: None,
             }),
             pause_after_failures: t.pause_after_failures,
             pause_reason: t.pause_reason.clone(),

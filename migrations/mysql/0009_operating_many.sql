@@ -1,0 +1,21 @@
+-- Operating many timers (API 1f).
+-- A timer's labels as JSON (`{"team": "a"}`; NULL: none), and one row per
+-- label to find timers by selector: (timer_id, lkey) reads a timer's
+-- labels, (app, lkey, lvalue) finds an app's timers with a label.
+ALTER TABLE t_timer ADD COLUMN labels MEDIUMTEXT NULL;
+CREATE TABLE IF NOT EXISTS t_timer_label (
+    timer_id BIGINT       NOT NULL,
+    app      VARCHAR(128) NOT NULL,
+    lkey     VARCHAR(63)  NOT NULL,
+    lvalue   VARCHAR(128) NOT NULL,
+    PRIMARY KEY (timer_id, lkey),
+    KEY idx_timer_label_find (app, lkey, lvalue, timer_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+-- An app paused (`pauseApp`): its fires due while paused are recorded
+-- skipped; `until_ms` NULL: until `resumeApp`.
+CREATE TABLE IF NOT EXISTS t_app_pause (
+    app       VARCHAR(128) NOT NULL PRIMARY KEY,
+    until_ms  BIGINT       NULL,
+    reason    TEXT         NOT NULL,
+    paused_at BIGINT       NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

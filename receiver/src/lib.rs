@@ -1,0 +1,396 @@
+//! Receiving xtimer callbacks: checking that a request really comes from
+//! xtimer, and recently, and handling each fire once.
+//!
+//! Every callback xtimer sends carries these headers:
+//!
+//! | header | value |
+//! |---|---|
+//! | `X-Xtimer-Signature` | `t=<unix secs>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>` (several `v1` while a secret rotates) |
+//! | `X-Xtimer-Timer-Id` | the timer's id |
+//! | `X-Xtimer-Run-Time` | when the fire was sent, Unix ms |
+//! | `X-Xtimer-Scheduled-Time` | the fire's scheduled time, Unix ms (its identity) |
+//! | `Idempotency-Key` | `{timerId}_{scheduledMs}`: the same on every retry and replay of one fire |
+//! | `X-Xtimer-Replay` | `1` on a fire sent again by `replayFires` |
+//!
+//! [`verify`] checks the signature against the raw body and the app's
+//! signing secret, refuses a `t` more than [`DEFAULT_TOLERANCE`] (300 s)
+//! from the receiver's clock (so a captured request cannot be replayed
+//! later), and returns the other headers as a [`Callback`]. A [`Verifier`]
+//! does the same with another tolerance or several secrets (while one is
+//! being rotated). The signature covers the body and `t` only: the other
+//! headers are what xtimer sent, but a request within the tolerance could
+//! carry altered ones.
+//!
+//! [`dedupe`] drops repeats: a store of keys already handled
+//! ([`SeenKeys`]; [`MemorySeen`] keeps them in memory, bounded) answers
+//! whether an `Idempotency-Key` is new. Answer a repeat with **409**: xtimer
+//! records a 409 as succeeded ("already done") and sends it no more.
+//!
+//! With the default `axum` feature, the [`Signed`] extractor reads the body
+//! (at most [`Verifier::max_body_bytes`]), verifies it with the
+//! [`Verifier`] in the router's state, and answers 401 to a missing, wrong
+//! or stale signature; [`Repeat`], `dedupe`'s error, answers 409:
+//!
+//! ```no_run
+//! # #[cfg(feature = "axum")]
+//! # mod example {
+//! use std::sync::Arc;
+//!
+//! use axum::extract::{FromRef, State};
+//! use axum::routing::post;
+//! use axum::Router;
+//! use xtimer_receiver::{dedupe, MemorySeen, Repeat, Signed, Verifier};
+//!
+//! #[derive(Clone)]
+//! struct AppState {
+//!     verifier: Verifier,
+//!     seen: Arc<MemorySeen>,
+//! }
+//!
+//! // `Signed` finds the `Verifier` in the state; the handler takes the store.
+//! impl FromRef<AppState> for Verifier {
+//!     fn from_ref(state: &AppState) -> Self {
+//!         state.verifier.clone()
+//!     }
+//! }
+//! impl FromRef<AppState> for Arc<MemorySeen> {
+//!     fn from_ref(state: &AppState) -> Self {
+//!         state.seen.clone()
+//!     }
+//! }
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Job {
+//!     n: u32,
+//! }
+//!
+//! async fn hook(State(seen): State<Arc<MemorySeen>>, signed: Signed) -> Result<&'static str, Repeat> {
+//!     // Only a callback xtimer signed within the last 5 minutes gets here.
+//!     dedupe(&seen, &signed).await?; // a repeat answers 409: done
+//!     let job: Job = signed.json().expect("our timers send JSON");
+//!     println!("timer {} fired for {}: n = {}", signed.callback.timer_id, signed.callback.scheduled_time_ms, job.n);
+//!     Ok("done")
+//! }
+//!
+//! pub async fn serve() {
+//!     let secret = std::env::var("XTIMER_SECRET").expect("the app's signing secret");
+//!     let state = AppState { verifier: Verifier::new(secret), seen: Arc::new(MemorySeen::default()) };
+//!     let app = Router::new().route("/hook", post(hook)).with_state(state);
+//!     let listener = tokio::net::TcpListener::bind("0.0.0.0:3000").await.unwrap();
+//!     axum::serve(listener, app).await.unwrap();
+//! }
+//! # }
+//! ```
+//!
+//! Without the `axum` feature the crate needs only the hashing crates and
+//! `http`'s header types.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::HeaderMap;
+
+#[cfg(feature = "axum")]
+mod axum_kit;
+mod dedupe;
+pub mod signature;
+
+#[cfg(feature = "axum")]
+pub use axum_kit::{Rejection, Signed};
+pub use dedupe::{dedupe, MemorySeen, Repeat, SeenKeys};
+pub use signature::{VerifyError, DEFAULT_TOLERANCE};
+
+/// The names of the headers xtimer sends with a callback, lower case.
+pub mod headers {
+    /// `t=<unix secs>,v1=<hex>`: see [`signature`](crate::signature).
+    pub const SIGNATURE: &str = "x-xtimer-signature";
+    /// The timer's id.
+    pub const TIMER_ID: &str = "x-xtimer-timer-id";
+    /// When the fire was sent, Unix milliseconds.
+    pub const RUN_TIME: &str = "x-xtimer-run-time";
+    /// The fire's scheduled time, Unix milliseconds.
+    pub const SCHEDULED_TIME: &str = "x-xtimer-scheduled-time";
+    /// `{timerId}_{scheduledMs}`, the same on every attempt of one fire.
+    pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+    /// `1` on a fire sent again by `replayFires`.
+    pub const REPLAY: &str = "x-xtimer-replay";
+}
+
+/// What a verified callback's headers say.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Callback {
+    /// `X-Xtimer-Timer-Id`.
+    pub timer_id: i64,
+    /// `X-Xtimer-Run-Time`: when the fire was sent, Unix ms.
+    pub run_time_ms: i64,
+    /// `X-Xtimer-Scheduled-Time`: the fire's scheduled time, Unix ms
+    /// (equal to `run_time_ms` unless the timer spreads its fires; taken
+    /// from `run_time_ms` when a node too old to send it did not).
+    pub scheduled_time_ms: i64,
+    /// `Idempotency-Key`: `{timerId}_{scheduledMs}`, one per fire.
+    pub idempotency_key: String,
+    /// The signature's `t`: when xtimer signed the request, Unix seconds.
+    pub signed_at: i64,
+    /// `X-Xtimer-Replay: 1`: sent again by `replayFires`.
+    pub replay: bool,
+}
+
+impl AsRef<Callback> for Callback {
+    fn as_ref(&self) -> &Callback {
+        self
+    }
+}
+
+/// Verifies a callback with `secret` and the default tolerance of 300 s:
+/// the `X-Xtimer-Signature` header signs `body` (the raw bytes received)
+/// and was made within the tolerance of `now`. The other headers are read
+/// into the [`Callback`]. See [`Verifier`] for another tolerance or several
+/// secrets.
+pub fn verify(headers: &HeaderMap, body: &[u8], secret: &[u8], now: SystemTime) -> Result<Callback, VerifyError> {
+    let secrets = [secret];
+    verify_headers(headers, body, &secrets, DEFAULT_TOLERANCE, now)
+}
+
+/// Verifies callbacks with one or more secrets (any one matching is enough:
+/// keep the old one while an app's secret is being rotated) and a
+/// tolerance for the signature's age. Cheap to clone; put it in an axum
+/// router's state for [`Signed`].
+///
+/// ```
+/// use std::time::Duration;
+/// let verifier = xtimer_receiver::Verifier::new("new-secret")
+///     .with_secret("old-secret")
+///     .with_tolerance(Duration::from_secs(60));
+/// assert_eq!(verifier.tolerance(), Duration::from_secs(60));
+/// ```
+#[derive(Clone)]
+pub struct Verifier {
+    secrets: Arc<[Box<[u8]>]>,
+    tolerance: Duration,
+    max_body_bytes: usize,
+}
+
+impl Verifier {
+    /// The body size [`Signed`] reads at most, by default: 1 MiB.
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+
+    /// Accepts signatures made with `secret`, at most [`DEFAULT_TOLERANCE`] old.
+    pub fn new(secret: impl AsRef<[u8]>) -> Self {
+        Self {
+            secrets: Arc::from([Box::from(secret.as_ref())]),
+            tolerance: DEFAULT_TOLERANCE,
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// Accepts signatures made with `secret` as well.
+    pub fn with_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        let mut secrets = self.secrets.to_vec();
+        secrets.push(Box::from(secret.as_ref()));
+        self.secrets = secrets.into();
+        self
+    }
+
+    /// Refuses a signature whose `t` is further than `tolerance` from the
+    /// receiver's clock, either way (default 300 s).
+    pub fn with_tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+
+    /// The largest body [`Signed`] reads; a larger one is a 413.
+    pub fn with_max_body_bytes(mut self, max_body_bytes: usize) -> Self {
+        self.max_body_bytes = max_body_bytes;
+        self
+    }
+
+    /// The tolerance for a signature's age.
+    pub fn tolerance(&self) -> Duration {
+        self.tolerance
+    }
+
+    /// The largest body [`Signed`] reads.
+    pub fn max_body_bytes(&self) -> usize {
+        self.max_body_bytes
+    }
+
+    /// Verifies a callback's headers and raw body at `now`, as [`verify`] does.
+    pub fn verify(&self, headers: &HeaderMap, body: &[u8], now: SystemTime) -> Result<Callback, VerifyError> {
+        verify_headers(headers, body, &self.secrets, self.tolerance, now)
+    }
+
+    /// Verifies an `X-Xtimer-Signature` value against the raw body at
+    /// `now`; returns its `t`.
+    pub fn verify_signature(&self, header: &str, body: &[u8], now: SystemTime) -> Result<i64, VerifyError> {
+        signature::verify_any(self.secrets.iter().map(|s| &s[..]), header, body, self.tolerance, unix_secs(now))
+    }
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("secrets", &format_args!("[{} hidden]", self.secrets.len()))
+            .field("tolerance", &self.tolerance)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish()
+    }
+}
+
+fn verify_headers<S: AsRef<[u8]>>(
+    headers: &HeaderMap,
+    body: &[u8],
+    secrets: &[S],
+    tolerance: Duration,
+    now: SystemTime,
+) -> Result<Callback, VerifyError> {
+    let signature = match headers.get(headers::SIGNATURE) {
+        None => return Err(VerifyError::Missing("X-Xtimer-Signature")),
+        Some(value) => value.to_str().map_err(|_| VerifyError::Malformed("not visible ASCII".into()))?,
+    };
+    let signed_at =
+        signature::verify_any(secrets.iter().map(AsRef::as_ref), signature, body, tolerance, unix_secs(now))?;
+    let timer_id = number(headers, headers::TIMER_ID, "X-Xtimer-Timer-Id")?;
+    let run_time_ms = number(headers, headers::RUN_TIME, "X-Xtimer-Run-Time")?;
+    let scheduled_time_ms = match headers.contains_key(headers::SCHEDULED_TIME) {
+        true => number(headers, headers::SCHEDULED_TIME, "X-Xtimer-Scheduled-Time")?,
+        false => run_time_ms,
+    };
+    let idempotency_key = text(headers, headers::IDEMPOTENCY_KEY, "Idempotency-Key")?.to_owned();
+    let replay = headers.get(headers::REPLAY).is_some_and(|v| v == "1");
+    Ok(Callback { timer_id, run_time_ms, scheduled_time_ms, idempotency_key, signed_at, replay })
+}
+
+fn text<'h>(headers: &'h HeaderMap, key: &str, name: &'static str) -> Result<&'h str, VerifyError> {
+    let value = headers.get(key).ok_or(VerifyError::Missing(name))?;
+    value
+        .to_str()
+        .map_err(|_| VerifyError::BadHeader { name, value: String::from_utf8_lossy(value.as_bytes()).into_owned() })
+}
+
+fn number(headers: &HeaderMap, key: &str, name: &'static str) -> Result<i64, VerifyError> {
+    let value = text(headers, key, name)?;
+    value.trim().parse().map_err(|_| VerifyError::BadHeader { name, value: value.to_owned() })
+}
+
+/// `now` as Unix seconds (negative before 1970).
+fn unix_secs(now: SystemTime) -> i64 {
+    match now.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_secs()).map_or(i64::MIN, |s| -s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    const SECRET: &[u8] = b"whsec_test";
+    const T: i64 = 1_767_225_600;
+    const BODY: &[u8] = br#"{"n":1}"#;
+
+    fn at(secs: i64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs as u64)
+    }
+
+    /// The headers xtimer sends with a fire of timer 42 scheduled at `T`.
+    fn callback_headers(secret: &[u8], t: i64, body: &[u8]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        let value = signature::header_value(secret, t, body);
+        headers.insert("X-Xtimer-Signature", HeaderValue::from_str(&value).unwrap());
+        headers.insert("X-Xtimer-Timer-Id", HeaderValue::from_static("42"));
+        headers.insert("X-Xtimer-Run-Time", HeaderValue::from_static("1767225600250"));
+        headers.insert("X-Xtimer-Scheduled-Time", HeaderValue::from_static("1767225600000"));
+        headers.insert("Idempotency-Key", HeaderValue::from_static("42_1767225600000"));
+        headers
+    }
+
+    #[test]
+    fn a_good_callback_verifies_into_its_headers() {
+        let headers = callback_headers(SECRET, T, BODY);
+        let callback = verify(&headers, BODY, SECRET, at(T + 3)).unwrap();
+        assert_eq!(
+            callback,
+            Callback {
+                timer_id: 42,
+                run_time_ms: 1_767_225_600_250,
+                scheduled_time_ms: 1_767_225_600_000,
+                idempotency_key: "42_1767225600000".into(),
+                signed_at: T,
+                replay: false,
+            }
+        );
+        let mut replayed = headers.clone();
+        replayed.insert("x-xtimer-replay", HeaderValue::from_static("1"));
+        replayed.remove("x-xtimer-scheduled-time");
+        let callback = verify(&replayed, BODY, SECRET, at(T)).unwrap();
+        assert!(callback.replay);
+        assert_eq!(callback.scheduled_time_ms, callback.run_time_ms, "an old node's callback");
+    }
+
+    #[test]
+    fn a_changed_body_another_secret_or_a_stale_t_is_refused() {
+        let headers = callback_headers(SECRET, T, BODY);
+        assert_eq!(verify(&headers, br#"{"n":2}"#, SECRET, at(T)), Err(VerifyError::Mismatch));
+        assert_eq!(verify(&headers, b"", SECRET, at(T)), Err(VerifyError::Mismatch));
+        assert_eq!(verify(&headers, BODY, b"other", at(T)), Err(VerifyError::Mismatch));
+        for now in [T + 301, T - 301, T + 86_400, 0] {
+            let err = verify(&headers, BODY, SECRET, at(now)).unwrap_err();
+            assert!(matches!(err, VerifyError::Stale { t: T, tolerance_secs: 300, .. }), "{now}: {err}");
+        }
+        assert!(verify(&headers, BODY, SECRET, at(T + 300)).is_ok());
+        assert!(verify(&headers, BODY, SECRET, at(T - 300)).is_ok());
+        // Before 1970 is merely very stale.
+        let err = verify(&headers, BODY, SECRET, UNIX_EPOCH - Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(err, VerifyError::Stale { skew_secs, .. } if skew_secs == T as u64 + 5), "{err}");
+    }
+
+    #[test]
+    fn missing_or_malformed_headers_are_refused_by_name() {
+        let good = callback_headers(SECRET, T, BODY);
+        let without = |name: &str| {
+            let mut headers = good.clone();
+            headers.remove(name);
+            verify(&headers, BODY, SECRET, at(T)).unwrap_err()
+        };
+        assert_eq!(without("x-xtimer-signature"), VerifyError::Missing("X-Xtimer-Signature"));
+        assert_eq!(without("x-xtimer-timer-id"), VerifyError::Missing("X-Xtimer-Timer-Id"));
+        assert_eq!(without("x-xtimer-run-time"), VerifyError::Missing("X-Xtimer-Run-Time"));
+        assert_eq!(without("idempotency-key"), VerifyError::Missing("Idempotency-Key"));
+        let with = |name: &'static str, value: &[u8]| {
+            let mut headers = good.clone();
+            headers.insert(name, HeaderValue::from_bytes(value).unwrap());
+            verify(&headers, BODY, SECRET, at(T)).unwrap_err()
+        };
+        for bad in [&b"t=1767225600"[..], b"v1=00", b"t=soon,v1=00", b"garbage", "t=é".as_bytes()] {
+            let err = with("x-xtimer-signature", bad);
+            assert!(matches!(err, VerifyError::Malformed(_)), "{}: {err}", String::from_utf8_lossy(bad));
+        }
+        let err = with("x-xtimer-timer-id", b"forty-two");
+        assert!(matches!(err, VerifyError::BadHeader { name: "X-Xtimer-Timer-Id", .. }), "{err}");
+        let err = with("x-xtimer-scheduled-time", b"");
+        assert!(matches!(err, VerifyError::BadHeader { name: "X-Xtimer-Scheduled-Time", .. }), "{err}");
+        let err = with("idempotency-key", "42_é".as_bytes());
+        assert!(matches!(err, VerifyError::BadHeader { name: "Idempotency-Key", .. }), "{err}");
+    }
+
+    #[test]
+    fn a_verifier_takes_any_of_its_secrets_and_its_own_tolerance() {
+        let verifier = Verifier::new("new").with_secret("old").with_tolerance(Duration::from_secs(10));
+        for secret in [&b"new"[..], b"old"] {
+            let headers = callback_headers(secret, T, BODY);
+            assert_eq!(verifier.verify(&headers, BODY, at(T + 10)).unwrap().signed_at, T);
+            let err = verifier.verify(&headers, BODY, at(T + 11)).unwrap_err();
+            assert!(matches!(err, VerifyError::Stale { skew_secs: 11, tolerance_secs: 10, .. }), "{err}");
+        }
+        let headers = callback_headers(b"older", T, BODY);
+        assert_eq!(verifier.verify(&headers, BODY, at(T)), Err(VerifyError::Mismatch));
+        let header = signature::header_value(b"old", T, BODY);
+        assert_eq!(verifier.verify_signature(&header, BODY, at(T)), Ok(T));
+        assert_eq!(verifier.verify_signature(&header, b"", at(T)), Err(VerifyError::Mismatch));
+        let shown = format!("{verifier:?}");
+        assert!(!shown.contains("old") && shown.contains("2 hidden"), "{shown}");
+        assert_eq!(verifier.max_body_bytes(), Verifier::DEFAULT_MAX_BODY_BYTES);
+    }
+}
