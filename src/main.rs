@@ -101,8 +101,17 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<std::process::ExitCode> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("Error: {}", said_once(err.as_ref()));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     // The client commands print their own lines (no log), and their exit
     // code says what went wrong; the others log and fail with an error.
     let done = match cli.command {
@@ -122,6 +131,28 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Command::BenchReceiver { listen, threads } => receiver_runtime(threads)?.block_on(bench_receiver(listen)),
     };
     done.map(|()| std::process::ExitCode::SUCCESS)
+}
+
+/// `err` and its causes on one line, each said once. An error's text often
+/// says its cause already (thiserror's `{0}` beside `#[source]`, a message
+/// that embeds its whole cause chain), so a cause is added only when the
+/// text above it does not end with it; a cause stated twice in a row
+/// (`"x: y: y"`) is kept once.
+fn said_once(err: &(dyn std::error::Error + 'static)) -> String {
+    let text = err.to_string();
+    let Some(source) = err.source() else { return text };
+    let below = said_once(source);
+    for said in [xtimer_core::error::error_chain(source), source.to_string(), below.clone()] {
+        if let Some(own) = text.strip_suffix(said.as_str()) {
+            let own = own.trim_end().trim_end_matches(':').trim_end();
+            return if own.is_empty() { below } else { format!("{own}: {below}") };
+        }
+    }
+    if text.contains(&below) {
+        text
+    } else {
+        format!("{text}: {below}")
+    }
 }
 
 /// A one-thread runtime for a client command.

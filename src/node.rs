@@ -137,6 +137,7 @@ impl Node {
             timers: stores.timers.clone(),
             fires: stores.fires.clone(),
             calendars: stores.calendars.clone(),
+            apps: stores.apps.clone(),
             expander: expander.clone(),
             targets: security.targets(Some(tasks.clone())),
         };

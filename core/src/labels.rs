@@ -173,7 +173,10 @@ impl Parser {
             };
         }
         if key.chars().count() > MAX_KEY_CHARS {
-            return Err(SelectorError { position: start, problem: format!("a key is at most {MAX_KEY_CHARS} characters") });
+            return Err(SelectorError {
+                position: start,
+                problem: format!("a key is at most {MAX_KEY_CHARS} characters"),
+            });
         }
         Ok(key)
     }
@@ -253,7 +256,9 @@ impl Parser {
             }
             Some(_) if self.word("notin") => Ok(Requirement::NotIn(key, self.set()?)),
             Some(_) if self.word("in") => Ok(Requirement::In(key, self.set()?)),
-            Some(c) => self.fail(format!("expected `=`, `!=`, `in`, `notin`, `,` or the end after `{key}`, found `{c}`")),
+            Some(c) => {
+                self.fail(format!("expected `=`, `!=`, `in`, `notin`, `,` or the end after `{key}`, found `{c}`"))
+            }
         }
     }
 }

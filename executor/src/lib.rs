@@ -36,6 +36,7 @@
 //! the database unreachable it gives up after
 //! [`recorder::SHUTDOWN_DEADLINE`], logging how many results it kept).
 
+mod app_pauses;
 pub mod bulkhead;
 pub mod callback;
 pub mod error;
@@ -212,6 +213,8 @@ struct Inner {
     tasks: Option<Arc<dyn TaskCreator>>,
     /// Carries out what receivers ask of their timers.
     steering: Option<Arc<dyn Steering>>,
+    /// The apps paused now (`pauseApp`).
+    app_pauses: app_pauses::AppPauses,
     cache: TtlCache<i64, Arc<CachedTimer>>,
     /// One-shot definitions left by their expansion on this node.
     handover: Arc<Handover>,
@@ -309,6 +312,7 @@ impl Executor {
             callbacks,
             tasks,
             steering,
+            app_pauses: app_pauses::AppPauses::new(stores.apps.clone(), ctx.clock.clone()),
             results,
             notifier,
             metrics: fire_metrics::FireMetrics::default(),
@@ -672,6 +676,13 @@ impl ExecutorHandle {
     async fn attempt_of(&self, fire: &ClaimedFire, attempt: u32, cached: &CachedTimer, held: &mut Held) -> FireOutcome {
         let inner = &self.inner;
         let timer = &cached.timer;
+        if attempt == 1 {
+            if let Some(reason) = inner.app_pauses.reason(&timer.app, fire.key.run_ms).await {
+                let output = format!("app paused: {reason}");
+                self.send_result(fire, FireStatus::Skipped, 0, &output, 0, None).await;
+                return FireOutcome::Skipped;
+            }
+        }
         if attempt == 1 && timer.overlap != OverlapPolicy::Allow {
             if let Some(outcome) = self.overlap_gate(timer, fire).await {
                 return outcome;

@@ -18,6 +18,8 @@
 //! - `steering` implements [`xtimer_core::steering::Steering`] for the
 //!   executor: what a receiver's answer asks of its timer (a one-shot's
 //!   next run, a pause), carried out as any other change.
+//! - [`many`] holds what operates many timers: `search`, `bulk`, `apps`,
+//!   `pause_app` and `resume_app` (API 1f).
 //! - [`checks`] holds [`Targets`] (callback target policy and task types, given
 //!   by the server), the limits the store refuses by, the app locks.
 //! - [`error`] holds the one error type, [`ServiceError`].
@@ -29,6 +31,7 @@ pub mod checks;
 pub mod create;
 pub mod error;
 pub mod lifecycle;
+pub mod many;
 mod steering;
 pub mod when;
 
@@ -40,7 +43,7 @@ use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{Timer, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_migrator::Expander;
-use xtimer_store::{CalendarRepo, FireRepo, FireWindow, Quota, TimerRepo};
+use xtimer_store::{AppRepo, CalendarRepo, FireRepo, FireWindow, Quota, TimerRepo};
 
 pub use checks::{OpenTargets, Targets, TaskTypeError, MAX_APP_CHARS};
 pub use error::{Result, ServiceError};
@@ -55,6 +58,7 @@ struct Inner {
     timers: Arc<dyn TimerRepo>,
     fires: Arc<dyn FireRepo>,
     calendars: Arc<dyn CalendarRepo>,
+    apps: Arc<dyn AppRepo>,
     expander: Expander,
     targets: Arc<dyn Targets>,
     clock: SharedClock,
@@ -71,6 +75,8 @@ pub struct Parts {
     pub fires: Arc<dyn FireRepo>,
     /// Where the apps' calendars are stored.
     pub calendars: Arc<dyn CalendarRepo>,
+    /// What is kept per app (its pause, its counts).
+    pub apps: Arc<dyn AppRepo>,
     /// Plans an enabled timer's fires the moment it is created or enabled.
     pub expander: Expander,
     /// Where callbacks may point and which task types an app may use.
@@ -137,6 +143,7 @@ impl TimerService {
             timers: parts.timers,
             fires: parts.fires,
             calendars: parts.calendars,
+            apps: parts.apps,
             expander: parts.expander,
             targets: parts.targets,
             clock: ctx.clock.clone(),

@@ -66,6 +66,7 @@ async fn service_with(limits: LimitsConfig) -> Fixture {
         timers: stores.timers.clone(),
         fires: stores.fires.clone(),
         calendars: stores.calendars.clone(),
+        apps: stores.apps.clone(),
         expander,
         targets: Arc::new(FakeTargets),
     };

@@ -1,19 +1,24 @@
-//! The client commands of the binary: `xtimer timer ...` and `xtimer cron
-//! preview`, calls to a running server's timer API that print tables for
-//! people or the reply's JSON for scripts (`--json`), and exit with a code
-//! per kind of failure ([`client::exit`]).
+//! The client commands of the binary: `xtimer timer ...`, calls to a
+//! running server's timer API, and `xtimer cron preview`, worked out here
+//! as the server's `previewCron` does (a server is called only for an
+//! app's calendars). They print tables for people or the reply's JSON for
+//! scripts (`--json`), and exit with a code per kind of failure
+//! ([`client::exit`]).
 //!
 //! - [`client`]: the HTTP call, its envelope and exit codes.
 //! - [`timer`]: the `timer` subcommands.
+//! - [`preview`]: `cron preview` without a server.
 //! - [`table`]: plain-text tables.
 
 pub mod client;
+pub mod preview;
 pub mod table;
 pub mod timer;
 
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::Value;
+use xtimer_webserver::routes::timers::preview::DEFAULT_PREVIEW_COUNT;
 
 use self::client::{Client, Failure};
 
@@ -41,7 +46,8 @@ impl Remote {
 #[derive(Debug, Subcommand)]
 pub enum CronCommand {
     /// The next fire times of a cron expression (or of an interval,
-    /// `--every-ms`), with daylight-saving and calendar notes.
+    /// `--every-ms`), with daylight-saving and calendar notes. Needs no
+    /// server, but for `--exclude-calendars` (the app's calendars).
     Preview(PreviewArgs),
 }
 
@@ -73,14 +79,15 @@ pub struct PreviewArgs {
     #[arg(long)]
     pub app: Option<String>,
     /// The app's calendars, comma-separated: their times are listed with
-    /// the note `excluded:<calendar>`.
+    /// the note `excluded:<calendar>`. The calendars are read from the
+    /// server (`--server`); the rest of a preview needs none.
     #[arg(long, value_delimiter = ',', requires = "app")]
     pub exclude_calendars: Vec<String>,
     /// IANA time zone.
     #[arg(long, default_value = "UTC")]
     pub tz: String,
-    /// How many fire times.
-    #[arg(long, default_value_t = 10)]
+    /// How many fire times (1 to 1000).
+    #[arg(long, default_value_t = DEFAULT_PREVIEW_COUNT as u32)]
     pub count: u32,
     /// Start from this time (RFC 3339 or Unix ms); default now.
     #[arg(long)]
@@ -111,12 +118,31 @@ impl PreviewArgs {
     }
 }
 
-/// Runs `xtimer cron ...`; returns the exit code.
+/// Runs `xtimer cron ...`; returns the exit code. A preview is worked out
+/// here, with no server; one with `--exclude-calendars` asks the server's
+/// `previewCron`, which has the app's calendars.
 pub async fn cron(remote: &Remote, command: CronCommand) -> u8 {
     let CronCommand::Preview(args) = command;
     let run = async {
-        let query = args.query();
-        let result = remote.client()?.call(Method::GET, "previewCron", &query, None).await?;
+        let result = if preview::is_local(&args) {
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            let preview = preview::compute(&args, now_ms)
+                .map_err(|err| Failure { msg: err.to_string(), code: client::exit_code(err.status()) })?;
+            serde_json::to_value(preview).expect("a preview serializes")
+        } else {
+            let query = args.query();
+            remote.client()?.call(Method::GET, "previewCron", &query, None).await.map_err(|f| match f.code {
+                client::exit::UNREACHABLE => Failure {
+                    msg: format!(
+                        "{}; --exclude-calendars reads the app's calendars from a running server (--server), \
+                         a preview without it needs none",
+                        f.msg
+                    ),
+                    code: f.code,
+                },
+                _ => f,
+            })?
+        };
         let rows: Vec<Vec<String>> = list_of(&result)
             .iter()
             .map(|f| vec![text(&f["runTime"]), text(&f["runTimer"]), text(&f["note"])])

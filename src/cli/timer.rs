@@ -19,13 +19,14 @@ pub const IMPORT_BATCH: usize = 1000;
 pub enum TimerCommand {
     /// Create a timer from flags, or every timer of a JSON file (`--file`).
     Create(CreateArgs),
-    /// List an app's timers.
+    /// List an app's timers, a page at a time (`--page`, `--page-size`).
     List {
         #[arg(long)]
         app: String,
         /// Page, from 1.
         #[arg(long, default_value_t = 1)]
         page: u32,
+        /// Timers per page, 1 to 500.
         #[arg(long, default_value_t = 50)]
         page_size: u32,
     },
@@ -176,7 +177,12 @@ async fn execute(client: &Client, command: TimerCommand) -> Result<(Value, Strin
             let result = client.call(Method::GET, "getAppTimers", &query, None).await?;
             let rows: Vec<Vec<String>> = list_of(&result).iter().map(timer_row).collect();
             let mut out = table::render(&["ID", "NAME", "STATUS", "SCHEDULE", "TIMEZONE", "NEXT FIRE"], &rows);
-            out.push_str(&format!("{} of {} timers\n", rows.len(), text(&result["total"])));
+            out.push_str(&format!(
+                "{} of {} timers{}\n",
+                rows.len(),
+                text(&result["total"]),
+                paging(&result, page, page_size)
+            ));
             Ok((result, out))
         }
         TimerCommand::Get(r) => {
@@ -284,17 +290,25 @@ async fn create(client: &Client, args: CreateArgs) -> Result<(Value, String), Fa
     };
     let progress = crate::progress::bar("timers", timers.len() as u64);
     let mut ids = Vec::with_capacity(timers.len());
+    let batches = timers.len().div_ceil(IMPORT_BATCH);
     for (n, batch) in timers.chunks(IMPORT_BATCH).enumerate() {
         let body = json!({ "timers": batch });
-        let result = client.call(Method::POST, "createTimers", &[], Some(&body)).await.map_err(|f| Failure {
-            msg: format!(
-                "{} (batch {}: timers {}..{}; the batches before it were created)",
-                f.msg,
-                n + 1,
-                n * IMPORT_BATCH,
-                n * IMPORT_BATCH + batch.len()
-            ),
-            code: f.code,
+        let first = n * IMPORT_BATCH;
+        let result = client.call(Method::POST, "createTimers", &[], Some(&body)).await.map_err(|f| {
+            progress.finish_and_clear();
+            let created = match first {
+                0 => "none was created".to_owned(),
+                done => format!("the {done} before it were created"),
+            };
+            Failure {
+                msg: format!(
+                    "{} (batch {} of {batches}: the file's timers[{first}] to timers[{}], refused whole; {created})",
+                    in_file(&f.msg, first),
+                    n + 1,
+                    first + batch.len() - 1,
+                ),
+                code: f.code,
+            }
         })?;
         ids.extend(result["ids"].as_array().cloned().unwrap_or_default());
         progress.inc(batch.len() as u64);
@@ -302,6 +316,44 @@ async fn create(client: &Client, args: CreateArgs) -> Result<(Value, String), Fa
     progress.finish_and_clear();
     let out = format!("created {} timers\n", ids.len());
     Ok((json!({ "ids": ids }), out))
+}
+
+/// `msg` of a batch whose first timer is the file's `first`-th, each
+/// `timers[i]` in it (the server's index within the batch) renumbered as
+/// the file's: `timers[first + i]`.
+fn in_file(msg: &str, first: usize) -> String {
+    const ITEM: &str = "timers[";
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find(ITEM) {
+        let (before, after) = rest.split_at(at + ITEM.len());
+        out.push_str(before);
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        match after[..digits].parse::<usize>() {
+            Ok(i) if after[digits..].starts_with(']') => out.push_str(&(first + i).to_string()),
+            _ => out.push_str(&after[..digits]),
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// After `N of TOTAL timers`: where this page is, and the flag for the
+/// next one when there are more.
+fn paging(result: &Value, page: u32, page_size: u32) -> String {
+    let (Some(total), true) = (result["total"].as_u64(), page_size > 0) else { return String::new() };
+    let pages = total.div_ceil(u64::from(page_size)).max(1);
+    let page = u64::from(page);
+    if page < pages {
+        format!(" (page {page} of {pages}; the next: --page {})", page + 1)
+    } else if page > pages {
+        format!(" (page {page} is past the last, {pages})")
+    } else if pages > 1 {
+        format!(" (page {page} of {pages}, the last)")
+    } else {
+        String::new()
+    }
 }
 
 fn read_json(path: &PathBuf) -> Result<Value, Failure> {
@@ -383,4 +435,32 @@ fn run_time(ms: &Value) -> String {
         .and_then(chrono::DateTime::from_timestamp_millis)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_else(|| text(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{in_file, paging};
+
+    #[test]
+    fn batch_items_are_renumbered_as_the_files() {
+        assert_eq!(
+            in_file("timers[200].cron `61 * * * *` is invalid; timers[7]: missing field `name`", 1000),
+            "timers[1200].cron `61 * * * *` is invalid; timers[1007]: missing field `name`"
+        );
+        assert_eq!(in_file("timers[x] timers[] timers[3", 1000), "timers[x] timers[] timers[3");
+        assert_eq!(in_file("a timer named `t0` already exists", 2000), "a timer named `t0` already exists");
+    }
+
+    #[test]
+    fn a_page_says_where_it_is_and_how_to_get_the_next() {
+        let total = |n: u64| json!({ "total": n });
+        assert_eq!(paging(&total(120), 1, 50), " (page 1 of 3; the next: --page 2)");
+        assert_eq!(paging(&total(120), 3, 50), " (page 3 of 3, the last)");
+        assert_eq!(paging(&total(120), 4, 50), " (page 4 is past the last, 3)");
+        assert_eq!(paging(&total(50), 1, 50), "");
+        assert_eq!(paging(&total(0), 1, 50), "");
+        assert_eq!(paging(&json!({}), 1, 50), "");
+    }
 }

@@ -11,6 +11,7 @@
 //!   per repository, each implemented once on [`Database`] (`notify`: the
 //!   notifications fires owe, [`NotifyRepo`]).
 //! - `calendars`: the apps' calendars of excluded days ([`CalendarRepo`]).
+//! - `apps`: what is kept per app, its pause and its counts ([`AppRepo`]).
 //! - [`partition`]: PostgreSQL's daily partitions of `t_timer_task`, made
 //!   ahead and dropped whole once expired.
 //! - `placement`: spread fires' send times, chosen once, and the planned load per second.
@@ -29,6 +30,7 @@
 //! - [`backup`]: an online copy of a SQLite database (`VACUUM INTO`).
 //! - [`error`]: this crate's error type.
 
+mod apps;
 pub mod auth;
 pub mod backup;
 mod calendars;
@@ -56,6 +58,7 @@ pub mod usage;
 
 use std::sync::Arc;
 
+pub use apps::{AppPause, AppRepo, AppSummary};
 pub use auth::AuthRepo;
 pub use calendars::CalendarRepo;
 pub use db::Database;
@@ -64,8 +67,8 @@ pub use lease::ShardLeases;
 pub use lock::{LockStore, MemoryLocks};
 pub use repo::{
     BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo, NotifyRepo, Overdue,
-    OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerRepo,
- TimerQuery,};
+    OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerQuery, TimerRepo,
+};
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;
@@ -85,6 +88,8 @@ pub struct Stores {
     pub auth: Arc<dyn AuthRepo>,
     /// The apps' calendars of excluded days.
     pub calendars: Arc<dyn CalendarRepo>,
+    /// What is kept per app: its pause, its counts.
+    pub apps: Arc<dyn AppRepo>,
     /// The asyncflow task tables.
     pub tasks: TaskStore,
     pub shards: Arc<dyn ShardStore>,
@@ -146,6 +151,7 @@ impl Stores {
             nodes: db.clone(),
             notifications: db.clone(),
             calendars: db.clone(),
+            apps: db.clone(),
             auth: db,
             tasks: TaskStore::new(database.clone()),
             shards,

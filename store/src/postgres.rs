@@ -38,7 +38,11 @@ pub async fn connect(config: &DatabaseConfig, schema: Option<&str>) -> Result<Da
         options = options.options([("search_path", startup_escape(&quote_ident(schema)))]);
     }
 
-    let mut conn = connect_one(&options, &config.url).await?;
+    // The migration's connection hears warnings, not notices: each start
+    // would log sqlx's `CREATE TABLE IF NOT EXISTS _sqlx_migrations` answer,
+    // NOTICE "relation \"_sqlx_migrations\" already exists, skipping".
+    let quiet = options.clone().options([("client_min_messages", "warning")]);
+    let mut conn = connect_one(&quiet, &config.url).await?;
     if let Some(schema) = schema {
         create_schema(&mut conn, schema).await?;
     }

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
-use xtimer_core::node::NodeInfo;
 use xtimer_core::labels::Selector;
+use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::usage::{Quota, Refusal};

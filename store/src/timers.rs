@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use async_trait::async_trait;
 use const_format::formatcp;
 use sqlx::{MySql, QueryBuilder, Row, Sqlite};
-use xtimer_core::load::Load;
 use xtimer_core::labels::{Labels, Requirement};
+use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::{on_db, Dialect};
@@ -597,12 +597,12 @@ impl Search {
                 .to_lowercase()
                 .chars()
                 .flat_map(|c| match c {
-                    '%' | '_' | '\\' => vec!['\\', c],
+                    '%' | '_' | '!' => vec!['!', c],
                     c => vec![c],
                 })
                 .collect();
             let pattern = search.bind(format!("%{escaped}%"));
-            search.sql.push_str(&format!(" AND LOWER(name) LIKE {pattern} ESCAPE '\\'"));
+            search.sql.push_str(&format!(" AND LOWER(name) LIKE {pattern} ESCAPE '!'"));
         }
         if let Some(ids) = &query.ids {
             let list: Vec<String> = ids.iter().map(i64::to_string).collect();
@@ -617,9 +617,8 @@ impl Search {
                 Requirement::Absent(key) => (true, key, None),
             };
             let key = search.bind(key.clone());
-            let mut label = format!(
-                "EXISTS (SELECT 1 FROM t_timer_label l WHERE l.timer_id = t_timer.timer_id AND l.lkey = {key}"
-            );
+            let mut label =
+                format!("EXISTS (SELECT 1 FROM t_timer_label l WHERE l.timer_id = t_timer.timer_id AND l.lkey = {key}");
             if let Some(values) = values {
                 let values: Vec<String> = values.iter().map(|v| search.bind(v.clone())).collect();
                 label.push_str(&format!(" AND l.lvalue IN ({})", values.join(", ")));

@@ -12,6 +12,7 @@ mod lifecycle;
 mod logging;
 mod metrics;
 mod nodes;
+mod operating_many;
 mod operations;
 mod race;
 mod receiver_contract;

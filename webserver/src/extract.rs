@@ -6,7 +6,11 @@
 //!
 //! axum's `Json` and `Query` deserialize through `serde_path_to_error`, so
 //! their messages already start with the path of the field at fault
-//! (`notifyHTTPParam.url: invalid type: ...`); we keep that text.
+//! (`notifyHTTPParam.url: invalid type: ...`); we keep that text, but for
+//! a missing field, which serde names after the object that lacks it
+//! (`notifyHTTPParam: missing field `url` at line 1 column 40`): that one
+//! is said as every other field's problem is, `notifyHTTPParam.url: is
+//! required`.
 
 use std::error::Error as StdError;
 
@@ -159,13 +163,39 @@ fn parse_query<T: DeserializeOwned>(uri: &Uri) -> Result<T, ApiError> {
 /// Maps a `Json` rejection to a 400 (413 when the body is over `limit`).
 pub fn json_rejection(rejection: JsonRejection, limit: BodyLimit) -> ApiError {
     match rejection {
-        JsonRejection::JsonDataError(err) => ApiError::Invalid(in_words(&inner_text(&err))),
+        JsonRejection::JsonDataError(err) => ApiError::Invalid(in_words(&missing_in_words(&inner_text(&err)))),
         JsonRejection::JsonSyntaxError(err) => {
             ApiError::Invalid(format!("request body is not valid JSON: {}", inner_text(&err)))
         }
         JsonRejection::MissingJsonContentType(_) => ApiError::Invalid(NOT_JSON_MSG.into()),
         JsonRejection::BytesRejection(err) => bytes_rejection(err, limit),
         other => ApiError::Invalid(other.body_text()),
+    }
+}
+
+/// serde's missing field, after the path of the object that lacks it and
+/// before serde_json's position (`notifyHTTPParam: missing field `url` at
+/// line 1 column 40`), said as the API says a field's problem: the field's
+/// path, then what to do (`notifyHTTPParam.url: is required`). Any other
+/// message is kept.
+pub fn missing_in_words(message: &str) -> String {
+    const MISSING: &str = "missing field `";
+    let Some(at) = message.find(MISSING) else { return message.to_owned() };
+    let parent = match &message[..at] {
+        "" => "",
+        path => match path.strip_suffix(": ") {
+            Some(parent) => parent,
+            None => return message.to_owned(),
+        },
+    };
+    let rest = &message[at + MISSING.len()..];
+    let Some((field, after)) = rest.split_once('`') else { return message.to_owned() };
+    if !(after.is_empty() || after.starts_with(" at line ")) {
+        return message.to_owned();
+    }
+    match parent {
+        "" => format!("{field}: is required"),
+        parent => format!("{parent}.{field}: is required"),
     }
 }
 
@@ -199,7 +229,7 @@ fn in_words(message: &str) -> String {
 pub fn query_rejection(rejection: QueryRejection) -> ApiError {
     match rejection {
         QueryRejection::FailedToDeserializeQueryString(err) => {
-            ApiError::Invalid(format!("query string: {}", in_words(&inner_text(&err))))
+            ApiError::Invalid(format!("query string: {}", in_words(&missing_in_words(&inner_text(&err)))))
         }
         other => ApiError::Invalid(other.body_text()),
     }
@@ -233,4 +263,23 @@ pub fn body_read_timeout(err: &(dyn StdError + 'static)) -> Option<BodyReadTimeo
 /// The message of a rejection's cause, without axum's generic prefix.
 fn inner_text(err: &dyn StdError) -> String {
     err.source().map_or_else(|| err.to_string(), ToString::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_in_words;
+
+    #[test]
+    fn a_missing_field_is_named_by_its_path_and_said_to_be_required() {
+        assert_eq!(missing_in_words("missing field `name` at line 1 column 84"), "name: is required");
+        assert_eq!(
+            missing_in_words("notifyHTTPParam: missing field `url` at line 1 column 77"),
+            "notifyHTTPParam.url: is required"
+        );
+        assert_eq!(missing_in_words("timers[0]: missing field `app`"), "timers[0].app: is required");
+        assert_eq!(missing_in_words("missing field `id`"), "id: is required");
+        let other = "bogus: unknown field `bogus`, expected one of `app`, `name` at line 1 column 9";
+        assert_eq!(missing_in_words(other), other);
+        assert_eq!(missing_in_words("odd missing field `x` here"), "odd missing field `x` here");
+    }
 }

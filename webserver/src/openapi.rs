@@ -47,8 +47,15 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
     route(
         "GET",
         "getAppTimers",
-        "A page of an app's timers.",
-        &[("app", true, "string"), ("pageIndex", false, "integer"), ("pageSize", false, "integer")],
+        "A page of an app's timers matching a search (name, status, label selector).",
+        &[
+            ("app", true, "string"),
+            ("pageIndex", false, "integer"),
+            ("pageSize", false, "integer"),
+            ("q", false, "string"),
+            ("status", false, "integer"),
+            ("selector", false, "string"),
+        ],
         None,
         "TimerList",
     ),
@@ -132,6 +139,17 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         None,
         "Object",
     ),
+    route("GET", "getApps", "The apps the caller may see, their timers counted, their pauses.", &[], None, "AppList"),
+    route(
+        "POST",
+        "bulkTimers",
+        "Enable, disable, delete or trigger every timer a search matches.",
+        &[],
+        Some("BulkTimers"),
+        "Bulked",
+    ),
+    route("POST", "pauseApp", "Pause an app: its fires due meanwhile are skipped.", &[], Some("PauseApp"), "AppPaused"),
+    route("POST", "resumeApp", "Resume a paused app.", &[], Some("ResumeApp"), "AppPaused"),
 ];
 
 /// The prefixes the timer routes answer under.
@@ -324,6 +342,7 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
             ("retry", "#Retry"),
             ("misfire", "string"),
             ("callbackTimeoutMs", "integer"),
+            ("labels", "object"),
         ],
     ),
     (
@@ -366,11 +385,29 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
             ("nextRunTimer", "integer"),
             ("nextRunTime", "string"),
             ("pauseReason", "string"),
+            ("labels", "object"),
             ("createTime", "string"),
             ("modifyTime", "string"),
         ],
     ),
     ("TimerList", &[("list", "array"), ("total", "integer")]),
+    ("AppList", &[("list", "array")]),
+    (
+        "BulkTimers",
+        &[
+            ("app", "string"),
+            ("action", "string"),
+            ("selector", "string"),
+            ("q", "string"),
+            ("status", "integer"),
+            ("ids", "array"),
+            ("dryRun", "boolean"),
+        ],
+    ),
+    ("Bulked", &[("matched", "integer"), ("changed", "integer"), ("ids", "array")]),
+    ("PauseApp", &[("app", "string"), ("until", "string"), ("reason", "string")]),
+    ("ResumeApp", &[("app", "string")]),
+    ("AppPaused", &[("app", "string"), ("paused", "boolean"), ("pausedUntil", "integer"), ("reason", "string")]),
     (
         "Fire",
         &[

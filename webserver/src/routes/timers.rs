@@ -27,6 +27,7 @@ pub mod batch;
 
 pub mod input;
 pub mod lifecycle;
+pub mod many;
 pub mod preview;
 pub mod view;
 pub mod when;
@@ -36,6 +37,8 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 use xtimer_core::config::ServerConfig;
 use xtimer_service::TimerKey;
+
+use xtimer_service::many::Search;
 
 use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 use self::view::{FireView, List, TimerId, TimerView};
@@ -66,6 +69,10 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/getAppCalendars"), get(when::calendars_list))
         .route(&format!("{prefix}/delCalendar"), delete(when::calendar_delete))
         .route(&format!("{prefix}/getForecast"), get(when::forecast))
+        .route(&format!("{prefix}/getApps"), get(many::apps_list))
+        .route(&format!("{prefix}/bulkTimers"), post(many::timers_bulk))
+        .route(&format!("{prefix}/pauseApp"), post(many::app_pause))
+        .route(&format!("{prefix}/resumeApp"), post(many::app_resume))
 }
 
 /// `POST createTimer`: validates and stores a timer; with `status: 2` it is
@@ -138,7 +145,9 @@ pub async fn timers_get(
     Ok(Envelope(view))
 }
 
-/// `GET getAppTimers`: a page of an app's timers that are not deleted, by id.
+/// `GET getAppTimers`: a page of an app's timers that are not deleted and
+/// match the search (`q` in the name, `status`, a label `selector`), by
+/// id; `total` counts the matches.
 pub async fn timers_list(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -148,7 +157,8 @@ pub async fn timers_list(
     let ApiQuery(q) = q?;
     authorize(&auth, &q.app)?;
     let page = q.validate()?;
-    let (timers, total) = state.service.list(&q.app, page).await?;
+    let search = Search { q: q.q.clone(), status: q.status, selector: q.selector.clone(), ids: None };
+    let (timers, total) = state.service.search(&q.app, &search, page).await?;
     let now = state.clock.now_ms();
     let mut list = Vec::with_capacity(timers.len());
     for timer in &timers {

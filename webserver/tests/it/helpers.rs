@@ -89,7 +89,14 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
         }
         None => (Security::default(), ServiceConfig::default()),
     };
-    let parts = Parts { timers, fires, calendars: stores.calendars.clone(), expander, targets: security.targets(None) };
+    let parts = Parts {
+        timers,
+        fires,
+        calendars: stores.calendars.clone(),
+        apps: stores.apps.clone(),
+        expander,
+        targets: security.targets(None),
+    };
     let service = TimerService::new(&ctx, parts, service_config);
     let state = AppState::new(service, security, config);
     TestApp { router: router(state), clock, repo, _dir: dir }

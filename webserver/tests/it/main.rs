@@ -10,6 +10,7 @@ mod lifecycle;
 mod limits;
 mod lingering_close;
 mod listing;
+mod newcomer;
 mod openapi;
 mod server;
 mod slow_clients;

@@ -43,7 +43,7 @@ async fn every_invalid_create_field_is_a_400_naming_it() {
             Some(json!("3")),
             &["retry.maxAttempts: invalid type: string \"3\", expected a whole number"],
         ),
-        ("/app", None, &["missing field `app`"]),
+        ("/app", None, &["app: is required"]),
         ("/name", Some(json!("")), &["name: must not be empty"]),
         ("/name", Some(json!("é".repeat(257))), &["name: must be at most 256 characters, got 257"]),
         ("/name", Some(json!(null)), &["name: invalid type: null"]),
@@ -60,7 +60,7 @@ async fn every_invalid_create_field_is_a_400_naming_it() {
             Some(json!({"taskType": "jobs"})),
             &["notifyHTTPParam, notifyAsyncflowParam: give one of them, not both"],
         ),
-        ("/notifyHTTPParam/url", None, &["notifyHTTPParam", "missing field `url`"]),
+        ("/notifyHTTPParam/url", None, &["notifyHTTPParam.url: is required"]),
         ("/notifyHTTPParam/url", Some(json!("")), &["notifyHTTPParam.url: must not be empty"]),
         ("/notifyHTTPParam/url", Some(json!("ftp://h/p")), &["notifyHTTPParam.url: must use http or https, got `ftp`"]),
         ("/notifyHTTPParam/url", Some(json!("/relative")), &["notifyHTTPParam.url: `/relative` is not an absolute"]),
@@ -199,12 +199,12 @@ async fn bad_query_strings_are_400s_naming_the_parameter() {
         ("/api/xtimer/getAppTimers?app=a&pageIndex=0".to_owned(), "pageIndex: must be at least 1, got 0"),
         ("/api/xtimer/getAppTimers?app=a&pageIndex=abc".to_owned(), "query string: pageIndex: invalid digit"),
         ("/api/xtimer/getAppTimers?app=a&pageIndex=4611686018427387904&pageSize=500".to_owned(), "pageIndex:"),
-        ("/api/xtimer/getAppTimers".to_owned(), "query string: missing field `app`"),
+        ("/api/xtimer/getAppTimers".to_owned(), "query string: app: is required"),
         ("/api/xtimer/getAppTimers?app=".to_owned(), "app: must not be empty"),
         ("/api/xtimer/getAppTimers?app=a&colour=red".to_owned(), "unknown field `colour`"),
         ("/api/xtimer/getTimer?id=abc&app=a".to_owned(), "query string: id: invalid digit"),
-        ("/api/xtimer/getTimer?app=a".to_owned(), "missing field `id`"),
-        ("/api/xtimer/enableTimer?id=1".to_owned(), "missing field `app`"),
+        ("/api/xtimer/getTimer?app=a".to_owned(), "query string: id: is required"),
+        ("/api/xtimer/enableTimer?id=1".to_owned(), "query string: app: is required"),
         ("/api/xtimer/unableTimer?id=1&app=".to_owned(), "app: must not be empty"),
         (format!("/api/xtimer/getTimerTasks?id={id}&app=a&status=6"), "status: must be 0 (pending)"),
         (format!("/api/xtimer/getTimerTasks?id={id}&app=a&status=-1"), "status: must be 0 (pending)"),
@@ -217,7 +217,7 @@ async fn bad_query_strings_are_400s_naming_the_parameter() {
     }
     // delTimer: no query and no body; a body of the wrong type.
     let reply = app.raw(Method::DELETE, "/api/xtimer/delTimer", None, "").await;
-    assert!(reply.err(StatusCode::BAD_REQUEST).contains("missing field `id`"), "{}", reply.body);
+    assert!(reply.err(StatusCode::BAD_REQUEST).contains("id: is required"), "{}", reply.body);
     let reply = app.raw(Method::DELETE, "/api/xtimer/delTimer", None, r#"{"id": "x", "app": "a"}"#).await;
     assert!(reply.err(StatusCode::BAD_REQUEST).contains("id: invalid type"), "{}", reply.body);
     let reply = app.raw(Method::DELETE, "/api/xtimer/delTimer", None, r#"{"id": 1"#).await;

@@ -71,7 +71,13 @@ fn validate_all(state: &AppState, items: Vec<Value>, now: i64) -> Result<Vec<New
         let item = match serde_json::from_value::<CreateTimer>(value) {
             Ok(item) => item,
             Err(err) => {
-                problems.push(format!("timers[{i}]: {err}"));
+                let said = err.to_string();
+                let worded = crate::extract::missing_in_words(&said);
+                problems.push(if worded == said {
+                    format!("timers[{i}]: {said}")
+                } else {
+                    format!("timers[{i}].{worded}")
+                });
                 continue;
             }
         };

@@ -843,6 +843,15 @@ pub struct AppTimersQuery {
     /// Timers per page, 1..=500; defaults to 20.
     #[serde(default)]
     pub page_size: Option<i64>,
+    /// Only timers whose name contains this, any case.
+    #[serde(default)]
+    pub q: Option<String>,
+    /// Only timers in this status (1, 2 or 4).
+    #[serde(default)]
+    pub status: Option<i64>,
+    /// Only timers whose labels meet this selector.
+    #[serde(default)]
+    pub selector: Option<String>,
 }
 
 /// Query of `getTimerTasks`.

@@ -106,6 +106,9 @@ pub struct TimerView {
     /// This timer's catch-up window, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub misfire_threshold_ms: Option<u64>,
+    /// Its labels (left out when it has none).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// Creation time, RFC 3339.
     pub create_time: String,
     /// Last change, RFC 3339.
@@ -264,6 +267,7 @@ impl From<&Timer> for TimerView {
             spread_ms: t.timing.spread_ms,
             exclude_calendars: t.timing.exclude_calendars.clone(),
             misfire_threshold_ms: t.timing.misfire_threshold_ms,
+            labels: t.labels.clone(),
             create_time: rfc3339(t.create_time),
             modify_time: rfc3339(t.modify_time),
         }

@@ -1,0 +1,150 @@
+//! `xtimer cron preview` without a server: the next fire times worked out
+//! here, by the code the server's `previewCron` runs (the same cron check,
+//! [`parse_cron`], and the same times, [`when::noted_times`] with the run
+//! limit's [`when::last_run`]), so both print the same. Only
+//! `--exclude-calendars` needs a server: the calendars are the app's, kept
+//! in its database.
+
+use chrono::DateTime;
+use xtimer_core::cron::parse_timezone;
+use xtimer_core::timer::{Schedule, Timing};
+use xtimer_core::when::{self, Exclusions, MAX_FIRES_LIMIT, MIN_EVERY_MS};
+use xtimer_webserver::routes::timers::input::parse_cron;
+use xtimer_webserver::routes::timers::preview::{Preview, PreviewFire, MAX_PREVIEW_COUNT};
+use xtimer_webserver::ApiError;
+
+use super::PreviewArgs;
+
+/// Whether `args` can be previewed here: everything but the app's
+/// calendars (`--exclude-calendars`), which only a server has.
+pub fn is_local(args: &PreviewArgs) -> bool {
+    args.exclude_calendars.iter().all(|c| c.trim().is_empty())
+}
+
+/// The preview `previewCron` answers for `args` (without calendars) when
+/// its clock reads `now_ms`, or the same 400.
+pub fn compute(args: &PreviewArgs, now_ms: i64) -> Result<Preview, ApiError> {
+    let count = i64::from(args.count);
+    if !(1..=MAX_PREVIEW_COUNT).contains(&count) {
+        return Err(ApiError::invalid("count", format!("must be 1 to {MAX_PREVIEW_COUNT}, got {count}")));
+    }
+    let from_ms = match args.from.as_deref() {
+        None => now_ms,
+        Some(text) => parse_instant("from", text)?,
+    };
+    let instant = |field: &str, text: &Option<String>| text.as_deref().map(|t| parse_instant(field, t)).transpose();
+    let timing = Timing {
+        start_at: instant("startAt", &args.start_at)?,
+        end_at: instant("endAt", &args.end_at)?,
+        max_fires: match args.max_fires {
+            Some(n) if !(1..=MAX_FIRES_LIMIT as i64).contains(&n) => {
+                return Err(ApiError::invalid("maxFires", format!("must be 1 to {MAX_FIRES_LIMIT}, got {n}")))
+            }
+            n => n.map(|n| n as u64),
+        },
+        ..Timing::default()
+    };
+    let zone = args.tz.as_str();
+    let tz = parse_timezone(zone).map_err(|err| ApiError::invalid("timezone", err))?;
+    let (schedule, cron) = match (&args.expr, args.every_ms) {
+        (Some(expr), None) => {
+            let cron = parse_cron(expr, Some(zone), from_ms)?;
+            (Schedule::Cron { expr: expr.clone(), timezone: zone.to_owned() }, Some(cron))
+        }
+        (None, Some(every_ms)) if every_ms >= MIN_EVERY_MS => {
+            let anchor_ms = instant("anchorAt", &args.anchor_at)?.or(timing.start_at).unwrap_or(from_ms);
+            (Schedule::Every { every_ms, anchor_ms, timezone: zone.to_owned() }, None)
+        }
+        (None, Some(every_ms)) => {
+            return Err(ApiError::invalid("everyMs", format!("must be at least {MIN_EVERY_MS} ms, got {every_ms}")))
+        }
+        _ => return Err(ApiError::invalid("cron, everyMs", "give exactly one of them")),
+    };
+    // As `TimerService::preview` with no calendars: the run limit counted
+    // from the first time asked for, then the times it leaves.
+    let from_ms = from_ms + 1;
+    let exclusions = Exclusions::none();
+    let mut timing = timing;
+    timing.last_run = when::last_run(&schedule, &timing, &exclusions, from_ms);
+    let times = when::noted_times(&schedule, &timing, &exclusions, from_ms, i64::MAX, count as usize, true);
+    let list = times
+        .into_iter()
+        .map(|t| {
+            let at = DateTime::from_timestamp_millis(t.run_ms).unwrap_or_default();
+            let note = match (&t.excluded_by, &cron) {
+                (Some(name), _) => Some(format!("excluded:{name}")),
+                (None, Some(cron)) => cron.note(at).map(|n| n.as_str().to_owned()),
+                (None, None) => None,
+            };
+            PreviewFire { run_timer: t.run_ms, run_time: at.with_timezone(&tz).to_rfc3339(), note }
+        })
+        .collect();
+    Ok(Preview { list })
+}
+
+/// An instant given as Unix ms (digits) or RFC 3339 with an offset; the
+/// 400 `previewCron` answers, naming `field`, otherwise.
+fn parse_instant(field: &str, text: &str) -> Result<i64, ApiError> {
+    let parsed = match text.parse::<i64>() {
+        Ok(ms) => DateTime::from_timestamp_millis(ms).map(|t| t.timestamp_millis()),
+        Err(_) => DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis()),
+    };
+    parsed.ok_or_else(|| {
+        ApiError::invalid(
+            field,
+            format!("`{text}` is neither Unix milliseconds nor an RFC 3339 time such as `2026-12-01T09:00:00Z`"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        preview: PreviewArgs,
+    }
+
+    fn args(line: &[&str]) -> PreviewArgs {
+        Cli::try_parse_from([&["preview"], line].concat()).expect("a valid command line").preview
+    }
+
+    #[test]
+    fn a_spring_forward_gap_is_noted() {
+        // Europe/Berlin skips 02:00-03:00 on 2030-03-31: 02:30 fires at 03:00 CEST, the end of the gap.
+        let preview = compute(
+            &args(&["0 30 2 * * ?", "--tz", "Europe/Berlin", "--from", "2030-03-29T12:00:00Z", "--count", "3"]),
+            0,
+        )
+        .unwrap();
+        let seen: Vec<(&str, Option<&str>)> =
+            preview.list.iter().map(|f| (f.run_time.as_str(), f.note.as_deref())).collect();
+        assert_eq!(
+            seen,
+            [
+                ("2030-03-30T02:30:00+01:00", None),
+                ("2030-03-31T03:00:00+02:00", Some("gap")),
+                ("2030-04-01T02:30:00+02:00", None)
+            ]
+        );
+    }
+
+    #[test]
+    fn now_is_the_default_start_and_errors_name_the_field() {
+        let now = 1_893_456_000_000; // 2030-01-01T00:00:00Z
+        let preview = compute(&args(&["0 0 9 * * ?", "--count", "1"]), now).unwrap();
+        assert_eq!(preview.list[0].run_timer, now + 9 * 3_600_000);
+        let err = |line: &[&str]| compute(&args(line), now).unwrap_err().to_string();
+        assert_eq!(err(&["--every-ms", "999"]), "everyMs: must be at least 1000 ms, got 999");
+        assert!(err(&["0 9 * * *", "--tz", "Mars/Olympus"]).starts_with("timezone: "));
+        assert!(err(&["61 * * * *"]).contains("cron"));
+        assert!(err(&["0 9 * * *", "--from", "soon"]).starts_with("from: `soon` is neither"));
+        assert_eq!(err(&["0 9 * * *", "--count", "0"]), "count: must be 1 to 1000, got 0");
+        assert!(!is_local(&args(&["0 9 * * *", "--app", "a", "--exclude-calendars", "holidays"])));
+        assert!(is_local(&args(&["0 9 * * *", "--app", "a"])));
+    }
+}

@@ -1,0 +1,202 @@
+//! Operating many timers (API 1f): `getApps`, `bulkTimers`, `pauseApp`,
+//! `resumeApp`; the search of `getAppTimers` is in [`super::timers_list`].
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use xtimer_core::clock::rfc3339;
+use xtimer_service::many::{AppView, BulkAction, BulkOutcome, Search};
+
+use super::preview::parse_instant;
+use crate::auth::{authorize, AuthContext};
+use crate::extract::ApiJson;
+use crate::{ApiError, AppState, Envelope};
+
+/// One app as `getApps` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppEntry {
+    /// The app.
+    pub app: String,
+    /// Its timers that are not deleted.
+    pub timers: u64,
+    /// Those enabled.
+    pub enabled: u64,
+    /// Whether it is paused now (`pauseApp`).
+    pub paused: bool,
+    /// When it resumes by itself, Unix ms; null: at `resumeApp`, or not paused.
+    pub paused_until: Option<i64>,
+    /// Why it is paused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause_reason: Option<String>,
+}
+
+impl From<AppView> for AppEntry {
+    fn from(view: AppView) -> Self {
+        Self {
+            app: view.summary.app,
+            timers: view.summary.timers,
+            enabled: view.summary.enabled,
+            paused: view.pause.is_some(),
+            paused_until: view.pause.as_ref().and_then(|p| p.until_ms),
+            pause_reason: view.pause.map(|p| p.reason),
+        }
+    }
+}
+
+/// `{"list": [...]}`: the reply of `getApps`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AppList {
+    /// The apps, by name.
+    pub list: Vec<AppEntry>,
+}
+
+/// `GET getApps`: the apps the caller may see, with their timers counted
+/// and their pauses: an app's token sees its app, the admin (or anyone
+/// with auth off) every app.
+pub async fn apps_list(State(state): State<AppState>, auth: AuthContext) -> Result<Envelope<AppList>, ApiError> {
+    auth.require_token()?;
+    let apps = state.service.apps(auth.app()).await?;
+    Ok(Envelope(AppList { list: apps.into_iter().map(AppEntry::from).collect() }))
+}
+
+/// Body of `bulkTimers`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BulkTimers {
+    /// The app whose timers to act on.
+    pub app: String,
+    /// `enable`, `disable`, `delete` or `trigger`.
+    pub action: String,
+    /// A label selector.
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// Name contains.
+    #[serde(default)]
+    pub q: Option<String>,
+    /// Status 1, 2 or 4.
+    #[serde(default)]
+    pub status: Option<i64>,
+    /// These timers.
+    #[serde(default)]
+    pub ids: Option<Vec<i64>>,
+    /// Count only.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+/// The reply of `bulkTimers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bulked {
+    /// Timers matched.
+    pub matched: u64,
+    /// Timers changed (0 on a dry run).
+    pub changed: u64,
+    /// The matched ids (the first 10,000).
+    pub ids: Vec<i64>,
+}
+
+impl From<BulkOutcome> for Bulked {
+    fn from(o: BulkOutcome) -> Self {
+        Self { matched: o.matched, changed: o.changed, ids: o.ids }
+    }
+}
+
+/// `POST bulkTimers`: enable, disable, delete or trigger every timer of
+/// the app that the selector, `q`, `status` or `ids` match, each as the
+/// single call would; a second run changes nothing more.
+pub async fn timers_bulk(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    input: Result<ApiJson<BulkTimers>, ApiError>,
+) -> Result<Envelope<Bulked>, ApiError> {
+    auth.require_token()?;
+    let ApiJson(input) = input?;
+    authorize(&auth, &input.app)?;
+    let action = BulkAction::parse(&input.action).ok_or_else(|| {
+        ApiError::invalid("action", format!("must be enable, disable, delete or trigger, got `{}`", input.action))
+    })?;
+    let search = Search { q: input.q, status: input.status, selector: input.selector, ids: input.ids };
+    let outcome = state.service.bulk(&input.app, action, &search, input.dry_run.unwrap_or(false)).await?;
+    Ok(Envelope(outcome.into()))
+}
+
+/// Body of `pauseApp`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PauseApp {
+    /// The app.
+    pub app: String,
+    /// When it resumes by itself (RFC 3339 or Unix ms); absent: at `resumeApp`.
+    #[serde(default)]
+    pub until: Option<Value>,
+    /// Why (shown in the fires' output).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The reply of `pauseApp` and `resumeApp`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppPaused {
+    /// The app.
+    pub app: String,
+    /// Whether it is paused now.
+    pub paused: bool,
+    /// When it resumes by itself, Unix ms.
+    pub paused_until: Option<i64>,
+    /// The same, RFC 3339.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_until_time: Option<String>,
+    /// Why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `POST pauseApp`: every fire of the app due while it is paused is
+/// recorded skipped (`app paused: <reason>`) and not sent; at `until` it
+/// resumes by itself.
+pub async fn app_pause(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    input: Result<ApiJson<PauseApp>, ApiError>,
+) -> Result<Envelope<AppPaused>, ApiError> {
+    auth.require_token()?;
+    let ApiJson(input) = input?;
+    authorize(&auth, &input.app)?;
+    let until = match &input.until {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(parse_instant("until", text)?),
+        Some(Value::Number(n)) => Some(parse_instant("until", &n.to_string())?),
+        Some(_) => return Err(ApiError::invalid("until", "must be an RFC 3339 time string or Unix milliseconds")),
+    };
+    let pause = state.service.pause_app(&input.app, until, input.reason).await?;
+    Ok(Envelope(AppPaused {
+        app: pause.app,
+        paused: true,
+        paused_until: pause.until_ms,
+        paused_until_time: pause.until_ms.map(rfc3339),
+        reason: Some(pause.reason),
+    }))
+}
+
+/// Body of `resumeApp`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeApp {
+    /// The app.
+    pub app: String,
+}
+
+/// `POST resumeApp`: the app's fires go out again from now on.
+pub async fn app_resume(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    input: Result<ApiJson<ResumeApp>, ApiError>,
+) -> Result<Envelope<AppPaused>, ApiError> {
+    auth.require_token()?;
+    let ApiJson(input) = input?;
+    authorize(&auth, &input.app)?;
+    state.service.resume_app(&input.app).await?;
+    Ok(Envelope(AppPaused { app: input.app, paused: false, paused_until: None, paused_until_time: None, reason: None }))
+}
