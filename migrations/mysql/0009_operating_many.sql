@@ -19,3 +19,16 @@ CREATE TABLE IF NOT EXISTS t_app_pause (
     reason    TEXT         NOT NULL,
     paused_at BIGINT       NOT NULL
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+-- Every change to a timer (`getTimerHistory`): who did what, the changed
+-- fields' old and new values as JSON (`{"status": [2, 1]}`).
+CREATE TABLE IF NOT EXISTS t_timer_history (
+    history_id BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    timer_id   BIGINT       NOT NULL,
+    app        VARCHAR(128) NOT NULL,
+    at_ms      BIGINT       NOT NULL,
+    action     VARCHAR(32)  NOT NULL,
+    by_who     VARCHAR(160) NOT NULL,
+    changes    MEDIUMTEXT   NOT NULL,
+    KEY idx_timer_history_timer (timer_id, history_id),
+    KEY idx_timer_history_at (at_ms)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

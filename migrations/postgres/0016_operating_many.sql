@@ -19,3 +19,16 @@ CREATE TABLE IF NOT EXISTS t_app_pause (
     reason    TEXT         NOT NULL,
     paused_at BIGINT       NOT NULL
 );
+-- Every change to a timer (`getTimerHistory`): who did what, the changed
+-- fields' old and new values as JSON (`{"status": [2, 1]}`).
+CREATE TABLE IF NOT EXISTS t_timer_history (
+    history_id BIGSERIAL    PRIMARY KEY,
+    timer_id   BIGINT       NOT NULL,
+    app        VARCHAR(128) NOT NULL,
+    at_ms      BIGINT       NOT NULL,
+    action     VARCHAR(32)  NOT NULL,
+    by_who     VARCHAR(160) NOT NULL,
+    changes    TEXT         NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_timer_history_timer ON t_timer_history (timer_id, history_id);
+CREATE INDEX IF NOT EXISTS idx_timer_history_at ON t_timer_history (at_ms);

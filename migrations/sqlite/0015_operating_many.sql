@@ -19,3 +19,16 @@ CREATE TABLE IF NOT EXISTS t_app_pause (
     reason    TEXT    NOT NULL,
     paused_at INTEGER NOT NULL
 );
+-- Every change to a timer (`getTimerHistory`): who did what, the changed
+-- fields' old and new values as JSON (`{"status": [2, 1]}`).
+CREATE TABLE IF NOT EXISTS t_timer_history (
+    history_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    timer_id   INTEGER NOT NULL,
+    app        TEXT    NOT NULL,
+    at_ms      INTEGER NOT NULL,
+    action     TEXT    NOT NULL,
+    by_who     TEXT    NOT NULL,
+    changes    TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_timer_history_timer ON t_timer_history (timer_id, history_id);
+CREATE INDEX IF NOT EXISTS idx_timer_history_at ON t_timer_history (at_ms);

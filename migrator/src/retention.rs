@@ -118,6 +118,8 @@ impl Retention {
             }
             tokio::time::sleep(BATCH_PAUSE).await;
         }
+        // A deleted timer's history goes with its fire records.
+        self.timers.forget_history(before).await?;
         // Spread fires' placements go with the records of their time: a
         // scheduled time that old is never planned again.
         while !shutdown.is_cancelled() {

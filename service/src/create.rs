@@ -24,7 +24,8 @@ use xtimer_store::Refusal;
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL, ON_FAILURE_URL};
 use crate::error::{Result, ServiceError};
-use crate::TimerService;
+use crate::history::Changes;
+use crate::{Actor, TimerService};
 
 /// Most creates written in one transaction.
 const MAX_GROUP: usize = 512;
@@ -34,7 +35,7 @@ impl TimerService {
     /// a task, its type's owner); an enabled one is expanded into its fires
     /// before the answer, so a timer due in a moment fires on time. Its
     /// stored form, or why not.
-    pub async fn create(&self, mut timer: NewTimer) -> Result<Timer> {
+    pub async fn create(&self, mut timer: NewTimer, by: &Actor) -> Result<Timer> {
         self.settle_timing(&mut timer, self.0.clock.now_ms(), None).await?;
         let targets = &self.0.targets;
         match &timer.notify {
@@ -44,14 +45,16 @@ impl TimerService {
         if let Some(notify) = &timer.on_failure {
             check_callback(targets, ON_FAILURE_URL, &notify.url).await?;
         }
-        self.0.creates.create(self, timer).await
+        let timer = self.0.creates.create(self, timer).await?;
+        self.note(timer.id, &timer.app, "create", by, Changes::new()).await;
+        Ok(timer)
     }
 
     /// Stores `timers` in one transaction, all or none, and expands the
     /// enabled ones together; their ids in order. A refused item is named
     /// by its index (`timers[3].cron`). Each distinct callback URL and
     /// (app, task type) is checked once, naming the first item using it.
-    pub async fn create_timers(&self, timers: &[NewTimer]) -> Result<Vec<i64>> {
+    pub async fn create_timers(&self, timers: &[NewTimer], by: &Actor) -> Result<Vec<i64>> {
         let now = self.0.clock.now_ms();
         let settled: Cow<[NewTimer]> = if timers.iter().all(|t| t.timing.is_plain()) {
             Cow::Borrowed(timers)
@@ -88,6 +91,8 @@ impl TimerService {
             }
             return Err(err.into());
         }
+        let created: Vec<(i64, &str)> = ids.iter().zip(timers).map(|(id, t)| (*id, t.app.as_str())).collect();
+        self.note_all(&created, "create", by, Changes::new()).await;
         Ok(ids)
     }
 

@@ -18,6 +18,8 @@
 //! - `steering` implements [`xtimer_core::steering::Steering`] for the
 //!   executor: what a receiver's answer asks of its timer (a one-shot's
 //!   next run, a pause), carried out as any other change.
+//! - [`history`] holds [`Actor`] and the change history every use case
+//!   that changes a timer notes (`getTimerHistory`).
 //! - [`many`] holds what operates many timers: `search`, `bulk`, `apps`,
 //!   `pause_app` and `resume_app` (API 1f).
 //! - [`checks`] holds [`Targets`] (callback target policy and task types, given
@@ -30,6 +32,7 @@
 pub mod checks;
 pub mod create;
 pub mod error;
+pub mod history;
 pub mod lifecycle;
 pub mod many;
 mod steering;
@@ -47,6 +50,7 @@ use xtimer_store::{AppRepo, CalendarRepo, FireRepo, FireWindow, Quota, TimerRepo
 
 pub use checks::{OpenTargets, Targets, TaskTypeError, MAX_APP_CHARS};
 pub use error::{Result, ServiceError};
+pub use history::Actor;
 pub use lifecycle::Backfill;
 pub use when::Forecast;
 
@@ -117,12 +121,14 @@ pub struct TimerKey {
     /// another app's timer is then [`ServiceError::Forbidden`] rather than
     /// [`ServiceError::NotFound`].
     pub proven: bool,
+    /// Who asks: the timer's history names them.
+    pub by: Actor,
 }
 
 impl TimerKey {
     /// The one error of a timer that is unknown, deleted or (not proven)
     /// another app's.
-    fn not_found(&self) -> ServiceError {
+    pub(crate) fn not_found(&self) -> ServiceError {
         ServiceError::NotFound { id: self.id, app: self.app.clone() }
     }
 }

@@ -6,6 +6,7 @@ use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL, ON_FAILURE_URL};
 use crate::error::{Result, ServiceError};
+use crate::history::{diff, status_change, Changes};
 use crate::{TimerKey, TimerService};
 
 /// What `backfill` is asked for.
@@ -26,7 +27,13 @@ impl TimerService {
     /// expands it into its fires before the answer; enabling an enabled
     /// timer is a no-op that succeeds. The timer as it is now.
     pub async fn enable(&self, key: &TimerKey) -> Result<Timer> {
+        self.enable_as(key, "enable").await
+    }
+
+    /// [`Self::enable`], noted in the history as `action`.
+    pub(crate) async fn enable_as(&self, key: &TimerKey, action: &str) -> Result<Timer> {
         let mut timer = self.get(key).await?;
+        let was = timer.status;
         let now = self.0.clock.now_ms();
         match self.0.timers.set_status_within(key.id, TimerStatus::Enabled, now, &self.quota()).await {
             Ok(true) => {}
@@ -42,31 +49,36 @@ impl TimerService {
         timer.modify_time = now;
         timer.pause_reason = None;
         self.0.expander.expand_timer(&timer).await?;
+        if was != TimerStatus::Enabled {
+            self.note(timer.id, &timer.app, action, &key.by, status_change(was, TimerStatus::Enabled)).await;
+        }
         Ok(timer)
     }
 
     /// Disables the timer `key` names. Its pending fires are skipped, not
     /// fired, when their time comes.
     pub async fn disable(&self, key: &TimerKey) -> Result<()> {
-        self.get(key).await?;
-        self.set_status(key, TimerStatus::Disabled).await
+        self.set_status(key, TimerStatus::Disabled, "disable").await
     }
 
     /// Deletes the timer `key` names; its name is free again, and from then
     /// on it is [`ServiceError::NotFound`] everywhere (a second delete too).
     pub async fn delete(&self, key: &TimerKey) -> Result<()> {
-        self.get(key).await?;
-        self.set_status(key, TimerStatus::Deleted).await
+        self.set_status(key, TimerStatus::Deleted, "delete").await
     }
 
-    /// Sets the status of a timer [`Self::get`] found; not found if it was
-    /// deleted in between (the store refuses to change a deleted timer).
-    async fn set_status(&self, key: &TimerKey, status: TimerStatus) -> Result<()> {
-        if self.0.timers.set_timer_status(key.id, status, self.0.clock.now_ms()).await? {
-            Ok(())
-        } else {
-            Err(key.not_found())
+    /// Sets the status of the timer [`Self::get`] finds, noting it as
+    /// `action` when it changes; not found if it was deleted in between
+    /// (the store refuses to change a deleted timer).
+    pub(crate) async fn set_status(&self, key: &TimerKey, status: TimerStatus, action: &str) -> Result<()> {
+        let was = self.get(key).await?.status;
+        if !self.0.timers.set_timer_status(key.id, status, self.0.clock.now_ms()).await? {
+            return Err(key.not_found());
         }
+        if was != status {
+            self.note(key.id, &key.app, action, &key.by, status_change(was, status)).await;
+        }
+        Ok(())
     }
 
     /// Replaces the definition of the timer `key` names by what `edit`
@@ -126,6 +138,10 @@ impl TimerService {
         if timer.status == TimerStatus::Enabled {
             self.0.expander.expand_timer(&timer).await.map_err(ServiceError::from)?;
         }
+        let changes = diff(&stored, &new);
+        if !changes.is_empty() {
+            self.note(timer.id, &timer.app, "update", &key.by, changes).await;
+        }
         Ok(timer)
     }
 
@@ -148,8 +164,17 @@ impl TimerService {
     /// any other as manual and sent with its own idempotency key. The
     /// schedule is left as it is. The fire's run time, Unix ms.
     pub async fn trigger(&self, key: &TimerKey) -> Result<i64> {
+        self.trigger_as(key, "trigger").await
+    }
+
+    /// [`Self::trigger`], noted in the history as `action`.
+    pub(crate) async fn trigger_as(&self, key: &TimerKey, action: &str) -> Result<i64> {
         let timer = self.enabled(key, "trigger").await?;
-        Ok(self.0.expander.fire_now(&timer).await?)
+        let run_ms = self.0.expander.fire_now(&timer).await?;
+        let mut changes = Changes::new();
+        changes.insert("runTimer".into(), serde_json::json!([null, run_ms]));
+        self.note(timer.id, &timer.app, action, &key.by, changes).await;
+        Ok(run_ms)
     }
 
     /// Every scheduled time of the enabled timer `key` names in the window
@@ -185,6 +210,12 @@ impl TimerService {
             ));
         }
         let timer = self.enabled(key, "backfill").await?;
-        Ok(self.0.expander.backfill(&timer, from, to, max_fires as usize, limits.backfill_fires_per_second).await?)
+        let count =
+            self.0.expander.backfill(&timer, from, to, max_fires as usize, limits.backfill_fires_per_second).await?;
+        let mut changes = Changes::new();
+        changes.insert("window".into(), serde_json::json!([null, [from, to]]));
+        changes.insert("count".into(), serde_json::json!([null, count]));
+        self.note(timer.id, &timer.app, "backfill", &key.by, changes).await;
+        Ok(count)
     }
 }

@@ -6,7 +6,7 @@ use xtimer_core::timer::{Timer, TimerStatus};
 use xtimer_store::{AppPause, AppSummary, TimerQuery};
 
 use crate::error::{Result, ServiceError};
-use crate::{Page, TimerKey, TimerService};
+use crate::{Actor, Page, TimerKey, TimerService};
 
 /// A search of one app's timers as a caller words it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -129,7 +129,14 @@ impl TimerService {
     /// by page, each as the single call would (a second run changes
     /// nothing more); with `dry_run` only counts. A search over the whole
     /// app must be asked for with a filter.
-    pub async fn bulk(&self, app: &str, action: BulkAction, search: &Search, dry_run: bool) -> Result<BulkOutcome> {
+    pub async fn bulk(
+        &self,
+        app: &str,
+        action: BulkAction,
+        search: &Search,
+        dry_run: bool,
+        by: &Actor,
+    ) -> Result<BulkOutcome> {
         crate::checks::check_app(app)?;
         if search.is_empty() {
             return Err(ServiceError::invalid(
@@ -152,12 +159,12 @@ impl TimerService {
                 if dry_run || !action.changes(status) {
                     continue;
                 }
-                let key = TimerKey { id, app: app.to_owned(), proven: true };
+                let key = TimerKey { id, app: app.to_owned(), proven: true, by: by.clone() };
                 let done = match action {
-                    BulkAction::Enable => self.enable(&key).await.map(drop),
-                    BulkAction::Disable => self.disable(&key).await,
-                    BulkAction::Delete => self.delete(&key).await,
-                    BulkAction::Trigger => self.trigger(&key).await.map(drop),
+                    BulkAction::Enable => self.enable_as(&key, "bulk").await.map(drop),
+                    BulkAction::Disable => self.set_status(&key, TimerStatus::Disabled, "bulk").await,
+                    BulkAction::Delete => self.set_status(&key, TimerStatus::Deleted, "bulk").await,
+                    BulkAction::Trigger => self.trigger_as(&key, "bulk").await.map(drop),
                 };
                 match done {
                     Ok(()) => outcome.changed += 1,

@@ -7,12 +7,13 @@ use xtimer_core::steering::{NotDone, Steering};
 use xtimer_core::timer::{Schedule, Timer, TimerStatus};
 
 use crate::error::ServiceError;
-use crate::{TimerKey, TimerService};
+use crate::history::status_change;
+use crate::{Actor, TimerKey, TimerService};
 
 #[async_trait::async_trait]
 impl Steering for TimerService {
     async fn run_again_at(&self, timer: &Timer, run_at_ms: i64) -> Result<(), NotDone> {
-        let key = TimerKey { id: timer.id, app: timer.app.clone(), proven: true };
+        let key = TimerKey { id: timer.id, app: timer.app.clone(), proven: true, by: Actor::Receiver };
         let moved = self
             .update(&key, |stored, _now| {
                 if stored.status != TimerStatus::Enabled {
@@ -32,7 +33,12 @@ impl Steering for TimerService {
     async fn pause(&self, timer: &Timer, reason: &str) -> Result<(), NotDone> {
         let now = self.0.clock.now_ms();
         match self.0.timers.pause_with_reason(timer.id, reason, now).await {
-            Ok(true) => Ok(()),
+            Ok(true) => {
+                let mut changes = status_change(TimerStatus::Enabled, TimerStatus::Disabled);
+                changes.insert("pauseReason".into(), serde_json::json!([null, reason]));
+                self.note(timer.id, &timer.app, "pause", &Actor::Receiver, changes).await;
+                Ok(())
+            }
             Ok(false) => Err(NotDone("the timer is not enabled".into())),
             Err(err) => Err(NotDone(xtimer_core::error::error_chain(&err))),
         }

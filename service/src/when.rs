@@ -9,7 +9,7 @@ use xtimer_core::timer::{NewTimer, Schedule, Timer, TimerStatus, Timing};
 use xtimer_core::when::{self, Exclusions, NotedTime};
 
 use crate::error::{Result, ServiceError};
-use crate::{checks, TimerKey, TimerService};
+use crate::{checks, Actor, TimerKey, TimerService};
 
 /// Longest calendar name, characters.
 pub const MAX_CALENDAR_NAME_CHARS: usize = 256;
@@ -211,7 +211,7 @@ impl TimerService {
         let calendar = self.0.calendars.put_calendar(app, name, &spec, now).await?;
         self.0.expander.calendars().forget(app, name);
         for timer in self.timers_excluding(app, name).await? {
-            let key = TimerKey { id: timer.id, app: app.to_owned(), proven: true };
+            let key = TimerKey { id: timer.id, app: app.to_owned(), proven: true, by: Actor::Anonymous };
             match self.update_replanning(&key, |stored, _| Ok::<_, ServiceError>(definition(stored))).await {
                 Ok(_) | Err(ServiceError::NotFound { .. }) => {}
                 Err(err) => return Err(err),

@@ -13,7 +13,7 @@ use xtimer_core::timer::{HttpNotify, NewTimer, Notify, Schedule, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
 use xtimer_service::{
-    Backfill, Page, Parts, ServiceConfig, ServiceError, Targets, TaskTypeError, TimerKey, TimerService,
+    Actor, Backfill, Page, Parts, ServiceConfig, ServiceError, Targets, TaskTypeError, TimerKey, TimerService,
 };
 use xtimer_store::{Database, MemoryLocks, MemoryShards, Stores};
 
@@ -104,7 +104,7 @@ fn once(app: &str, name: &str, status: TimerStatus) -> NewTimer {
 }
 
 fn key(id: i64, app: &str, proven: bool) -> TimerKey {
-    TimerKey { id, app: app.into(), proven }
+    TimerKey { id, app: app.into(), proven, by: Actor::Anonymous }
 }
 
 const PAGE: Page = Page { offset: 0, limit: 20 };
@@ -112,7 +112,7 @@ const PAGE: Page = Page { offset: 0, limit: 20 };
 #[tokio::test]
 async fn a_created_timer_is_read_back_and_an_enabled_one_has_its_fire() {
     let f = service().await;
-    let timer = f.service.create(once("a", "t", TimerStatus::Enabled)).await.expect("created");
+    let timer = f.service.create(once("a", "t", TimerStatus::Enabled), &Actor::Anonymous).await.expect("created");
     assert_eq!(f.service.get(&key(timer.id, "a", false)).await.expect("got"), timer);
     let (fires, _) = f.service.fires(&key(timer.id, "a", false), None, true, PAGE).await.expect("fires");
     assert_eq!(fires.iter().map(|f| f.run_ms).collect::<Vec<_>>(), [NOW_MS + 60_000]);
@@ -123,15 +123,15 @@ async fn a_created_timer_is_read_back_and_an_enabled_one_has_its_fire() {
 #[tokio::test]
 async fn a_taken_name_is_typed() {
     let f = service().await;
-    f.service.create(once("a", "t", TimerStatus::Disabled)).await.expect("created");
-    let err = f.service.create(once("a", "t", TimerStatus::Disabled)).await.unwrap_err();
+    f.service.create(once("a", "t", TimerStatus::Disabled), &Actor::Anonymous).await.expect("created");
+    let err = f.service.create(once("a", "t", TimerStatus::Disabled), &Actor::Anonymous).await.unwrap_err();
     assert!(matches!(&err, ServiceError::NameTaken { app, name } if app == "a" && name == "t"), "{err:?}");
 }
 
 #[tokio::test]
 async fn another_apps_timer_is_not_found_unless_the_caller_proved_its_app() {
     let f = service().await;
-    let timer = f.service.create(once("a", "t", TimerStatus::Disabled)).await.expect("created");
+    let timer = f.service.create(once("a", "t", TimerStatus::Disabled), &Actor::Anonymous).await.expect("created");
     let err = f.service.get(&key(timer.id, "b", false)).await.unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { id, .. } if id == timer.id), "{err:?}");
     let err = f.service.disable(&key(timer.id, "b", true)).await.unwrap_err();
@@ -142,7 +142,7 @@ async fn another_apps_timer_is_not_found_unless_the_caller_proved_its_app() {
 #[tokio::test]
 async fn a_deleted_timer_is_gone_from_every_use_case() {
     let f = service().await;
-    let timer = f.service.create(once("a", "t", TimerStatus::Enabled)).await.expect("created");
+    let timer = f.service.create(once("a", "t", TimerStatus::Enabled), &Actor::Anonymous).await.expect("created");
     let k = key(timer.id, "a", true);
     f.service.delete(&k).await.expect("deleted");
     assert!(matches!(f.service.get(&k).await, Err(ServiceError::NotFound { .. })));
@@ -151,13 +151,13 @@ async fn a_deleted_timer_is_gone_from_every_use_case() {
     assert!(matches!(f.service.fires(&k, None, false, PAGE).await, Err(ServiceError::NotFound { .. })));
     assert_eq!(f.service.list("a", PAGE).await.expect("listed").1, 0);
     // Its name is free again.
-    f.service.create(once("a", "t", TimerStatus::Disabled)).await.expect("name reused");
+    f.service.create(once("a", "t", TimerStatus::Disabled), &Actor::Anonymous).await.expect("name reused");
 }
 
 #[tokio::test]
 async fn enable_stores_the_status_and_plans_the_fires() {
     let f = service().await;
-    let timer = f.service.create(once("a", "t", TimerStatus::Disabled)).await.expect("created");
+    let timer = f.service.create(once("a", "t", TimerStatus::Disabled), &Actor::Anonymous).await.expect("created");
     f.clock.advance(1_000);
     let enabled = f.service.enable(&key(timer.id, "a", false)).await.expect("enabled");
     assert_eq!((enabled.status, enabled.modify_time), (TimerStatus::Enabled, NOW_MS + 1_000));
@@ -170,8 +170,8 @@ async fn enable_stores_the_status_and_plans_the_fires() {
 #[tokio::test]
 async fn the_timers_per_app_limit_is_a_limit_exceeded() {
     let f = service_with(LimitsConfig { timers_per_app: 1, ..LimitsConfig::default() }).await;
-    f.service.create(once("a", "t1", TimerStatus::Disabled)).await.expect("created");
-    let err = f.service.create(once("a", "t2", TimerStatus::Disabled)).await.unwrap_err();
+    f.service.create(once("a", "t1", TimerStatus::Disabled), &Actor::Anonymous).await.expect("created");
+    let err = f.service.create(once("a", "t2", TimerStatus::Disabled), &Actor::Anonymous).await.unwrap_err();
     assert!(
         matches!(&err, ServiceError::LimitExceeded { msg, .. } if msg.contains("limits.timers_per_app = 1")),
         "{err:?}"
@@ -190,7 +190,7 @@ async fn refused_targets_name_their_field() {
         timeout_ms: None,
         template: false,
     });
-    let err = f.service.create(timer.clone()).await.unwrap_err();
+    let err = f.service.create(timer.clone(), &Actor::Anonymous).await.unwrap_err();
     assert_eq!(err.to_string(), "onFailure.url: refused.example is refused");
 
     let mut task = once("b", "t", TimerStatus::Disabled);
@@ -199,14 +199,18 @@ async fn refused_targets_name_their_field() {
         task_stage: String::new(),
         context: String::new(),
     });
-    let err = f.service.create(task.clone()).await.unwrap_err();
+    let err = f.service.create(task.clone(), &Actor::Anonymous).await.unwrap_err();
     assert_eq!(err.to_string(), "notifyAsyncflowParam.taskType: task type `mine` belongs to another app than `b`");
 
     let mut refused = once("a", "u", TimerStatus::Disabled);
     if let Notify::Http(n) = &mut refused.notify {
         n.url = "http://refused.example/y".into();
     }
-    let err = f.service.create_timers(&[once("a", "ok", TimerStatus::Disabled), refused]).await.unwrap_err();
+    let err = f
+        .service
+        .create_timers(&[once("a", "ok", TimerStatus::Disabled), refused], &Actor::Anonymous)
+        .await
+        .unwrap_err();
     assert_eq!(err.to_string(), "timers[1].notifyHTTPParam.url: refused.example is refused");
     assert_eq!(f.service.list("a", PAGE).await.expect("listed").1, 0, "all or none");
 }
@@ -216,7 +220,10 @@ async fn a_batch_answers_its_ids_in_order() {
     let f = service().await;
     let ids = f
         .service
-        .create_timers(&[once("a", "x", TimerStatus::Enabled), once("b", "y", TimerStatus::Disabled)])
+        .create_timers(
+            &[once("a", "x", TimerStatus::Enabled), once("b", "y", TimerStatus::Disabled)],
+            &Actor::Anonymous,
+        )
         .await
         .expect("created");
     assert_eq!(ids.len(), 2);
@@ -226,7 +233,7 @@ async fn a_batch_answers_its_ids_in_order() {
 #[tokio::test]
 async fn update_applies_the_edit_of_the_stored_timer_and_passes_its_error_through() {
     let f = service().await;
-    let timer = f.service.create(once("a", "t", TimerStatus::Enabled)).await.expect("created");
+    let timer = f.service.create(once("a", "t", TimerStatus::Enabled), &Actor::Anonymous).await.expect("created");
     let k = key(timer.id, "a", false);
     let updated = f
         .service
@@ -249,7 +256,7 @@ async fn update_applies_the_edit_of_the_stored_timer_and_passes_its_error_throug
 #[tokio::test]
 async fn trigger_and_backfill_need_an_enabled_timer_and_a_kept_window() {
     let f = service().await;
-    let timer = f.service.create(once("a", "t", TimerStatus::Disabled)).await.expect("created");
+    let timer = f.service.create(once("a", "t", TimerStatus::Disabled), &Actor::Anonymous).await.expect("created");
     let k = key(timer.id, "a", false);
     let err = f.service.trigger(&k).await.unwrap_err();
     assert!(matches!(&err, ServiceError::Invalid { field, .. } if field == "id"), "{err:?}");

@@ -10,6 +10,7 @@ use xtimer_core::labels::Selector;
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
+use crate::history::HistoryEntry;
 use crate::usage::{Quota, Refusal};
 use crate::{Error, Result};
 
@@ -132,6 +133,18 @@ pub trait TimerRepo: Send + Sync {
         reason: &str,
         now_ms: i64,
     ) -> Result<bool>;
+    /// Writes changes to timers (`getTimerHistory`). The default keeps none.
+    async fn record_history(&self, _entries: &[HistoryEntry]) -> Result<()> {
+        Ok(())
+    }
+    /// Timer `timer_id`'s changes, newest first, at most `limit`.
+    async fn timer_history(&self, _timer_id: i64, _limit: u32) -> Result<Vec<HistoryEntry>> {
+        Ok(Vec::new())
+    }
+    /// Forgets the changes before `before_ms` of deleted timers; how many.
+    async fn forget_history(&self, _before_ms: i64) -> Result<u64> {
+        Ok(0)
+    }
     /// Disables enabled timer `timer_id`, recording `reason` (its
     /// receiver asked, `X-Xtimer-Pause`); true when it did.
     async fn pause_with_reason(&self, timer_id: i64, reason: &str, now_ms: i64) -> Result<bool> {

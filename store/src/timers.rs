@@ -13,6 +13,7 @@ use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::{on_db, Dialect};
+use crate::history::HistoryEntry;
 use crate::repo::{TimerQuery, TimerRepo};
 use crate::sql::{
     code, padded, page_bound, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS, SQLITE_BATCH_ROWS,
@@ -263,6 +264,18 @@ impl TimerRepo for Database {
         }
         tx.commit().await?;
         Ok(true)
+    }
+
+    async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
+        Database::record_history(self, entries).await
+    }
+
+    async fn timer_history(&self, timer_id: i64, limit: u32) -> Result<Vec<HistoryEntry>> {
+        Database::timer_history(self, timer_id, limit).await
+    }
+
+    async fn forget_history(&self, before_ms: i64) -> Result<u64> {
+        Database::forget_history(self, before_ms).await
     }
 
     async fn pause_if_failing(

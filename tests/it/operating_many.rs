@@ -96,6 +96,14 @@ pub async fn labels_find_timers_and_bulk_actions_change_exactly_those(stack: Sta
     let id = search("q=yearly-000").await["result"]["list"][0]["id"].as_i64().unwrap();
     let updated = app.post("updateTimer", json!({"id": id, "app": "it", "labels": {"team": "c"}})).await;
     assert_eq!(updated["result"]["labels"], json!({"team": "c"}), "{updated}");
+    // Its history: created, disabled by the bulk, its labels updated; by whom.
+    let history = app.get(&format!("getTimerHistory?id={id}&app=it")).await;
+    let list = history["result"]["list"].as_array().unwrap_or_else(|| panic!("{history}"));
+    let actions: Vec<&str> = list.iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["update", "bulk", "create"], "{history}");
+    assert!(list.iter().all(|e| e["by"] == "anonymous"), "auth is off: {history}");
+    assert_eq!(list[1]["changes"], json!({"status": [2, 1]}));
+    assert_eq!(list[0]["changes"]["labels"], json!([{"team": "a", "tier": "gold"}, {"team": "c"}]));
     assert_eq!(search("selector=team%3Dc").await["result"]["total"], 1);
     assert_eq!(search("selector=tier").await["result"]["total"], 199, "its tier is gone");
 

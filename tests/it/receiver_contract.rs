@@ -194,6 +194,10 @@ pub async fn a_receiver_steers_its_timer(stack: Stack) {
     })
     .await;
     assert_eq!(timer["result"]["pauseReason"], "quota", "{timer}");
+    let history = app.get(&format!("getTimerHistory?id={paused}&app=it")).await;
+    let pause = &history["result"]["list"][0];
+    assert_eq!((&pause["action"], &pause["by"]), (&json!("pause"), &json!("receiver")), "{history}");
+    assert_eq!(pause["changes"]["pauseReason"], json!([null, "quota"]));
     let fire = fire_of(&app, paused, |f| f["status"] == 2).await;
     assert!(fire["output"].as_str().unwrap().contains("; paused: quota (X-Xtimer-Pause)"), "{fire}");
 

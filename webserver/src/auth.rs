@@ -122,6 +122,15 @@ impl AuthContext {
             _ => None,
         }
     }
+
+    /// Who the caller is, as a timer's history names them.
+    pub fn actor(&self) -> xtimer_service::Actor {
+        match self {
+            Self::App(a) => xtimer_service::Actor::App(a.app.clone()),
+            Self::Admin => xtimer_service::Actor::Admin,
+            _ => xtimer_service::Actor::Anonymous,
+        }
+    }
 }
 
 /// Whether the caller may act on `app`: auth off, or a token of `app`.

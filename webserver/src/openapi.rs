@@ -150,6 +150,14 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
     ),
     route("POST", "pauseApp", "Pause an app: its fires due meanwhile are skipped.", &[], Some("PauseApp"), "AppPaused"),
     route("POST", "resumeApp", "Resume a paused app.", &[], Some("ResumeApp"), "AppPaused"),
+    route(
+        "GET",
+        "getTimerHistory",
+        "Every change to a timer, newest first, and who made it.",
+        ID_APP,
+        None,
+        "HistoryList",
+    ),
 ];
 
 /// The prefixes the timer routes answer under.
@@ -392,6 +400,7 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
     ),
     ("TimerList", &[("list", "array"), ("total", "integer")]),
     ("AppList", &[("list", "array")]),
+    ("HistoryList", &[("list", "array")]),
     (
         "BulkTimers",
         &[

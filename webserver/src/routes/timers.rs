@@ -73,6 +73,7 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/bulkTimers"), post(many::timers_bulk))
         .route(&format!("{prefix}/pauseApp"), post(many::app_pause))
         .route(&format!("{prefix}/resumeApp"), post(many::app_resume))
+        .route(&format!("{prefix}/getTimerHistory"), get(many::timer_history))
 }
 
 /// `POST createTimer`: validates and stores a timer; with `status: 2` it is
@@ -87,7 +88,7 @@ pub async fn timers_create(
     let ApiJson(input) = input?;
     authorize(&auth, &input.app)?;
     let new = input.validate_with(state.clock.now_ms(), &state.security.limits)?;
-    let timer = state.service.create(new).await?;
+    let timer = state.service.create(new, &auth.actor()).await?;
     Ok(Envelope(TimerId { id: timer.id }))
 }
 
@@ -197,5 +198,5 @@ fn authorized(auth: &AuthContext, r: Result<ApiQuery<TimerRef>, ApiError>) -> Re
 /// The timer `r` names, as the service takes it: with auth on, the caller
 /// proved its app (so another app's timer is a 403, not a 404).
 pub(crate) fn timer_key(auth: &AuthContext, r: TimerRef) -> TimerKey {
-    TimerKey { id: r.id, app: r.app, proven: auth.enabled() }
+    TimerKey { id: r.id, app: r.app, proven: auth.enabled(), by: auth.actor() }
 }

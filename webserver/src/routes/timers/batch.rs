@@ -54,7 +54,7 @@ pub async fn timers_create_batch(
     for t in &timers {
         authorize(&auth, &t.app)?;
     }
-    let ids = state.service.create_timers(&timers).await?;
+    let ids = state.service.create_timers(&timers, &auth.actor()).await?;
     Ok(Envelope(TimerIds { ids }))
 }
 

@@ -7,9 +7,10 @@ use serde_json::Value;
 use xtimer_core::clock::rfc3339;
 use xtimer_service::many::{AppView, BulkAction, BulkOutcome, Search};
 
+use super::input::TimerRef;
 use super::preview::parse_instant;
 use crate::auth::{authorize, AuthContext};
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, ApiQuery};
 use crate::{ApiError, AppState, Envelope};
 
 /// One app as `getApps` lists it.
@@ -117,7 +118,8 @@ pub async fn timers_bulk(
         ApiError::invalid("action", format!("must be enable, disable, delete or trigger, got `{}`", input.action))
     })?;
     let search = Search { q: input.q, status: input.status, selector: input.selector, ids: input.ids };
-    let outcome = state.service.bulk(&input.app, action, &search, input.dry_run.unwrap_or(false)).await?;
+    let dry_run = input.dry_run.unwrap_or(false);
+    let outcome = state.service.bulk(&input.app, action, &search, dry_run, &auth.actor()).await?;
     Ok(Envelope(outcome.into()))
 }
 
@@ -199,4 +201,47 @@ pub async fn app_resume(
     authorize(&auth, &input.app)?;
     state.service.resume_app(&input.app).await?;
     Ok(Envelope(AppPaused { app: input.app, paused: false, paused_until: None, paused_until_time: None, reason: None }))
+}
+
+/// One change as `getTimerHistory` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryView {
+    /// When, RFC 3339.
+    pub at: String,
+    /// What: `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
+    /// `backfill`, `bulk`, `pause`.
+    pub action: String,
+    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`.
+    pub by: String,
+    /// The changed fields, each `[old, new]`.
+    pub changes: Value,
+}
+
+/// `{"list": [...]}`: the reply of `getTimerHistory`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryList {
+    /// Newest first.
+    pub list: Vec<HistoryView>,
+}
+
+/// `GET getTimerHistory`: every change to a timer, newest first, who made
+/// it and the changed fields' old and new values; a deleted timer's as long
+/// as its fire records are kept.
+pub async fn timer_history(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    r: Result<ApiQuery<TimerRef>, ApiError>,
+) -> Result<Envelope<HistoryList>, ApiError> {
+    let key = super::authorized(&auth, r)?;
+    let entries = state.service.history(&key).await?;
+    let list = entries
+        .into_iter()
+        .map(|e| HistoryView {
+            at: rfc3339(e.at_ms),
+            action: e.action,
+            by: e.by,
+            changes: serde_json::from_str(&e.changes).unwrap_or(Value::Null),
+        })
+        .collect();
+    Ok(Envelope(HistoryList { list }))
 }

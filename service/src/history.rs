@@ -1,0 +1,151 @@
+//! Every change to a timer, who made it, and what it changed
+//! (`getTimerHistory`): noted beside each use case that changes a timer.
+
+use serde_json::{json, Map, Value};
+use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
+use xtimer_store::HistoryEntry;
+
+use crate::error::Result;
+use crate::{TimerKey, TimerService};
+
+/// Who asks for a change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Actor {
+    /// A caller with a token of this app.
+    App(String),
+    /// The admin token.
+    Admin,
+    /// Anyone, with auth off.
+    #[default]
+    Anonymous,
+    /// The timer's receiver, in its answer (`X-Xtimer-Pause`).
+    Receiver,
+}
+
+impl Actor {
+    /// As the history shows it: `app:<name>`, `admin`, `anonymous`, `receiver`.
+    pub fn name(&self) -> String {
+        match self {
+            Self::App(app) => format!("app:{app}"),
+            Self::Admin => "admin".into(),
+            Self::Anonymous => "anonymous".into(),
+            Self::Receiver => "receiver".into(),
+        }
+    }
+}
+
+/// Most entries `history` returns.
+pub const MAX_HISTORY: u32 = 1_000;
+
+/// The changed fields of a change, `{"field": [old, new]}`.
+pub type Changes = Map<String, Value>;
+
+impl TimerService {
+    /// Timer `key`'s changes, newest first: a deleted timer's too, as long
+    /// as its fire records are kept.
+    pub async fn history(&self, key: &TimerKey) -> Result<Vec<HistoryEntry>> {
+        crate::checks::check_app(&key.app)?;
+        match self.0.timers.get_timer(key.id).await? {
+            Some(timer) if timer.app == key.app => {}
+            Some(timer) if key.proven => {
+                return Err(crate::ServiceError::Forbidden { id: timer.id, app: key.app.clone() })
+            }
+            _ => return Err(key.not_found()),
+        }
+        Ok(self.0.timers.timer_history(key.id, MAX_HISTORY).await?)
+    }
+
+    /// Notes a change to timer `id` of `app`. A failure to note it is
+    /// logged, not returned: the change itself is made.
+    pub(crate) async fn note(&self, id: i64, app: &str, action: &str, by: &Actor, changes: Changes) {
+        self.note_all(&[(id, app)], action, by, changes).await;
+    }
+
+    /// Notes the same change to several timers.
+    pub(crate) async fn note_all(&self, timers: &[(i64, &str)], action: &str, by: &Actor, changes: Changes) {
+        let at_ms = self.0.clock.now_ms();
+        let changes = Value::Object(changes).to_string();
+        let entries: Vec<HistoryEntry> = timers
+            .iter()
+            .map(|(id, app)| HistoryEntry {
+                timer_id: *id,
+                app: (*app).to_owned(),
+                at_ms,
+                action: action.to_owned(),
+                by: by.name(),
+                changes: changes.clone(),
+            })
+            .collect();
+        if let Err(err) = self.0.timers.record_history(&entries).await {
+            tracing::warn!(action, timers = entries.len(), error = %xtimer_core::error::error_chain(&err), "Noting a timer change failed.");
+        }
+    }
+}
+
+/// `{"status": [old, new]}`.
+pub(crate) fn status_change(old: TimerStatus, new: TimerStatus) -> Changes {
+    let mut changes = Changes::new();
+    changes.insert("status".into(), json!([old.code(), new.code()]));
+    changes
+}
+
+/// The fields `new` changes of `old`, as the API names them, each `[old, new]`.
+pub(crate) fn diff(old: &Timer, new: &NewTimer) -> Changes {
+    let before = fields(&old.to_new());
+    let after = fields(new);
+    let mut changes = Changes::new();
+    for (name, was) in &before {
+        let now = after.get(name).unwrap_or(&Value::Null);
+        if was != now {
+            changes.insert(name.clone(), json!([was, now]));
+        }
+    }
+    for (name, now) in after.iter().filter(|(name, _)| !before.contains_key(*name)) {
+        changes.insert(name.clone(), json!([Value::Null, now]));
+    }
+    changes
+}
+
+/// A definition's fields by their API names (those set).
+fn fields(t: &NewTimer) -> Map<String, Value> {
+    let mut out = Map::new();
+    let mut put = |name: &str, value: Value| {
+        if !value.is_null() {
+            out.insert(name.to_owned(), value);
+        }
+    };
+    put("name", json!(t.name));
+    put("status", json!(t.status.code()));
+    match &t.schedule {
+        Schedule::Cron { expr, timezone } => {
+            put("cron", json!(expr));
+            put("timezone", json!(timezone));
+        }
+        Schedule::Once { run_at_ms } => put("runAt", json!(run_at_ms)),
+        Schedule::Every { every_ms, anchor_ms, timezone } => {
+            put("everyMs", json!(every_ms));
+            put("anchorAt", json!(anchor_ms));
+            put("timezone", json!(timezone));
+        }
+    }
+    match &t.notify {
+        Notify::Http(http) => put("notifyHTTPParam", serde_json::to_value(http).unwrap_or_default()),
+        Notify::Asyncflow(task) => put("notifyAsyncflowParam", serde_json::to_value(task).unwrap_or_default()),
+    }
+    put("retry", serde_json::to_value(&t.retry).unwrap_or_default());
+    put("misfire", json!(t.misfire.as_str()));
+    put("deleteAfterRun", json!(t.delete_after_run));
+    put("onFailure", serde_json::to_value(&t.on_failure).unwrap_or_default());
+    put("pauseAfterFailures", json!(t.pause_after_failures));
+    put("overlap", json!(t.overlap.as_str()));
+    put("startAt", json!(t.timing.start_at));
+    put("endAt", json!(t.timing.end_at));
+    put("maxFires", json!(t.timing.max_fires));
+    put("spreadMs", json!(t.timing.spread_ms));
+    put("excludeCalendars", json!(t.timing.exclude_calendars));
+    put("misfireThresholdMs", json!(t.timing.misfire_threshold_ms));
+    if !t.labels.is_empty() {
+        put("labels", json!(t.labels));
+    }
+    out
+}

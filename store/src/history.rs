@@ -1,0 +1,89 @@
+//! Timers' change history (`t_timer_history`, `getTimerHistory`): rows
+//! written by the service beside each change, read newest first, and
+//! forgotten with fire records once their timer is deleted.
+
+use const_format::formatcp;
+use sqlx::Row;
+
+use crate::db::{on_db, Dialect};
+use crate::sql::{code, text};
+use crate::{Database, Result};
+
+/// One change to a timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// The timer.
+    pub timer_id: i64,
+    /// Its app.
+    pub app: String,
+    /// When, Unix ms.
+    pub at_ms: i64,
+    /// `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
+    /// `backfill`, `bulk`, `pause`, ...
+    pub action: String,
+    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`.
+    pub by: String,
+    /// The changed fields' old and new values, a JSON object of pairs.
+    pub changes: String,
+}
+
+const INSERT: &str =
+    "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes) VALUES ($1, $2, $3, $4, $5, $6)";
+const SELECT: &str = "SELECT timer_id, app, at_ms, action, by_who, changes FROM t_timer_history
+     WHERE timer_id = $1 ORDER BY history_id DESC LIMIT $2";
+const FORGET: &str = formatcp!(
+    "DELETE FROM t_timer_history WHERE at_ms < $1
+       AND timer_id IN (SELECT timer_id FROM t_timer WHERE status = {})",
+    code::TIMER_DELETED
+);
+
+impl Database {
+    /// Writes `entries`.
+    pub(crate) async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        on_db!(self, write, pool => {
+            let mut tx = pool.begin().await?;
+            for e in entries {
+                sqlx::query(&pool.sql(INSERT))
+                    .bind(e.timer_id)
+                    .bind(&e.app)
+                    .bind(e.at_ms)
+                    .bind(&e.action)
+                    .bind(&e.by)
+                    .bind(&e.changes)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Timer `timer_id`'s changes, newest first, at most `limit`.
+    pub(crate) async fn timer_history(&self, timer_id: i64, limit: u32) -> Result<Vec<HistoryEntry>> {
+        on_db!(self, read, pool => {
+            let rows = sqlx::query(&pool.sql(SELECT)).bind(timer_id).bind(i64::from(limit)).fetch_all(pool).await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(HistoryEntry {
+                        timer_id: row.try_get("timer_id")?,
+                        app: text(row, "app")?,
+                        at_ms: row.try_get("at_ms")?,
+                        action: text(row, "action")?,
+                        by: text(row, "by_who")?,
+                        changes: text(row, "changes")?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Forgets the changes before `before_ms` of deleted timers; how many.
+    pub(crate) async fn forget_history(&self, before_ms: i64) -> Result<u64> {
+        Ok(on_db!(self, write, pool => {
+            sqlx::query(&pool.sql(FORGET)).bind(before_ms).execute(pool).await?.rows_affected()
+        }))
+    }
+}
