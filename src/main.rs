@@ -92,6 +92,10 @@ enum Command {
         #[command(subcommand)]
         command: xtimer::cli::CronCommand,
     },
+    /// Timers as code: `apply` YAML or JSON files to a server, `export` an
+    /// app's timers as such a file.
+    #[command(flatten)]
+    Code(xtimer::cli::apply::CodeCommand),
     /// A callback receiver for trying timers out: answers every request
     /// 200 and prints it (method, path, fire, lateness, body).
     Echo {
@@ -121,6 +125,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Cron { remote, command } => {
             return Ok(client_runtime()?.block_on(xtimer::cli::cron(&remote, command)).into())
         }
+        Command::Code(command) => return Ok(client_runtime()?.block_on(xtimer::cli::apply::run(command)).into()),
         Command::Serve { listen, database_url, config } => {
             server_runtime()?.block_on(serve(listen, database_url, config))
         }

@@ -96,6 +96,8 @@ pub struct Fire {
     pub cost_time: i64,
     /// Made by `triggerTimer`, not by the schedule.
     pub manual: bool,
+    /// Sent again by `replayFires`.
+    pub replayed: bool,
     pub create_time: i64,
     pub modify_time: i64,
 }
@@ -113,6 +115,8 @@ pub struct ClaimedFire {
     pub owner: String,
     /// Made by `triggerTimer`, not by the schedule.
     pub manual: bool,
+    /// Sent again by `replayFires` (its callback says so: `X-Xtimer-Replay: 1`).
+    pub replay: bool,
     /// The timer's `modify_time` when the fire was claimed: a definition
     /// read before it is stale.
     pub timer_modified: i64,
@@ -160,6 +164,7 @@ mod tests {
             attempt: 0,
             owner: "n:1".into(),
             manual,
+            replay: false,
             timer_modified: 0,
         };
         assert_eq!(fire(false).idempotency_key(), "42_1700000000123");

@@ -215,8 +215,14 @@ struct Http1Head {
 }
 
 /// Headers each fire sets itself, over any the timer sets.
-const PER_FIRE_HEADERS: [&str; 5] =
-    ["x-xtimer-timer-id", "x-xtimer-run-time", "x-xtimer-scheduled-time", "idempotency-key", "x-xtimer-signature"];
+const PER_FIRE_HEADERS: [&str; 6] = [
+    "x-xtimer-timer-id",
+    "x-xtimer-run-time",
+    "x-xtimer-scheduled-time",
+    "idempotency-key",
+    "x-xtimer-signature",
+    "x-xtimer-replay",
+];
 
 /// Headers of the request's framing, which the client writes.
 const FRAMING_HEADERS: [&str; 8] =
@@ -268,6 +274,8 @@ struct FireHeaders {
     idempotency: HeaderValue,
     /// The fire's signature, or the timer's own header when unsigned.
     signature: Option<HeaderValue>,
+    /// Sent again by `replayFires`.
+    replay: bool,
 }
 
 impl Target {
@@ -394,7 +402,22 @@ pub(crate) fn host_key(uri: &Uri) -> String {
 /// `max_output` bytes of the answer (the default policy still applies,
 /// through [`client`]'s resolver; literal addresses are not checked here).
 pub async fn call(client: &Client, notify: &HttpNotify, key: FireKey, max_output: usize) -> Answer {
-    call_checked(client, &Target::new(notify, None), key, key.run_ms, &key.to_string(), max_output, None).await
+    let idempotency_key = key.to_string();
+    let fire = FireId { key, scheduled_ms: key.run_ms, idempotency_key: &idempotency_key, replay: false };
+    call_checked(client, &Target::new(notify, None), fire, max_output, None).await
+}
+
+/// What a callback's own headers name: its fire.
+#[derive(Debug, Clone, Copy)]
+pub struct FireId<'a> {
+    /// The fire's key (`X-Xtimer-Timer-Id`, `X-Xtimer-Run-Time`).
+    pub key: FireKey,
+    /// Its scheduled time (`X-Xtimer-Scheduled-Time`).
+    pub scheduled_ms: i64,
+    /// Its `Idempotency-Key`.
+    pub idempotency_key: &'a str,
+    /// Sent again by `replayFires` (`X-Xtimer-Replay: 1`).
+    pub replay: bool,
 }
 
 /// Sends the callback of fire `key` to `target`, signed when `signing` is
@@ -406,13 +429,11 @@ pub async fn call(client: &Client, notify: &HttpNotify, key: FireKey, max_output
 pub async fn call_checked(
     client: &Client,
     target: &Target,
-    key: FireKey,
-    scheduled_ms: i64,
-    idempotency_key: &str,
+    fire: FireId<'_>,
     max_output: usize,
     signing: Option<Signing<'_>>,
 ) -> Answer {
-    let (uri, fire) = match target.fire_headers(key, scheduled_ms, idempotency_key, max_output, signing) {
+    let (uri, fire) = match target.fire_headers(fire, max_output, signing) {
         Ok(ready) => ready,
         Err(refused) => return refused,
     };
@@ -460,12 +481,11 @@ impl Target {
     /// [`Answer`] instead: a denied literal address, a URL that does not parse.
     fn fire_headers(
         &self,
-        key: FireKey,
-        scheduled_ms: i64,
-        idempotency_key: &str,
+        fire: FireId<'_>,
         max_output: usize,
         signing: Option<Signing<'_>>,
     ) -> Result<(&Uri, FireHeaders), Answer> {
+        let FireId { key, scheduled_ms, idempotency_key, replay } = fire;
         if let Some(refusal) = &self.endpoint.refusal {
             return Err(Answer::new(Delivery::Refused, truncate(format!("refused: {refusal}"), max_output)));
         }
@@ -484,7 +504,7 @@ impl Target {
             }
             None => self.endpoint.headers.iter().find(|(name, _)| name == "x-xtimer-signature").map(|(_, v)| v.clone()),
         };
-        Ok((uri, FireHeaders { key, scheduled_ms, idempotency, signature }))
+        Ok((uri, FireHeaders { key, scheduled_ms, idempotency, signature, replay }))
     }
 
     /// The fire's request for hyper's client: the target's method, URL,
@@ -505,6 +525,9 @@ impl Target {
         if let Some(signature) = fire.signature {
             headers.insert("x-xtimer-signature", signature);
         }
+        if fire.replay {
+            headers.insert("x-xtimer-replay", HeaderValue::from_static("1"));
+        }
         request
     }
 
@@ -519,6 +542,9 @@ impl Target {
         push_header(&mut out, "idempotency-key", fire.idempotency.as_bytes());
         if let Some(signature) = &fire.signature {
             push_header(&mut out, "x-xtimer-signature", signature.as_bytes());
+        }
+        if fire.replay {
+            push_header(&mut out, "x-xtimer-replay", b"1");
         }
         if !self.body.is_empty() {
             push_header(&mut out, "content-length", number.format(self.body.len()).as_bytes());
@@ -647,6 +673,7 @@ mod tests {
             scheduled_ms: 1_000,
             idempotency: HeaderValue::from_static("7_1000"),
             signature: None,
+            replay: false,
         };
         String::from_utf8(target.http1_request(head, &fire)).unwrap()
     }

@@ -945,16 +945,15 @@ impl ExecutorHandle {
             let sending = self.held_now();
             let secret = inner.callbacks.secrets.secret_for(app).await;
             let signing = callback::Signing { secret: secret.as_bytes(), t: sending.at_ms.div_euclid(1000) };
-            let answer = callback::call_checked(
-                &inner.http,
-                target,
+            let idempotency_key = fire.idempotency_key();
+            let id = callback::FireId {
                 key,
-                fire.scheduled_ms,
-                &fire.idempotency_key(),
-                inner.config.max_output_bytes,
-                Some(signing),
-            )
-            .await;
+                scheduled_ms: fire.scheduled_ms,
+                idempotency_key: &idempotency_key,
+                replay: fire.replay,
+            };
+            let answer =
+                callback::call_checked(&inner.http, target, id, inner.config.max_output_bytes, Some(signing)).await;
             let answered = !matches!(answer.delivery, Delivery::Unanswered);
             if !answered && stalls < STALL_RESENDS && inner.pause.crossed(sending.mark) {
                 // Cut short by this node's own stall: sent again once the

@@ -210,16 +210,13 @@ impl Notifier {
         let parts = &self.parts;
         let secret = parts.callbacks.secrets.secret_for(&message.app).await;
         let signing = callback::Signing { secret: secret.as_bytes(), t: parts.clock.now_ms().div_euclid(1000) };
-        callback::call_checked(
-            &parts.http,
-            &message.target,
-            owed.key,
-            owed.key.run_ms,
-            &message.key,
-            parts.max_output,
-            Some(signing),
-        )
-        .await
+        let fire = callback::FireId {
+            key: owed.key,
+            scheduled_ms: owed.key.run_ms,
+            idempotency_key: &message.key,
+            replay: false,
+        };
+        callback::call_checked(&parts.http, &message.target, fire, parts.max_output, Some(signing)).await
     }
 
     /// Deletes `owed`: sent or given up. If that fails its lease lapses
@@ -241,6 +238,7 @@ fn idempotency_key(owed: &OwedNotification) -> String {
         attempt: owed.attempt,
         owner: String::new(),
         manual: owed.manual,
+        replay: false,
         timer_modified: 0,
     };
     format!("{}_failure", fire.idempotency_key())

@@ -32,3 +32,6 @@ CREATE TABLE IF NOT EXISTS t_timer_history (
     KEY idx_timer_history_timer (timer_id, history_id),
     KEY idx_timer_history_at (at_ms)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+-- A fire sent again by `replayFires`: 1 once replayed (its callbacks then
+-- carry `X-Xtimer-Replay: 1`); its `backfill_at` paces the replay.
+ALTER TABLE t_timer_task ADD COLUMN replayed TINYINT NOT NULL DEFAULT 0;

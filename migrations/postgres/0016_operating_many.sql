@@ -32,3 +32,6 @@ CREATE TABLE IF NOT EXISTS t_timer_history (
 );
 CREATE INDEX IF NOT EXISTS idx_timer_history_timer ON t_timer_history (timer_id, history_id);
 CREATE INDEX IF NOT EXISTS idx_timer_history_at ON t_timer_history (at_ms);
+-- A fire sent again by `replayFires`: 1 once replayed (its callbacks then
+-- carry `X-Xtimer-Replay: 1`); its `backfill_at` paces the replay.
+ALTER TABLE t_timer_task ADD COLUMN replayed SMALLINT NOT NULL DEFAULT 0;

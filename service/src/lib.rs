@@ -22,6 +22,8 @@
 //!   that changes a timer notes (`getTimerHistory`).
 //! - [`many`] holds what operates many timers: `search`, `bulk`, `apps`,
 //!   `pause_app` and `resume_app` (API 1f).
+//! - [`apply`] holds [`TimerService::apply`]: an app's timers made to match
+//!   a list (timers as code), with its diff, prune and dry run.
 //! - [`checks`] holds [`Targets`] (callback target policy and task types, given
 //!   by the server), the limits the store refuses by, the app locks.
 //! - [`error`] holds the one error type, [`ServiceError`].
@@ -29,12 +31,14 @@
 //! A deleted timer is gone from every use case: the store keeps its row
 //! and still returns it, and the rule is kept here ([`TimerService::get`]).
 
+pub mod apply;
 pub mod checks;
 pub mod create;
 pub mod error;
 pub mod history;
 pub mod lifecycle;
 pub mod many;
+pub mod replay;
 mod steering;
 pub mod when;
 

@@ -94,7 +94,7 @@ impl TimerService {
         key: &TimerKey,
         edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
     ) -> Result<Timer, E> {
-        self.update_planning(key, edit, false).await
+        self.update_planning(key, edit, false, "update").await
     }
 
     /// [`Self::update`], its fires not yet claimed planned again even if
@@ -104,14 +104,17 @@ impl TimerService {
         key: &TimerKey,
         edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
     ) -> Result<Timer, E> {
-        self.update_planning(key, edit, true).await
+        self.update_planning(key, edit, true, "update").await
     }
 
-    async fn update_planning<E: From<ServiceError>>(
+    /// [`Self::update`] (with `replan`, [`Self::update_replanning`]), noted
+    /// in the history as `action`.
+    pub(crate) async fn update_planning<E: From<ServiceError>>(
         &self,
         key: &TimerKey,
         edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
         replan: bool,
+        action: &str,
     ) -> Result<Timer, E> {
         let _app_lock = self.0.app_locks.lock(&key.app).await;
         let stored = self.get(key).await?;
@@ -140,7 +143,7 @@ impl TimerService {
         }
         let changes = diff(&stored, &new);
         if !changes.is_empty() {
-            self.note(timer.id, &timer.app, "update", &key.by, changes).await;
+            self.note(timer.id, &timer.app, action, &key.by, changes).await;
         }
         Ok(timer)
     }

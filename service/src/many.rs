@@ -31,7 +31,7 @@ impl Search {
     }
 
     /// The store's query, each part checked.
-    fn query(&self) -> Result<TimerQuery> {
+    pub(crate) fn query(&self) -> Result<TimerQuery> {
         let status = match self.status {
             None => None,
             Some(code) => match TimerStatus::from_code(code) {

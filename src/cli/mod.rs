@@ -5,11 +5,13 @@
 //! scripts (`--json`), and exit with a code per kind of failure
 //! ([`client::exit`]).
 //!
+//! - [`apply`]: `apply` and `export`, timers as code (YAML or JSON files).
 //! - [`client`]: the HTTP call, its envelope and exit codes.
 //! - [`timer`]: the `timer` subcommands.
 //! - [`preview`]: `cron preview` without a server.
 //! - [`table`]: plain-text tables.
 
+pub mod apply;
 pub mod client;
 pub mod preview;
 pub mod table;
@@ -157,11 +159,14 @@ pub async fn cron(remote: &Remote, command: CronCommand) -> u8 {
 pub fn finish(remote: &Remote, outcome: Result<(Value, String), Failure>) -> u8 {
     match outcome {
         Ok((result, table)) => {
-            if remote.json {
-                println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+            use std::io::Write;
+            let text = if remote.json {
+                format!("{}\n", serde_json::to_string_pretty(&result).unwrap_or_default())
             } else {
-                print!("{table}");
-            }
+                table
+            };
+            // A reader that stops early (`| head`) is not an error of ours.
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
             client::exit::OK
         }
         Err(failure) => {

@@ -192,6 +192,48 @@ impl FireRepo for Database {
         })
     }
 
+    async fn replayable(
+        &self,
+        timer_ids: &[i64],
+        statuses: &[FireStatus],
+        from_ms: i64,
+        to_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, i64, i64)>> {
+        if timer_ids.is_empty() || statuses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT task_id, timer_id, run_timer FROM t_timer_task WHERE timer_id IN ({}) AND status IN ({})
+               AND run_timer >= $1 AND run_timer < $2 ORDER BY run_timer, task_id LIMIT {limit}",
+            numbers(timer_ids.iter().copied()),
+            numbers(statuses.iter().map(|s| s.code())),
+        );
+        Ok(on_db!(self, read, pool => {
+            sqlx::query_as(&pool.sql(&sql)).bind(from_ms).bind(to_ms).fetch_all(pool).await?
+        }))
+    }
+
+    async fn replay(&self, fires: &[(i64, i64)], statuses: &[FireStatus], now_ms: i64) -> Result<u64> {
+        const CHUNK: usize = 500;
+        let statuses = numbers(statuses.iter().map(|s| s.code()));
+        let mut replayed = 0;
+        for chunk in fires.chunks(CHUNK) {
+            let send_at: String = chunk.iter().map(|(id, at)| format!(" WHEN {id} THEN {at}")).collect();
+            let sql = format!(
+                "UPDATE t_timer_task SET status = {pending}, backfill_at = CASE task_id{send_at} END, replayed = 1,
+                     modify_time = $1
+                 WHERE task_id IN ({ids}) AND status IN ({statuses})",
+                pending = code::PENDING,
+                ids = numbers(chunk.iter().map(|(id, _)| *id)),
+            );
+            replayed += on_db!(self, write, pool => {
+                sqlx::query(&pool.sql(&sql)).bind(now_ms).execute(pool).await?.rows_affected()
+            });
+        }
+        Ok(replayed)
+    }
+
     async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>> {
         let widest = xtimer_core::when::MAX_SPREAD_MS as i64;
         Ok(on_db!(self, read, pool => sqlx::query_scalar(&pool.sql(RUN_TIMES_BETWEEN))
@@ -527,7 +569,7 @@ async fn claim_sqlite(
         let mut qb = QueryBuilder::<Sqlite>::new(
             "SELECT json_group_array(json_array(f.task_id, f.timer_id, f.run_timer, \
              COALESCE(f.scheduled_timer, f.run_timer), f.attempt, f.manual, \
-             t.modify_time, t.status)) FROM (SELECT DISTINCT column1, column2 FROM ",
+             t.modify_time, t.status, f.replayed)) FROM (SELECT DISTINCT column1, column2 FROM ",
         );
         // Distinct: a key given twice (or padded) is one fire.
         push_key_values(&mut qb, chunk);
@@ -577,6 +619,7 @@ struct PendingFire {
     /// `None` when the timer is gone.
     timer_modified: Option<i64>,
     timer_status: Option<i64>,
+    replayed: i64,
 }
 
 impl PendingFire {
@@ -588,6 +631,7 @@ impl PendingFire {
             attempt: u32::try_from(self.attempt).unwrap_or(u32::MAX),
             owner: owner.to_string(),
             manual: self.manual != 0,
+            replay: self.replayed != 0,
             timer_modified: self.timer_modified.unwrap_or(0),
         }
     }
@@ -963,7 +1007,7 @@ async fn insert_mysql(pool: &MySqlPool, fires: &[NewFire], now_ms: i64) -> Resul
 const LOCKED_COLUMNS: &str = formatcp!(
     "SELECT f.task_id, f.timer_id, f.run_timer, COALESCE(f.scheduled_timer, f.run_timer) AS scheduled_timer, \
      CAST(f.attempt AS SIGNED) AS attempt, \
-     CAST(f.manual AS SIGNED) AS manual, \
+     CAST(f.manual AS SIGNED) AS manual, CAST(f.replayed AS SIGNED) AS replayed, \
      (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = f.timer_id) AS timer_modified, \
      CAST({TIMER_ENABLED} AS SIGNED) AS enabled FROM t_timer_task f WHERE "
 );
@@ -1116,4 +1160,9 @@ pub(crate) async fn record_mysql_on(conn: &mut MySqlConnection, results: &[FireR
             .rows_affected();
     }
     Ok(written)
+}
+
+/// Numbers as a SQL list (`1, 2, 3`): ids and codes, written in.
+fn numbers(values: impl Iterator<Item = i64>) -> String {
+    values.map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
 }

@@ -324,6 +324,26 @@ pub trait FireRepo: Send + Sync {
     /// many were new. Unchecked against the timers' definitions: backfilled
     /// fires are past ones, which an update leaves alone.
     async fn insert_backfill(&self, fires: &[BackfillFire], now_ms: i64) -> Result<u64>;
+    /// The ended fires of `timer_ids` in one of `statuses`, scheduled in
+    /// `[from_ms, to_ms)`, oldest first, at most `limit`: `(task_id, timer_id, run_timer)`.
+    /// The default finds none.
+    async fn replayable(
+        &self,
+        _timer_ids: &[i64],
+        _statuses: &[FireStatus],
+        _from_ms: i64,
+        _to_ms: i64,
+        _limit: u32,
+    ) -> Result<Vec<(i64, i64, i64)>> {
+        Ok(Vec::new())
+    }
+    /// Makes each fire `(task_id, send_at_ms)` still in one of `statuses`
+    /// pending again, to be sent by the reconciler from its send time as a
+    /// backfilled fire is (so a replay stored is a replay done, on any
+    /// node), marked replayed; how many. The default replays none.
+    async fn replay(&self, _fires: &[(i64, i64)], _statuses: &[FireStatus], _now_ms: i64) -> Result<u64> {
+        Ok(0)
+    }
     /// The scheduled times of every fire of `timer_id` scheduled in
     /// `[from_ms, to_ms)`, whatever its status, ascending.
     async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>>;

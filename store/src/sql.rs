@@ -45,7 +45,7 @@ pub const SKIPPED_OUTPUT: &str = "skipped: the timer is not enabled";
 /// read as 64-bit in every dialect.
 pub(crate) const FIRE_COLUMNS: &str = "task_id, timer_id, app, run_timer, CAST(status AS BIGINT) AS status, \
      CAST(attempt AS BIGINT) AS attempt, output, cost_time, CAST(manual AS BIGINT) AS manual, create_time, \
-     modify_time, COALESCE(scheduled_timer, run_timer) AS scheduled_timer";
+     modify_time, COALESCE(scheduled_timer, run_timer) AS scheduled_timer, CAST(replayed AS BIGINT) AS replayed";
 
 /// What a claim returns of each fire it took (`t_timer_task` as `f`): its
 /// key, attempts, whether it is manual and its timer's `modify_time`.
@@ -53,12 +53,13 @@ pub(crate) const FIRE_COLUMNS: &str = "task_id, timer_id, app, run_timer, CAST(s
 pub(crate) const CLAIMED_COLUMNS_PG: &str = "f.task_id, f.timer_id, f.run_timer, \
      COALESCE(f.scheduled_timer, f.run_timer) AS scheduled_timer, \
      CAST(f.attempt AS BIGINT) AS attempt, CAST(f.manual AS BIGINT) AS manual, \
+     CAST(f.replayed AS BIGINT) AS replayed, \
      (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = f.timer_id) AS timer_modified";
 /// [`CLAIMED_COLUMNS_PG`] for SQLite, whose `RETURNING` names the updated
 /// table by its name only.
 pub(crate) const CLAIMED_COLUMNS_SQLITE: &str = "task_id, timer_id, run_timer, \
      COALESCE(scheduled_timer, run_timer) AS scheduled_timer, CAST(attempt AS BIGINT) AS attempt, \
-     CAST(manual AS BIGINT) AS manual, \
+     CAST(manual AS BIGINT) AS manual, CAST(replayed AS BIGINT) AS replayed, \
      (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = t_timer_task.timer_id) AS timer_modified";
 
 /// The fire (`t_timer_task` as `f`) belongs to an enabled timer: a
@@ -238,6 +239,7 @@ where
         output: text(row, "output")?,
         cost_time: row.try_get("cost_time")?,
         manual: row.try_get::<i64, _>("manual")? != 0,
+        replayed: row.try_get::<i64, _>("replayed")? != 0,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })
@@ -272,6 +274,7 @@ where
         attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
         owner: owner.to_string(),
         manual: row.try_get::<i64, _>("manual")? != 0,
+        replay: row.try_get::<i64, _>("replayed")? != 0,
         timer_modified: row.try_get::<Option<i64>, _>("timer_modified")?.unwrap_or(0),
     })
 }

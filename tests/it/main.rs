@@ -2,6 +2,7 @@
 //! real callback receiver on 127.0.0.1 and a real SQLite file.
 
 mod adversarial;
+mod apply;
 mod asyncflow;
 mod bench;
 mod cli;
@@ -18,6 +19,7 @@ mod race;
 mod receiver_contract;
 mod receiver_kit;
 mod reliability;
+mod replay;
 mod restart;
 mod saying_when;
 mod security;

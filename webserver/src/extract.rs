@@ -63,8 +63,8 @@ where
 }
 
 /// The body limit of a route and the setting that sets it: batch calls
-/// (`createTimers`) take `server.max_batch_body_bytes`, every other route
-/// `server.max_body_bytes`.
+/// (`createTimers`, `applyTimers`) take `server.max_batch_body_bytes`,
+/// every other route `server.max_body_bytes`.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimit {
     /// Largest body, bytes.
@@ -76,7 +76,7 @@ pub struct BodyLimit {
 impl BodyLimit {
     /// The limit of the route at `path`.
     pub fn for_path(config: &xtimer_core::config::ServerConfig, path: &str) -> Self {
-        if path.ends_with("/createTimers") {
+        if path.ends_with("/createTimers") || path.ends_with("/applyTimers") {
             Self { bytes: config.max_batch_body_bytes, setting: "server.max_batch_body_bytes" }
         } else {
             Self { bytes: config.max_body_bytes, setting: "server.max_body_bytes" }

@@ -148,6 +148,14 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         Some("BulkTimers"),
         "Bulked",
     ),
+    route(
+        "POST",
+        "applyTimers",
+        "Make an app's timers match a list (by name), all or nothing: created, updated, unchanged, pruned.",
+        &[],
+        Some("ApplyTimers"),
+        "Applied",
+    ),
     route("POST", "pauseApp", "Pause an app: its fires due meanwhile are skipped.", &[], Some("PauseApp"), "AppPaused"),
     route("POST", "resumeApp", "Resume a paused app.", &[], Some("ResumeApp"), "AppPaused"),
     route(
@@ -402,6 +410,20 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
     ("AppList", &[("list", "array")]),
     ("HistoryList", &[("list", "array")]),
     (
+        "ReplayFires",
+        &[
+            ("app", "string"),
+            ("id", "integer"),
+            ("selector", "string"),
+            ("status", "array"),
+            ("from", "string"),
+            ("to", "string"),
+            ("ratePerSec", "integer"),
+            ("dryRun", "boolean"),
+        ],
+    ),
+    ("Replayed", &[("count", "integer")]),
+    (
         "BulkTimers",
         &[
             ("app", "string"),
@@ -414,6 +436,11 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     ("Bulked", &[("matched", "integer"), ("changed", "integer"), ("ids", "array")]),
+    (
+        "ApplyTimers",
+        &[("app", "string"), ("timers", "array"), ("prune", "boolean"), ("owner", "string"), ("dryRun", "boolean")],
+    ),
+    ("Applied", &[("created", "array"), ("updated", "array"), ("unchanged", "array"), ("deleted", "array")]),
     ("PauseApp", &[("app", "string"), ("until", "string"), ("reason", "string")]),
     ("ResumeApp", &[("app", "string")]),
     ("AppPaused", &[("app", "string"), ("paused", "boolean"), ("pausedUntil", "integer"), ("reason", "string")]),
@@ -425,6 +452,7 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
             ("runTimer", "integer"),
             ("status", "integer"),
             ("manual", "boolean"),
+            ("replayed", "boolean"),
             ("attempt", "integer"),
             ("output", "string"),
             ("costTime", "integer"),

@@ -416,6 +416,7 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
             attempt: 1,
             owner: "node-b:1".into(),
             manual: false,
+            replay: false,
             timer_modified: t.modify_time
         }],
         "attempt counts what was made before this claim"
@@ -453,6 +454,7 @@ pub async fn reclaim_takes_over_an_expired_lease_and_fences_the_old_owner(b: Bac
         attempt: 0,
         owner: "node-c:2".into(),
         manual: false,
+        replay: false,
         timer_modified: t.modify_time,
     };
     assert_eq!(got.claimed, vec![expected]);

@@ -22,6 +22,7 @@
 //! `createTimer` calls share a transaction (the service's group commit).
 
 pub mod admin;
+pub mod apply;
 pub mod backfill;
 pub mod batch;
 
@@ -53,6 +54,7 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
     Router::new()
         .route(&format!("{prefix}/createTimer"), post(timers_create))
         .route(&format!("{prefix}/createTimers"), post(batch::timers_create_batch).layer(batch_limit))
+        .route(&format!("{prefix}/applyTimers"), post(apply::timers_apply).layer(batch_limit))
         .route(&format!("{prefix}/enableTimer"), get(timers_enable))
         .route(&format!("{prefix}/unableTimer"), get(timers_disable))
         .route(&format!("{prefix}/delTimer"), delete(timers_delete))
@@ -74,6 +76,7 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/pauseApp"), post(many::app_pause))
         .route(&format!("{prefix}/resumeApp"), post(many::app_resume))
         .route(&format!("{prefix}/getTimerHistory"), get(many::timer_history))
+        .route(&format!("{prefix}/replayFires"), post(many::fires_replay))
 }
 
 /// `POST createTimer`: validates and stores a timer; with `status: 2` it is

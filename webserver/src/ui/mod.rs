@@ -2,17 +2,31 @@
 //! JavaScript embedded in the binary, no build step) over the timer API,
 //! the nodes route, the `/v1` task API and [`overview`].
 //!
-//! Pages (hash routes of one document): timers of an app, searched by name
-//! and filtered by status, with a form to create one, the app's forecast
-//! (fires to be sent per second over the next ten minutes, its peak and
-//! total) and its calendars (listed, put, deleted); one timer (definition
-//! with everything that says when it fires, next fires with DST and
-//! calendar notes, history with scheduled and sent times, enable / disable
-//! / run now / edit / delete); lateness (p50 and p99 per minute over the
-//! last hour) and the timers whose recent fires failed; the cluster (nodes
-//! and their shards, task types and their counts). With auth on, a call
-//! answered 401 makes the page ask for a token, kept in the browser's
-//! local storage and sent as a bearer token.
+//! Pages (hash routes of one document; `/ui` opens the first):
+//!
+//! - `#/apps`: the apps the token may see (timers, enabled, paused), with
+//!   pause (until, reason) and resume;
+//! - `#/app/{app}?q=&status=&selector=&page=`: the app's timers searched
+//!   server-side (name, status, label selector), their labels, next fire
+//!   in UTC and in the timer's zone, failing ones marked (from
+//!   [`overview`]); bulk enable / disable / run / delete of the search,
+//!   a dry run's count shown first; the forecast and the calendars;
+//! - `#/new?app=`: a form with every timer field and its validation
+//!   messages (checked in the page, then the server's put by their fields);
+//! - `#/timer/{app}/{id}`: definition, next fires with DST and calendar
+//!   notes, fires, backfill, replay of failed fires, change history;
+//!   enable / disable / run now / edit / delete;
+//! - `#/lateness`: p50 and p99 per minute over the last hour, failing timers;
+//! - `#/cluster`: nodes and their shards (as ranges);
+//! - `#/tasks`, `#/tasks/{type}?status=`, `#/task/{id}`: asyncflow task
+//!   types, a type's tasks by status, one task (context, schedule log,
+//!   retries), from the `/v1` API.
+//!
+//! With auth on, a call answered 401 makes the page ask for a token, kept
+//! in the browser's local storage and sent as a bearer token. In a browser
+//! under automation (`navigator.webdriver`), `set.{id}=` and `click=`
+//! in the hash's query fill inputs and click buttons: how the browser test
+//! goes through each action.
 
 pub mod overview;
 

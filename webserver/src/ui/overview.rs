@@ -1,6 +1,8 @@
 //! `GET /ui/api/overview`: what the console's lateness page shows, from
 //! the fire records of the last hour (every node's): p50 and p99 lateness
 //! per minute, and the timers whose fires failed, most failures first.
+//! With `?app=`, only that app's fires count (the console marks the
+//! failing timers of an app's list with it).
 //!
 //! It reads at most [`MAX_FIRES`] fires, newest first; past that the
 //! oldest minutes are left out and `sampled` says so.
@@ -8,11 +10,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axum::extract::State;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use xtimer_core::clock::rfc3339;
 use xtimer_core::fire::{Fire, FireStatus};
 
 use crate::auth::{authorize, AuthContext};
+use crate::extract::ApiQuery;
 use crate::{ApiError, AppState, Envelope};
 
 /// How far back the overview looks.
@@ -59,17 +62,40 @@ pub struct FailingTimer {
     pub fires: usize,
     pub last_failed_at: String,
     pub last_output: String,
+    /// Whether the timer's newest fire in the window failed: it is
+    /// failing now, not only earlier in the hour.
+    pub last_failed: bool,
+}
+
+/// Query of `GET /ui/api/overview`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverviewQuery {
+    /// Only this app's fires.
+    #[serde(default)]
+    pub app: Option<String>,
 }
 
 /// `GET /ui/api/overview`. With auth on, an app's token sees its app's
-/// fires only; the admin token sees every app.
-pub async fn overview_get(State(state): State<AppState>, auth: AuthContext) -> Result<Envelope<Overview>, ApiError> {
+/// fires only (another `app` is a 403); the admin token sees every app.
+pub async fn overview_get(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    query: Result<ApiQuery<OverviewQuery>, ApiError>,
+) -> Result<Envelope<Overview>, ApiError> {
     auth.require_token()?;
+    let ApiQuery(query) = query?;
+    if let Some(app) = &query.app {
+        authorize(&auth, app)?;
+    }
     let now = state.clock.now_ms();
     let from_ms = now - WINDOW_MS;
     let fires = state.service.ended_fires(from_ms, MAX_FIRES).await?;
     let sampled = fires.len() == MAX_FIRES as usize;
-    let fires: Vec<Fire> = fires.into_iter().filter(|f| authorize(&auth, &f.app).is_ok()).collect();
+    let fires: Vec<Fire> = fires
+        .into_iter()
+        .filter(|f| authorize(&auth, &f.app).is_ok() && query.app.as_ref().is_none_or(|app| *app == f.app))
+        .collect();
     let minutes = per_minute(&fires);
     let mut failing = failing_timers(&fires);
     let ids: Vec<i64> = failing.iter().map(|f| f.timer_id).collect();
@@ -114,7 +140,8 @@ fn percentile(sorted: &[i64], q: f64) -> i64 {
 }
 
 /// Timers with at least one failed fire (newest-first input), most failures
-/// first, at most [`MAX_FAILING`]; names are filled in by the caller.
+/// first, at most [`MAX_FAILING`], each saying whether its newest fire
+/// failed; names are filled in by the caller.
 fn failing_timers(fires: &[Fire]) -> Vec<FailingTimer> {
     let mut by_timer: HashMap<i64, FailingTimer> = HashMap::new();
     for f in fires {
@@ -126,6 +153,7 @@ fn failing_timers(fires: &[Fire]) -> Vec<FailingTimer> {
             fires: 0,
             last_failed_at: String::new(),
             last_output: String::new(),
+            last_failed: f.status == FireStatus::Failed,
         });
         entry.fires += 1;
         if f.status == FireStatus::Failed {
@@ -158,6 +186,7 @@ mod tests {
             output: format!("out {run_ms}"),
             cost_time,
             manual: false,
+            replayed: false,
             create_time: 0,
             modify_time: 0,
         }
@@ -182,5 +211,19 @@ mod tests {
         assert_eq!(failing.len(), 1);
         assert_eq!((failing[0].timer_id, failing[0].failed, failing[0].fires), (2, 2, 2));
         assert_eq!(failing[0].last_output, "out 60500", "the newest failure's output");
+        assert!(failing[0].last_failed, "its newest fire failed");
+    }
+
+    #[test]
+    fn a_timer_that_failed_then_succeeded_is_not_failing_now() {
+        let mut fires = vec![
+            fire(3, 1_000, FireStatus::Failed, 1),
+            fire(3, 2_000, FireStatus::Failed, 1),
+            fire(3, 3_000, FireStatus::Succeeded, 1),
+        ];
+        fires.sort_by_key(|f| std::cmp::Reverse(f.run_ms));
+        let failing = failing_timers(&fires);
+        assert_eq!((failing[0].failed, failing[0].fires, failing[0].last_failed), (2, 3, false));
+        assert_eq!(failing[0].last_output, "out 2000", "the newest failure's output");
     }
 }

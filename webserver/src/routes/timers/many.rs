@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use xtimer_core::clock::rfc3339;
 use xtimer_service::many::{AppView, BulkAction, BulkOutcome, Search};
+use xtimer_service::replay::Replay;
 
 use super::input::TimerRef;
 use super::preview::parse_instant;
@@ -209,7 +210,7 @@ pub struct HistoryView {
     /// When, RFC 3339.
     pub at: String,
     /// What: `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
-    /// `backfill`, `bulk`, `pause`.
+    /// `backfill`, `replay`, `bulk`, `apply`, `pause`.
     pub action: String,
     /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`.
     pub by: String,
@@ -244,4 +245,74 @@ pub async fn timer_history(
         })
         .collect();
     Ok(Envelope(HistoryList { list }))
+}
+
+/// Body of `replayFires`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReplayFires {
+    /// The app.
+    pub app: String,
+    /// One timer; else the timers `selector` (or none: every timer) matches.
+    #[serde(default)]
+    pub id: Option<i64>,
+    /// A label selector.
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// Fire statuses to replay; default `[3, 5]` (failed and missed).
+    #[serde(default)]
+    pub status: Option<Vec<i64>>,
+    /// Scheduled from (RFC 3339 or Unix ms), included.
+    #[serde(default)]
+    pub from: Option<Value>,
+    /// Scheduled until (RFC 3339 or Unix ms), excluded; at most 7 days after `from`.
+    #[serde(default)]
+    pub to: Option<Value>,
+    /// Fires sent per second, 1 to 10,000; default 100.
+    #[serde(default)]
+    pub rate_per_sec: Option<i64>,
+    /// Count only.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+/// `{"count": N}`: the reply of `replayFires`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Replayed {
+    /// Fires sent again (or, on a dry run, that would be).
+    pub count: u64,
+}
+
+/// `POST replayFires`: the failed and missed fires (or the statuses asked)
+/// scheduled in `[from, to)`, of a timer or the timers a selector matches,
+/// sent again oldest first at `ratePerSec`, with their original
+/// `Idempotency-Key` and `X-Xtimer-Replay: 1`; each record takes the new
+/// outcome. The replay is stored: it goes on after a node crash.
+pub async fn fires_replay(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    input: Result<ApiJson<ReplayFires>, ApiError>,
+) -> Result<Envelope<Replayed>, ApiError> {
+    auth.require_token()?;
+    let ApiJson(input) = input?;
+    authorize(&auth, &input.app)?;
+    let time = |field: &str, value: &Option<Value>| -> Result<i64, ApiError> {
+        match value {
+            Some(Value::String(text)) => parse_instant(field, text),
+            Some(Value::Number(n)) => parse_instant(field, &n.to_string()),
+            None | Some(Value::Null) => Err(ApiError::invalid(field, "is required: a replay names its time range")),
+            Some(_) => Err(ApiError::invalid(field, "must be an RFC 3339 time string or Unix milliseconds")),
+        }
+    };
+    let replay = Replay {
+        id: input.id,
+        search: Search { selector: input.selector, ..Search::default() },
+        statuses: input.status.unwrap_or_default(),
+        from_ms: time("from", &input.from)?,
+        to_ms: time("to", &input.to)?,
+        rate_per_sec: input.rate_per_sec,
+        dry_run: input.dry_run.unwrap_or(false),
+    };
+    let count = state.service.replay(&input.app, &replay, &auth.actor()).await?;
+    Ok(Envelope(Replayed { count }))
 }

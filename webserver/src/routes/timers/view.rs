@@ -299,6 +299,9 @@ pub struct FireView {
     pub cost_time: i64,
     /// Made by `triggerTimer`, not by the schedule.
     pub manual: bool,
+    /// Sent again by `replayFires` (left out when not).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
     /// Creation time, RFC 3339.
     pub create_time: String,
     /// Last change, RFC 3339.
@@ -318,6 +321,7 @@ impl From<&Fire> for FireView {
             output: f.output.clone(),
             cost_time: f.cost_time,
             manual: f.manual,
+            replayed: f.replayed,
             create_time: rfc3339(f.create_time),
             modify_time: rfc3339(f.modify_time),
         }
