@@ -600,8 +600,8 @@ struct Search {
 impl Search {
     fn new(app: &str, query: &TimerQuery) -> Self {
         let mut search = Self { sql: String::new(), binds: Vec::new() };
-        let app = search.bind(app.to_owned());
-        search.sql = format!("app = {app} AND status <> {}", code::TIMER_DELETED);
+        let app_value = search.bind(app.to_owned());
+        search.sql = format!("app = {app_value} AND status <> {}", code::TIMER_DELETED);
         if let Some(status) = query.status {
             search.sql.push_str(&format!(" AND status = {}", status.code()));
         }
@@ -629,15 +629,24 @@ impl Search {
                 Requirement::Exists(key) => (false, key, None),
                 Requirement::Absent(key) => (true, key, None),
             };
-            let key = search.bind(key.clone());
-            let mut label =
-                format!("EXISTS (SELECT 1 FROM t_timer_label l WHERE l.timer_id = t_timer.timer_id AND l.lkey = {key}");
+            // A label the timers must have is looked up in the label index
+            // (app, key, value), which drives the search; one they must not
+            // have is probed per timer by its key ((timer_id, key)).
+            let mut label = if negated {
+                let key = search.bind(key.clone());
+                format!(" AND NOT EXISTS (SELECT 1 FROM t_timer_label l WHERE l.timer_id = t_timer.timer_id AND l.lkey = {key}")
+            } else {
+                let app = search.bind(app.to_owned());
+                let key = search.bind(key.clone());
+                format!(
+                    " AND timer_id IN (SELECT l.timer_id FROM t_timer_label l WHERE l.app = {app} AND l.lkey = {key}"
+                )
+            };
             if let Some(values) = values {
                 let values: Vec<String> = values.iter().map(|v| search.bind(v.clone())).collect();
                 label.push_str(&format!(" AND l.lvalue IN ({})", values.join(", ")));
             }
             label.push(')');
-            search.sql.push_str(if negated { " AND NOT " } else { " AND " });
             search.sql.push_str(&label);
         }
         search

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use xtimer::receiver::Receiver;
 
-use crate::helpers::{now_ms, Stack, TestNode, PATIENCE};
+use xtimer_core::config::{AppCredentials, Secret};
+
+use crate::helpers::{now_ms, Stack, Storage, TestNode, PATIENCE};
 
 fn msg(reply: &Value) -> String {
     reply["msg"].as_str().unwrap_or_default().to_owned()
@@ -167,4 +169,65 @@ fn hits_on(rx: &Receiver, path: &str) -> usize {
 crate::on_both_stacks!(
     labels_find_timers_and_bulk_actions_change_exactly_those,
     a_paused_app_skips_its_fires_until_it_resumes_by_itself,
+    an_apps_token_operates_only_its_app,
 );
+
+/// With auth on, an app's token sees and changes only its own app:
+/// `getApps` lists it alone, another app's search, bulk, pause, replay and
+/// history are refused (403); the admin sees every app; the history names
+/// the token's app.
+pub async fn an_apps_token_operates_only_its_app(stack: Stack) {
+    let storage = Storage::new(stack).await;
+    let mut config = storage.config.clone();
+    config.auth.enabled = true;
+    config.auth.admin_token = Secret::new("many-admin");
+    for app in ["a", "b"] {
+        config.auth.apps.insert(
+            app.into(),
+            AppCredentials { token: Secret::new(format!("token-{app}")), secret: Secret::new("s") },
+        );
+    }
+    let node = TestNode::spawn_with(config).await;
+    let call = |method: &str, path: &str, token: &str, body: Option<Value>| {
+        let url = format!("{}/api/xtimer/{path}", node.base);
+        let request = match body {
+            Some(body) => node.http.request(method.parse().unwrap(), url).json(&body),
+            None => node.http.request(method.parse().unwrap(), url),
+        };
+        let request = request.bearer_auth(token);
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let mut ids = Vec::new();
+    for app in ["a", "b"] {
+        let timer = json!({"app": app, "name": "t", "cron": "0 0 0 1 1 ?", "status": 2, "labels": {"team": "x"},
+                           "notifyHTTPParam": {"url": "http://127.0.0.1:9/hook"}});
+        let reply = call("POST", "createTimer", &format!("token-{app}"), Some(timer)).await;
+        ids.push(reply["result"]["id"].as_i64().unwrap_or_else(|| panic!("{reply}")));
+    }
+    let apps = call("GET", "getApps", "token-a", None).await;
+    assert_eq!(apps["result"]["list"].as_array().map(Vec::len), Some(1), "{apps}");
+    assert_eq!(apps["result"]["list"][0]["app"], "a");
+    let apps = call("GET", "getApps", "many-admin", None).await;
+    assert_eq!(apps["result"]["list"].as_array().map(Vec::len), Some(2), "the admin sees every app: {apps}");
+
+    let b = ids[1];
+    for (method, path, body) in [
+        ("GET", "getAppTimers?app=b&selector=team%3Dx".to_owned(), None),
+        ("POST", "bulkTimers".to_owned(), Some(json!({"app": "b", "action": "disable", "selector": "team=x"}))),
+        ("POST", "pauseApp".to_owned(), Some(json!({"app": "b"}))),
+        ("POST", "replayFires".to_owned(), Some(json!({"app": "b", "from": 0, "to": 1000}))),
+        ("GET", format!("getTimerHistory?id={b}&app=b"), None),
+        ("GET", format!("getTimerHistory?id={b}&app=a"), None),
+    ] {
+        let reply = call(method, &path, "token-a", body).await;
+        assert_eq!(reply["code"], 403, "{path}: {reply}");
+    }
+    let done =
+        call("POST", "bulkTimers", "token-a", Some(json!({"app": "a", "action": "disable", "selector": "team=x"})))
+            .await;
+    assert_eq!(done["result"]["changed"], 1, "{done}");
+    let history = call("GET", &format!("getTimerHistory?id={}&app=a", ids[0]), "token-a", None).await;
+    assert_eq!(history["result"]["list"][0]["by"], "app:a", "{history}");
+    assert_eq!(history["result"]["list"][0]["action"], "bulk");
+    node.stop().await;
+}

@@ -159,6 +159,14 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
     route("POST", "pauseApp", "Pause an app: its fires due meanwhile are skipped.", &[], Some("PauseApp"), "AppPaused"),
     route("POST", "resumeApp", "Resume a paused app.", &[], Some("ResumeApp"), "AppPaused"),
     route(
+        "POST",
+        "replayFires",
+        "Send again the failed and missed fires of a time range, oldest first, at a bounded rate.",
+        &[],
+        Some("ReplayFires"),
+        "Replayed",
+    ),
+    route(
         "GET",
         "getTimerHistory",
         "Every change to a timer, newest first, and who made it.",
