@@ -5,12 +5,11 @@
 //! `--exclude-calendars` needs a server: the calendars are the app's, kept
 //! in its database.
 
-use chrono::DateTime;
 use xtimer_core::cron::parse_timezone;
 use xtimer_core::timer::{Schedule, Timing};
 use xtimer_core::when::{self, Exclusions, MAX_FIRES_LIMIT, MIN_EVERY_MS};
 use xtimer_webserver::routes::timers::input::parse_cron;
-use xtimer_webserver::routes::timers::preview::{Preview, PreviewFire, MAX_PREVIEW_COUNT};
+use xtimer_webserver::routes::timers::preview::{parse_instant, Preview, MAX_PREVIEW_COUNT};
 use xtimer_webserver::ApiError;
 
 use super::PreviewArgs;
@@ -67,34 +66,7 @@ pub fn compute(args: &PreviewArgs, now_ms: i64) -> Result<Preview, ApiError> {
     let mut timing = timing;
     timing.last_run = when::last_run(&schedule, &timing, &exclusions, from_ms);
     let times = when::noted_times(&schedule, &timing, &exclusions, from_ms, i64::MAX, count as usize, true);
-    let list = times
-        .into_iter()
-        .map(|t| {
-            let at = DateTime::from_timestamp_millis(t.run_ms).unwrap_or_default();
-            let note = match (&t.excluded_by, &cron) {
-                (Some(name), _) => Some(format!("excluded:{name}")),
-                (None, Some(cron)) => cron.note(at).map(|n| n.as_str().to_owned()),
-                (None, None) => None,
-            };
-            PreviewFire { run_timer: t.run_ms, run_time: at.with_timezone(&tz).to_rfc3339(), note }
-        })
-        .collect();
-    Ok(Preview { list })
-}
-
-/// An instant given as Unix ms (digits) or RFC 3339 with an offset; the
-/// 400 `previewCron` answers, naming `field`, otherwise.
-fn parse_instant(field: &str, text: &str) -> Result<i64, ApiError> {
-    let parsed = match text.parse::<i64>() {
-        Ok(ms) => DateTime::from_timestamp_millis(ms).map(|t| t.timestamp_millis()),
-        Err(_) => DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis()),
-    };
-    parsed.ok_or_else(|| {
-        ApiError::invalid(
-            field,
-            format!("`{text}` is neither Unix milliseconds nor an RFC 3339 time such as `2026-12-01T09:00:00Z`"),
-        )
-    })
+    Ok(Preview::of(times, cron.as_ref(), tz))
 }
 
 #[cfg(test)]

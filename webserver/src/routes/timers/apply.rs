@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use xtimer_service::apply::{ApplyOptions, ApplyOutcome, ApplyTimer, DEFAULT_OWNER, MAX_APPLY_TIMERS};
 
-use super::input::{instant_value, CreateTimer};
+use super::batch::item_of;
+use super::input::instant_value;
 use crate::auth::{authorize, AuthContext};
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
@@ -106,16 +107,10 @@ fn validate_all(state: &AppState, app: &str, items: Vec<Value>, now: i64) -> Res
             }
             Some(_) => {}
         }
-        let item = match serde_json::from_value::<CreateTimer>(value) {
+        let item = match item_of(i, value) {
             Ok(item) => item,
-            Err(err) => {
-                let said = err.to_string();
-                let worded = crate::extract::missing_in_words(&said);
-                problems.push(if worded == said {
-                    format!("timers[{i}]: {said}")
-                } else {
-                    format!("timers[{i}].{worded}")
-                });
+            Err(problem) => {
+                problems.push(problem);
                 continue;
             }
         };

@@ -68,16 +68,10 @@ fn validate_all(state: &AppState, items: Vec<Value>, now: i64) -> Result<Vec<New
             problems.push(format!("timers[{i}]: must be a JSON object (a timer as createTimer takes it)"));
             continue;
         }
-        let item = match serde_json::from_value::<CreateTimer>(value) {
+        let item = match item_of(i, value) {
             Ok(item) => item,
-            Err(err) => {
-                let said = err.to_string();
-                let worded = crate::extract::missing_in_words(&said);
-                problems.push(if worded == said {
-                    format!("timers[{i}]: {said}")
-                } else {
-                    format!("timers[{i}].{worded}")
-                });
+            Err(problem) => {
+                problems.push(problem);
                 continue;
             }
         };
@@ -105,4 +99,18 @@ fn validate_all(state: &AppState, items: Vec<Value>, now: i64) -> Result<Vec<New
         problems.push(format!("and {more} more problems"));
     }
     Err(ApiError::Invalid(problems.join("; ")))
+}
+
+/// Item `i` of a batch read as a timer, or its problem named by its index
+/// (`timers[3].name: is required`).
+pub(super) fn item_of(i: usize, value: Value) -> Result<CreateTimer, String> {
+    serde_json::from_value::<CreateTimer>(value).map_err(|err| {
+        let said = err.to_string();
+        let worded = crate::extract::missing_in_words(&said);
+        if worded == said {
+            format!("timers[{i}]: {said}")
+        } else {
+            format!("timers[{i}].{worded}")
+        }
+    })
 }

@@ -5,9 +5,10 @@ use axum::extract::State;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 
-use xtimer_core::cron::parse_timezone;
+use chrono_tz::Tz;
+use xtimer_core::cron::{parse_timezone, CronSchedule};
 use xtimer_core::timer::{Schedule, Timing};
-use xtimer_core::when::{MAX_FIRES_LIMIT, MIN_EVERY_MS};
+use xtimer_core::when::{NotedTime, MAX_FIRES_LIMIT, MIN_EVERY_MS};
 
 use super::input::parse_cron;
 use crate::auth::{authorize, AuthContext};
@@ -135,24 +136,32 @@ pub async fn cron_preview(
         authorize(&auth, app)?;
     }
     let times = state.service.preview(q.app.as_deref(), &schedule, &timing, from_ms + 1, count as usize).await?;
-    let list = times
-        .into_iter()
-        .map(|t| {
-            let at = DateTime::from_timestamp_millis(t.run_ms).unwrap_or_default();
-            let note = match (&t.excluded_by, &cron) {
-                (Some(name), _) => Some(format!("excluded:{name}")),
-                (None, Some(cron)) => cron.note(at).map(|n| n.as_str().to_owned()),
-                (None, None) => None,
-            };
-            PreviewFire { run_timer: t.run_ms, run_time: at.with_timezone(&tz).to_rfc3339(), note }
-        })
-        .collect();
-    Ok(Envelope(Preview { list }))
+    Ok(Envelope(Preview::of(times, cron.as_ref(), tz)))
+}
+
+impl Preview {
+    /// The preview of `times` in zone `tz`, each noted with the calendar
+    /// excluding it or, for a cron, its daylight saving note.
+    pub fn of(times: Vec<NotedTime>, cron: Option<&CronSchedule>, tz: Tz) -> Self {
+        let list = times
+            .into_iter()
+            .map(|t| {
+                let at = DateTime::from_timestamp_millis(t.run_ms).unwrap_or_default();
+                let note = match (&t.excluded_by, cron) {
+                    (Some(name), _) => Some(format!("excluded:{name}")),
+                    (None, Some(cron)) => cron.note(at).map(|n| n.as_str().to_owned()),
+                    (None, None) => None,
+                };
+                PreviewFire { run_timer: t.run_ms, run_time: at.with_timezone(&tz).to_rfc3339(), note }
+            })
+            .collect();
+        Self { list }
+    }
 }
 
 /// An instant given as Unix ms (digits) or RFC 3339 with an offset; a 400
 /// naming `field` otherwise.
-pub(super) fn parse_instant(field: &str, text: &str) -> Result<i64, ApiError> {
+pub fn parse_instant(field: &str, text: &str) -> Result<i64, ApiError> {
     let parsed = match text.parse::<i64>() {
         Ok(ms) => DateTime::from_timestamp_millis(ms).map(|t| t.timestamp_millis()),
         Err(_) => DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis()),
