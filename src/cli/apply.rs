@@ -193,23 +193,7 @@ fn in_files(failure: Failure, app: &str, group: &Group, done: &[&str]) -> Failur
 /// `msg` with each `timers[N]` (the server's index in `group`) followed by
 /// where that timer is: `timers[3] (a.yaml: item 1)`.
 fn locate(msg: &str, group: &Group) -> String {
-    const ITEM: &str = "timers[";
-    let mut out = String::with_capacity(msg.len());
-    let mut rest = msg;
-    while let Some(at) = rest.find(ITEM) {
-        let (before, after) = rest.split_at(at + ITEM.len());
-        out.push_str(before);
-        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        out.push_str(&after[..digits]);
-        rest = &after[digits..];
-        let source = after[..digits].parse::<usize>().ok().and_then(|i| group.get(i));
-        if let (Some((_, source)), Some(tail)) = (source, rest.strip_prefix(']')) {
-            out.push_str(&format!("] ({}: item {})", source.file, source.item));
-            rest = tail;
-        }
-    }
-    out.push_str(rest);
-    out
+    super::each_item(msg, |i| group.get(i).map(|(_, source)| format!("{i}] ({}: item {})", source.file, source.item)))
 }
 
 /// The timers grouped by app, in app order: a timer naming no app is

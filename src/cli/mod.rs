@@ -189,3 +189,29 @@ pub fn text(value: &Value) -> String {
         other => other.to_string(),
     }
 }
+
+/// `msg` with each `timers[N]` of a server's message rewritten: `item(N)`
+/// replaces its `N]` (left as it is where `item` gives `None`).
+pub(crate) fn each_item(msg: &str, item: impl Fn(usize) -> Option<String>) -> String {
+    const ITEM: &str = "timers[";
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find(ITEM) {
+        let (before, after) = rest.split_at(at + ITEM.len());
+        out.push_str(before);
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let tail = after[digits..].strip_prefix(']');
+        match (after[..digits].parse::<usize>().ok().and_then(&item), tail) {
+            (Some(text), Some(tail)) => {
+                out.push_str(&text);
+                rest = tail;
+            }
+            _ => {
+                out.push_str(&after[..digits]);
+                rest = &after[digits..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}

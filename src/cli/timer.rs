@@ -322,21 +322,7 @@ async fn create(client: &Client, args: CreateArgs) -> Result<(Value, String), Fa
 /// `timers[i]` in it (the server's index within the batch) renumbered as
 /// the file's: `timers[first + i]`.
 fn in_file(msg: &str, first: usize) -> String {
-    const ITEM: &str = "timers[";
-    let mut out = String::with_capacity(msg.len());
-    let mut rest = msg;
-    while let Some(at) = rest.find(ITEM) {
-        let (before, after) = rest.split_at(at + ITEM.len());
-        out.push_str(before);
-        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        match after[..digits].parse::<usize>() {
-            Ok(i) if after[digits..].starts_with(']') => out.push_str(&(first + i).to_string()),
-            _ => out.push_str(&after[..digits]),
-        }
-        rest = &after[digits..];
-    }
-    out.push_str(rest);
-    out
+    super::each_item(msg, |i| Some(format!("{}]", first + i)))
 }
 
 /// After `N of TOTAL timers`: where this page is, and the flag for the
