@@ -274,6 +274,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         body: Some("{}".into()),
         timeout_ms: None,
         template: false,
+        flow_key: None,
     });
 
     // Set-up: register timers, then let the migrator expand them.
@@ -415,6 +416,7 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
                 body: None,
                 timeout_ms: None,
                 template: false,
+                flow_key: None,
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::default(),
@@ -481,6 +483,7 @@ async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
         body: Some("{}".into()),
         timeout_ms: None,
         template: false,
+        flow_key: None,
     };
     let cpu = CpuMeter::start(&receiver);
     let started = Instant::now();
@@ -657,6 +660,7 @@ async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
         body: Some("{}".into()),
         timeout_ms: None,
         template: false,
+        flow_key: None,
     });
     // Each timer starts and ends with the minute, so that its one fire is
     // all that is planned however far the horizon reaches.

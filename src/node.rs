@@ -14,6 +14,7 @@ use xtimer_core::config::Config;
 use xtimer_core::node::{Liveness, NodeContext, NodeInfo};
 use xtimer_core::pause::PauseDetector;
 use xtimer_core::{SharedClock, SystemClock};
+use xtimer_executor::flows::FlowLimitsWatch;
 use xtimer_executor::notify::NOTIFY_SWEEP_PERIOD;
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, NotifySweeper, Reconciler, Wiring};
 use xtimer_migrator::{Expander, Finisher, Migrator, Retention};
@@ -138,6 +139,8 @@ impl Node {
             fires: stores.fires.clone(),
             calendars: stores.calendars.clone(),
             apps: stores.apps.clone(),
+            flows: stores.flows.clone(),
+            flow_tokens: stores.flow_tokens.clone(),
             expander: expander.clone(),
             targets: security.targets(Some(tasks.clone())),
         };
@@ -248,6 +251,11 @@ impl Node {
         let finisher = Finisher::new(&stores, &ctx);
         loops.spawn("finisher", |s| async move {
             finisher.run(s).await;
+            Ok::<_, anyhow::Error>(())
+        });
+        let flow_limits = FlowLimitsWatch::new(handle.flows(), stores.flows.clone());
+        loops.spawn("flow limits", |s| async move {
+            flow_limits.run(s).await;
             Ok::<_, anyhow::Error>(())
         });
         if let Some(checkpointer) = stores.checkpointer(CHECKPOINT_PERIOD) {

@@ -17,6 +17,12 @@ pub const HTTP_REQUESTS_TOTAL: &str = "xtimer_http_requests_total";
 /// `processing`, `success`, `failed`).
 pub const ASYNCFLOW_TASKS: &str = "asyncflow_tasks";
 
+/// Gauge of a limited flow's fires waiting on this node, by `app` and
+/// `key` (API 1g).
+pub const FLOW_WAITING: &str = "xtimer_flow_waiting";
+/// Counter of a limited flow's sends let go, by `app` and `key`.
+pub const FLOW_SENT_TOTAL: &str = "xtimer_flow_sent_total";
+
 /// The `outcome` label of [`FIRES_TOTAL`].
 pub mod outcome {
     pub const SUCCEEDED: &str = "succeeded";

@@ -111,6 +111,7 @@ pub fn render(notify: &HttpNotify, facts: &FireFacts<'_>) -> HttpNotify {
         body: notify.body.as_deref().map(|body| fill(body, &values, Escape::Json)),
         timeout_ms: notify.timeout_ms,
         template: true,
+        flow_key: None,
     }
 }
 
@@ -232,6 +233,7 @@ mod tests {
             body: Some(body.into()),
             timeout_ms: None,
             template,
+            flow_key: None,
         };
         Timer {
             id: 42,

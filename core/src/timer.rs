@@ -163,6 +163,42 @@ pub struct HttpNotify {
     /// per fire ([`crate::template`]); otherwise all is sent as stored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub template: bool,
+    /// The flow its callbacks belong to within the app (`flowKey`, API
+    /// 1g); the target's `host:port` when absent ([`Self::flow_key`]).
+    #[serde(default, rename = "flowKey", skip_serializing_if = "Option::is_none")]
+    pub flow_key: Option<String>,
+}
+
+/// Longest `flowKey`, in chars.
+pub const MAX_FLOW_KEY_CHARS: usize = 128;
+
+impl HttpNotify {
+    /// The flow its callbacks belong to: its `flowKey`, else the URL's
+    /// `host:port` (lower case; the scheme's port when none is given).
+    pub fn flow_key(&self) -> std::borrow::Cow<'_, str> {
+        match &self.flow_key {
+            Some(key) => std::borrow::Cow::Borrowed(key),
+            None => std::borrow::Cow::Owned(host_port(&self.url)),
+        }
+    }
+}
+
+/// `host:port` of an `http(s)` URL, as its flow's default key.
+pub fn host_port(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let authority = authority.to_ascii_lowercase();
+    let has_port = match authority.rfind(']') {
+        Some(end) => authority[end..].contains(':'),
+        None => authority.contains(':'),
+    };
+    if has_port {
+        authority
+    } else {
+        let port = if scheme.eq_ignore_ascii_case("https") { 443 } else { 80 };
+        format!("{authority}:{port}")
+    }
 }
 
 /// What a fire does.

@@ -345,6 +345,7 @@ impl Endpoint {
                 body: None,
                 timeout_ms: notify.timeout_ms,
                 template: false,
+                flow_key: None,
             },
         }
     }
@@ -663,6 +664,7 @@ mod tests {
             body: Some(body.into()),
             timeout_ms: None,
             template: false,
+            flow_key: None,
         }
     }
 

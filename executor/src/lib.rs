@@ -41,6 +41,7 @@ pub mod bulkhead;
 pub mod callback;
 pub mod error;
 pub mod fire_metrics;
+pub mod flows;
 pub mod http1;
 pub mod notify;
 pub mod reconciler;
@@ -112,6 +113,9 @@ enum NotSent {
     Stopped,
     /// The claim passed to another node while this one stood still.
     TakenOver,
+    /// It waited for its flow past its catch-up window, and its timer's
+    /// misfire policy says missed.
+    Missed,
 }
 
 /// When a fire's claim was taken: to tell later whether this node stood
@@ -215,6 +219,8 @@ struct Inner {
     steering: Option<Arc<dyn Steering>>,
     /// The apps paused now (`pauseApp`).
     app_pauses: app_pauses::AppPauses,
+    /// The flows' limits and this node's fires waiting on them.
+    flows: flows::Flows,
     cache: TtlCache<i64, Arc<CachedTimer>>,
     /// One-shot definitions left by their expansion on this node.
     handover: Arc<Handover>,
@@ -290,6 +296,7 @@ impl Executor {
             linger: Duration::from_millis(config.record_linger_ms),
             ended: Some(ctx.ended.clone()),
         });
+        let lease_ms = config.lease_ms;
         let inner = Inner {
             permits: Arc::new(Semaphore::new(config.concurrency)),
             bulkheads: Bulkheads::new(&config, clock.clone()),
@@ -313,6 +320,7 @@ impl Executor {
             tasks,
             steering,
             app_pauses: app_pauses::AppPauses::new(stores.apps.clone(), ctx.clock.clone()),
+            flows: flows::Flows::new(&ctx.node_id, ctx.clock.clone(), stores.flow_tokens.clone(), lease_ms),
             results,
             notifier,
             metrics: fire_metrics::FireMetrics::default(),
@@ -512,6 +520,12 @@ impl ExecutorHandle {
         self.inner.tracker.reopen();
     }
 
+    /// The flows' limits and this node's fires waiting on them; run a
+    /// [`flows::FlowLimitsWatch`] over it to keep the limits read.
+    pub fn flows(&self) -> flows::Flows {
+        self.inner.flows.clone()
+    }
+
     /// Fires dispatched and not finished.
     pub fn in_flight(&self) -> usize {
         self.inner.tracker.len()
@@ -688,6 +702,10 @@ impl ExecutorHandle {
                 return outcome;
             }
         }
+        let slot = match self.flow_turn(timer, fire, attempt, held).await {
+            Ok(slot) => slot,
+            Err(not_sent) => return self.not_sent(fire, not_sent).await,
+        };
         let answer = match (&timer.notify, &cached.target) {
             (Notify::Http(notify), _) if notify.template => {
                 let key = fire.idempotency_key();
@@ -705,14 +723,10 @@ impl ExecutorHandle {
             (Notify::Http(notify), None) => self.call(&timer.app, &inner.endpoints.target(notify), fire, held).await,
             (Notify::Asyncflow(task), _) => self.create_task_held(&timer.app, task, fire, held).await,
         };
+        drop(slot);
         let (mut answer, cost) = match answer {
             Ok(sent) => sent,
-            Err(NotSent::Stopped) => {
-                // Stopping before it went out: give the claim back.
-                self.release(std::slice::from_ref(fire)).await;
-                return FireOutcome::Released;
-            }
-            Err(NotSent::TakenOver) => return FireOutcome::TakenOver,
+            Err(not_sent) => return self.not_sent(fire, not_sent).await,
         };
         if attempt == 1 {
             inner.metrics.lateness(cost);
@@ -756,6 +770,88 @@ impl ExecutorHandle {
                 self.send_failed(timer, fire, attempt, &answer.output, cost).await;
                 self.pause_if_failing(timer, fire).await;
                 FireOutcome::Failed
+            }
+        }
+    }
+
+    /// What became of a fire that did not go out.
+    async fn not_sent(&self, fire: &ClaimedFire, why: NotSent) -> FireOutcome {
+        match why {
+            NotSent::Stopped => {
+                // Stopping before it went out: give the claim back.
+                self.release(std::slice::from_ref(fire)).await;
+                FireOutcome::Released
+            }
+            NotSent::TakenOver => FireOutcome::TakenOver,
+            NotSent::Missed => {
+                let late = self.inner.clock.now_ms() - fire.key.run_ms;
+                let output =
+                    format!("missed: {late} ms late, waited for its flow past its catch-up window (misfire policy)");
+                self.send_result(fire, FireStatus::Missed, 0, &output, late, None).await;
+                FireOutcome::Skipped
+            }
+        }
+    }
+
+    /// Waits for the fire's turn in its flow when the flow has limits
+    /// (API 1g), holding no callback slot; returns the flow's slot to hold
+    /// while the callback is open. While it waits, its claim is renewed
+    /// (a third of the lease at a time, in the batches of claim checks),
+    /// so no other node takes it over; a claim found taken over is not
+    /// sent. A first attempt past its catch-up window meanwhile is missed
+    /// when its timer's misfire policy says so.
+    async fn flow_turn(
+        &self,
+        timer: &Timer,
+        fire: &ClaimedFire,
+        attempt: u32,
+        held: &mut Held,
+    ) -> Result<Option<flows::FlowSlot>, NotSent> {
+        let inner = &self.inner;
+        let Notify::Http(notify) = &timer.notify else { return Ok(None) };
+        if !inner.flows.any_limited(&timer.app) {
+            return Ok(None);
+        }
+        let key = notify.flow_key();
+        if inner.flows.limit(&timer.app, &key).is_none() {
+            return Ok(None);
+        }
+        let missed_at = if attempt == 1 && !fire.manual { self.missed_at(timer, fire) } else { None };
+        let mut turn = inner.flows.join(&timer.app, &key, fire.key.run_ms, fire.task_id, missed_at);
+        let renew = Duration::from_millis(inner.config.lease_ms / 3);
+        loop {
+            tokio::select! {
+                turn = &mut turn => return match turn {
+                    Ok(flows::Turn::Go(slot)) => Ok(Some(slot)),
+                    Ok(flows::Turn::Missed) => Err(NotSent::Missed),
+                    Err(_) => Ok(None),
+                },
+                _ = inner.hard_stop.cancelled() => return Err(NotSent::Stopped),
+                _ = tokio::time::sleep(renew) => {
+                    let checked = self.held_now();
+                    match self.confirm(fire).await {
+                        Some(true) => *held = checked,
+                        Some(false) => return Err(NotSent::TakenOver),
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// When a fire waiting for its flow is past its catch-up window and its
+    /// timer's misfire policy says missed: `skip` at the window's end,
+    /// `fire_once` once its next scheduled time has come too, `fire_all`
+    /// never.
+    fn missed_at(&self, timer: &Timer, fire: &ClaimedFire) -> Option<i64> {
+        let default = self.inner.misfire_threshold_ms.load(Ordering::Relaxed);
+        let window_end = fire.key.run_ms + timer.timing.misfire_threshold_or(default) as i64;
+        match timer.misfire {
+            MisfirePolicy::FireAll => None,
+            MisfirePolicy::Skip => Some(window_end),
+            MisfirePolicy::FireOnce => {
+                let next = timer.timing.next_at_or_after(&timer.schedule, fire.scheduled_ms + 1)?;
+                Some(window_end.max(next))
             }
         }
     }

@@ -30,6 +30,7 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
             body: None,
             timeout_ms: None,
             template: false,
+            flow_key: None,
         }),
         retry: RetryPolicy::default(),
         misfire: MisfirePolicy::FireAll,

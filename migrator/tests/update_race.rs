@@ -140,6 +140,7 @@ fn timer(name: &str, cron: &str) -> NewTimer {
             body: None,
             timeout_ms: None,
             template: false,
+            flow_key: None,
         }),
         retry: RetryPolicy::default(),
         misfire: MisfirePolicy::FireAll,

@@ -472,6 +472,7 @@ mod tests {
                 body: None,
                 timeout_ms: None,
                 template: false,
+                flow_key: None,
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::default(),

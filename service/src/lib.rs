@@ -24,6 +24,8 @@
 //!   `pause_app` and `resume_app` (API 1f).
 //! - [`apply`] holds [`TimerService::apply`]: an app's timers made to match
 //!   a list (timers as code), with its diff, prune and dry run.
+//! - [`flows`] holds flow control per key: `set_flow_limit`, `flows`,
+//!   `delete_flow_limit` (API 1g).
 //! - [`checks`] holds [`Targets`] (callback target policy and task types, given
 //!   by the server), the limits the store refuses by, the app locks.
 //! - [`error`] holds the one error type, [`ServiceError`].
@@ -35,6 +37,7 @@ pub mod apply;
 pub mod checks;
 pub mod create;
 pub mod error;
+pub mod flows;
 pub mod history;
 pub mod lifecycle;
 pub mod many;
@@ -50,7 +53,7 @@ use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{Timer, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_migrator::Expander;
-use xtimer_store::{AppRepo, CalendarRepo, FireRepo, FireWindow, Quota, TimerRepo};
+use xtimer_store::{AppRepo, CalendarRepo, FireRepo, FireWindow, FlowRepo, FlowTokens, Quota, TimerRepo};
 
 pub use checks::{OpenTargets, Targets, TaskTypeError, MAX_APP_CHARS};
 pub use error::{Result, ServiceError};
@@ -67,6 +70,8 @@ struct Inner {
     fires: Arc<dyn FireRepo>,
     calendars: Arc<dyn CalendarRepo>,
     apps: Arc<dyn AppRepo>,
+    flows: Arc<dyn FlowRepo>,
+    flow_tokens: Arc<dyn FlowTokens>,
     expander: Expander,
     targets: Arc<dyn Targets>,
     clock: SharedClock,
@@ -85,6 +90,10 @@ pub struct Parts {
     pub calendars: Arc<dyn CalendarRepo>,
     /// What is kept per app (its pause, its counts).
     pub apps: Arc<dyn AppRepo>,
+    /// Where the flows' limits are stored.
+    pub flows: Arc<dyn FlowRepo>,
+    /// The flows' shared state (their waiting fires and open callbacks).
+    pub flow_tokens: Arc<dyn FlowTokens>,
     /// Plans an enabled timer's fires the moment it is created or enabled.
     pub expander: Expander,
     /// Where callbacks may point and which task types an app may use.
@@ -154,6 +163,8 @@ impl TimerService {
             fires: parts.fires,
             calendars: parts.calendars,
             apps: parts.apps,
+            flows: parts.flows,
+            flow_tokens: parts.flow_tokens,
             expander: parts.expander,
             targets: parts.targets,
             clock: ctx.clock.clone(),

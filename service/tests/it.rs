@@ -67,6 +67,8 @@ async fn service_with(limits: LimitsConfig) -> Fixture {
         fires: stores.fires.clone(),
         calendars: stores.calendars.clone(),
         apps: stores.apps.clone(),
+        flows: stores.flows.clone(),
+        flow_tokens: stores.flow_tokens.clone(),
         expander,
         targets: Arc::new(FakeTargets),
     };
@@ -93,6 +95,7 @@ fn once(app: &str, name: &str, status: TimerStatus) -> NewTimer {
             body: None,
             timeout_ms: None,
             template: false,
+            flow_key: None,
         }),
         retry: Default::default(),
         misfire: Default::default(),
@@ -189,6 +192,7 @@ async fn refused_targets_name_their_field() {
         body: None,
         timeout_ms: None,
         template: false,
+        flow_key: None,
     });
     let err = f.service.create(timer.clone(), &Actor::Anonymous).await.unwrap_err();
     assert_eq!(err.to_string(), "onFailure.url: refused.example is refused");

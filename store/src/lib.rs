@@ -12,6 +12,7 @@
 //!   notifications fires owe, [`NotifyRepo`]).
 //! - `calendars`: the apps' calendars of excluded days ([`CalendarRepo`]).
 //! - `apps`: what is kept per app, its pause and its counts ([`AppRepo`]).
+//! - `flows`: the flows' limits, as `setFlowLimit` sets them ([`FlowRepo`]).
 //! - [`partition`]: PostgreSQL's daily partitions of `t_timer_task`, made
 //!   ahead and dropped whole once expired.
 //! - `placement`: spread fires' send times, chosen once, and the planned load per second.
@@ -38,6 +39,8 @@ pub mod db;
 pub mod error;
 mod fence;
 mod fires;
+pub mod flow_tokens;
+mod flows;
 mod history;
 pub mod lease;
 pub mod lock;
@@ -64,6 +67,8 @@ pub use auth::AuthRepo;
 pub use calendars::CalendarRepo;
 pub use db::Database;
 pub use error::{Error, Result};
+pub use flow_tokens::{FlowFigures, FlowGrant, FlowTokens, FlowTurn, MemoryFlowTokens};
+pub use flows::{FlowLimit, FlowRepo};
 pub use history::HistoryEntry;
 pub use lease::ShardLeases;
 pub use lock::{LockStore, MemoryLocks};
@@ -79,6 +84,10 @@ pub use usage::{Quota, Refusal};
 use xtimer_core::config::{DatabaseConfig, RedisConfig, ShardConfig};
 use xtimer_core::SharedClock;
 
+/// What nodes share besides the database: the shard index, the locks, the
+/// flows' state, and their description.
+type Shared = (Arc<dyn ShardStore>, Arc<dyn LockStore>, Arc<dyn FlowTokens>, String);
+
 /// Every store a node needs, chosen by configuration.
 #[derive(Clone)]
 pub struct Stores {
@@ -92,10 +101,15 @@ pub struct Stores {
     pub calendars: Arc<dyn CalendarRepo>,
     /// What is kept per app: its pause, its counts.
     pub apps: Arc<dyn AppRepo>,
+    /// The flows' limits (API 1g).
+    pub flows: Arc<dyn FlowRepo>,
     /// The asyncflow task tables.
     pub tasks: TaskStore,
     pub shards: Arc<dyn ShardStore>,
     pub locks: Arc<dyn LockStore>,
+    /// The flows' shared limits state: in Redis beside the shard index,
+    /// else in process.
+    pub flow_tokens: Arc<dyn FlowTokens>,
     database: Database,
     /// Human-readable description of the backends, for the start-up log.
     pub description: String,
@@ -124,22 +138,26 @@ impl Stores {
             Database::Postgres(_) => format!("PostgreSQL at {}", redact(&db.url)),
             Database::Mysql(_) => format!("MySQL at {}", redact(&db.url)),
         };
-        let (shards, locks, index): (Arc<dyn ShardStore>, Arc<dyn LockStore>, String) = if redis.url.is_empty() {
+        let (shards, locks, flow_tokens, index): Shared = if redis.url.is_empty() {
             (
                 Arc::new(MemoryShards::new(shard.clone(), clock.clone())),
-                Arc::new(MemoryLocks::new(clock)),
+                Arc::new(MemoryLocks::new(clock.clone())),
+                Arc::new(MemoryFlowTokens::new(clock)),
                 "the embedded shard index and locks".into(),
             )
         } else {
             let store = redis::RedisStore::open(redis, shard.clone()).await.map_err(at("redis.url", &redis.url))?;
             let store = Arc::new(store.with_clock(clock));
             let kind = if redis::is_cluster(redis) { "Redis Cluster" } else { "Redis" };
-            (store.clone(), store, format!("{kind} at {}", redact(&redis.url)))
+            (store.clone(), store.clone(), store, format!("{kind} at {}", redact(&redis.url)))
         };
-        Ok(Self::over(database, shards, locks, format!("{sql} with {index}")))
+        let mut stores = Self::over(database, shards, locks, format!("{sql} with {index}"));
+        stores.flow_tokens = flow_tokens;
+        Ok(stores)
     }
 
-    /// The stores over an open database and shard index.
+    /// The stores over an open database and shard index, with the flows'
+    /// state in process (set `flow_tokens` for a cluster's).
     pub fn over(
         database: Database,
         shards: Arc<dyn ShardStore>,
@@ -154,10 +172,12 @@ impl Stores {
             notifications: db.clone(),
             calendars: db.clone(),
             apps: db.clone(),
+            flows: db.clone(),
             auth: db,
             tasks: TaskStore::new(database.clone()),
             shards,
             locks,
+            flow_tokens: Arc::new(MemoryFlowTokens::new(Arc::new(xtimer_core::clock::SystemClock))),
             database,
             description,
         }

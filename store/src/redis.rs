@@ -14,6 +14,10 @@
 //!   scripts that compare the token and act in one step, so a node whose
 //!   lease ran out can never touch the lock a newer owner holds.
 //!
+//! - Flow: `{prefix}:flow:{<hash>}:<app length>:<app>:<key>:state`,
+//!   `...:slots` and `...:nodes`, a flow's shared limits state
+//!   ([`FlowTokens`], API 1g), written by one script per turn.
+//!
 //! # Redis Cluster
 //!
 //! The braces in shard and lock keys are literal, a Redis Cluster hash tag
@@ -61,6 +65,7 @@ use xtimer_core::fire::FireKey;
 use xtimer_core::shard::ShardKey;
 use xtimer_core::SharedClock;
 
+use crate::flow_tokens::{interval_us, FlowFigures, FlowGrant, FlowTokens, FlowTurn, NODE_TTL_MS};
 use crate::shard::SHARD_TTL_MS;
 use crate::{LockStore, Result, ShardStore};
 
@@ -155,6 +160,8 @@ pub fn is_cluster(redis: &RedisConfig) -> bool {
 struct Scripts {
     extend: Script,
     release: Script,
+    flow_take: Script,
+    flow_figures: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -207,7 +214,12 @@ impl RedisStore {
     }
 
     fn over(conn: Connection, config: ShardConfig) -> Self {
-        let scripts = Scripts { extend: Script::new(EXTEND_LUA), release: Script::new(RELEASE_LUA) };
+        let scripts = Scripts {
+            extend: Script::new(EXTEND_LUA),
+            release: Script::new(RELEASE_LUA),
+            flow_take: Script::new(FLOW_TAKE_LUA),
+            flow_figures: Script::new(FLOW_FIGURES_LUA),
+        };
         Self { config, clock: Arc::new(SystemClock), conn, scripts: Arc::new(scripts) }
     }
 
@@ -324,5 +336,160 @@ impl LockStore for RedisStore {
     async fn release(&self, key: &str, token: &str) -> Result<bool> {
         let released: i64 = self.scripts.release.key(key).arg(token).invoke_async(&mut self.conn.clone()).await?;
         Ok(released == 1)
+    }
+}
+
+/// One turn of a node at a flow ([`FlowTokens::take`]), the same steps as
+/// the embedded store's in one script. `KEYS`: the flow's state hash
+/// (`tat`, µs), its open slots (sorted set, score: when each lapses, ms)
+/// and its nodes (hash: node -> `lapses_ms:head_ms:waiting`). `ARGV`:
+/// node, head (-1: none), waiting, interval µs (0: no rate), burst,
+/// parallelism (0: no cap), paused (0/1), slot TTL ms, node TTL ms, number
+/// of slots given back, those slots, then the ids asked for. Runs on the
+/// server's clock, the one every node agrees on. Returns
+/// `{granted, retry_ms}` with `retry_ms` -1 for "when a slot frees".
+const FLOW_TAKE_LUA: &str = r"
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+local node = ARGV[1]
+local head = tonumber(ARGV[2])
+local waiting = tonumber(ARGV[3])
+local interval = tonumber(ARGV[4])
+local burst = tonumber(ARGV[5])
+local parallelism = tonumber(ARGV[6])
+local paused = ARGV[7] == '1'
+local slot_ttl = tonumber(ARGV[8])
+local node_ttl = tonumber(ARGV[9])
+local ndone = tonumber(ARGV[10])
+local first_id = 11 + ndone
+local keep = node_ttl + slot_ttl + 60000
+local others_older = false
+local nodes = redis.call('HGETALL', KEYS[3])
+for i = 1, #nodes, 2 do
+    local lapses, their = string.match(nodes[i + 1], '^(%-?%d+):(%-?%d+):')
+    if tonumber(lapses) <= now then
+        redis.call('HDEL', KEYS[3], nodes[i])
+    elseif nodes[i] ~= node and head >= 0 and tonumber(their) < head then
+        others_older = true
+    end
+end
+if waiting > 0 and head >= 0 then
+    redis.call('HSET', KEYS[3], node, string.format('%d:%d:%d', now + node_ttl, head, waiting))
+    redis.call('PEXPIRE', KEYS[3], keep)
+else
+    redis.call('HDEL', KEYS[3], node)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+for i = 11, first_id - 1 do
+    redis.call('ZREM', KEYS[2], ARGV[i])
+end
+local want = #ARGV - first_id + 1
+if paused or want <= 0 then
+    return {0, -1}
+end
+local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or '0')
+local tolerance = interval * (math.max(burst, 1) - 1)
+local function next_ms()
+    local wait = math.max(tat, now_us) - now_us - tolerance
+    if wait < 0 then wait = 0 end
+    return math.max(math.ceil(wait / 1000), 1)
+end
+if others_older then
+    if interval > 0 then return {0, math.max(next_ms(), 2)} end
+    return {0, 2}
+end
+local room = want
+if parallelism > 0 then
+    room = math.min(want, parallelism - redis.call('ZCARD', KEYS[2]))
+end
+local granted = 0
+local retry = -1
+while granted < room do
+    if interval > 0 then
+        local from = math.max(tat, now_us)
+        if from - now_us > tolerance then
+            retry = next_ms()
+            break
+        end
+        tat = from + interval
+    end
+    redis.call('ZADD', KEYS[2], now + slot_ttl, ARGV[first_id + granted])
+    granted = granted + 1
+end
+if granted > 0 then
+    redis.call('PEXPIRE', KEYS[2], keep)
+end
+if interval > 0 then
+    redis.call('HSET', KEYS[1], 'tat', string.format('%d', tat))
+    redis.call('PEXPIRE', KEYS[1], keep)
+end
+return {granted, retry}
+";
+
+/// A flow's waiting fires and open slots, as [`FLOW_TAKE_LUA`] keeps them.
+/// `KEYS`: as there, but the state hash. Returns `{waiting, in_flight}`.
+const FLOW_FIGURES_LUA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local waiting = 0
+local nodes = redis.call('HGETALL', KEYS[2])
+for i = 1, #nodes, 2 do
+    local lapses, _, count = string.match(nodes[i + 1], '^(%-?%d+):(%-?%d+):(%d+)$')
+    if tonumber(lapses) > now then waiting = waiting + tonumber(count) end
+end
+return {waiting, redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')}
+";
+
+impl RedisStore {
+    /// The keys of a flow's state, slots and nodes. The hash tag is a hash
+    /// of the app and key (either may hold a brace), so the three share a
+    /// cluster slot; the names keep the app and key, so flows never share
+    /// keys.
+    fn flow_keys(&self, app: &str, key: &str) -> [String; 3] {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in app.bytes().chain([0]).chain(key.bytes()) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        let base = format!("{}:flow:{{{hash:016x}}}:{}:{}", self.config.key_prefix, app.len(), app);
+        [format!("{base}:{key}:state"), format!("{base}:{key}:slots"), format!("{base}:{key}:nodes")]
+    }
+}
+
+#[async_trait]
+impl FlowTokens for RedisStore {
+    async fn take(&self, turn: &FlowTurn<'_>) -> Result<FlowGrant> {
+        let [state, slots, nodes] = self.flow_keys(turn.app, turn.key);
+        let mut call = self.scripts.flow_take.prepare_invoke();
+        call.key(state).key(slots).key(nodes);
+        call.arg(turn.node)
+            .arg(turn.head_ms.unwrap_or(-1))
+            .arg(turn.waiting)
+            .arg(turn.rate_per_sec.map(interval_us).unwrap_or(0))
+            .arg(turn.burst)
+            .arg(turn.parallelism.unwrap_or(0))
+            .arg(u8::from(turn.paused))
+            .arg(turn.slot_ttl_ms)
+            .arg(NODE_TTL_MS)
+            .arg(turn.done.len());
+        for slot in turn.done.iter().chain(turn.slots) {
+            call.arg(slot);
+        }
+        let (granted, retry): (i64, i64) = call.invoke_async(&mut self.conn.clone()).await?;
+        Ok(FlowGrant { granted: granted.max(0) as usize, retry_in_ms: u64::try_from(retry).ok() })
+    }
+
+    async fn figures(&self, app: &str, key: &str) -> Result<FlowFigures> {
+        let [_, slots, nodes] = self.flow_keys(app, key);
+        let (waiting, in_flight): (u64, u64) =
+            self.scripts.flow_figures.key(slots).key(nodes).invoke_async(&mut self.conn.clone()).await?;
+        Ok(FlowFigures { waiting, in_flight })
+    }
+
+    async fn forget(&self, app: &str, key: &str) -> Result<()> {
+        let [state, _, _] = self.flow_keys(app, key);
+        // The slots and nodes lapse by themselves; a new limit starts with a fresh bucket.
+        let _: i64 = self.conn.clone().del(state).await?;
+        Ok(())
     }
 }

@@ -89,6 +89,7 @@ async fn the_receiver_process_counts_callbacks_by_run_time_and_ends_with_its_own
         body: None,
         timeout_ms: None,
         template: false,
+        flow_key: None,
     };
     for (timer_id, run_ms) in [(1, 1_000), (2, 1_000), (1, 2_000)] {
         let answer = xtimer_executor::callback::call(&client, &notify, FireKey { timer_id, run_ms }, 64).await;

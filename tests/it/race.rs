@@ -40,6 +40,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
                 body: None,
                 timeout_ms: None,
                 template: false,
+                flow_key: None,
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::FireOnce,

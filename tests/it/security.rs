@@ -100,6 +100,7 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
             body: None,
             timeout_ms: None,
             template: false,
+            flow_key: None,
         }),
         retry: RetryPolicy { max_attempts: 3, backoff_ms: 100, no_retry_statuses: None },
         misfire: MisfirePolicy::FireOnce,

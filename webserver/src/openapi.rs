@@ -167,6 +167,30 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "Replayed",
     ),
     route(
+        "POST",
+        "setFlowLimit",
+        "Set a flow's rate, parallelism or pause, across the cluster: its fires over them wait.",
+        &[],
+        Some("SetFlowLimit"),
+        "Flow",
+    ),
+    route(
+        "GET",
+        "getFlows",
+        "An app's flows with limits, their waiting fires and open callbacks.",
+        &[("app", true, "string")],
+        None,
+        "FlowList",
+    ),
+    route(
+        "DELETE",
+        "delFlowLimit",
+        "Remove a flow's limits: its waiting fires go.",
+        &[("app", true, "string"), ("key", true, "string")],
+        None,
+        "FlowDeleted",
+    ),
+    route(
         "GET",
         "getTimerHistory",
         "Every change to a timer, newest first, and who made it.",
@@ -452,6 +476,29 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
     ("PauseApp", &[("app", "string"), ("until", "string"), ("reason", "string")]),
     ("ResumeApp", &[("app", "string")]),
     ("AppPaused", &[("app", "string"), ("paused", "boolean"), ("pausedUntil", "integer"), ("reason", "string")]),
+    (
+        "SetFlowLimit",
+        &[
+            ("app", "string"),
+            ("key", "string"),
+            ("ratePerSec", "number"),
+            ("parallelism", "integer"),
+            ("paused", "boolean"),
+        ],
+    ),
+    (
+        "Flow",
+        &[
+            ("key", "string"),
+            ("ratePerSec", "number"),
+            ("parallelism", "integer"),
+            ("paused", "boolean"),
+            ("waiting", "integer"),
+            ("inFlight", "integer"),
+        ],
+    ),
+    ("FlowList", &[("list", "array")]),
+    ("FlowDeleted", &[("key", "string"), ("deleted", "boolean")]),
     (
         "Fire",
         &[

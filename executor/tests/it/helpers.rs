@@ -135,6 +135,7 @@ fn new_timer(name: &str, schedule: Schedule, url: &str) -> NewTimer {
             body: Some("{}".into()),
             timeout_ms: None,
             template: false,
+            flow_key: None,
         }),
         retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
         misfire: MisfirePolicy::FireAll,

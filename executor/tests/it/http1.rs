@@ -134,6 +134,7 @@ fn notify(url: String) -> HttpNotify {
         body: Some("{\"a\":1}".into()),
         timeout_ms: Some(2_000),
         template: false,
+        flow_key: None,
     }
 }
 

@@ -97,6 +97,7 @@ impl Cluster {
             body: Some("{}".into()),
             timeout_ms: None,
             template: false,
+            flow_key: None,
         };
         let timer = NewTimer {
             timing: Default::default(),

@@ -487,3 +487,97 @@ async fn unreachable_cluster_is_an_error_not_a_hang() {
     assert!(matches!(connected, Err(Error::Redis(_))), "{:?}", connected.map(|_| ()));
     assert!(started.elapsed() < Duration::from_secs(10), "gave up after {:?}", started.elapsed());
 }
+
+/// One turn at a flow, as an executor's driver takes it.
+fn flow_turn<'a>(node: &'a str, head: Option<i64>, slots: &'a [String]) -> xtimer_store::FlowTurn<'a> {
+    xtimer_store::FlowTurn {
+        app: "billing}{",
+        key: "api.example.com:443",
+        node,
+        head_ms: head,
+        waiting: u64::from(head.is_some()),
+        rate_per_sec: None,
+        burst: 1,
+        parallelism: None,
+        paused: false,
+        slots,
+        done: &[],
+        slot_ttl_ms: 30_000,
+    }
+}
+
+/// The flows' shared state in Redis: a rate of 20 a second never lets
+/// more than 21 go in any one second (the server's clock), parallelism
+/// counts open slots until given back, and an older fire on another node
+/// goes first. On one server and on a cluster (the flow's keys hash to one
+/// slot whatever braces its app holds).
+async fn flows_share_rate_parallelism_and_order(store: RedisStore) {
+    use xtimer_store::FlowTokens;
+    let ids: Vec<String> = (0..4).map(|i| format!("n1:{i}")).collect();
+    // Rate: ask every 2 ms for 1.1 s; grants are spaced by the interval.
+    let mut sent = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1_100) {
+        let mut turn = flow_turn("n1", Some(1), &ids);
+        turn.rate_per_sec = Some(20.0);
+        turn.key = "rated";
+        let grant = store.take(&turn).await.unwrap();
+        assert!(grant.granted <= 1, "a burst of one");
+        if grant.granted == 1 {
+            sent.push(started.elapsed());
+        } else {
+            assert!(grant.retry_in_ms.is_some_and(|ms| ms <= 50), "the next token within the interval: {grant:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for (i, at) in sent.iter().enumerate() {
+        let within = sent[i..].iter().take_while(|later| **later - *at < Duration::from_millis(1_000)).count();
+        assert!(within <= 21, "{within} sends within one second of send {i}: {sent:?}");
+    }
+    assert!(sent.len() >= 15, "about 22 sends in 1.1 s, got {}", sent.len());
+
+    // Parallelism: two open at once until one is given back.
+    let mut turn = flow_turn("n1", Some(1), &ids[..3]);
+    turn.parallelism = Some(2);
+    assert_eq!(store.take(&turn).await.unwrap().granted, 2);
+    let figures = store.figures(turn.app, turn.key).await.unwrap();
+    assert_eq!(figures, xtimer_store::FlowFigures { waiting: 1, in_flight: 2 });
+    turn.slots = &ids[2..3];
+    assert_eq!(store.take(&turn).await.unwrap().granted, 0, "at its parallelism");
+    let done = vec![ids[0].clone()];
+    turn.done = &done;
+    assert_eq!(store.take(&turn).await.unwrap().granted, 1, "a slot given back frees its place");
+
+    // Order across nodes: n2's fire at 100 goes before n1's at 200.
+    let other = vec!["n2:0".to_owned()];
+    let mut older = flow_turn("n2", Some(100), &[]);
+    older.key = "ordered";
+    store.take(&older).await.unwrap();
+    let mut newer = flow_turn("n1", Some(200), &ids[..1]);
+    newer.key = "ordered";
+    assert_eq!(store.take(&newer).await.unwrap().granted, 0, "n2 holds an older fire");
+    older.slots = &other;
+    assert_eq!(store.take(&older).await.unwrap().granted, 1);
+    older.slots = &[];
+    older.head_ms = None;
+    older.waiting = 0;
+    store.take(&older).await.unwrap();
+    assert_eq!(store.take(&newer).await.unwrap().granted, 1, "n2 has none waiting now");
+    let mut paused = newer.clone();
+    paused.paused = true;
+    assert_eq!(store.take(&paused).await.unwrap().granted, 0);
+    store.forget(newer.app, newer.key).await.unwrap();
+}
+
+#[tokio::test]
+async fn flows_share_rate_parallelism_and_order_on_redis() {
+    let config = ShardConfig { key_prefix: prefix(), ..ShardConfig::default() };
+    flows_share_rate_parallelism_and_order(RedisStore::connect(&url(), config).await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn redis_cluster_flows_share_rate_parallelism_and_order() {
+    let config = ShardConfig { key_prefix: prefix(), ..ShardConfig::default() };
+    let redis = RedisConfig { url: cluster_url(), cluster: true };
+    flows_share_rate_parallelism_and_order(RedisStore::open(&redis, config).await.unwrap()).await;
+}

@@ -75,6 +75,7 @@ pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
             body: Some("{\"n\":1}".into()),
             timeout_ms: None,
             template: false,
+            flow_key: None,
         }),
         retry: RetryPolicy { max_attempts: 3, backoff_ms: 250, no_retry_statuses: None },
         misfire: MisfirePolicy::FireAll,

@@ -25,6 +25,7 @@ pub mod admin;
 pub mod apply;
 pub mod backfill;
 pub mod batch;
+pub mod flows;
 
 pub mod input;
 pub mod lifecycle;
@@ -77,6 +78,9 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/resumeApp"), post(many::app_resume))
         .route(&format!("{prefix}/getTimerHistory"), get(many::timer_history))
         .route(&format!("{prefix}/replayFires"), post(many::fires_replay))
+        .route(&format!("{prefix}/setFlowLimit"), post(flows::flow_set))
+        .route(&format!("{prefix}/getFlows"), get(flows::flows_list))
+        .route(&format!("{prefix}/delFlowLimit"), delete(flows::flow_delete))
 }
 
 /// `POST createTimer`: validates and stores a timer; with `status: 2` it is

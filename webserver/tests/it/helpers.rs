@@ -94,6 +94,8 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
         fires,
         calendars: stores.calendars.clone(),
         apps: stores.apps.clone(),
+        flows: stores.flows.clone(),
+        flow_tokens: stores.flow_tokens.clone(),
         expander,
         targets: security.targets(None),
     };

@@ -193,6 +193,10 @@ pub struct NotifyHttpParam {
     /// The URL, header values and body hold `{{placeholders}}` filled per fire.
     #[serde(default)]
     pub template: Option<bool>,
+    /// The flow its callbacks belong to in the app (API 1g); the URL's
+    /// `host:port` when absent.
+    #[serde(default, rename = "flowKey")]
+    pub flow_key: Option<String>,
 }
 
 /// `notifyAsyncflowParam` of [`CreateTimer`]: each fire creates one task.
@@ -650,7 +654,22 @@ impl NotifyHttpParam {
                 );
             }
         }
-        let notify = HttpNotify { url: self.url, method, headers, body: self.body, timeout_ms: None, template };
+        if let Some(key) = &self.flow_key {
+            if field != "notifyHTTPParam" {
+                p.push(&format!("{field}.flowKey"), "applies only to notifyHTTPParam");
+            } else if let Err(err) = xtimer_service::flows::check_flow_key(&format!("{field}.flowKey"), key) {
+                p.0.push(err.to_string());
+            }
+        }
+        let notify = HttpNotify {
+            url: self.url,
+            method,
+            headers,
+            body: self.body,
+            timeout_ms: None,
+            template,
+            flow_key: self.flow_key,
+        };
         if template && p.0.len() == before {
             if let Err((part, problem)) = xtimer_core::template::check_notify(&notify) {
                 p.push(&format!("{field}.{part}"), problem);

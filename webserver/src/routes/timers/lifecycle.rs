@@ -129,6 +129,7 @@ impl UpdateTimer {
                         header: Some(http.headers.clone()),
                         body: http.body.clone(),
                         template: Some(http.template),
+                        flow_key: http.flow_key.clone(),
                     }),
                     None,
                 ),
@@ -187,6 +188,7 @@ impl UpdateTimer {
                     header: Some(n.headers.clone()),
                     body: None,
                     template: None,
+                    flow_key: None,
                 })
             }),
             pause_after_failures: self.pause_after_failures.or(stored.pause_after_failures.map(i64::from)),

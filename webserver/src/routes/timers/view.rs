@@ -129,6 +129,10 @@ pub struct NotifyView {
     /// Its placeholders are filled per fire.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub template: bool,
+    /// The flow its callbacks belong to (API 1g): its `flowKey`, else the
+    /// URL's `host:port`.
+    #[serde(rename = "flowKey", skip_serializing_if = "Option::is_none")]
+    pub flow_key: Option<String>,
     /// A templated callback's next request, rendered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub example: Option<ExampleRequest>,
@@ -214,6 +218,7 @@ impl From<&Timer> for TimerView {
                     header: http.headers.clone(),
                     body: http.body.clone(),
                     template: http.template,
+                    flow_key: Some(http.flow_key().into_owned()),
                     example: None,
                 }),
                 None,
@@ -251,6 +256,7 @@ impl From<&Timer> for TimerView {
                 header: n.headers.clone(),
                 body: None,
                 template: false,
+                flow_key: None,
                 example: None,
             }),
             pause_after_failures: t.pause_after_failures,

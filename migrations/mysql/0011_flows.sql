@@ -1,0 +1,13 @@
+-- Flow control (API 1g): a flow's limits as `setFlowLimit` sets them, by
+-- app and flow key (`notifyHTTPParam.flowKey`, at most 128 chars). NULL
+-- rate or parallelism: none; `paused` 0 or 1. A set replaces the row.
+-- Mirrors migrations/postgres/0018.
+CREATE TABLE IF NOT EXISTS t_flow_limit (
+    app          VARCHAR(128) NOT NULL,
+    flow_key     VARCHAR(128) NOT NULL,
+    rate_per_sec DOUBLE       NULL,                -- callbacks per second across the cluster
+    parallelism  BIGINT       NULL,                -- callbacks open at once across the cluster (any u32)
+    paused       SMALLINT     NOT NULL DEFAULT 0,
+    modify_time  BIGINT       NOT NULL,            -- Unix ms of the last set
+    PRIMARY KEY (app, flow_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

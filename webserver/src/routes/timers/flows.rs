@@ -1,0 +1,136 @@
+//! Flow control per key (API 1g): `setFlowLimit`, `getFlows`,
+//! `delFlowLimit`. The work is [`xtimer_service::flows`]'s.
+
+use axum::extract::State;
+use serde::{Deserialize, Deserializer, Serialize};
+use xtimer_service::flows::{Flow, FlowChange};
+
+use super::when::AppRef;
+use crate::auth::{authorize, AuthContext};
+use crate::extract::{ApiJson, QueryOrJson};
+use crate::{ApiError, AppState, Envelope};
+
+/// Body of `setFlowLimit`: a field left out keeps the flow's value; a
+/// `null` rate or parallelism removes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SetFlowLimit {
+    /// The app.
+    pub app: String,
+    /// The flow's key (a timer's `notifyHTTPParam.flowKey`, else its
+    /// target's `host:port`).
+    pub key: String,
+    /// Callbacks per second across the cluster, above 0 and at most 100,000.
+    #[serde(default, deserialize_with = "present")]
+    pub rate_per_sec: Option<Option<f64>>,
+    /// Callbacks open at once across the cluster, at least 1.
+    #[serde(default, deserialize_with = "present")]
+    pub parallelism: Option<Option<i64>>,
+    /// Whether its fires are held.
+    #[serde(default)]
+    pub paused: Option<bool>,
+}
+
+/// A field that is present, `null` or not.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// A flow as `getFlows` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlowEntry {
+    /// Its key.
+    pub key: String,
+    /// Callbacks per second; null: no rate.
+    pub rate_per_sec: Option<f64>,
+    /// Callbacks open at once; null: no cap.
+    pub parallelism: Option<u32>,
+    /// Whether its fires are held.
+    pub paused: bool,
+    /// Its fires waiting, on every node.
+    pub waiting: u64,
+    /// Its callbacks open now.
+    pub in_flight: u64,
+}
+
+impl From<Flow> for FlowEntry {
+    fn from(flow: Flow) -> Self {
+        Self {
+            key: flow.limit.key,
+            rate_per_sec: flow.limit.rate_per_sec,
+            parallelism: flow.limit.parallelism,
+            paused: flow.limit.paused,
+            waiting: flow.figures.waiting,
+            in_flight: flow.figures.in_flight,
+        }
+    }
+}
+
+/// `{"list": [...]}`: the reply of `getFlows`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowList {
+    /// The app's flows with limits, by key.
+    pub list: Vec<FlowEntry>,
+}
+
+/// A flow as `delFlowLimit` names it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowRef {
+    /// The app.
+    pub app: String,
+    /// The flow's key.
+    pub key: String,
+}
+
+/// The reply of `delFlowLimit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlowDeleted {
+    /// The flow's key.
+    pub key: String,
+    /// Whether it had limits.
+    pub deleted: bool,
+}
+
+/// `POST setFlowLimit`: sets a flow's rate, parallelism or pause; the
+/// flow as it is now.
+pub async fn flow_set(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    input: Result<ApiJson<SetFlowLimit>, ApiError>,
+) -> Result<Envelope<FlowEntry>, ApiError> {
+    auth.require_token()?;
+    let ApiJson(input) = input?;
+    authorize(&auth, &input.app)?;
+    let change = FlowChange { rate_per_sec: input.rate_per_sec, parallelism: input.parallelism, paused: input.paused };
+    let flow = state.service.set_flow_limit(&input.app, &input.key, change).await?;
+    Ok(Envelope(flow.into()))
+}
+
+/// `GET getFlows`: an app's flows with limits, their waiting fires and
+/// open callbacks.
+pub async fn flows_list(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    r: Result<QueryOrJson<AppRef>, ApiError>,
+) -> Result<Envelope<FlowList>, ApiError> {
+    auth.require_token()?;
+    let QueryOrJson(r) = r?;
+    authorize(&auth, &r.app)?;
+    let flows = state.service.flows(&r.app).await?;
+    Ok(Envelope(FlowList { list: flows.into_iter().map(FlowEntry::from).collect() }))
+}
+
+/// `DELETE delFlowLimit`: removes a flow's limits; its waiting fires go.
+pub async fn flow_delete(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    r: Result<QueryOrJson<FlowRef>, ApiError>,
+) -> Result<Envelope<FlowDeleted>, ApiError> {
+    auth.require_token()?;
+    let QueryOrJson(r) = r?;
+    authorize(&auth, &r.app)?;
+    let deleted = state.service.delete_flow_limit(&r.app, &r.key).await?;
+    Ok(Envelope(FlowDeleted { key: r.key, deleted }))
+}
