@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod echo;
 mod fires;
+mod flows;
 mod helpers;
 mod lifecycle;
 mod logging;
