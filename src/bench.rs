@@ -119,6 +119,14 @@ pub struct BenchArgs {
     /// loaded second of `[scheduled, scheduled + spread)`.
     #[arg(long, default_value_t = 0)]
     pub spread_ms: u64,
+    /// Limited flows the timers are dealt over (steady, burst, cron; API
+    /// 1g), each with `--flow-rate`: every fire then takes its turn at
+    /// its flow. 0: no flow has limits.
+    #[arg(long, default_value_t = 0)]
+    pub flows: u64,
+    /// Each limited flow's `ratePerSec`.
+    #[arg(long, default_value_t = 100_000.0)]
+    pub flow_rate: f64,
 }
 
 /// Fires read back for the `sent p99` column (the newest of the window):
@@ -230,7 +238,11 @@ fn describe(a: &BenchArgs) -> String {
         }
         Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered | Scenario::History => String::new(),
     };
-    load + receiver
+    let flows = match a.flows {
+        0 => String::new(),
+        n => format!("; dealt over {n} flows limited to {}/s each", a.flow_rate),
+    };
+    load + &flows + receiver
 }
 
 fn print_row(label: &str, f: &Figures) {
@@ -277,6 +289,18 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         flow_key: None,
     });
 
+    for flow in 0..args.flows {
+        let limit = xtimer_store::FlowLimit {
+            app: "bench".into(),
+            key: format!("f{flow}"),
+            rate_per_sec: Some(args.flow_rate),
+            parallelism: None,
+            paused: false,
+            modify_time: 0,
+        };
+        node.stores.flows.set_flow_limit(&limit).await?;
+    }
+
     // Set-up: register timers, then let the migrator expand them.
     let setup = Instant::now();
     let now = chrono::Utc::now().timestamp_millis();
@@ -294,7 +318,12 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             name: format!("t{n}"),
             status: TimerStatus::Enabled,
             schedule: schedule.clone(),
-            notify: notify.clone(),
+            notify: match (&notify, args.flows) {
+                (Notify::Http(http), flows) if flows > 0 => {
+                    Notify::Http(HttpNotify { flow_key: Some(format!("f{}", n as u64 % flows)), ..http.clone() })
+                }
+                _ => notify.clone(),
+            },
             retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
             misfire: MisfirePolicy::FireAll,
             delete_after_run: false,

@@ -296,24 +296,28 @@ impl Flows {
                     continue;
                 }
             };
-            let mut granted = slots.into_iter().take(grant.granted);
             let mut went = 0;
             {
                 let mut state = flow.state.lock().expect("flow state");
-                while let Some(id) = granted.next() {
-                    let Some((_, waiter)) = state.queue.pop_first() else {
-                        // Left meanwhile: the slot goes back at the next turn.
-                        state.done.push(id);
-                        continue;
-                    };
-                    let slot = FlowSlot { flows: self.clone(), flow: flow.clone(), id: Some(id) };
-                    match waiter.turn.send(Turn::Go(slot)) {
-                        Ok(()) => went += 1,
-                        Err(Turn::Go(mut slot)) => {
-                            // Its fire stopped waiting: the slot goes back without a drop's wake.
+                'grants: for id in slots.into_iter().take(grant.granted) {
+                    let mut slot = FlowSlot { flows: self.clone(), flow: flow.clone(), id: Some(id) };
+                    loop {
+                        let Some((_, waiter)) = state.queue.pop_first() else {
+                            // All left meanwhile: the slot goes back at the
+                            // next turn (taken out first: a slot dropped
+                            // with its id would lock the state held here).
                             state.done.extend(slot.id.take());
+                            continue 'grants;
+                        };
+                        match waiter.turn.send(Turn::Go(slot)) {
+                            Ok(()) => {
+                                went += 1;
+                                continue 'grants;
+                            }
+                            // Its fire stopped waiting: the next one takes the slot.
+                            Err(Turn::Go(back)) => slot = back,
+                            Err(Turn::Missed) => continue 'grants,
                         }
-                        Err(Turn::Missed) => {}
                     }
                 }
             }

@@ -798,7 +798,8 @@ impl ExecutorHandle {
     /// while the callback is open. While it waits, its claim is renewed
     /// (a third of the lease at a time, in the batches of claim checks),
     /// so no other node takes it over; a claim found taken over is not
-    /// sent. A first attempt past its catch-up window meanwhile is missed
+    /// sent. A node that stops gives its waiting fires back (pending again
+    /// for another node, or for itself after a restart). A first attempt past its catch-up window meanwhile is missed
     /// when its timer's misfire policy says so.
     async fn flow_turn(
         &self,
@@ -826,7 +827,8 @@ impl ExecutorHandle {
                     Ok(flows::Turn::Missed) => Err(NotSent::Missed),
                     Err(_) => Ok(None),
                 },
-                _ = inner.hard_stop.cancelled() => return Err(NotSent::Stopped),
+                // A node that stops gives its waiting fires back at once.
+                _ = inner.stop_claiming.cancelled() => return Err(NotSent::Stopped),
                 _ = tokio::time::sleep(renew) => {
                     let checked = self.held_now();
                     match self.confirm(fire).await {

@@ -493,6 +493,96 @@ async fn the_console_searches_by_label_acts_on_the_search_and_pauses_an_app() {
     node.stop().await;
 }
 
+/// Flow control (API 1g) in the console: an app's page lists its flows
+/// with their limits and waiting and in-flight fires; a flow paused and
+/// resumed with its button, limits set through the form (a blank field
+/// kept, `none` removed) and a flow's limits removed after asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_an_apps_flows_and_pauses_limits_and_frees_one() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let node = TestNode::spawn_with(test_config(&dir.path().join("flows.db"))).await;
+    let rx = Receiver::start(false).await.unwrap();
+    node.create_ok(json!({"app": "shop", "name": "charge", "cron": "0 0 9 * * *",
+        "notifyHTTPParam": {"url": rx.url("/charge"), "flowKey": "payments-api"}}))
+        .await;
+    let reply: Value = node
+        .http
+        .post(format!("{}/api/xtimer/setFlowLimit", node.base))
+        .json(&json!({"app": "shop", "key": "payments-api", "ratePerSec": 2.5, "parallelism": 3}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["code"], 0, "{reply}");
+    let flow = |key: &'static str| {
+        let flows = get(&node, "getFlows", "app=shop");
+        async move {
+            let flows = flows.await;
+            flows["list"].as_array().unwrap().iter().find(|f| f["key"] == key).cloned().unwrap_or(Value::Null)
+        }
+    };
+    let page = format!("{}/ui#/app/shop", node.base);
+
+    let dom = browse(&browser, &page, "flows").await;
+    let flows = section(&dom, "flows");
+    assert!(flows.contains("Flow Rate Parallelism Paused Waiting In flight"), "{flows}");
+    assert!(flows.contains("payments-api 2.5/s 3 running 0 0 Pause Remove…"), "{flows}");
+
+    let dom = browse(&browser, &format!("{page}?click=flow-pause-payments-api"), "flows-paused").await;
+    assert!(element(&dom, "flash").contains("Flow payments-api paused"), "{}", element(&dom, "flash"));
+    assert!(section(&dom, "flows").contains("payments-api 2.5/s 3 paused 0 0 Resume"), "{}", section(&dom, "flows"));
+    let paused = flow("payments-api").await;
+    assert_eq!(
+        (&paused["paused"], &paused["ratePerSec"], &paused["parallelism"]),
+        (&json!(true), &json!(2.5), &json!(3)),
+        "paused, its limits kept: {paused}"
+    );
+
+    let dom = browse(&browser, &format!("{page}?click=flow-resume-payments-api"), "flows-resumed").await;
+    assert!(element(&dom, "flash").contains("Flow payments-api resumed"), "{}", element(&dom, "flash"));
+    assert_eq!(flow("payments-api").await["paused"], false);
+
+    // The form: a blank rate is kept, `none` removes the parallelism; a
+    // new flow's limits.
+    let form = |key: &str, rate: &str, parallelism: &str| {
+        format!(
+            "{page}?set.flow-key={}&set.flow-rate={}&set.flow-parallelism={}&click=flow-submit",
+            url_encode(key),
+            url_encode(rate),
+            url_encode(parallelism)
+        )
+    };
+    browse(&browser, &form("payments-api", "", "none"), "flows-form").await;
+    let limited = flow("payments-api").await;
+    assert_eq!((&limited["ratePerSec"], &limited["parallelism"]), (&json!(2.5), &Value::Null), "{limited}");
+    let dom = browse(&browser, &form("partner.example:443", "0.5", "2"), "flows-new").await;
+    assert!(section(&dom, "flows").contains("partner.example:443 0.5/s 2 running"), "{}", section(&dom, "flows"));
+    let partner = flow("partner.example:443").await;
+    assert_eq!((&partner["ratePerSec"], &partner["parallelism"]), (&json!(0.5), &json!(2)), "{partner}");
+    // A bad limit is refused in the page, nothing sent.
+    let dom = browse(&browser, &form("partner.example:443", "fast", ""), "flows-bad").await;
+    assert!(
+        element(&dom, "flash").starts_with("Rate per second must be a number above 0"),
+        "{}",
+        element(&dom, "flash")
+    );
+    assert_eq!(flow("partner.example:443").await["ratePerSec"], 0.5);
+
+    // Removing asks first.
+    let remove = format!("{page}?click={}", url_encode("flow-del-partner.example:443"));
+    let dom = browse(&browser, &remove, "flows-remove-ask").await;
+    let ask = element(&dom, "flow-confirm");
+    assert!(ask.starts_with("Remove the limits of flow partner.example:443 ? Its waiting fires (0)"), "{ask}");
+    assert!(!flow("partner.example:443").await.is_null(), "nothing removed before the confirmation");
+    browse(&browser, &format!("{remove},flow-del-confirm"), "flows-removed").await;
+    assert!(flow("partner.example:443").await.is_null(), "the partner's limits are gone");
+    assert!(!flow("payments-api").await.is_null(), "the other flow stays");
+    node.stop().await;
+}
+
 /// The "New timer" form: every field, the page's own checks under their
 /// fields, the server's refusals under theirs, and a timer created with
 /// all of it.

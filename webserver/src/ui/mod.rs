@@ -10,7 +10,9 @@
 //!   server-side (name, status, label selector), their labels, next fire
 //!   in UTC and in the timer's zone, failing ones marked (from
 //!   [`overview`]); bulk enable / disable / run / delete of the search,
-//!   a dry run's count shown first; the forecast and the calendars;
+//!   a dry run's count shown first; its flows (API 1g: limits, waiting
+//!   and in-flight fires) paused, resumed, limited and freed; the
+//!   forecast and the calendars;
 //! - `#/new?app=`: a form with every timer field and its validation
 //!   messages (checked in the page, then the server's put by their fields);
 //! - `#/timer/{app}/{id}`: definition, next fires with DST and calendar

@@ -177,6 +177,7 @@ async function appPage(app, params) {
     </form>
     <div id="bulk"></div>
     <div id="list"><p class="muted">Loading…</p></div>
+    <h2>Flows</h2><div id="flows-box"><p class="muted">Loading…</p></div>
     <h2>Fires to be sent, next 10 minutes</h2><div id="forecast"><p class="muted">Loading…</p></div>
     <h2>Calendars</h2><div id="calendars-box"><p class="muted">Loading…</p></div>`;
   document.getElementById("search").addEventListener("submit", (e) => {
@@ -191,6 +192,7 @@ async function appPage(app, params) {
     timerList(app, filter, page).then((total) => bulkBar(app, filter, page, total)),
     forecastSection(app).catch((err) => failed("forecast", err)),
     calendarsSection(app).catch((err) => failed("calendars-box", err)),
+    flowsSection(app).catch((err) => failed("flows-box", err)),
   ]);
 }
 
@@ -651,6 +653,88 @@ async function calendarsSection(app) {
       await post("putCalendar", body);
       say(`Calendar ${body.name} saved.`);
       await calendarsSection(app);
+    } catch (err) { say(err.message, true); }
+  });
+}
+
+// ---- An app's flows (API 1g) --------------------------------------------------
+// A limit from its field: undefined when blank (kept), null for "none"
+// (removed), else a number above 0 (a whole one for `whole`).
+function flowLimit(name, text, whole) {
+  if (!text) return undefined;
+  if (text.toLowerCase() === "none") return null;
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0 || (whole && !Number.isInteger(n))) {
+    throw new Error(`${name} must be ${whole ? "a whole number, 1 or more" : "a number above 0"}, or none (“${text}”)`);
+  }
+  return n;
+}
+
+async function flowsSection(app) {
+  const box = document.getElementById("flows-box");
+  const list = (await timerApi("getFlows", { app })).list;
+  const rows = list.map((f) => `<tr><td><a href="" data-flow="${esc(f.key)}">${esc(f.key)}</a></td>
+    <td>${f.ratePerSec === null ? "-" : `${esc(f.ratePerSec)}/s`}</td><td>${esc(f.parallelism)}</td>
+    <td>${f.paused ? badge("paused") : badge("active", "running")}</td><td>${esc(f.waiting)}</td><td>${esc(f.inFlight)}</td>
+    <td>${f.paused ? `<button class="plain" id="flow-resume-${esc(f.key)}" data-flow-paused="false" data-key="${esc(f.key)}">Resume</button>`
+      : `<button class="plain" id="flow-pause-${esc(f.key)}" data-flow-paused="true" data-key="${esc(f.key)}">Pause</button>`}
+      <button class="plain" id="flow-del-${esc(f.key)}" data-flow-del="${esc(f.key)}">Remove…</button></td></tr>`).join("");
+  box.innerHTML = `<table id="flows"><thead><tr><th>Flow</th><th>Rate</th><th>Parallelism</th><th>Paused</th><th>Waiting</th><th>In flight</th><th></th></tr></thead>
+    <tbody>${rows || `<tr><td colspan="7" class="muted">No flow of ${esc(app)} has limits.</td></tr>`}</tbody></table>
+    <div id="flow-confirm"></div>
+    <form id="flow-form" class="bar"><label>Flow key<input id="flow-key" name="key" required placeholder="flowKey, else host:port"></label>
+      <label>Rate per second<input id="flow-rate" name="rate" placeholder="0.5; none removes"></label>
+      <label>Parallelism<input id="flow-parallelism" name="parallelism" placeholder="4; none removes"></label>
+      <button id="flow-submit">Set limits</button>
+      <span class="muted">A blank field keeps the flow's value. Fires over a flow's limits, or while it is paused, wait (late, not failed).</span></form>`;
+  const form = document.getElementById("flow-form");
+  for (const a of box.querySelectorAll("[data-flow]")) {
+    a.addEventListener("click", (e) => {
+      e.preventDefault();
+      const f = list.find((f) => f.key === a.dataset.flow);
+      form.elements.key.value = f.key;
+      form.elements.rate.value = f.ratePerSec === null ? "" : f.ratePerSec;
+      form.elements.parallelism.value = f.parallelism === null ? "" : f.parallelism;
+    });
+  }
+  for (const button of box.querySelectorAll("[data-flow-paused]")) {
+    button.addEventListener("click", async () => {
+      const key = button.dataset.key, paused = button.dataset.flowPaused === "true";
+      try {
+        await post("setFlowLimit", { app, key, paused });
+        say(paused ? `Flow ${key} paused: its fires wait.` : `Flow ${key} resumed.`);
+        await flowsSection(app);
+      } catch (err) { say(err.message, true); }
+    });
+  }
+  // Removing asks first, in the page (its waiting fires then go out unheld).
+  const ask = document.getElementById("flow-confirm");
+  for (const button of box.querySelectorAll("[data-flow-del]")) {
+    button.addEventListener("click", () => {
+      const f = list.find((f) => f.key === button.dataset.flowDel);
+      ask.innerHTML = `<div class="confirm"><p>Remove the limits of flow <b>${esc(f.key)}</b>? Its waiting fires (${esc(f.waiting)}) then go out unheld.</p>
+        <button class="danger" id="flow-del-confirm">Remove limits</button> <button class="plain" id="flow-del-cancel">Cancel</button></div>`;
+      document.getElementById("flow-del-cancel").addEventListener("click", () => { ask.innerHTML = ""; });
+      document.getElementById("flow-del-confirm").addEventListener("click", async () => {
+        try {
+          await timerApi("delFlowLimit", { app, key: f.key }, { method: "DELETE" });
+          say(`Flow ${f.key}: limits removed.`);
+          await flowsSection(app);
+        } catch (err) { say(err.message, true); }
+      });
+    });
+  }
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const v = (k) => form.elements[k].value.trim();
+    try {
+      const body = { app, key: v("key") };
+      const rate = flowLimit("Rate per second", v("rate"), false), parallelism = flowLimit("Parallelism", v("parallelism"), true);
+      if (rate !== undefined) body.ratePerSec = rate;
+      if (parallelism !== undefined) body.parallelism = parallelism;
+      const f = await post("setFlowLimit", body);
+      say(`Flow ${f.key}: rate ${f.ratePerSec === null ? "none" : `${f.ratePerSec}/s`}, parallelism ${f.parallelism === null ? "none" : f.parallelism}.`);
+      await flowsSection(app);
     } catch (err) { say(err.message, true); }
   });
 }
