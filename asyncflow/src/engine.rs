@@ -146,8 +146,9 @@ impl Tasks {
     }
 
     /// set_task_schedule_cfg: changes the cfg of a registered type. Fields
-    /// left at zero keep their value, so a caller may send only what it
-    /// changes; the result is checked like a registered cfg and returned.
+    /// left at zero (`fair_by_user`: left out) keep their value, so a
+    /// caller may send only what it changes; the result is checked like a
+    /// registered cfg and returned.
     /// A type owned by an app may be changed only by `caller` `None` (auth
     /// off, or the route checked already) or that app.
     pub async fn set_cfg(&self, change: TaskScheduleCfg, caller: Option<&str>) -> Result<TaskScheduleCfg> {
@@ -166,6 +167,7 @@ impl Tasks {
         cfg.max_retry_num = or(change.max_retry_num, cfg.max_retry_num);
         cfg.retry_interval = or(change.retry_interval, cfg.retry_interval);
         cfg.max_retry_interval = or(change.max_retry_interval, cfg.max_retry_interval);
+        cfg.fair_by_user = change.fair_by_user.or(cfg.fair_by_user);
         check_cfg(&cfg)?;
         if !self.store.set_cfg(&cfg, self.now_ms()).await? {
             return Err(Error::UnknownType(cfg.task_type));
@@ -230,7 +232,8 @@ impl Tasks {
     }
 
     /// hold_tasks: claims up to `limit` due tasks (0: the type's
-    /// schedule_limit; at most [`MAX_HOLD`]).
+    /// schedule_limit; at most [`MAX_HOLD`]), oldest first, or round-robin
+    /// across user_ids for a type whose cfg sets `fair_by_user`.
     pub async fn hold(&self, task_type: &str, limit: i64) -> Result<Vec<TaskData>> {
         let cfg = self.cfg_of(task_type).await?;
         if limit < 0 {
@@ -239,8 +242,13 @@ impl Tasks {
         let limit = if limit == 0 { cfg.schedule_limit } else { limit };
         let limit = limit.clamp(1, i64::from(MAX_HOLD)) as u32;
         let pos = self.positions_of(task_type).await?;
-        let claim =
-            TypeClaim { store: self.store.clone(), clock: self.clock.clone(), task_type: task_type.into(), pos };
+        let claim = TypeClaim {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            task_type: task_type.into(),
+            pos,
+            fair_by_user: cfg.fair_by_user.unwrap_or(false),
+        };
         self.holds.hold(task_type, limit, Arc::new(claim)).await
     }
 
@@ -342,12 +350,19 @@ struct TypeClaim {
     clock: SharedClock,
     task_type: String,
     pos: Positions,
+    /// The type's `fair_by_user`: round-robin across user_ids.
+    fair_by_user: bool,
 }
 
 #[async_trait]
 impl Claim for TypeClaim {
     async fn claim(&self, total: u32) -> Result<Vec<TaskData>> {
-        Ok(self.store.hold(&self.task_type, self.pos, total, self.clock.now_ms()).await?)
+        let now = self.clock.now_ms();
+        Ok(if self.fair_by_user {
+            self.store.hold_fair_by_user(&self.task_type, self.pos, total, now).await?
+        } else {
+            self.store.hold(&self.task_type, self.pos, total, now).await?
+        })
     }
 
     async fn give_back(&self, tasks: Vec<TaskData>) {

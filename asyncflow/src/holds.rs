@@ -5,8 +5,11 @@
 //! transaction rewrites the same index pages. So a hold joins its type's
 //! queue, and whichever hold gets the type's turn first claims for every
 //! hold queued behind it in one statement, then deals the tasks out in
-//! queue order, oldest order_time first. Each task still goes to exactly
-//! one hold: the statement claims it once, and the dealing splits the rows.
+//! queue order, in the order the claim returned them: oldest order_time
+//! first, or, for a `fair_by_user` type, round-robin across user_ids (each
+//! share is a run of that order, so the claim as a whole stays fair). Each
+//! task still goes to exactly one hold: the statement claims it once, and
+//! the dealing splits the rows.
 //!
 //! A hold whose caller went away (its future dropped) claims nothing for
 //! itself: the claim and the dealing run in their own task, so dropping
@@ -28,7 +31,8 @@ pub const MAX_COMBINED: u32 = 10_000;
 /// The store side of a combined hold of one type.
 #[async_trait]
 pub trait Claim: Send + Sync + 'static {
-    /// Claims up to `total` due tasks, oldest order_time first.
+    /// Claims up to `total` due tasks, in the order they are to be dealt
+    /// (oldest order_time first, or the type's fair order).
     async fn claim(&self, total: u32) -> Result<Vec<TaskData>>;
     /// Makes claimed tasks that reached no hold pending again.
     async fn give_back(&self, tasks: Vec<TaskData>);
@@ -115,8 +119,8 @@ fn take_batch(waiting: &mut Vec<Waiting>) -> Vec<Waiting> {
     waiting.drain(..fit.min(waiting.len())).collect()
 }
 
-/// Gives each hold its share of `tasks` (oldest first), in queue order;
-/// returns the tasks no hold took.
+/// Gives each hold its share of `tasks` in their order (the first hold the
+/// first ones), in queue order; returns the tasks no hold took.
 fn deal(batch: Vec<Waiting>, tasks: Vec<TaskData>) -> Vec<TaskData> {
     let mut tasks = tasks.into_iter();
     let mut undelivered = Vec::new();
@@ -241,6 +245,20 @@ mod tests {
         let failing = Arc::new(Counter { fail: true, ..Counter::default() });
         let err = combiner.hold("t", 5, failing).await.unwrap_err();
         assert!(err.to_string().contains("boom"), "{err}");
+    }
+
+    #[test]
+    fn dealing_keeps_the_order_the_claim_returned() {
+        // A fair claim's order is by round, not by order_time: it is dealt as it is.
+        let ids = |tasks: Vec<TaskData>| tasks.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
+        let claimed = ["b1", "a1", "c1", "b2", "a2", "a3"];
+        let tasks = claimed.iter().map(|id| TaskData { task_id: id.to_string(), ..TaskData::default() }).collect();
+        let (first, mut first_rx) = oneshot::channel();
+        let (second, mut second_rx) = oneshot::channel();
+        let left = deal(vec![Waiting { want: 2, done: first }, Waiting { want: 3, done: second }], tasks);
+        assert_eq!(ids(first_rx.try_recv().unwrap().unwrap()), ["b1", "a1"]);
+        assert_eq!(ids(second_rx.try_recv().unwrap().unwrap()), ["c1", "b2", "a2"]);
+        assert_eq!(ids(left), ["a3"], "what no hold wanted is given back");
     }
 
     #[test]

@@ -100,6 +100,12 @@ pub struct TaskScheduleCfg {
     pub retry_interval: i64,
     /// Seconds; the cap of a doubling retry interval.
     pub max_retry_interval: i64,
+    /// Whether hold_tasks takes the type's ready tasks round-robin across
+    /// `user_id`s, each user's oldest first, instead of oldest first. Always
+    /// set in replies; left out (or `null`) on input: `false` on register,
+    /// unchanged on set_task_schedule_cfg. Go workers ignore the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair_by_user: Option<bool>,
     pub create_time: Option<String>,
     pub modify_time: Option<String>,
 }

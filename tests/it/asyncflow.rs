@@ -774,7 +774,116 @@ async fn register_creates_and_set_task_schedule_cfg_changes(stack: Stack) {
     node.stop().await;
 }
 
+/// Creates `n` tasks of `user` (`concurrency` creates at a time); returns their ids.
+async fn create_for(go: &Arc<GoWorker>, task_type: &str, user: &str, n: usize, concurrency: usize) -> Vec<String> {
+    let mut creates = tokio::task::JoinSet::new();
+    for c in 0..concurrency {
+        let (go, task_type, user) = (go.clone(), task_type.to_string(), user.to_string());
+        creates.spawn(async move {
+            let mut ids = Vec::new();
+            for i in (c..n).step_by(concurrency) {
+                let body = json!({"task_data": {"task_type": task_type, "user_id": user, "context": i.to_string()}});
+                let reply = go.post_json("/v1/create_task", &body.to_string()).await;
+                assert_eq!(reply["code"], 0, "{reply}");
+                ids.push(reply["task_id"].as_str().unwrap().to_string());
+            }
+            ids
+        });
+    }
+    let mut ids = Vec::new();
+    while let Some(part) = creates.join_next().await {
+        ids.extend(part.unwrap());
+    }
+    ids
+}
+
+fn users(tasks: &[TaskData]) -> Vec<&str> {
+    tasks.iter().map(|t| t.user_id.as_str()).collect()
+}
+
+/// A type registered with `fair_by_user: true` is held round-robin across
+/// user_ids: 10 tasks of user B created after 10,000 of user A are all in
+/// the first hold of 20, each user's oldest first. set_task_schedule_cfg
+/// turns it off and on (a change that leaves it out keeps it); the cfg
+/// list shows it beside every key it had; a type without it is held
+/// strictly by order_time.
+async fn a_fair_by_user_type_is_held_round_robin_across_users(stack: Stack) {
+    let node = TestNode::spawn(stack).await;
+    let go = Arc::new(GoWorker::new(&node));
+    go.register(json!({"task_type": "fair_users", "schedule_limit": 20, "fair_by_user": true})).await;
+    go.register(json!({"task_type": "plain_users", "schedule_limit": 20})).await;
+    let fair = go.cfg("fair_users").await;
+    for key in [
+        "task_type",
+        "schedule_limit",
+        "schedule_interval",
+        "max_processing_time",
+        "max_retry_num",
+        "retry_interval",
+        "max_retry_interval",
+        "create_time",
+        "modify_time",
+    ] {
+        assert!(fair.get(key).is_some(), "{key} listed: {fair}");
+    }
+    assert_eq!(fair["fair_by_user"], true, "{fair}");
+    assert_eq!(go.cfg("plain_users").await["fair_by_user"], false);
+
+    create_for(&go, "fair_users", "A", 10_000, 64).await;
+    // B's ten, one after another, after all of A's.
+    let mut b_ids = Vec::new();
+    for _ in 0..10 {
+        b_ids.extend(create_for(&go, "fair_users", "B", 1, 1).await);
+    }
+
+    // Limit 0: the type's schedule_limit, 20. Round k: A's k-th oldest, then B's.
+    let first = go.hold("fair_users", 0).await;
+    assert_eq!(first.len(), 20);
+    assert_eq!(users(&first), ["A", "B"].repeat(10), "round-robin: {:?}", users(&first));
+    let b_held: Vec<&str> = first.iter().filter(|t| t.user_id == "B").map(|t| t.task_id.as_str()).collect();
+    assert_eq!(b_held, b_ids.iter().map(String::as_str).collect::<Vec<_>>(), "B's in order_time order");
+    let a_orders: Vec<i64> = first.iter().filter(|t| t.user_id == "A").map(|t| t.order_time).collect();
+    assert!(a_orders.windows(2).all(|w| w[0] <= w[1]), "A's oldest first: {a_orders:?}");
+
+    // A change that leaves fair_by_user out keeps it.
+    let kept = go.post_json("/v1/set_task_schedule_cfg", r#"{"task_type":"fair_users","max_retry_num":5}"#).await;
+    assert_eq!((&kept["code"], &kept["task_schedule_cfg"]["fair_by_user"]), (&json!(0), &json!(true)), "{kept}");
+    // Off: B's next tasks wait behind all of A's, strictly by order_time.
+    let off = go.post_json("/v1/set_task_schedule_cfg", r#"{"task_type":"fair_users","fair_by_user":false}"#).await;
+    assert_eq!((&off["code"], &off["task_schedule_cfg"]["fair_by_user"]), (&json!(0), &json!(false)), "{off}");
+    assert_eq!(go.cfg("fair_users").await["fair_by_user"], false);
+    let late_b = create_for(&go, "fair_users", "B", 5, 5).await;
+    let held = go.hold("fair_users", 20).await;
+    assert_eq!(users(&held), ["A"; 20], "oldest first with the flag off");
+    // On again, nested as Go sends a cfg: B's five come in the first five rounds.
+    let on = r#"{"task_config_data":{"task_type":"fair_users","fair_by_user":true}}"#;
+    let on = go.post_json("/v1/set_task_schedule_cfg", on).await;
+    assert_eq!(on["task_schedule_cfg"]["fair_by_user"], true, "{on}");
+    let held = go.hold("fair_users", 20).await;
+    assert_eq!(&users(&held)[..10], ["A", "B"].repeat(5), "{:?}", users(&held));
+    let mut b_held: Vec<String> = held.iter().filter(|t| t.user_id == "B").map(|t| t.task_id.clone()).collect();
+    b_held.sort();
+    let mut late_b = late_b;
+    late_b.sort();
+    assert_eq!(b_held, late_b);
+    // A flag that is not a boolean is refused.
+    let bad = go.post_json("/v1/set_task_schedule_cfg", r#"{"task_type":"fair_users","fair_by_user":"yes"}"#).await;
+    assert_eq!(bad["code"], 8021, "{bad}");
+
+    // Without the flag: A's tasks, all older, come first.
+    create_for(&go, "plain_users", "A", 100, 16).await;
+    create_for(&go, "plain_users", "B", 10, 1).await;
+    let held = go.hold("plain_users", 20).await;
+    assert_eq!(users(&held), ["A"; 20]);
+    assert!(held.windows(2).all(|w| w[0].order_time <= w[1].order_time));
+    let rest = go.hold("plain_users", 200).await;
+    assert_eq!(rest.len(), 90);
+    assert!(rest.windows(2).all(|w| w[0].order_time <= w[1].order_time), "strictly by order_time");
+    node.stop().await;
+}
+
 on_both_stacks!(
+    a_fair_by_user_type_is_held_round_robin_across_users,
     register_creates_and_set_task_schedule_cfg_changes,
     task_types_belong_to_the_app_that_registered_them,
     get_task_list_shows_only_tasks_whose_time_has_come,

@@ -19,11 +19,13 @@ mod backend_pg;
 mod backend_redis;
 mod calendars;
 mod fires;
+mod flows;
 mod helpers;
 mod locks;
 mod notify;
 mod plans;
 mod shards;
+mod tasks;
 mod timers;
 
 /// Generates one `#[tokio::test]` per conformance body for the backend that
