@@ -7,6 +7,7 @@
 //! runs once per database ([`on_both_databases!`]); MariaDB stands in for
 //! MySQL.
 
+mod flows;
 mod nodes;
 mod servers;
 
