@@ -64,21 +64,41 @@ pub struct FlowSlot {
     flows: Flows,
     flow: Arc<Flow>,
     id: Option<String>,
+    /// The flow has no parallelism: its slot only counts it in
+    /// `inFlight`, so it is given back with the flow's next turn, or
+    /// within [`LAZY_GIVE_BACK`], rather than in a turn of its own.
+    lazy: bool,
 }
+
+/// Longest a slot of a flow without parallelism waits to be given back.
+const LAZY_GIVE_BACK: Duration = Duration::from_secs(1);
 
 impl Drop for FlowSlot {
     fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            let start = {
-                let mut state = self.flow.state.lock().expect("flow state");
-                state.done.push(id);
-                !std::mem::replace(&mut state.driving, true)
-            };
-            if start {
-                self.flows.drive(self.flow.clone());
-            } else {
-                self.flow.wake.notify_one();
-            }
+        let Some(id) = self.id.take() else { return };
+        let mut state = self.flow.state.lock().expect("flow state");
+        state.done.push(id);
+        if state.driving {
+            drop(state);
+            self.flow.wake.notify_one();
+        } else if !self.lazy {
+            state.driving = true;
+            drop(state);
+            self.flows.drive(self.flow.clone());
+        } else if !std::mem::replace(&mut state.flushing, true) {
+            drop(state);
+            let (flows, flow) = (self.flows.clone(), self.flow.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(LAZY_GIVE_BACK).await;
+                let start = {
+                    let mut state = flow.state.lock().expect("flow state");
+                    state.flushing = false;
+                    !state.done.is_empty() && !std::mem::replace(&mut state.driving, true)
+                };
+                if start {
+                    flows.drive(flow);
+                }
+            });
         }
     }
 }
@@ -108,12 +128,20 @@ struct Inner {
 }
 
 /// One limited flow's fires waiting on this node.
-#[derive(Debug)]
 struct Flow {
     app: String,
     key: String,
     state: Mutex<FlowState>,
     wake: Notify,
+    /// Its `xtimer_flow_waiting` and `xtimer_flow_sent_total`, looked up once.
+    waiting_gauge: metrics::Gauge,
+    sent: metrics::Counter,
+}
+
+impl std::fmt::Debug for Flow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flow").field("app", &self.app).field("key", &self.key).finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -124,6 +152,8 @@ struct FlowState {
     done: Vec<String>,
     /// Whether a driver runs for this flow.
     driving: bool,
+    /// Whether a lazy give-back is on its way ([`FlowSlot::lazy`]).
+    flushing: bool,
 }
 
 #[derive(Debug)]
@@ -190,11 +220,14 @@ impl Flows {
             flows
                 .entry((app.to_owned(), key.to_owned()))
                 .or_insert_with(|| {
+                    let labels = [("app", app.to_owned()), ("key", key.to_owned())];
                     Arc::new(Flow {
                         app: app.to_owned(),
                         key: key.to_owned(),
                         state: Mutex::default(),
                         wake: Notify::new(),
+                        waiting_gauge: metrics::gauge!(FLOW_WAITING, &labels),
+                        sent: metrics::counter!(FLOW_SENT_TOTAL, &labels),
                     })
                 })
                 .clone()
@@ -229,8 +262,6 @@ impl Flows {
     /// back; lets fires go, oldest first, as the turns allow.
     async fn driver(self, flow: Arc<Flow>) {
         let inner = &self.inner;
-        let waiting_gauge = metrics::gauge!(FLOW_WAITING, "app" => flow.app.clone(), "key" => flow.key.clone());
-        let sent = metrics::counter!(FLOW_SENT_TOTAL, "app" => flow.app.clone(), "key" => flow.key.clone());
         let mut warned = false;
         loop {
             let now = inner.clock.now_ms();
@@ -250,18 +281,19 @@ impl Flows {
                 }
                 if state.queue.is_empty() && state.done.is_empty() {
                     state.driving = false;
-                    waiting_gauge.set(0.0);
+                    flow.waiting_gauge.set(0.0);
                     return;
                 }
                 let head = state.queue.keys().next().map(|(run_ms, _, _)| *run_ms);
                 (head, state.queue.len(), std::mem::take(&mut state.done))
             };
-            waiting_gauge.set(waiting as f64);
+            flow.waiting_gauge.set(waiting as f64);
             let Some(limit) = self.limit(&flow.app, &flow.key) else {
                 // No limits (any more): every waiting fire goes.
                 let queue = std::mem::take(&mut flow.state.lock().expect("flow state").queue);
                 for (_, waiter) in queue {
-                    let _ = waiter.turn.send(Turn::Go(FlowSlot { flows: self.clone(), flow: flow.clone(), id: None }));
+                    let slot = FlowSlot { flows: self.clone(), flow: flow.clone(), id: None, lazy: true };
+                    let _ = waiter.turn.send(Turn::Go(slot));
                 }
                 continue;
             };
@@ -300,7 +332,8 @@ impl Flows {
             {
                 let mut state = flow.state.lock().expect("flow state");
                 'grants: for id in slots.into_iter().take(grant.granted) {
-                    let mut slot = FlowSlot { flows: self.clone(), flow: flow.clone(), id: Some(id) };
+                    let lazy = limit.parallelism.is_none();
+                    let mut slot = FlowSlot { flows: self.clone(), flow: flow.clone(), id: Some(id), lazy };
                     loop {
                         let Some((_, waiter)) = state.queue.pop_first() else {
                             // All left meanwhile: the slot goes back at the
@@ -321,7 +354,7 @@ impl Flows {
                     }
                 }
             }
-            sent.increment(went);
+            flow.sent.increment(went);
             if grant.granted == want && want > 0 {
                 continue;
             }
