@@ -79,6 +79,12 @@ async fn worker_runs_the_three_stage_demo_with_retries(stack: Stack) {
     let tweak = TaskScheduleCfg { task_type: FIXED_TYPE.into(), schedule_interval: 2, ..TaskScheduleCfg::default() };
     let changed = client.set_task_schedule_cfg(&tweak).await.unwrap();
     assert_eq!((changed.schedule_interval, changed.max_retry_num, changed.retry_interval), (2, 2, -1), "{changed:?}");
+    // fair_by_user goes through the SDK, and a change without it keeps it.
+    let fair = TaskScheduleCfg { fair_by_user: Some(true), ..tweak.clone() };
+    assert_eq!(client.set_task_schedule_cfg(&fair).await.unwrap().fair_by_user, Some(true));
+    assert_eq!(client.set_task_schedule_cfg(&tweak).await.unwrap().fair_by_user, Some(true), "kept");
+    let off = TaskScheduleCfg { fair_by_user: Some(false), ..tweak.clone() };
+    assert_eq!(client.set_task_schedule_cfg(&off).await.unwrap().fair_by_user, Some(false));
 
     let ok_id = client.create_task(&demo::new_task("it://ok", 0)).await.unwrap();
     let flaky_id = client.create_task(&demo::new_task("it://flaky", 2)).await.unwrap();

@@ -205,18 +205,22 @@ impl Client {
 
 /// A cfg as register_task and set_task_schedule_cfg take it:
 /// `{"task_config_data": {...}}`, without the time fields.
+/// `fair_by_user` is sent only when set, so a cfg without it leaves the
+/// type's as it is.
 fn cfg_body(cfg: &TaskScheduleCfg) -> serde_json::Value {
-    serde_json::json!({
-        "task_config_data": {
-            "task_type": cfg.task_type,
-            "schedule_limit": cfg.schedule_limit,
-            "schedule_interval": cfg.schedule_interval,
-            "max_processing_time": cfg.max_processing_time,
-            "max_retry_num": cfg.max_retry_num,
-            "retry_interval": cfg.retry_interval,
-            "max_retry_interval": cfg.max_retry_interval,
-        }
-    })
+    let mut data = serde_json::json!({
+        "task_type": cfg.task_type,
+        "schedule_limit": cfg.schedule_limit,
+        "schedule_interval": cfg.schedule_interval,
+        "max_processing_time": cfg.max_processing_time,
+        "max_retry_num": cfg.max_retry_num,
+        "retry_interval": cfg.retry_interval,
+        "max_retry_interval": cfg.max_retry_interval,
+    });
+    if let Some(fair) = cfg.fair_by_user {
+        data["fair_by_user"] = fair.into();
+    }
+    serde_json::json!({ "task_config_data": data })
 }
 
 /// Sends `req` and decodes the reply's fields, turning a non-zero code into
