@@ -414,6 +414,9 @@ pub struct ExportedNotify {
     pub body: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template: Option<bool>,
+    /// Its flow, when not the URL's `host:port` (the default).
+    #[serde(rename = "flowKey", skip_serializing_if = "Option::is_none")]
+    pub flow_key: Option<String>,
 }
 
 /// The task a timer creates, as `apply` takes it.
@@ -475,8 +478,14 @@ pub fn exported(view: &Value) -> ExportedTimer {
 /// of its own).
 fn notify(view: &Value, with_body: bool) -> Option<ExportedNotify> {
     let n = view.as_object()?;
+    let url = n.get("url").and_then(Value::as_str).unwrap_or_default();
     Some(ExportedNotify {
-        url: n.get("url").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        flow_key: n
+            .get("flowKey")
+            .and_then(Value::as_str)
+            .filter(|key| *key != xtimer_core::timer::host_port(url))
+            .map(str::to_owned),
+        url: url.to_owned(),
         method: n.get("method").and_then(Value::as_str).unwrap_or("POST").to_owned(),
         header: n.get("header").filter(|h| h.as_object().is_some_and(|h| !h.is_empty())).cloned(),
         body: n.get("body").and_then(Value::as_str).filter(|_| with_body).map(str::to_owned),
