@@ -198,7 +198,13 @@ impl Flows {
         for limit in limits {
             by_app.entry(limit.app.clone()).or_default().insert(limit.key.clone(), limit);
         }
-        *self.inner.limits.write().expect("flow limits") = Arc::new(by_app);
+        {
+            let mut limits = self.inner.limits.write().expect("flow limits");
+            if **limits == by_app {
+                return;
+            }
+            *limits = Arc::new(by_app);
+        }
         // Waiting fires of a flow whose limits changed or went may go now.
         for flow in self.inner.flows.lock().expect("flows").values() {
             flow.wake.notify_one();
@@ -234,14 +240,18 @@ impl Flows {
         };
         let (tx, rx) = oneshot::channel();
         let seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
-        let start = {
+        let (start, head) = {
             let mut state = flow.state.lock().expect("flow state");
-            state.queue.insert((run_ms, task_id, seq), Waiter { turn: tx, missed_at });
-            !std::mem::replace(&mut state.driving, true)
+            let key = (run_ms, task_id, seq);
+            state.queue.insert(key, Waiter { turn: tx, missed_at });
+            let head = state.queue.first_key_value().is_some_and(|(first, _)| *first == key);
+            (!std::mem::replace(&mut state.driving, true), head)
         };
         if start {
             self.drive(flow);
-        } else {
+        } else if head {
+            // A new oldest fire: the next turn reports it (the others wait
+            // for the turn already due, not one each).
             flow.wake.notify_one();
         }
         rx
