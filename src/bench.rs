@@ -328,6 +328,8 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
             misfire: MisfirePolicy::FireAll,
             delete_after_run: false,
             on_failure: None,
+            on_missed: None,
+            on_late: None,
             pause_after_failures: None,
             overlap: Default::default(),
         })
@@ -451,6 +453,8 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
             misfire: MisfirePolicy::default(),
             delete_after_run: false,
             on_failure: None,
+            on_missed: None,
+            on_late: None,
             pause_after_failures: None,
             overlap: Default::default(),
         })
@@ -708,6 +712,8 @@ async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
             misfire: MisfirePolicy::FireAll,
             delete_after_run: false,
             on_failure: None,
+            on_missed: None,
+            on_late: None,
             pause_after_failures: None,
             overlap: Default::default(),
         })

@@ -246,6 +246,8 @@ mod tests {
             misfire: MisfirePolicy::default(),
             delete_after_run: false,
             on_failure: None,
+            on_missed: None,
+            on_late: None,
             pause_after_failures: None,
             pause_reason: None,
             overlap: OverlapPolicy::default(),

@@ -172,6 +172,17 @@ pub struct HttpNotify {
 /// Longest `flowKey`, in chars.
 pub const MAX_FLOW_KEY_CHARS: usize = 128;
 
+/// A timer's `onLate`: told once for a fire whose first callback left
+/// more than `threshold_ms` after its scheduled time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateAlert {
+    /// Lateness past which the fire is told, ms.
+    #[serde(rename = "thresholdMs")]
+    pub threshold_ms: u64,
+    /// Where it is told; its body is set per fire.
+    pub notify: HttpNotify,
+}
+
 impl HttpNotify {
     /// The flow its callbacks belong to: its `flowKey`, else the URL's
     /// `host:port` (lower case; the scheme's port when none is given).
@@ -358,6 +369,11 @@ pub struct NewTimer {
     /// Called once when a fire ends failed (`onFailure`); its body is set
     /// per failure.
     pub on_failure: Option<HttpNotify>,
+    /// Called when a fire is recorded missed or skipped (`onMissed`); its
+    /// body is set per fire.
+    pub on_missed: Option<HttpNotify>,
+    /// Called once for a fire sent later than its threshold (`onLate`).
+    pub on_late: Option<LateAlert>,
     /// Disable the timer after this many consecutive failed fires.
     pub pause_after_failures: Option<u32>,
     /// What a fire does while the one before it is still running.
@@ -368,7 +384,27 @@ pub struct NewTimer {
     pub labels: Labels,
 }
 
+/// The URL fields of a timer's alerts (`onFailure`, `onMissed`, `onLate`),
+/// in that order, as [`NewTimer::alerts`] and [`Timer::alerts`] list them.
+pub const ALERT_URL_FIELDS: [&str; 3] = ["onFailure.url", "onMissed.url", "onLate.notify.url"];
+
+/// Its alerts' notifies, each with its URL field ([`ALERT_URL_FIELDS`]).
+fn alerts_of<'a>(
+    on_failure: &'a Option<HttpNotify>,
+    on_missed: &'a Option<HttpNotify>,
+    on_late: &'a Option<LateAlert>,
+) -> impl Iterator<Item = (&'static str, &'a HttpNotify)> {
+    let notifies = [on_failure.as_ref(), on_missed.as_ref(), on_late.as_ref().map(|l| &l.notify)];
+    ALERT_URL_FIELDS.into_iter().zip(notifies).filter_map(|(field, n)| n.map(|n| (field, n)))
+}
+
 impl NewTimer {
+    /// The notifies of its alerts it sets (`onFailure`, `onMissed`,
+    /// `onLate`), each with its URL's field name (`onLate.notify.url`).
+    pub fn alerts(&self) -> impl Iterator<Item = (&'static str, &HttpNotify)> {
+        alerts_of(&self.on_failure, &self.on_missed, &self.on_late)
+    }
+
     /// Its `next_run` when stored at `now_ms` (the first fire time not yet
     /// expanded into fires): an enabled timer's first fire at or after now,
     /// or a one-shot's own time even if past (it still fires once);
@@ -395,6 +431,8 @@ impl NewTimer {
             misfire: self.misfire,
             delete_after_run: self.delete_after_run,
             on_failure: self.on_failure.clone(),
+            on_missed: self.on_missed.clone(),
+            on_late: self.on_late.clone(),
             pause_after_failures: self.pause_after_failures,
             pause_reason: None,
             overlap: self.overlap,
@@ -421,6 +459,10 @@ pub struct Timer {
     pub delete_after_run: bool,
     /// Called once when a fire ends failed (`onFailure`).
     pub on_failure: Option<HttpNotify>,
+    /// Called when a fire is recorded missed or skipped (`onMissed`).
+    pub on_missed: Option<HttpNotify>,
+    /// Called once for a fire sent later than its threshold (`onLate`).
+    pub on_late: Option<LateAlert>,
     /// Disable the timer after this many consecutive failed fires.
     pub pause_after_failures: Option<u32>,
     /// Why `pauseAfterFailures` disabled the timer; cleared when enabled.
@@ -438,6 +480,11 @@ pub struct Timer {
 }
 
 impl Timer {
+    /// The notifies of its alerts it sets, as [`NewTimer::alerts`].
+    pub fn alerts(&self) -> impl Iterator<Item = (&'static str, &HttpNotify)> {
+        alerts_of(&self.on_failure, &self.on_missed, &self.on_late)
+    }
+
     /// Its definition, as a [`NewTimer`] to store again changed.
     pub fn to_new(&self) -> NewTimer {
         NewTimer {
@@ -450,6 +497,8 @@ impl Timer {
             misfire: self.misfire,
             delete_after_run: self.delete_after_run,
             on_failure: self.on_failure.clone(),
+            on_missed: self.on_missed.clone(),
+            on_late: self.on_late.clone(),
             pause_after_failures: self.pause_after_failures,
             overlap: self.overlap,
             timing: self.timing.clone(),

@@ -11,9 +11,9 @@
 //! - [`Recorder`]: group-commits results, fenced by each claim's owner
 //!   token, and keeps them through a database outage; past a cap of
 //!   results not yet written the executor stops claiming.
-//! - [`notify`]: the notifications fires owe (`onFailure`), stored with
-//!   their results and sent by the node that recorded them, or by
-//!   another's [`NotifySweeper`] after a crash.
+//! - [`notify`]: the notifications fires owe (`onFailure`, `onMissed`,
+//!   `onLate`), stored with their results and sent by the node that
+//!   recorded them, or by another's [`NotifySweeper`] after a crash.
 //! - [`Reconciler`]: sweeps SQL for fires the shard index missed.
 //! - [`callback`]: the HTTP request of a fire, its signature and target check.
 //! - [`http1`]: plain-HTTP/1.1 callbacks on kept-alive connections, driven
@@ -448,13 +448,13 @@ impl ExecutorHandle {
                         MisfirePolicy::Skip => true,
                         MisfirePolicy::FireOnce => next_has_come(),
                     };
-                missed.then_some(window)
+                missed.then_some((window, cached))
             });
             match missed {
-                Some(window) => {
+                Some((window, cached)) => {
                     let output =
                         format!("missed: {late} ms late, past its catch-up window of {window} ms (misfire policy)");
-                    self.send_result(&fire, FireStatus::Missed, 0, &output, late, None).await;
+                    self.send_missed(&cached.timer, &fire, FireStatus::Missed, &output, late).await;
                 }
                 None => going.push(fire),
             }
@@ -693,7 +693,7 @@ impl ExecutorHandle {
         if attempt == 1 {
             if let Some(reason) = inner.app_pauses.reason(&timer.app, fire.key.run_ms).await {
                 let output = format!("app paused: {reason}");
-                self.send_result(fire, FireStatus::Skipped, 0, &output, 0, None).await;
+                self.send_missed(timer, fire, FireStatus::Skipped, &output, 0).await;
                 return FireOutcome::Skipped;
             }
         }
@@ -704,7 +704,7 @@ impl ExecutorHandle {
         }
         let slot = match self.flow_turn(timer, fire, attempt, held).await {
             Ok(slot) => slot,
-            Err(not_sent) => return self.not_sent(fire, not_sent).await,
+            Err(not_sent) => return self.not_sent(timer, fire, not_sent).await,
         };
         let answer = match (&timer.notify, &cached.target) {
             (Notify::Http(notify), _) if notify.template => {
@@ -726,11 +726,14 @@ impl ExecutorHandle {
         drop(slot);
         let (mut answer, cost) = match answer {
             Ok(sent) => sent,
-            Err(not_sent) => return self.not_sent(fire, not_sent).await,
+            Err(not_sent) => return self.not_sent(timer, fire, not_sent).await,
         };
         if attempt == 1 {
             inner.metrics.lateness(cost);
         }
+        // The first attempt's lateness owes the timer's onLate, with that
+        // attempt's result whatever it is (a replay is late by design).
+        let late = (attempt == 1 && !fire.replay && notify::is_late(timer, cost)).then_some(cost);
         if !answer.asked.is_empty() {
             // Before the result: a one-shot moved on must not look ended.
             self.steer(timer, &mut answer).await;
@@ -742,14 +745,16 @@ impl ExecutorHandle {
             }
         }
         if answer.delivery.delivered() {
-            self.send_result(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None).await;
+            let result = self.result_of(fire, FireStatus::Succeeded, attempt, &answer.output, cost, None);
+            let owed = late.and_then(|ms| notify::owed_late(timer, fire, ms, &answer.output)).into_iter().collect();
+            self.record(recorder::Pending { result, owed, may_end: self.may_end(fire) });
             return FireOutcome::Fired;
         }
         if answer.delivery.permanent() {
             // Every retry would fail the same way (the policy refuses the
             // target, or the task engine refuses the task as it is).
             self.warn_failed(timer, attempt, &answer.output);
-            self.send_failed(timer, fire, attempt, &answer.output, cost).await;
+            self.send_failed(timer, fire, attempt, &answer.output, cost, late).await;
             self.pause_if_failing(timer, fire).await;
             return FireOutcome::Failed;
         }
@@ -762,20 +767,22 @@ impl ExecutorHandle {
                 };
                 let at = inner.clock.now_ms() + backoff.max(asked) as i64;
                 let lease = at + inner.config.lease_ms as i64;
-                self.send_result(fire, FireStatus::Running, attempt, &answer.output, cost, Some(lease)).await;
+                let result = self.result_of(fire, FireStatus::Running, attempt, &answer.output, cost, Some(lease));
+                let owed = late.and_then(|ms| notify::owed_late(timer, fire, ms, &answer.output)).into_iter().collect();
+                self.record(recorder::Pending { result, owed, may_end: self.may_end(fire) });
                 FireOutcome::RetryAt(at)
             }
             None => {
                 self.warn_failed(timer, attempt, &answer.output);
-                self.send_failed(timer, fire, attempt, &answer.output, cost).await;
+                self.send_failed(timer, fire, attempt, &answer.output, cost, late).await;
                 self.pause_if_failing(timer, fire).await;
                 FireOutcome::Failed
             }
         }
     }
 
-    /// What became of a fire that did not go out.
-    async fn not_sent(&self, fire: &ClaimedFire, why: NotSent) -> FireOutcome {
+    /// What became of a fire of `timer` that did not go out.
+    async fn not_sent(&self, timer: &Timer, fire: &ClaimedFire, why: NotSent) -> FireOutcome {
         match why {
             NotSent::Stopped => {
                 // Stopping before it went out: give the claim back.
@@ -787,7 +794,7 @@ impl ExecutorHandle {
                 let late = self.inner.clock.now_ms() - fire.key.run_ms;
                 let output =
                     format!("missed: {late} ms late, waited for its flow past its catch-up window (misfire policy)");
-                self.send_result(fire, FireStatus::Missed, 0, &output, late, None).await;
+                self.send_missed(timer, fire, FireStatus::Missed, &output, late).await;
                 FireOutcome::Skipped
             }
         }
@@ -947,7 +954,7 @@ impl ExecutorHandle {
                     "skipped: a fire is already waiting for the one running (overlap: buffer_one)"
                 }
             };
-            self.send_result(fire, FireStatus::Skipped, 0, skip, 0, None).await;
+            self.send_missed(timer, fire, FireStatus::Skipped, skip, 0).await;
             return Some(FireOutcome::Skipped);
         }
     }
@@ -1204,16 +1211,35 @@ impl ExecutorHandle {
         lease_until: Option<i64>,
     ) {
         let result = self.result_of(fire, status, attempt, output, cost_time, lease_until);
-        self.record(recorder::Pending { result, owed: None, may_end: self.may_end(fire) });
+        self.record(recorder::Pending { result, owed: Vec::new(), may_end: self.may_end(fire) });
+    }
+
+    /// Hands the missed or skipped result of `fire` (no attempt made) to
+    /// the recorder, with the `onMissed` notification it owes if `timer`
+    /// has one, written in one transaction as [`Self::send_failed`] does.
+    async fn send_missed(&self, timer: &Timer, fire: &ClaimedFire, status: FireStatus, output: &str, cost_time: i64) {
+        let result = self.result_of(fire, status, 0, output, cost_time, None);
+        let owed = notify::owed_missed(timer, fire, status, 0, output).into_iter().collect();
+        self.record(recorder::Pending { result, owed, may_end: self.may_end(fire) });
     }
 
     /// Hands the failed result of `fire`'s last attempt to the recorder,
-    /// with the `onFailure` notification it owes if the timer has one: both
+    /// with the `onFailure` notification it owes if the timer has one (and
+    /// its `onLate`, when this first attempt left `late` ms late): both
     /// are written in one transaction, then the notification is sent (see
     /// [`notify`]), so a crash in between loses neither.
-    async fn send_failed(&self, timer: &Timer, fire: &ClaimedFire, attempt: u32, output: &str, cost_time: i64) {
+    async fn send_failed(
+        &self,
+        timer: &Timer,
+        fire: &ClaimedFire,
+        attempt: u32,
+        output: &str,
+        cost_time: i64,
+        late: Option<i64>,
+    ) {
         let result = self.result_of(fire, FireStatus::Failed, attempt, output, cost_time, None);
-        let owed = notify::owed_failure(timer, fire, attempt, output);
+        let mut owed: Vec<_> = notify::owed_failure(timer, fire, attempt, output).into_iter().collect();
+        owed.extend(late.and_then(|ms| notify::owed_late(timer, fire, ms, output)));
         self.record(recorder::Pending { result, owed, may_end: self.may_end(fire) });
     }
 

@@ -1,10 +1,17 @@
-//! Notifications fires owe: a timer's `onFailure`, told when one of its
-//! fires ends failed.
+//! Notifications fires owe, one mechanism for all three: a timer's
+//! `onFailure`, told when one of its fires ends failed; its `onMissed`,
+//! told when one is recorded missed or skipped (by its misfire policy, its
+//! `overlap`, a paused app: not because the timer itself was disabled or
+//! deleted); its `onLate`, told once for a fire whose first callback left
+//! later than `thresholdMs` after its run time. Each has the same JSON
+//! body (the timer, the fire, its attempts and last output, and `alert`:
+//! `failure`, `missed` or `late`).
 //!
 //! # Durable
 //!
-//! A notification is owed from the moment the fire's failed result is
-//! written: the [`Recorder`](crate::Recorder) writes both in one
+//! A notification is owed from the moment the result that owes it is
+//! written (the failed, missed or skipped result; for `onLate` the first
+//! attempt's): the [`Recorder`](crate::Recorder) writes both in one
 //! transaction ([`NotifyRepo::record_owing`]), the notification held by the
 //! fire's claim owner under a short lease. Right after the write the
 //! recorder hands it to the `Notifier`, which sends it at once: no wait
@@ -21,14 +28,19 @@
 //!
 //! Delivery is at-least-once, like a callback's: a node that sent one and
 //! died before deleting it leaves it to be sent again. The receiver tells
-//! repeats by `Idempotency-Key: {fire's key}_failure`.
+//! repeats by `Idempotency-Key: {fire's key}_failure` (`_missed`, `_late`).
+//!
+//! Fires the reconciler marks missed (their time passed while no node
+//! could fire them) owe their `onMissed` in the same transaction
+//! ([`xtimer_store::FireRepo::mark_missed`]), held by no one: the node
+//! that marked them takes them at once, as a sweep does.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use xtimer_core::fire::ClaimedFire;
+use xtimer_core::fire::{ClaimedFire, FireStatus};
 use xtimer_core::timer::{HttpNotify, Timer};
 use xtimer_core::SharedClock;
 use xtimer_store::{NotifyRepo, OwedKind, OwedNotification, TimerRepo};
@@ -57,16 +69,49 @@ const SWEEP_PAGE: u32 = 100;
 /// result, then sent by the node that recorded it.
 pub(crate) fn owed_failure(timer: &Timer, fire: &ClaimedFire, attempts: u32, output: &str) -> Option<OwedNotification> {
     timer.on_failure.as_ref()?;
-    Some(OwedNotification {
+    Some(owed(OwedKind::Failure, fire, attempts, output))
+}
+
+/// The notification a fire recorded `status` owes when that is missed or
+/// skipped and its timer has an `onMissed` (none otherwise).
+pub(crate) fn owed_missed(
+    timer: &Timer,
+    fire: &ClaimedFire,
+    status: FireStatus,
+    attempts: u32,
+    output: &str,
+) -> Option<OwedNotification> {
+    timer.on_missed.as_ref()?;
+    matches!(status, FireStatus::Missed | FireStatus::Skipped).then(|| owed(OwedKind::Missed, fire, attempts, output))
+}
+
+/// Whether a fire whose first attempt left `late_ms` after its run time
+/// owes its timer's `onLate`: the timer has one, and the fire is later
+/// than its threshold.
+pub(crate) fn is_late(timer: &Timer, late_ms: i64) -> bool {
+    timer.on_late.as_ref().is_some_and(|alert| late_ms > i64::try_from(alert.threshold_ms).unwrap_or(i64::MAX))
+}
+
+/// The `onLate` notification of a fire whose first attempt left `late_ms`
+/// after its run time and ended with `output` (see [`is_late`]).
+pub(crate) fn owed_late(timer: &Timer, fire: &ClaimedFire, late_ms: i64, output: &str) -> Option<OwedNotification> {
+    let threshold = timer.on_late.as_ref()?.threshold_ms;
+    let output = format!("sent {late_ms} ms after its run time (onLate.thresholdMs {threshold}); {output}");
+    Some(owed(OwedKind::Late, fire, 1, &output))
+}
+
+/// A notification of `kind` owed by `fire`, held by its claim owner.
+fn owed(kind: OwedKind, fire: &ClaimedFire, attempts: u32, output: &str) -> OwedNotification {
+    OwedNotification {
         task_id: fire.task_id,
-        kind: OwedKind::Failure,
+        kind,
         key: fire.key,
         manual: fire.manual,
         attempt: attempts,
         output: output.to_string(),
         sends: 0,
         owner: fire.owner.clone(),
-    })
+    }
 }
 
 /// What a [`Notifier`] sends with.
@@ -142,9 +187,10 @@ impl Notifier {
         tracing::warn!(
             timer_id = owed.key.timer_id,
             task_id = owed.task_id,
+            alert = owed.kind.field(),
             sends,
             output = %last,
-            "The timer's onFailure notify failed; it is not retried further."
+            "A timer's alert notify failed; it is not retried further."
         );
         self.settle(&owed).await;
     }
@@ -161,7 +207,9 @@ impl Notifier {
             Ok(true) => {}
             Ok(false) => return false,
             // The lease taken before this send still covers the wait.
-            Err(err) => tracing::warn!(task_id = owed.task_id, error = %err, "Keeping an onFailure notify failed."),
+            Err(err) => {
+                tracing::warn!(task_id = owed.task_id, alert = owed.kind.field(), error = %err, "Keeping an alert notify failed.")
+            }
         }
         tokio::select! {
             _ = parts.hard_stop.cancelled() => {
@@ -173,20 +221,21 @@ impl Notifier {
         }
     }
 
-    /// The request of `owed`, from its timer's `onFailure` as it is now.
-    /// None when there is nothing to send (the timer is gone or no longer
-    /// has an `onFailure`: the notification is deleted), or the timer
-    /// cannot be read now (left for the sweep once its lease lapses).
+    /// The request of `owed`, from its timer's `onFailure` (`onMissed`,
+    /// `onLate`) as it is now. None when there is nothing to send (the
+    /// timer is gone or no longer has that notify: the notification is
+    /// deleted), or the timer cannot be read now (left for the sweep once
+    /// its lease lapses).
     async fn message(&self, owed: &OwedNotification) -> Option<Message> {
         let parts = &self.parts;
         let timer = match parts.timers.get_timer(owed.key.timer_id).await {
             Ok(timer) => timer,
             Err(err) => {
-                tracing::warn!(task_id = owed.task_id, error = %err, "Reading the timer of an onFailure notify failed.");
+                tracing::warn!(task_id = owed.task_id, error = %err, "Reading the timer of an alert notify failed.");
                 return None;
             }
         };
-        let Some((timer, notify)) = timer.and_then(|t| t.on_failure.clone().map(|n| (t, n))) else {
+        let Some((timer, notify)) = timer.and_then(|t| notify_of(&t, owed.kind).map(|n| (t, n))) else {
             self.settle(owed).await;
             return None;
         };
@@ -199,6 +248,7 @@ impl Notifier {
             "manual": owed.manual,
             "attempts": owed.attempt,
             "output": owed.output,
+            "alert": owed.kind.suffix(),
         });
         let notify = HttpNotify { body: Some(body.to_string()), ..notify };
         let target = Target::new(&notify, Some(&parts.callbacks.policy));
@@ -223,13 +273,22 @@ impl Notifier {
     /// and another sweep sends it again (at-least-once).
     async fn settle(&self, owed: &OwedNotification) {
         if let Err(err) = self.parts.notes.settle_owed(owed).await {
-            tracing::warn!(task_id = owed.task_id, error = %err, "Clearing a sent onFailure notify failed; it may be sent again.");
+            tracing::warn!(task_id = owed.task_id, error = %err, "Clearing a sent alert notify failed; it may be sent again.");
         }
     }
 }
 
-/// `{fire's idempotency key}_failure`: the fire's key names a manual fire
-/// as such, so the two never collide.
+/// Where a notification of `kind` goes for `timer`, if it still has one.
+fn notify_of(timer: &Timer, kind: OwedKind) -> Option<HttpNotify> {
+    match kind {
+        OwedKind::Failure => timer.on_failure.clone(),
+        OwedKind::Missed => timer.on_missed.clone(),
+        OwedKind::Late => timer.on_late.as_ref().map(|alert| alert.notify.clone()),
+    }
+}
+
+/// `{fire's idempotency key}_failure` (`_missed`, `_late`): the fire's key
+/// names a manual fire as such, so the two never collide.
 fn idempotency_key(owed: &OwedNotification) -> String {
     let fire = ClaimedFire {
         task_id: owed.task_id,
@@ -241,7 +300,7 @@ fn idempotency_key(owed: &OwedNotification) -> String {
         replay: false,
         timer_modified: 0,
     };
-    format!("{}_failure", fire.idempotency_key())
+    format!("{}_{}", fire.idempotency_key(), owed.kind.suffix())
 }
 
 /// Sends the notifications whose sender stopped or crashed: every
@@ -269,8 +328,10 @@ impl NotifySweeper {
             }
             match self.run_once().await {
                 Ok(0) => {}
-                Ok(taken) => tracing::info!(taken, "Sending onFailure notifies another node left owed."),
-                Err(err) => tracing::warn!(error = %err, "Sweeping owed onFailure notifies failed."),
+                Ok(taken) => {
+                    tracing::info!(taken, "Sending alert notifies left owed by another node or a missed mark.")
+                }
+                Err(err) => tracing::warn!(error = %err, "Sweeping owed alert notifies failed."),
             }
         }
         Ok(())
@@ -279,10 +340,18 @@ impl NotifySweeper {
     /// One pass: takes the notifications whose lease lapsed (a page at
     /// most) and sends each in its own task; returns how many it took.
     pub async fn run_once(&self) -> Result<usize> {
-        let inner = &self.executor.inner;
+        self.executor.take_owed().await
+    }
+}
+
+impl ExecutorHandle {
+    /// Takes the notifications whose lease lapsed, or that no one holds (a
+    /// page at most), and sends each in its own task; how many it took.
+    pub(crate) async fn take_owed(&self) -> Result<usize> {
+        let inner = &self.inner;
         let notifier = &inner.notifier;
         let now = inner.clock.now_ms();
-        let owner = self.executor.owner_token();
+        let owner = self.owner_token();
         let taken = notifier.parts.notes.take_owed(&owner, notifier.lease_until(now), now, SWEEP_PAGE).await?;
         let n = taken.len();
         for owed in taken {

@@ -13,7 +13,8 @@
 //! it follows its timer's misfire policy: `skip` marks it missed,
 //! `fire_all` fires it, `fire_once` fires the timer's latest overdue fire
 //! (unless a fire within the threshold already goes out) and marks the rest
-//! missed.
+//! missed. Marking a fire missed owes its timer's `onMissed`, stored
+//! with the mark and sent at once.
 //!
 //! A fire made by `backfillTimer` is past due by design: it waits for its
 //! send time (the backfill's pace) and then fires whatever the policy.
@@ -164,6 +165,16 @@ impl Reconciler {
                 let marked = self.fires.mark_missed(&missed, output, now).await?;
                 crate::fire_metrics::fires_ended(FireStatus::Missed, marked);
                 report.missed += marked;
+                // The onMissed notifications the marks owe were stored with
+                // them, held by no one: sent from here at once.
+                if marked > 0 {
+                    if let Err(err) = self.executor.take_owed().await {
+                        tracing::warn!(
+                            error = %xtimer_core::error::error_chain(&err),
+                            "Sending the onMissed notifies of missed fires failed; a sweep sends them."
+                        );
+                    }
+                }
             }
             let owner = self.executor.owner_token();
             let outcome = self.fires.reclaim(&fire, &owner, self.lease_ms as i64, now, alive_since).await?;

@@ -45,11 +45,11 @@ const FULL_LOG_EVERY_MS: i64 = 10_000;
 /// before it gives up on the results it could not write.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(15);
 
-/// A result on its way to the database, and the notification it owes.
+/// A result on its way to the database, and the notifications it owes.
 #[derive(Debug)]
 pub(crate) struct Pending {
     pub result: FireResult,
-    pub owed: Option<OwedNotification>,
+    pub owed: Vec<OwedNotification>,
     /// The fire's timer when it may have nothing left once this fire ends
     /// (told to the finisher once a final result is written).
     pub may_end: Option<i64>,
@@ -286,7 +286,7 @@ impl Recorder {
         if !owed.is_empty() {
             tracing::error!(
                 task_id = result.task_id,
-                "The database refused the onFailure notify a result owes: {}; the result is written without it.",
+                "The database refused the notifications a result owes: {}; the result is written without them.",
                 error_chain(&err)
             );
             match self.write_retrying(results, &[], closing_since).await {

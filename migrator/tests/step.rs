@@ -36,6 +36,8 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,
+        on_missed: None,
+        on_late: None,
         pause_after_failures: None,
         overlap: Default::default(),
     }

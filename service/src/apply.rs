@@ -44,7 +44,7 @@ use xtimer_core::labels;
 use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
 use xtimer_store::TimerQuery;
 
-use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL, ON_FAILURE_URL};
+use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
 use crate::history::Changes;
 use crate::{checks, Actor, TimerKey, TimerService};
@@ -260,10 +260,11 @@ impl TimerService {
                     types.entry(task.task_type.as_str()).or_insert(i);
                 }
             }
-            let old_on_failure = stored.and_then(|s| s.on_failure.as_ref()).map(|n| n.url.as_str());
-            if let Some(n) = &new.on_failure {
-                if old_on_failure != Some(n.url.as_str()) {
-                    urls.entry((ON_FAILURE_URL, n.url.as_str())).or_insert(i);
+            let old: Vec<_> =
+                stored.map(|s| s.alerts().map(|(f, n)| (f, n.url.as_str())).collect()).unwrap_or_default();
+            for (field, n) in new.alerts() {
+                if !old.contains(&(field, n.url.as_str())) {
+                    urls.entry((field, n.url.as_str())).or_insert(i);
                 }
             }
         }
@@ -478,6 +479,8 @@ mod tests {
             misfire: MisfirePolicy::default(),
             delete_after_run: false,
             on_failure: None,
+            on_missed: None,
+            on_late: None,
             pause_after_failures: None,
             overlap: OverlapPolicy::default(),
             timing: Timing::default(),

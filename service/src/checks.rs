@@ -57,8 +57,6 @@ impl Targets for OpenTargets {
 
 /// The field a callback URL is checked as.
 pub(crate) const NOTIFY_URL: &str = "notifyHTTPParam.url";
-/// The field a failure notify's URL is checked as.
-pub(crate) const ON_FAILURE_URL: &str = "onFailure.url";
 /// The field of an asyncflow notify's task type.
 const TASK_TYPE: &str = "notifyAsyncflowParam.taskType";
 

@@ -22,7 +22,7 @@ use xtimer_core::error::error_chain;
 use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
 use xtimer_store::Refusal;
 
-use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL, ON_FAILURE_URL};
+use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
 use crate::history::Changes;
 use crate::{Actor, TimerService};
@@ -42,8 +42,8 @@ impl TimerService {
             Notify::Http(notify) => check_callback(targets, NOTIFY_URL, &notify.url).await?,
             Notify::Asyncflow(task) => check_task_type(targets, &timer.app, &task.task_type).await?,
         }
-        if let Some(notify) = &timer.on_failure {
-            check_callback(targets, ON_FAILURE_URL, &notify.url).await?;
+        for (field, notify) in timer.alerts() {
+            check_callback(targets, field, &notify.url).await?;
         }
         let timer = self.0.creates.create(self, timer).await?;
         self.note(timer.id, &timer.app, "create", by, Changes::new()).await;
@@ -99,12 +99,15 @@ impl TimerService {
     /// The callback target policy for each distinct URL, and the task type
     /// of each distinct (app, type), naming the first item that uses it.
     async fn check_batch_targets(&self, timers: &[NewTimer]) -> Result<()> {
-        let mut urls: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut urls: BTreeMap<(&str, &str), usize> = BTreeMap::new();
         let mut types: BTreeMap<(&str, &str), usize> = BTreeMap::new();
         for (i, t) in timers.iter().enumerate() {
+            for (field, n) in t.alerts() {
+                urls.entry((field, n.url.as_str())).or_insert(i);
+            }
             match &t.notify {
                 Notify::Http(n) => {
-                    urls.entry(n.url.as_str()).or_insert(i);
+                    urls.entry((NOTIFY_URL, n.url.as_str())).or_insert(i);
                 }
                 Notify::Asyncflow(task) => {
                     types.entry((t.app.as_str(), task.task_type.as_str())).or_insert(i);
@@ -120,8 +123,8 @@ impl TimerService {
             }
         };
         let targets = &self.0.targets;
-        for (url, i) in urls {
-            check_callback(targets, NOTIFY_URL, url).await.map_err(at(i))?;
+        for ((field, url), i) in urls {
+            check_callback(targets, field, url).await.map_err(at(i))?;
         }
         for ((app, task_type), i) in types {
             check_task_type(targets, app, task_type).await.map_err(at(i))?;

@@ -136,6 +136,8 @@ fn fields(t: &NewTimer) -> Map<String, Value> {
     put("misfire", json!(t.misfire.as_str()));
     put("deleteAfterRun", json!(t.delete_after_run));
     put("onFailure", serde_json::to_value(&t.on_failure).unwrap_or_default());
+    put("onMissed", serde_json::to_value(&t.on_missed).unwrap_or_default());
+    put("onLate", serde_json::to_value(&t.on_late).unwrap_or_default());
     put("pauseAfterFailures", json!(t.pause_after_failures));
     put("overlap", json!(t.overlap.as_str()));
     put("startAt", json!(t.timing.start_at));

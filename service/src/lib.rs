@@ -24,6 +24,9 @@
 //!   `pause_app` and `resume_app` (API 1f).
 //! - [`apply`] holds [`TimerService::apply`]: an app's timers made to match
 //!   a list (timers as code), with its diff, prune and dry run.
+//! - [`explain`] holds what shows inside one timer (API 1h): `explain`
+//!   (`explainFire`: why a scheduled time fired as it did, or not) and
+//!   `stats` (its figures over the last day).
 //! - [`flows`] holds flow control per key: `set_flow_limit`, `flows`,
 //!   `delete_flow_limit` (API 1g).
 //! - [`checks`] holds [`Targets`] (callback target policy and task types, given
@@ -37,6 +40,7 @@ pub mod apply;
 pub mod checks;
 pub mod create;
 pub mod error;
+pub mod explain;
 pub mod flows;
 pub mod history;
 pub mod lifecycle;
@@ -57,6 +61,7 @@ use xtimer_store::{AppRepo, CalendarRepo, FireRepo, FireWindow, FlowRepo, FlowTo
 
 pub use checks::{OpenTargets, Targets, TaskTypeError, MAX_APP_CHARS};
 pub use error::{Result, ServiceError};
+pub use explain::{Explanation, Moment, TimerStats};
 pub use history::Actor;
 pub use lifecycle::Backfill;
 pub use when::Forecast;

@@ -4,7 +4,7 @@
 
 use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
 
-use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL, ON_FAILURE_URL};
+use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
 use crate::history::{diff, status_change, Changes};
 use crate::{TimerKey, TimerService};
@@ -156,11 +156,13 @@ impl TimerService {
             (Notify::Http(notify), _) => check_callback(targets, NOTIFY_URL, &notify.url).await?,
             (Notify::Asyncflow(task), _) => check_task_type(targets, &new.app, &task.task_type).await?,
         }
-        match (&new.on_failure, &stored.on_failure) {
-            (Some(new), Some(old)) if new.url == old.url => Ok(()),
-            (Some(notify), _) => check_callback(targets, ON_FAILURE_URL, &notify.url).await,
-            (None, _) => Ok(()),
+        let old: Vec<_> = stored.alerts().map(|(field, n)| (field, n.url.as_str())).collect();
+        for (field, notify) in new.alerts() {
+            if !old.contains(&(field, notify.url.as_str())) {
+                check_callback(targets, field, &notify.url).await?;
+            }
         }
+        Ok(())
     }
 
     /// One extra fire of the enabled timer `key` names, now, recorded like

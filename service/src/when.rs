@@ -57,7 +57,7 @@ impl TimerService {
         Ok(())
     }
 
-    async fn exclusions(&self, app: &str, schedule: &Schedule, timing: &Timing) -> Result<Exclusions> {
+    pub(crate) async fn exclusions(&self, app: &str, schedule: &Schedule, timing: &Timing) -> Result<Exclusions> {
         Ok(self.0.expander.calendars().exclusions_of(app, schedule, &timing.exclude_calendars).await?)
     }
 

@@ -101,6 +101,8 @@ fn once(app: &str, name: &str, status: TimerStatus) -> NewTimer {
         misfire: Default::default(),
         delete_after_run: false,
         on_failure: None,
+        on_missed: None,
+        on_late: None,
         pause_after_failures: None,
         overlap: Default::default(),
     }
@@ -196,6 +198,16 @@ async fn refused_targets_name_their_field() {
     });
     let err = f.service.create(timer.clone(), &Actor::Anonymous).await.unwrap_err();
     assert_eq!(err.to_string(), "onFailure.url: refused.example is refused");
+    // The other alerts are checked alike, in a batch too.
+    let refused = timer.on_failure.take();
+    timer.on_missed = refused.clone();
+    let err = f.service.create(timer.clone(), &Actor::Anonymous).await.unwrap_err();
+    assert_eq!(err.to_string(), "onMissed.url: refused.example is refused");
+    timer.on_missed = None;
+    timer.on_late = refused.map(|notify| xtimer_core::timer::LateAlert { threshold_ms: 1_000, notify });
+    let batch = [once("a", "ok", TimerStatus::Disabled), timer.clone()];
+    let err = f.service.create_timers(&batch, &Actor::Anonymous).await.unwrap_err();
+    assert_eq!(err.to_string(), "timers[1].onLate.notify.url: refused.example is refused");
 
     let mut task = once("b", "t", TimerStatus::Disabled);
     task.notify = Notify::Asyncflow(xtimer_core::timer::AsyncflowNotify {

@@ -384,6 +384,10 @@ pub struct ExportedTimer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<ExportedNotify>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_missed: Option<ExportedNotify>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_late: Option<ExportedLate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pause_after_failures: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlap: Option<String>,
@@ -417,6 +421,14 @@ pub struct ExportedNotify {
     /// Its flow, when not the URL's `host:port` (the default).
     #[serde(rename = "flowKey", skip_serializing_if = "Option::is_none")]
     pub flow_key: Option<String>,
+}
+
+/// A timer's `onLate`, as `apply` takes it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportedLate {
+    pub threshold_ms: Value,
+    pub notify: ExportedNotify,
 }
 
 /// The task a timer creates, as `apply` takes it.
@@ -462,6 +474,9 @@ pub fn exported(view: &Value) -> ExportedTimer {
         callback_timeout_ms: some(&view["callbackTimeoutMs"]),
         delete_after_run: view["deleteAfterRun"].as_bool().filter(|d| *d),
         on_failure: notify(&view["onFailure"], false),
+        on_missed: notify(&view["onMissed"], false),
+        on_late: notify(&view["onLate"]["notify"], false)
+            .map(|notify| ExportedLate { threshold_ms: view["onLate"]["thresholdMs"].clone(), notify }),
         pause_after_failures: some(&view["pauseAfterFailures"]),
         overlap: string(&view["overlap"]).filter(|o| o != "allow"),
         start_at: time(&view["startAt"]),
@@ -474,8 +489,8 @@ pub fn exported(view: &Value) -> ExportedTimer {
     }
 }
 
-/// A callback of a view as `apply` takes it (an `onFailure` has no body
-/// of its own).
+/// A callback of a view as `apply` takes it (an alert, `onFailure`,
+/// `onMissed` or `onLate`, has no body of its own).
 fn notify(view: &Value, with_body: bool) -> Option<ExportedNotify> {
     let n = view.as_object()?;
     let url = n.get("url").and_then(Value::as_str).unwrap_or_default();

@@ -32,13 +32,32 @@ use sqlx::{
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::repo::{BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue, PartitionReport};
+use crate::repo::{
+    BackfillFire, ClaimOutcome, FireDetail, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue,
+    PartitionReport,
+};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, lease_judged_at, padded,
-    page_bound, push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS, MAX_PARAMS,
-    SKIPPED_OUTPUT, SQLITE_BATCH_ROWS, TIMER_ENABLED,
+    claim_taken_over, claimed_from_row, code, fire_from_row, fire_status, key_from_row, lease_judged_at, opt_text,
+    padded, page_bound, push_id_list, rounds_by_task, CLAIMED_COLUMNS_PG, CLAIMED_COLUMNS_SQLITE, FIRE_COLUMNS,
+    MAX_PARAMS, SKIPPED_OUTPUT, SQLITE_BATCH_ROWS, TIMER_ENABLED,
 };
 use crate::{mysql, partition, placement, Database, Error, Result};
+
+/// The start of the statement that owes the `onMissed` of fires just
+/// marked missed ([`OWE_MISSED_FROM`] goes on after the binds of its send
+/// time and create time).
+const OWE_MISSED_COLUMNS: &str = "t_notify_owed (task_id, kind, timer_id, run_timer, manual, attempt, output, sends, \
+     owner, send_at, create_time) SELECT f.task_id, 2, f.timer_id, f.run_timer, f.manual, f.attempt, f.output, 0, \
+     NULL, ";
+const OWE_MISSED: &str = formatcp!("INSERT INTO {OWE_MISSED_COLUMNS}");
+const OWE_MISSED_MYSQL: &str = formatcp!("INSERT IGNORE INTO {OWE_MISSED_COLUMNS}");
+/// The fires marked missed at the bound time whose timer has an `onMissed`
+/// (`AND` the ids follow).
+const OWE_MISSED_FROM: &str = formatcp!(
+    " FROM t_timer_task f JOIN t_timer t ON t.timer_id = f.timer_id
+     WHERE t.on_missed IS NOT NULL AND f.status = {} AND f.modify_time = ",
+    code::MISSED
+);
 
 const PENDING_BETWEEN: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
@@ -104,6 +123,19 @@ const COUNT_UPCOMING: &str = formatcp!(
      AND status = {pending} AND run_timer > $4",
     pending = code::PENDING
 );
+
+/// A timer's fire of a scheduled time: sent in `[$2, $3]` (the time, and
+/// up to the widest spread after it), of scheduled time `$4`; a scheduled
+/// fire before a manual one of the same time.
+const FIRE_AT: &str = formatcp!(
+    "SELECT {FIRE_COLUMNS}, owner, lease_until FROM t_timer_task
+     WHERE timer_id = $1 AND run_timer >= $2 AND run_timer <= $3 AND COALESCE(scheduled_timer, run_timer) = $4
+     ORDER BY manual, run_timer LIMIT 1"
+);
+/// Status and lateness of a timer's fires run in `[$2, $3]`, newest first:
+/// a range of the `(timer_id, run_timer)` key.
+const OUTCOMES_BETWEEN: &str = "SELECT CAST(status AS BIGINT) AS status, cost_time FROM t_timer_task
+     WHERE timer_id = $1 AND run_timer >= $2 AND run_timer <= $3 ORDER BY run_timer DESC LIMIT $4";
 
 const ENDED_SINCE: &str = formatcp!(
     "SELECT {FIRE_COLUMNS} FROM t_timer_task WHERE status IN ({succeeded}, {failed}) AND run_timer >= $1
@@ -370,6 +402,7 @@ impl FireRepo for Database {
         if task_ids.is_empty() {
             return Ok(0);
         }
+        let mysql = matches!(self, Self::Mysql(_));
         on_db!(self, write, pool => {
             let mut marked = 0;
             let mut tx = pool.begin().await?;
@@ -378,7 +411,20 @@ impl FireRepo for Database {
                 qb.push_bind(output).push(", modify_time = ").push_bind(now_ms);
                 qb.push(formatcp!(" WHERE status = {} AND ", code::PENDING));
                 push_id_list(&mut qb, chunk.iter().copied());
-                marked += qb.build().execute(&mut *tx).await?.rows_affected();
+                let done = qb.build().execute(&mut *tx).await?.rows_affected();
+                marked += done;
+                if done > 0 {
+                    // The onMissed each one marked owes: anyone's to send
+                    // at once (no owner, its lease ended).
+                    let mut qb = QueryBuilder::new(if mysql { OWE_MISSED_MYSQL } else { OWE_MISSED });
+                    qb.push_bind(now_ms).push(", ").push_bind(now_ms).push(OWE_MISSED_FROM).push_bind(now_ms);
+                    qb.push(" AND f.");
+                    push_id_list(&mut qb, chunk.iter().copied());
+                    if !mysql {
+                        qb.push(" ON CONFLICT (task_id, kind) DO NOTHING");
+                    }
+                    qb.build().execute(&mut *tx).await?;
+                }
             }
             tx.commit().await?;
             Ok(marked)
@@ -479,6 +525,45 @@ impl FireRepo for Database {
         limit: u64,
     ) -> Result<(Vec<Fire>, u64)> {
         self.list_fires_in(timer_id, status, FireWindow::All, offset, limit).await
+    }
+
+    async fn fire_at(&self, timer_id: i64, scheduled_ms: i64) -> Result<Option<FireDetail>> {
+        let widest = xtimer_core::when::MAX_SPREAD_MS as i64;
+        on_db!(self, read, pool => {
+            let row = sqlx::query(&pool.sql(FIRE_AT))
+                .bind(timer_id)
+                .bind(scheduled_ms)
+                .bind(scheduled_ms.saturating_add(widest))
+                .bind(scheduled_ms)
+                .fetch_optional(pool)
+                .await?;
+            row.map(|row| {
+                Ok(FireDetail {
+                    fire: fire_from_row(&row)?,
+                    owner: opt_text(&row, "owner")?,
+                    lease_until: row.try_get("lease_until")?,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    async fn outcomes_between(&self, timer_id: i64, from_ms: i64, to_ms: i64, limit: u32) -> Result<Vec<FireOutcome>> {
+        on_db!(self, read, pool => {
+            let rows = sqlx::query(&pool.sql(OUTCOMES_BETWEEN))
+                .bind(timer_id)
+                .bind(from_ms)
+                .bind(to_ms)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    let status: i64 = row.try_get("status")?;
+                    Ok(FireOutcome { status: fire_status(status, 0)?, cost_time: row.try_get("cost_time")? })
+                })
+                .collect()
+        })
     }
 
     async fn list_fires_in(

@@ -73,8 +73,8 @@ pub use history::HistoryEntry;
 pub use lease::ShardLeases;
 pub use lock::{LockStore, MemoryLocks};
 pub use repo::{
-    BackfillFire, ClaimOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo, NotifyRepo, Overdue,
-    OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerQuery, TimerRepo,
+    BackfillFire, ClaimOutcome, FireDetail, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo,
+    NotifyRepo, Overdue, OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerQuery, TimerRepo,
 };
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;

@@ -1,9 +1,12 @@
 //! [`NotifyRepo`] on [`Database`]: `t_notify_owed`, the notifications fires
-//! owe (a timer's `onFailure`).
+//! owe (a timer's `onFailure`, `onMissed` and `onLate`; one of each per
+//! fire at most, keyed by fire and kind).
 //!
 //! A notification is stored in the transaction that writes the result
-//! making it owed, and only if that result was written (the fire ended
-//! failed under the notification's owner: fencing, as for results). It is
+//! making it owed, and only if that result was written (under the
+//! notification's owner: fencing, as for results) and is one its kind is
+//! owed for ([`owed_for!`]). The reconciler's missed marks owe theirs in
+//! their own transaction (`FireRepo::mark_missed`). It is
 //! held under a lease (`owner`, `send_at`) by the node sending it: first
 //! the node that recorded it, which sends at once; after a crash or a stop,
 //! whichever node takes it once the lease lapsed. Sent or given up, it is
@@ -26,18 +29,40 @@ use crate::{Database, Error, Result};
 const OWED_COLUMNS: &str = "task_id, CAST(kind AS BIGINT) AS kind, timer_id, run_timer, \
      CAST(manual AS BIGINT) AS manual, CAST(attempt AS BIGINT) AS attempt, output, CAST(sends AS BIGINT) AS sends";
 
-/// Stores one notification unless it is owed already, if its fire ended
-/// failed under its owner (SQLite and PostgreSQL; MySQL says it its way).
-/// Binds: task, kind, timer, run time, manual, attempt, output, owner,
-/// lease end, now.
+/// Whether the fire `f`'s status is one a notification of kind `$kind`
+/// (SQL) is owed for: `onFailure` a failed fire, `onMissed` a missed or
+/// skipped one, `onLate` any result of its first attempt (running on to a
+/// retry, succeeded or failed).
+macro_rules! owed_for {
+    ($kind:literal) => {
+        formatcp!(
+            "CASE {kind} WHEN {failure} THEN f.status = {failed}
+                         WHEN {missed} THEN f.status IN ({skipped}, {missed_status})
+                         ELSE f.status IN ({running}, {succeeded}, {failed}) END",
+            kind = $kind,
+            failure = OwedKind::Failure as i64,
+            missed = OwedKind::Missed as i64,
+            failed = code::FAILED,
+            skipped = code::SKIPPED,
+            missed_status = code::MISSED,
+            running = code::RUNNING,
+            succeeded = code::SUCCEEDED,
+        )
+    };
+}
+
+/// Stores one notification unless it is owed already, if its fire's result
+/// was written under its owner and is one its kind is owed for (SQLite and
+/// PostgreSQL; MySQL says it its way). Binds: task, kind, timer, run time,
+/// manual, attempt, output, owner, lease end, now.
 const OWE: &str = formatcp!(
     "INSERT INTO t_notify_owed (task_id, kind, timer_id, run_timer, manual, attempt, output, sends, owner, send_at,
                                 create_time)
      SELECT $1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10
      WHERE EXISTS (SELECT 1 FROM t_timer_task f WHERE f.task_id = $1 AND f.run_timer = $4 AND f.owner = $8
-                   AND f.status = {})
+                   AND {})
      ON CONFLICT (task_id, kind) DO NOTHING",
-    code::FAILED
+    owed_for!("$2")
 );
 
 /// [`OWE`] on MySQL: each placeholder once, in order.
@@ -45,8 +70,8 @@ const OWE_MYSQL: &str = formatcp!(
     "INSERT IGNORE INTO t_notify_owed (task_id, kind, timer_id, run_timer, manual, attempt, output, sends, owner,
                                        send_at, create_time)
      SELECT ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ? FROM DUAL
-     WHERE EXISTS (SELECT 1 FROM t_timer_task f WHERE f.task_id = ? AND f.owner = ? AND f.status = {})",
-    code::FAILED
+     WHERE EXISTS (SELECT 1 FROM t_timer_task f WHERE f.task_id = ? AND f.owner = ? AND {})",
+    owed_for!("?")
 );
 
 const RESCHEDULE: &str =
@@ -167,10 +192,10 @@ async fn owe_pg(conn: &mut PgConnection, owing: &Owing<'_>) -> Result<Vec<bool>>
                      $7::text[], $8::text[])
               AS v(task_id, kind, timer_id, run_timer, manual, attempt, output, owner)
          WHERE EXISTS (SELECT 1 FROM t_timer_task f WHERE f.task_id = v.task_id AND f.run_timer = v.run_timer
-                       AND f.owner = v.owner AND f.status = {})
+                       AND f.owner = v.owner AND {})
          ON CONFLICT (task_id, kind) DO NOTHING
          RETURNING task_id, kind",
-        code::FAILED
+        owed_for!("v.kind")
     );
     let owed = owing.owed;
     let query = sqlx::query(SQL)
@@ -211,6 +236,7 @@ async fn owe_mysql(conn: &mut MySqlConnection, owing: &Owing<'_>) -> Result<Vec<
             .bind(owing.now_ms)
             .bind(n.task_id)
             .bind(&n.owner)
+            .bind(n.kind.code())
             .execute(&mut *conn)
             .await?;
         stored.push(done.rows_affected() == 1);

@@ -280,6 +280,28 @@ pub enum FireWindow {
     UpcomingAfter(i64),
 }
 
+/// One fire as `explainFire` reads it: the row and what only the row
+/// keeps beyond a [`Fire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FireDetail {
+    /// The fire.
+    pub fire: Fire,
+    /// Its last claim's token (`{node_id}:{seq}`): the node that holds or
+    /// held it last. `None` while it was never claimed, or after a release.
+    pub owner: Option<String>,
+    /// While running: when its lease (or its pending retry) ends, Unix ms.
+    pub lease_until: Option<i64>,
+}
+
+/// A fire's status and lateness, as the per-timer figures read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FireOutcome {
+    /// Its status.
+    pub status: FireStatus,
+    /// How late its first attempt was sent (or its miss was noted), ms.
+    pub cost_time: i64,
+}
+
 /// What [`FireRepo::maintain_partitions`] did, by partition name.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PartitionReport {
@@ -425,7 +447,9 @@ pub trait FireRepo: Send + Sync {
         lease_ms: i64,
         now_ms: i64,
     ) -> Result<Vec<i64>>;
-    /// Marks pending fires missed.
+    /// Marks pending fires missed and, in the same transaction, owes the
+    /// `onMissed` ([`OwedKind::Missed`]) of each one marked whose timer has
+    /// one: held by no one, for any node's sweep to take at once.
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64>;
     /// Overdue fires: pending with run time before `pending_before_ms`, or
     /// running past their run time with a lease that ended before `now_ms`
@@ -471,6 +495,24 @@ pub trait FireRepo: Send + Sync {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<Fire>, u64)>;
+    /// Timer `timer_id`'s fire of scheduled time `scheduled_ms` (sent then,
+    /// or later when spread), with its owner token and lease. The default
+    /// keeps none.
+    async fn fire_at(&self, _timer_id: i64, _scheduled_ms: i64) -> Result<Option<FireDetail>> {
+        Ok(None)
+    }
+    /// The status and lateness of timer `timer_id`'s fires run in
+    /// `[from_ms, to_ms]`, newest first, at most `limit`: one range of the
+    /// `(timer_id, run_timer)` index. The default keeps none.
+    async fn outcomes_between(
+        &self,
+        _timer_id: i64,
+        _from_ms: i64,
+        _to_ms: i64,
+        _limit: u32,
+    ) -> Result<Vec<FireOutcome>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Nodes (`t_node`): who is in the cluster and what each holds.
@@ -494,6 +536,11 @@ pub trait NodeRepo: Send + Sync {
 pub enum OwedKind {
     /// The timer's `onFailure`: the fire ended failed.
     Failure = 1,
+    /// The timer's `onMissed`: the fire was recorded missed or skipped.
+    Missed = 2,
+    /// The timer's `onLate`: the fire's first callback left later than
+    /// the timer's threshold (owed with that attempt's result).
+    Late = 3,
 }
 
 impl OwedKind {
@@ -506,7 +553,28 @@ impl OwedKind {
     pub fn from_code(code: i64) -> Option<Self> {
         match code {
             1 => Some(Self::Failure),
+            2 => Some(Self::Missed),
+            3 => Some(Self::Late),
             _ => None,
+        }
+    }
+
+    /// Its field on a timer (`onFailure`, `onMissed`, `onLate`).
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Failure => "onFailure",
+            Self::Missed => "onMissed",
+            Self::Late => "onLate",
+        }
+    }
+
+    /// What ends its message's `Idempotency-Key`, after the fire's key and
+    /// `_`: `failure`, `missed`, `late`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Self::Failure => "failure",
+            Self::Missed => "missed",
+            Self::Late => "late",
         }
     }
 }
@@ -536,8 +604,8 @@ pub struct OwedNotification {
 pub struct Recorded {
     /// Results written (as [`FireRepo::record`] counts them).
     pub written: u64,
-    /// The notifications stored: those whose fire's failed result was
-    /// written under their owner.
+    /// The notifications stored: those whose fire's result was written
+    /// under their owner (see [`NotifyRepo::record_owing`]).
     pub owed: Vec<OwedNotification>,
 }
 
@@ -548,9 +616,12 @@ pub struct Recorded {
 #[async_trait]
 pub trait NotifyRepo: Send + Sync {
     /// Writes `results` as [`FireRepo::record`] does and, in the same
-    /// transaction, each of `owed` whose fire's result was written ended
-    /// failed under the notification's owner; each is held by that owner
-    /// until `lease_until`. A notification already owed is left as it is.
+    /// transaction, each of `owed` whose fire's result was written under
+    /// the notification's owner and says what its kind is owed for:
+    /// [`OwedKind::Failure`] a fire ended failed, [`OwedKind::Missed`] one
+    /// missed or skipped, [`OwedKind::Late`] any result of the fire (its
+    /// first attempt). Each is held by that owner until `lease_until`. A
+    /// notification already owed is left as it is.
     async fn record_owing(
         &self,
         results: &[FireResult],

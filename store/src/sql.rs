@@ -72,7 +72,7 @@ pub(crate) const TIMER_ENABLED: &str =
 pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
      timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, on_failure, \
      CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, overlap, create_time, modify_time, \
-     every_ms, timing, labels";
+     every_ms, timing, labels, on_missed, on_late";
 
 /// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
 pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
@@ -123,6 +123,14 @@ where
             .map(|json| serde_json::from_str(&json))
             .transpose()
             .map_err(|e| corrupt(&format!("on_failure: {e}")))?,
+        on_missed: opt_text(row, "on_missed")?
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| corrupt(&format!("on_missed: {e}")))?,
+        on_late: opt_text(row, "on_late")?
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| corrupt(&format!("on_late: {e}")))?,
         pause_after_failures: row
             .try_get::<Option<i64>, _>("pause_after_failures")?
             .map(|n| u32::try_from(n).map_err(|_| corrupt("pause_after_failures")))

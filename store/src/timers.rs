@@ -28,7 +28,8 @@ use crate::{Database, Error, Result};
 // not read until then.
 const INSERT: &str = "INSERT INTO t_timer \
      (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
-      pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm, every_ms, timing) ";
+      pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm, every_ms, timing, on_missed, \
+      on_late) ";
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const COUNT_BY_STATUS: &str = formatcp!(
@@ -50,8 +51,9 @@ const UPDATE: &str = formatcp!(
     "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
          retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $12,
          pause_after_failures = $13, pause_reason = NULL, peak_fpm = $14, overlap = $15,
-         next_run = CASE WHEN $16 = {enabled} THEN 0 ELSE next_run END, every_ms = $17, timing = $18
-     WHERE timer_id = $19 AND status <> {deleted}",
+         next_run = CASE WHEN $16 = {enabled} THEN 0 ELSE next_run END, every_ms = $17, timing = $18,
+         on_missed = $19, on_late = $20
+     WHERE timer_id = $21 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
 );
@@ -137,6 +139,14 @@ fn retry_json(t: &NewTimer) -> String {
 
 fn on_failure_json(t: &NewTimer) -> Option<String> {
     t.on_failure.as_ref().map(|n| serde_json::to_string(n).expect("notify serializes"))
+}
+
+fn on_missed_json(t: &NewTimer) -> Option<String> {
+    t.on_missed.as_ref().map(|n| serde_json::to_string(n).expect("notify serializes"))
+}
+
+fn on_late_json(t: &NewTimer) -> Option<String> {
+    t.on_late.as_ref().map(|n| serde_json::to_string(n).expect("onLate serializes"))
 }
 
 #[async_trait]
@@ -246,6 +256,8 @@ impl TimerRepo for Database {
             .bind(t.status.code())
             .bind(every_ms)
             .bind(timing_column(&t.timing))
+            .bind(on_missed_json(t))
+            .bind(on_late_json(t))
             .bind(id)
             .execute(&mut *c)
             .await
@@ -697,7 +709,7 @@ const ON_NAME_TAKEN: &str = formatcp!(
 impl InsertRows for sqlx::SqliteConnection {
     async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
         let mut made = Vec::with_capacity(timers.len());
-        for chunk in timers.chunks(MAX_PARAMS / 20) {
+        for chunk in timers.chunks(MAX_PARAMS / 22) {
             let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
             qb.push_values(chunk, |mut b, (t, load)| {
                 let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
@@ -720,7 +732,9 @@ impl InsertRows for sqlx::SqliteConnection {
                     .push_bind(t.first_next_run(now_ms))
                     .push_bind(peak_column(*load))
                     .push_bind(every_ms)
-                    .push_bind(timing_column(&t.timing));
+                    .push_bind(timing_column(&t.timing))
+                    .push_bind(on_missed_json(t))
+                    .push_bind(on_late_json(t));
             });
             qb.push(ON_NAME_TAKEN);
             for row in qb.build().fetch_all(&mut *self).await? {
@@ -738,13 +752,15 @@ impl InsertRows for sqlx::PgConnection {
         let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
         let sql = formatcp!(
             "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                    on_failure, pause_after_failures, overlap, $11, $11, next_run, peak, every_ms, timing
+                    on_failure, pause_after_failures, overlap, $11, $11, next_run, peak, every_ms, timing,
+                    on_missed, on_late
              FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
                          $8::text[], $9::text[], $10::text[], $12::bigint[], $13::smallint[], $14::text[],
-                         $15::integer[], $16::text[], $17::bigint[], $18::bigint[], $19::text[])
+                         $15::integer[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $20::text[],
+                         $21::text[])
                   WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak,
                                        delete_after_run, on_failure, pause_after_failures, overlap, next_run,
-                                       every_ms, timing, ord)
+                                       every_ms, timing, on_missed, on_late, ord)
              ORDER BY ord{ON_NAME_TAKEN}"
         );
         let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
@@ -767,6 +783,8 @@ impl InsertRows for sqlx::PgConnection {
             .bind(timers.iter().map(|(t, _)| t.first_next_run(now_ms)).collect::<Vec<_>>())
             .bind(schedules.iter().map(|s| s.4).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| timing_column(&t.timing)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| on_missed_json(t)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| on_late_json(t)).collect::<Vec<_>>())
             .fetch_all(&mut *self)
             .await?;
         Ok(rows)
@@ -805,7 +823,9 @@ impl InsertRows for sqlx::MySqlConnection {
                     .push_bind(t.first_next_run(now_ms))
                     .push_bind(peak_column(*load))
                     .push_bind(every_ms)
-                    .push_bind(timing_column(&t.timing));
+                    .push_bind(timing_column(&t.timing))
+                    .push_bind(on_missed_json(t))
+                    .push_bind(on_late_json(t));
             });
             let done = qb.build().execute(&mut *self).await?;
             if done.rows_affected() == 0 {

@@ -556,6 +556,8 @@ async fn a_fire_whose_task_type_is_unknown_fails_after_one_attempt(stack: Stack)
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,
+        on_missed: None,
+        on_late: None,
         pause_after_failures: None,
         overlap: Default::default(),
     };

@@ -2,11 +2,13 @@
 //! real callback receiver on 127.0.0.1 and a real SQLite file.
 
 mod adversarial;
+mod alerts;
 mod apply;
 mod asyncflow;
 mod bench;
 mod cli;
 mod echo;
+mod explain;
 mod fires;
 mod flows;
 mod helpers;

@@ -46,6 +46,8 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
             misfire: MisfirePolicy::FireOnce,
             delete_after_run: false,
             on_failure: None,
+            on_missed: None,
+            on_late: None,
             pause_after_failures: None,
             overlap: Default::default(),
         };

@@ -106,6 +106,8 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
         misfire: MisfirePolicy::FireOnce,
         delete_after_run: false,
         on_failure: None,
+        on_missed: None,
+        on_late: None,
         pause_after_failures: None,
         overlap: Default::default(),
     };

@@ -801,6 +801,16 @@ async fn a_timers_page_backfills_replays_and_shows_its_history() {
         }
         history => assert!(history.contains("create"), "{history}"),
     }
+
+    // The timer's figures, and why a time between two minutes had no fire.
+    let between = to - 30_000;
+    let url = format!("{}/ui#/timer/it/{id}?set.explain-at={between}&click=explain-submit", node.base);
+    let dom = browse_sized(&browser, &url, "timer-explain", 1500).await;
+    let stats = element(&dom, "stats");
+    assert!(stats == "no fire" || stats.contains(" succeeded, "), "the last 24 hours' figures: {stats}");
+    let verdict = element(&dom, "explain-verdict");
+    assert!(verdict.starts_with("not a scheduled time:"), "{verdict}");
+    assert!(section(&dom, "explain-timeline").contains("scheduled"), "{}", section(&dom, "explain-timeline"));
     node.stop().await;
 }
 

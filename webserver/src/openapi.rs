@@ -198,6 +198,14 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         None,
         "HistoryList",
     ),
+    route(
+        "GET",
+        "explainFire",
+        "Why a scheduled time of a timer fired as it did, or did not: the fire, its timeline, a verdict.",
+        &[("id", true, "integer"), ("app", true, "string"), ("runTimer", true, "integer")],
+        None,
+        "Explanation",
+    ),
 ];
 
 /// The prefixes the timer routes answer under.
@@ -390,6 +398,9 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
             ("retry", "#Retry"),
             ("misfire", "string"),
             ("callbackTimeoutMs", "integer"),
+            ("onFailure", "#Notify"),
+            ("onMissed", "#Notify"),
+            ("onLate", "#LateAlert"),
             ("labels", "object"),
         ],
     ),
@@ -401,10 +412,12 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
             ("header", "object"),
             ("body", "string"),
             ("template", "boolean"),
+            ("flowKey", "string"),
             ("example", "#ExampleRequest"),
         ],
     ),
     ("ExampleRequest", &[("method", "string"), ("url", "string"), ("headers", "object"), ("body", "string")]),
+    ("LateAlert", &[("thresholdMs", "integer"), ("notify", "#Notify")]),
     ("Retry", &[("maxAttempts", "integer"), ("backoffMs", "integer"), ("noRetryStatuses", "array")]),
     ("TimerBatch", &[("timers", "array")]),
     ("TimerId", &[("id", "integer")]),
@@ -433,7 +446,11 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
             ("nextRunTimer", "integer"),
             ("nextRunTime", "string"),
             ("pauseReason", "string"),
+            ("onFailure", "#Notify"),
+            ("onMissed", "#Notify"),
+            ("onLate", "#LateAlert"),
             ("labels", "object"),
+            ("stats", "#TimerStats"),
             ("createTime", "string"),
             ("modifyTime", "string"),
         ],
@@ -441,6 +458,18 @@ const SCHEMAS: &[(&str, &[(&str, &str)])] = &[
     ("TimerList", &[("list", "array"), ("total", "integer")]),
     ("AppList", &[("list", "array")]),
     ("HistoryList", &[("list", "array")]),
+    ("Explanation", &[("fire", "#Fire"), ("timeline", "array"), ("verdict", "string")]),
+    (
+        "TimerStats",
+        &[
+            ("fires", "integer"),
+            ("succeeded", "integer"),
+            ("failed", "integer"),
+            ("missed", "integer"),
+            ("lateP50Ms", "integer"),
+            ("lateP99Ms", "integer"),
+        ],
+    ),
     (
         "ReplayFires",
         &[

@@ -141,6 +141,8 @@ fn new_timer(name: &str, schedule: Schedule, url: &str) -> NewTimer {
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,
+        on_missed: None,
+        on_late: None,
         pause_after_failures: None,
         overlap: Default::default(),
     }

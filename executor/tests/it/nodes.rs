@@ -90,16 +90,12 @@ impl Cluster {
     /// An enabled cron timer of app `it` calling `url`, one attempt per
     /// fire, its failures told to `on_failure` when given.
     pub async fn timer(&self, name: &str, url: &str, on_failure: Option<&str>) -> Timer {
-        let http = |url: &str| HttpNotify {
-            url: url.to_string(),
-            method: "POST".into(),
-            headers: Default::default(),
-            body: Some("{}".into()),
-            timeout_ms: None,
-            template: false,
-            flow_key: None,
-        };
-        let timer = NewTimer {
+        self.timer_with(name, url, |t| t.on_failure = on_failure.map(http)).await
+    }
+
+    /// [`Cluster::timer`] with no alerts, then `change`d.
+    pub async fn timer_with(&self, name: &str, url: &str, change: impl FnOnce(&mut NewTimer)) -> Timer {
+        let mut timer = NewTimer {
             timing: Default::default(),
             labels: Default::default(),
             app: "it".into(),
@@ -110,10 +106,13 @@ impl Cluster {
             retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
             misfire: MisfirePolicy::FireAll,
             delete_after_run: false,
-            on_failure: on_failure.map(http),
+            on_failure: None,
+            on_missed: None,
+            on_late: None,
             pause_after_failures: None,
             overlap: Default::default(),
         };
+        change(&mut timer);
         self.repo.create_timer(&timer, self.now()).await.expect("create timer")
     }
 
@@ -147,6 +146,19 @@ impl Cluster {
             now.push((k, self.fire(k).await.status));
         }
         assert!(reached, "fires did not all reach {status:?} in {PATIENCE:?}: {now:?}");
+    }
+}
+
+/// A POST to `url` with a body of `{}`.
+pub fn http(url: &str) -> HttpNotify {
+    HttpNotify {
+        url: url.to_string(),
+        method: "POST".into(),
+        headers: Default::default(),
+        body: Some("{}".into()),
+        timeout_ms: None,
+        template: false,
+        flow_key: None,
     }
 }
 

@@ -27,6 +27,8 @@ async fn a_task_fire_without_a_task_engine_is_retried_per_its_policy_then_fails(
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,
+        on_missed: None,
+        on_late: None,
         pause_after_failures: None,
         overlap: Default::default(),
     };

@@ -648,3 +648,57 @@ pub async fn backfilled_fires_wait_for_their_send_time_and_say_so(b: Backend) {
     assert_eq!(overdue(T0).await, vec![(T0 - 40_000, true), (T0 - 50_000, false)]);
     assert_eq!(overdue(T0 + 100).await, vec![(T0 - 30_000, true), (T0 - 40_000, true), (T0 - 50_000, false)]);
 }
+
+/// `explainFire`'s read: a timer's fire by its scheduled time, with the
+/// token of the claim that took it last (which names its node) and its
+/// lease; none for another time or another timer.
+pub async fn fire_at_reads_a_fire_by_its_scheduled_time_with_its_owner(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let u = timer(&b, "u", TimerStatus::Enabled).await;
+    let keys = insert(&b, &t, &[T0, T0 + 1_000]).await;
+    insert(&b, &u, &[T0]).await;
+    let planned = b.fires.fire_at(t.id, T0 + 1_000).await.unwrap().expect("the planned fire");
+    assert_eq!((planned.fire.run_ms, planned.fire.status), (T0 + 1_000, FireStatus::Pending));
+    assert_eq!((planned.owner, planned.lease_until), (None, None), "never claimed");
+    assert!(b.fires.fire_at(t.id, T0 + 500).await.unwrap().is_none(), "no fire at that time");
+    assert!(b.fires.fire_at(t.id + u.id + 1, T0).await.unwrap().is_none(), "no such timer");
+
+    let c = &claim_all(&b, &keys[..1], "node-a:7", 60_000).await[0];
+    let running = b.fires.fire_at(t.id, T0).await.unwrap().unwrap();
+    assert_eq!(running.fire.task_id, c.task_id);
+    assert_eq!((running.fire.status, running.owner.as_deref()), (FireStatus::Running, Some("node-a:7")));
+    assert_eq!(running.lease_until, Some(T0 + 60_000), "the lease runs from the run time");
+    b.clock.advance(150);
+    let done = result(c, FireStatus::Succeeded, 1, "HTTP 200: ok", 150, None);
+    assert_eq!(b.fires.record(&[done], b.now()).await.unwrap(), 1);
+    let ended = b.fires.fire_at(t.id, T0).await.unwrap().unwrap();
+    assert_eq!((ended.fire.status, ended.fire.attempt, ended.fire.cost_time), (FireStatus::Succeeded, 1, 150));
+    assert_eq!(ended.owner.as_deref(), Some("node-a:7"), "an ended fire keeps its owner token");
+    assert_eq!(ended.fire.output, "HTTP 200: ok");
+}
+
+/// The per-timer figures' read: one timer's fires in a run-time range,
+/// newest first, with status and lateness, at most `limit`.
+pub async fn outcomes_between_reads_one_timers_range_newest_first(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let u = timer(&b, "u", TimerStatus::Enabled).await;
+    let keys = insert(&b, &t, &[T0, T0 + 1_000, T0 + 2_000, T0 + 3_000]).await;
+    insert(&b, &u, &[T0 + 1_000]).await;
+    let claims = claim_all(&b, &keys[..2], "node-a:1", 60_000).await;
+    let by_run = |run: i64| claims.iter().find(|c| c.key.run_ms == run).unwrap();
+    let results = [succeeded(by_run(T0), 40), result(by_run(T0 + 1_000), FireStatus::Failed, 1, "HTTP 500", 900, None)];
+    assert_eq!(b.fires.record(&results, b.now()).await.unwrap(), 2);
+    b.fires.mark_missed(&[fire(&b, keys[2]).await.task_id], "missed: late", b.now()).await.unwrap();
+
+    let all = b.fires.outcomes_between(t.id, T0, T0 + 3_000, 100).await.unwrap();
+    let seen: Vec<(FireStatus, i64)> = all.iter().map(|o| (o.status, o.cost_time)).collect();
+    assert_eq!(
+        seen,
+        [(FireStatus::Pending, 0), (FireStatus::Missed, 0), (FireStatus::Failed, 900), (FireStatus::Succeeded, 40)],
+        "newest first, this timer's only, both ends in"
+    );
+    let newest = b.fires.outcomes_between(t.id, T0, T0 + 3_000, 2).await.unwrap();
+    assert_eq!(newest.iter().map(|o| o.status).collect::<Vec<_>>(), [FireStatus::Pending, FireStatus::Missed]);
+    let middle = b.fires.outcomes_between(t.id, T0 + 1, T0 + 1_000, 100).await.unwrap();
+    assert_eq!(middle.iter().map(|o| o.status).collect::<Vec<_>>(), [FireStatus::Failed]);
+}

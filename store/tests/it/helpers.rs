@@ -81,6 +81,8 @@ pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,
         on_failure: None,
+        on_missed: None,
+        on_late: None,
         pause_after_failures: None,
         overlap: Default::default(),
     }

@@ -88,6 +88,8 @@ macro_rules! conformance_suite {
                     reclaim_skips_fires_of_a_timer_no_longer_enabled,
                     mark_missed_touches_only_pending_fires,
                     list_fires_is_newest_first_with_filter_and_total,
+                    fire_at_reads_a_fire_by_its_scheduled_time_with_its_owner,
+                    outcomes_between_reads_one_timers_range_newest_first,
                 }
                 plans {
                     a_plan_of_the_current_definition_inserts_its_fires_once,
@@ -101,6 +103,8 @@ macro_rules! conformance_suite {
                     a_notice_is_taken_once_its_lease_lapsed_and_held_by_its_taker,
                     concurrent_takers_take_each_notice_once,
                     a_result_and_notice_whose_output_holds_a_nul_are_written,
+                    missed_and_late_notices_are_owed_with_the_results_they_are_for,
+                    marking_fires_missed_owes_their_on_missed,
                 }
                 shards {
                     add_is_idempotent,

@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 
 use xtimer_core::fire::{ClaimedFire, FireStatus};
-use xtimer_core::timer::TimerStatus;
+use xtimer_core::timer::{HttpNotify, LateAlert, TimerStatus};
 use xtimer_store::{OwedKind, OwedNotification};
 
-use crate::helpers::{claim_all, fire, insert, result, succeeded, timer, Backend, T0};
+use crate::helpers::{claim_all, fire, insert, new_timer, result, succeeded, timer, Backend, APP, T0};
 
 /// A sender's lease in these tests, ms.
 const LEASE_MS: i64 = 15_000;
@@ -138,4 +138,117 @@ pub async fn a_result_and_notice_whose_output_holds_a_nul_are_written(b: Backend
     assert!(stored == output || stored == "HTTP 500: a\u{FFFD}b", "{stored:?}");
     let taken = b.notifications.take_owed("node-b:1", b.now() + LEASE_MS, b.now(), 10).await.unwrap();
     assert_eq!(taken[0].output, stored);
+}
+
+/// The notification of `kind` `claim`'s attempt number `attempt` owes.
+fn owed_as(kind: OwedKind, claim: &ClaimedFire, attempt: u32, output: &str) -> OwedNotification {
+    OwedNotification { kind, ..owed(claim, attempt, output) }
+}
+
+/// `onMissed` is owed with a missed or skipped result, `onLate` with any
+/// result of the fire, and a failed fire may owe both its `onFailure` and
+/// its `onLate` (one notification per fire and kind).
+pub async fn missed_and_late_notices_are_owed_with_the_results_they_are_for(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let runs: Vec<i64> = (0..6).map(|i| T0 + i * 1_000).collect();
+    let keys = insert(&b, &t, &runs).await;
+    let c = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    let c: Vec<_> = keys.iter().map(|k| c.iter().find(|f| f.key == *k).unwrap().clone()).collect();
+    let results = [
+        result(&c[0], FireStatus::Missed, 0, "missed", 0, None),
+        result(&c[1], FireStatus::Skipped, 0, "skipped", 0, None),
+        succeeded(&c[2], 3_000),
+        result(&c[3], FireStatus::Failed, 1, "HTTP 500", 2_000, None),
+        result(&c[4], FireStatus::Running, 1, "HTTP 503", 2_000, Some(b.now() + 60_000)),
+        succeeded(&c[5], 0),
+    ];
+    let notices = [
+        owed_as(OwedKind::Missed, &c[0], 0, "missed"),
+        owed_as(OwedKind::Missed, &c[1], 0, "skipped"),
+        owed_as(OwedKind::Late, &c[2], 1, "late ok"),
+        owed_as(OwedKind::Failure, &c[3], 1, "HTTP 500"),
+        owed_as(OwedKind::Late, &c[3], 1, "late failed"),
+        owed_as(OwedKind::Late, &c[4], 1, "late retrying"),
+        // Not what these results are for: never stored.
+        owed_as(OwedKind::Missed, &c[5], 1, "succeeded"),
+        owed_as(OwedKind::Failure, &c[0], 0, "missed"),
+    ];
+    let lease = b.now() + LEASE_MS;
+    let recorded = b.notifications.record_owing(&results, &notices, lease, b.now()).await.expect("record owing");
+    assert_eq!(recorded.written, 6);
+    assert_eq!(recorded.owed, notices[..6], "each kind owed with the results it is for");
+    // Owed again (a retry of the same write): left as it is.
+    let again = b.notifications.record_owing(&[], &notices[..1], lease, b.now()).await.unwrap();
+    assert!(again.owed.is_empty());
+
+    b.clock.advance(LEASE_MS);
+    let mut taken = b.notifications.take_owed("node-b:1", b.now() + LEASE_MS, b.now(), 100).await.unwrap();
+    taken.sort_by_key(|n| (n.task_id, n.kind.code()));
+    let mut want: Vec<_> = notices[..6].iter().map(|n| held(n, "node-b:1", 0)).collect();
+    want.sort_by_key(|n| (n.task_id, n.kind.code()));
+    assert_eq!(taken, want, "taken whole, kind included");
+    // Settled one kind at a time.
+    let both: Vec<_> = taken.iter().filter(|n| n.task_id == c[3].task_id).cloned().collect();
+    assert_eq!(both.len(), 2);
+    assert!(b.notifications.settle_owed(&both[0]).await.unwrap());
+    assert!(b.notifications.reschedule_owed(&both[1], 1, b.now()).await.unwrap(), "the other kind is still held");
+    let left = b.notifications.take_owed("node-c:1", b.now() + LEASE_MS, b.now(), 100).await.unwrap();
+    assert_eq!(left, [held(&both[1], "node-c:1", 1)]);
+}
+
+/// Marking fires missed owes the `onMissed` of each one marked whose timer
+/// has one, in the same transaction, held by no one: anyone's at once.
+/// A fire not marked (not pending) owes nothing.
+pub async fn marking_fires_missed_owes_their_on_missed(b: Backend) {
+    let hook = HttpNotify {
+        url: "http://127.0.0.1:9/alert".into(),
+        method: "POST".into(),
+        headers: Default::default(),
+        body: None,
+        timeout_ms: None,
+        template: false,
+        flow_key: None,
+    };
+    let mut alerting = new_timer(APP, "alerting", TimerStatus::Enabled);
+    alerting.on_missed = Some(hook.clone());
+    alerting.on_late = Some(LateAlert { threshold_ms: 1_000, notify: hook });
+    let t = b.timers.create_timer(&alerting, b.now()).await.unwrap();
+    assert_eq!(b.timers.get_timer(t.id).await.unwrap().unwrap(), t, "its alerts read back");
+    assert_eq!((t.on_missed.clone(), t.on_late.clone()), (alerting.on_missed, alerting.on_late));
+    let quiet = timer(&b, "quiet", TimerStatus::Enabled).await;
+    let keys = insert(&b, &t, &[T0 - 30_000, T0 - 20_000, T0 - 10_000]).await;
+    let quiet_keys = insert(&b, &quiet, &[T0 - 30_000]).await;
+    claim_all(&b, &keys[2..], "node-a:1", 60_000).await;
+    let mut ids = Vec::new();
+    for k in keys.iter().chain(&quiet_keys) {
+        ids.push(fire(&b, *k).await.task_id);
+    }
+
+    b.clock.advance(1_000);
+    let why = "missed: its time passed";
+    assert_eq!(b.fires.mark_missed(&ids, why, b.now()).await.unwrap(), 3);
+    let mut taken = b.notifications.take_owed("node-b:1", b.now() + LEASE_MS, b.now(), 10).await.unwrap();
+    taken.sort_by_key(|n| n.key.run_ms);
+    let want: Vec<_> = keys[..2]
+        .iter()
+        .zip(&ids)
+        .map(|(key, &task_id)| OwedNotification {
+            task_id,
+            kind: OwedKind::Missed,
+            key: *key,
+            manual: false,
+            attempt: 0,
+            output: why.into(),
+            sends: 0,
+            owner: "node-b:1".into(),
+        })
+        .collect();
+    assert_eq!(taken, want, "the timer with an onMissed owes one per fire marked; the running one none");
+    for n in &taken {
+        assert!(b.notifications.settle_owed(n).await.unwrap());
+    }
+    // Marked again: nothing is marked, nothing owed again.
+    assert_eq!(b.fires.mark_missed(&ids, why, b.now()).await.unwrap(), 0);
+    b.clock.advance(10 * LEASE_MS);
+    assert_eq!(b.notifications.take_owed("node-c:1", b.now() + LEASE_MS, b.now(), 10).await.unwrap(), []);
 }

@@ -25,6 +25,7 @@ pub mod admin;
 pub mod apply;
 pub mod backfill;
 pub mod batch;
+pub mod explain;
 pub mod flows;
 
 pub mod input;
@@ -77,6 +78,7 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
         .route(&format!("{prefix}/pauseApp"), post(many::app_pause))
         .route(&format!("{prefix}/resumeApp"), post(many::app_resume))
         .route(&format!("{prefix}/getTimerHistory"), get(many::timer_history))
+        .route(&format!("{prefix}/explainFire"), get(explain::fire_explain))
         .route(&format!("{prefix}/replayFires"), post(many::fires_replay))
         .route(&format!("{prefix}/setFlowLimit"), post(flows::flow_set))
         .route(&format!("{prefix}/getFlows"), get(flows::flows_list))
@@ -139,7 +141,8 @@ pub async fn timers_delete(
     Ok(Envelope(TimerId { id: key.id }))
 }
 
-/// `GET getTimer`: one timer that is not deleted (status 1 or 2).
+/// `GET getTimer`: one timer that is not deleted (status 1 or 2), with its
+/// `stats` over the last 24 hours.
 pub async fn timers_get(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -150,6 +153,7 @@ pub async fn timers_get(
     let next = state.service.next_fire(&timer, state.clock.now_ms()).await?;
     let mut view = TimerView::at(&timer, next);
     view.fires_left = state.service.fires_left(&timer).await?;
+    view.stats = Some(state.service.stats(&timer).await?.into());
     Ok(Envelope(view))
 }
 

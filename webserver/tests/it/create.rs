@@ -41,12 +41,14 @@ async fn cron_timer_round_trips_every_field() {
                 "url": "https://example.com/hook?x=1",
                 "method": "PUT",
                 "header": {"X-Other": "a b", "X-Token": "t"},
-                "body": "{\"a\":1}"
+                "body": "{\"a\":1}",
+                "flowKey": "example.com:443"
             },
             "retry": {"maxAttempts": 5, "backoffMs": 250},
             "misfire": "fire_all",
             "nextRunTimer": null,
             "nextRunTime": null,
+            "stats": {"fires": 0, "succeeded": 0, "failed": 0, "missed": 0, "lateP50Ms": null, "lateP99Ms": null},
             "createTime": NOW_RFC3339,
             "modifyTime": NOW_RFC3339
         })
@@ -76,11 +78,13 @@ async fn one_shot_timer_round_trips_with_defaults() {
             "runAt": "2030-01-01T00:00:10.000Z",
             "runAtMs": NOW_MS + 10_000,
             "timezone": "UTC",
-            "notifyHTTPParam": {"url": "http://127.0.0.1:9/hook", "method": "POST", "header": {}, "body": null},
+            "notifyHTTPParam": {"url": "http://127.0.0.1:9/hook", "method": "POST", "header": {}, "body": null,
+                                "flowKey": "127.0.0.1:9"},
             "retry": {"maxAttempts": 3, "backoffMs": 1000},
             "misfire": "fire_once",
             "nextRunTimer": null,
             "nextRunTime": null,
+            "stats": {"fires": 0, "succeeded": 0, "failed": 0, "missed": 0, "lateP50Ms": null, "lateP99Ms": null},
             "createTime": NOW_RFC3339,
             "modifyTime": NOW_RFC3339
         })

@@ -59,6 +59,9 @@ async fn the_document_is_openapi_3_1_and_every_documented_route_is_served() {
         ("Notify", "example"),
         ("Retry", "noRetryStatuses"),
         ("TimerView", "pauseReason"),
+        ("TimerView", "onMissed"),
+        ("Timer", "onLate"),
+        ("LateAlert", "thresholdMs"),
         ("ExampleRequest", "headers"),
     ] {
         assert!(schemas[schema]["properties"][field].is_object(), "{schema}.{field} is documented");

@@ -20,8 +20,8 @@ use xtimer_core::config::LimitsConfig;
 use xtimer_core::cron::{parse_timezone, CronSchedule};
 use xtimer_core::fire::FireStatus;
 use xtimer_core::timer::{
-    AsyncflowNotify, HttpNotify, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, TimerStatus,
-    Timing,
+    AsyncflowNotify, HttpNotify, LateAlert, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule,
+    TimerStatus, Timing,
 };
 pub use xtimer_core::when::{
     MAX_FIRES_LIMIT, MAX_MISFIRE_THRESHOLD_MS, MAX_SPREAD_MS, MIN_EVERY_MS, MIN_MISFIRE_THRESHOLD_MS,
@@ -104,6 +104,15 @@ pub struct CreateTimer {
     /// body naming the timer, the fire, its attempts and last output.
     #[serde(default, deserialize_with = "object")]
     pub on_failure: Option<NotifyHttpParam>,
+    /// An HTTP notify called when a fire is recorded missed or skipped,
+    /// with the `onFailure` body.
+    #[serde(default, deserialize_with = "object")]
+    pub on_missed: Option<NotifyHttpParam>,
+    /// `{"thresholdMs", "notify"}`: an HTTP notify called once for a fire
+    /// sent later than `thresholdMs` after its run time, with the
+    /// `onFailure` body.
+    #[serde(default, deserialize_with = "object")]
+    pub on_late: Option<LateParam>,
     /// Disable the timer after this many consecutive failed fires,
     /// 1..=[`MAX_PAUSE_AFTER_FAILURES`]; never when absent.
     #[serde(default)]
@@ -198,6 +207,19 @@ pub struct NotifyHttpParam {
     #[serde(default, rename = "flowKey")]
     pub flow_key: Option<String>,
 }
+
+/// `onLate` of [`CreateTimer`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LateParam {
+    /// Lateness past which a fire is told, 1..=[`MAX_LATE_THRESHOLD_MS`] ms.
+    pub threshold_ms: i64,
+    /// Where it is told (its body is set by xtimer).
+    pub notify: NotifyHttpParam,
+}
+
+/// Largest `onLate.thresholdMs`: a day.
+pub const MAX_LATE_THRESHOLD_MS: i64 = 86_400_000;
 
 /// `notifyAsyncflowParam` of [`CreateTimer`]: each fire creates one task.
 #[derive(Debug, Clone, Deserialize)]
@@ -318,6 +340,21 @@ impl CreateTimer {
                 notify.validate_as(&mut p, limits, "onFailure").map(Some)
             }
         };
+        let on_missed = match self.on_missed {
+            None => Some(None),
+            Some(notify) => alert_notify(&mut p, limits, "onMissed", notify).map(Some),
+        };
+        let on_late = match self.on_late {
+            None => Some(None),
+            Some(late) => {
+                let threshold = late.threshold_ms;
+                if !(1..=MAX_LATE_THRESHOLD_MS).contains(&threshold) {
+                    p.push("onLate.thresholdMs", format!("must be 1 to {MAX_LATE_THRESHOLD_MS} ms, got {threshold}"));
+                }
+                alert_notify(&mut p, limits, "onLate.notify", late.notify)
+                    .map(|notify| Some(LateAlert { threshold_ms: threshold.max(0) as u64, notify }))
+            }
+        };
         let pause_after_failures = self.pause_after_failures.and_then(|n| {
             if !(1..=MAX_PAUSE_AFTER_FAILURES).contains(&n) {
                 p.push("pauseAfterFailures", format!("must be 1 to {MAX_PAUSE_AFTER_FAILURES}, got {n}"));
@@ -343,26 +380,33 @@ impl CreateTimer {
                 "applies only to a timer that ends: a one-shot (runAt), or one with endAt or maxFires",
             );
         }
-        match (schedule, notify, retry, misfire, on_failure, overlap) {
-            (Some(schedule), Some(notify), Some(retry), Some(misfire), Some(on_failure), Some(overlap))
-                if p.0.is_empty() =>
-            {
-                Ok(NewTimer {
-                    app: self.app,
-                    name: self.name,
-                    status,
-                    schedule,
-                    notify,
-                    retry,
-                    misfire,
-                    delete_after_run,
-                    on_failure,
-                    pause_after_failures,
-                    overlap,
-                    timing,
-                    labels,
-                })
-            }
+        match (schedule, notify, retry, misfire, on_failure, overlap, on_missed, on_late) {
+            (
+                Some(schedule),
+                Some(notify),
+                Some(retry),
+                Some(misfire),
+                Some(on_failure),
+                Some(overlap),
+                Some(on_missed),
+                Some(on_late),
+            ) if p.0.is_empty() => Ok(NewTimer {
+                app: self.app,
+                name: self.name,
+                status,
+                schedule,
+                notify,
+                retry,
+                misfire,
+                delete_after_run,
+                on_failure,
+                on_missed,
+                on_late,
+                pause_after_failures,
+                overlap,
+                timing,
+                labels,
+            }),
             _ => Err(p.into_error()),
         }
     }
@@ -620,6 +664,15 @@ fn check_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
     } else if chars > max {
         p.push(field, format!("must be at most {max} characters, got {chars}"));
     }
+}
+
+/// An alert's notify given as `field` (`onMissed`, `onLate.notify`),
+/// checked as `onFailure` is: xtimer sets its body.
+fn alert_notify(p: &mut Problems, limits: &LimitsConfig, field: &str, notify: NotifyHttpParam) -> Option<HttpNotify> {
+    if notify.body.is_some() {
+        p.push(&format!("{field}.body"), "is set by xtimer: a JSON description of the fire");
+    }
+    notify.validate_as(p, limits, field)
 }
 
 impl NotifyHttpParam {

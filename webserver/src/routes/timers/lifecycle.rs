@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use xtimer_core::timer::{Notify, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{HttpNotify, Notify, Schedule, Timer, TimerStatus};
 
-use super::input::{CreateTimer, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerRef};
+use super::input::{CreateTimer, LateParam, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerRef};
 use super::timer_key;
 use super::view::TimerView;
 use crate::auth::{authorize, AuthContext};
@@ -17,7 +17,7 @@ use crate::{ApiError, AppState, Envelope};
 
 /// Body of `updateTimer`: the timer's `id` and `app`, and any timer field
 /// to change. An absent field keeps its value; `null` clears `startAt`,
-/// `endAt`, `maxFires` and `misfireThresholdMs`; an object field
+/// `endAt`, `maxFires`, `misfireThresholdMs`, `onMissed` and `onLate`; an object field
 /// (`notifyHTTPParam`, `notifyAsyncflowParam`, `retry`) is replaced whole;
 /// giving `cron` makes a one-shot timer a cron timer and `runAt` the reverse.
 #[derive(Debug, Clone, Deserialize)]
@@ -63,6 +63,12 @@ pub struct UpdateTimer {
     /// New failure notify.
     #[serde(default)]
     pub on_failure: Option<NotifyHttpParam>,
+    /// New missed notify; `null` removes it.
+    #[serde(default, deserialize_with = "nullable")]
+    pub on_missed: Option<Option<NotifyHttpParam>>,
+    /// New late alert; `null` removes it.
+    #[serde(default, deserialize_with = "nullable")]
+    pub on_late: Option<Option<LateParam>>,
     /// New `pauseAfterFailures`.
     #[serde(default)]
     pub pause_after_failures: Option<i64>,
@@ -181,20 +187,30 @@ impl UpdateTimer {
             delete_after_run: self
                 .delete_after_run
                 .or((one_shot || stored.delete_after_run).then_some(stored.delete_after_run)),
-            on_failure: self.on_failure.or_else(|| {
-                stored.on_failure.as_ref().map(|n| NotifyHttpParam {
-                    url: n.url.clone(),
-                    method: Some(n.method.clone()),
-                    header: Some(n.headers.clone()),
-                    body: None,
-                    template: None,
-                    flow_key: None,
+            on_failure: self.on_failure.or_else(|| stored.on_failure.as_ref().map(alert_param)),
+            on_missed: self.on_missed.unwrap_or_else(|| stored.on_missed.as_ref().map(alert_param)),
+            on_late: self.on_late.unwrap_or_else(|| {
+                stored.on_late.as_ref().map(|late| LateParam {
+                    threshold_ms: i64::try_from(late.threshold_ms).unwrap_or(i64::MAX),
+                    notify: alert_param(&late.notify),
                 })
             }),
             pause_after_failures: self.pause_after_failures.or(stored.pause_after_failures.map(i64::from)),
             overlap: Some(self.overlap.unwrap_or_else(|| stored.overlap.as_str().to_owned())),
             labels: Some(self.labels.unwrap_or_else(|| stored.labels.clone())),
         }
+    }
+}
+
+/// A stored alert's notify as `createTimer` takes it.
+fn alert_param(n: &HttpNotify) -> NotifyHttpParam {
+    NotifyHttpParam {
+        url: n.url.clone(),
+        method: Some(n.method.clone()),
+        header: Some(n.headers.clone()),
+        body: None,
+        template: None,
+        flow_key: None,
     }
 }
 

@@ -66,6 +66,13 @@ pub struct TimerView {
     /// Called once when a fire ends failed, when the timer sets it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<NotifyView>,
+    /// Called when a fire is recorded missed or skipped, when the timer sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_missed: Option<NotifyView>,
+    /// `{"thresholdMs", "notify"}`: called once for a fire sent later than
+    /// that, when the timer sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_late: Option<LateView>,
     /// Disabled after this many consecutive failed fires, when set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause_after_failures: Option<u32>,
@@ -97,6 +104,9 @@ pub struct TimerView {
     /// Scheduled times the run limit leaves from now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fires_left: Option<u64>,
+    /// `getTimer` only: its fires of the last 24 hours (API 1h).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<super::explain::StatsView>,
     /// The spread of each fire, ms (absent: none).
     #[serde(skip_serializing_if = "is_zero")]
     pub spread_ms: u64,
@@ -113,6 +123,32 @@ pub struct TimerView {
     pub create_time: String,
     /// Last change, RFC 3339.
     pub modify_time: String,
+}
+
+/// `onLate` of a [`TimerView`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LateView {
+    /// Lateness past which a fire is told, ms.
+    pub threshold_ms: u64,
+    /// Where it is told.
+    pub notify: NotifyView,
+}
+
+impl NotifyView {
+    /// An alert's notify (`onFailure`, `onMissed`, `onLate.notify`): its
+    /// body is xtimer's.
+    fn alert(n: &HttpNotify) -> Self {
+        Self {
+            url: n.url.clone(),
+            method: n.method.clone(),
+            header: n.headers.clone(),
+            body: None,
+            template: false,
+            flow_key: None,
+            example: None,
+        }
+    }
 }
 
 /// `notifyHTTPParam` of a [`TimerView`].
@@ -250,15 +286,12 @@ impl From<&Timer> for TimerView {
                 Notify::Asyncflow(_) => None,
             },
             delete_after_run: t.delete_after_run,
-            on_failure: t.on_failure.as_ref().map(|n| NotifyView {
-                url: n.url.clone(),
-                method: n.method.clone(),
-                header: n.headers.clone(),
-                body: None,
-                template: false,
-                flow_key: None,
-                example: None,
-            }),
+            on_failure: t.on_failure.as_ref().map(NotifyView::alert),
+            on_missed: t.on_missed.as_ref().map(NotifyView::alert),
+            on_late: t
+                .on_late
+                .as_ref()
+                .map(|late| LateView { threshold_ms: late.threshold_ms, notify: NotifyView::alert(&late.notify) }),
             pause_after_failures: t.pause_after_failures,
             pause_reason: t.pause_reason.clone(),
             overlap: (t.overlap != OverlapPolicy::Allow).then_some(t.overlap.as_str()),
@@ -270,6 +303,7 @@ impl From<&Timer> for TimerView {
             end_at: t.timing.end_at,
             max_fires: t.timing.max_fires,
             fires_left: None,
+            stats: None,
             spread_ms: t.timing.spread_ms,
             exclude_calendars: t.timing.exclude_calendars.clone(),
             misfire_threshold_ms: t.timing.misfire_threshold_ms,

@@ -791,12 +791,18 @@ async function timerPage(app, id) {
       ${t.callbackTimeoutMs ? `<dt>Callback timeout</dt><dd>${dur(t.callbackTimeoutMs)}</dd>` : ""}
       ${t.pauseAfterFailures ? `<dt>Disable after</dt><dd>${plural(t.pauseAfterFailures, "failed fire")} in a row</dd>` : ""}
       ${t.onFailure ? `<dt>On failure</dt><dd>${esc(t.onFailure.method)} ${esc(t.onFailure.url)}</dd>` : ""}
+      ${t.onMissed ? `<dt>On missed</dt><dd>${esc(t.onMissed.method)} ${esc(t.onMissed.url)}</dd>` : ""}
+      ${t.onLate ? `<dt>On late</dt><dd>past ${esc(t.onLate.thresholdMs)} ms: ${esc(t.onLate.notify.method)} ${esc(t.onLate.notify.url)}</dd>` : ""}
       ${t.deleteAfterRun ? `<dt>After its run</dt><dd>deleted</dd>` : ""}
       ${t.pauseReason ? `<dt>Paused by receiver</dt><dd class="note">${esc(t.pauseReason)}</dd>` : ""}
       <dt>Recent fires</dt><dd>${health.of ? `${health.failed} of the last ${plural(health.of, "fire")} failed` : "none ended yet"}</dd>
+      <dt>Last 24 h</dt><dd id="stats">${statsWords(t.stats)}</dd>
       <dt>Created</dt><dd>${esc(t.createTime)}</dd><dt>Modified</dt><dd>${esc(t.modifyTime)}</dd>
     </dl></div><div><h2>Next fires</h2><div id="next"><p class="muted">Loading…</p></div></div></div>
-    <h2>Fires</h2><div id="history">${fireTable(fires.list, fires.total)}</div>
+    <h2>Fires</h2><p class="muted">Click a fire to see why it went as it did.</p><div id="history">${fireTable(fires.list, fires.total)}</div>
+    <form id="explain-form" class="bar"><label>Why (not) at<input id="explain-at" name="at" placeholder="Unix ms or RFC 3339"></label>
+      <button class="plain" id="explain-submit">Explain</button></form>
+    <div id="explain"></div>
     <div class="cols">
       <form id="backfill-form" class="panel"><h2>Backfill</h2>
         <p class="muted">Fires every scheduled time of the window that has no fire record (the timer was disabled, or every node was down), oldest first.</p>
@@ -856,8 +862,42 @@ async function timerPage(app, id) {
     const r = await post("replayFires", { app, id: Number(id), from: instant(form.elements.from.value.trim()), to: instant(form.elements.to.value.trim()) });
     return `Replayed: ${plural(r.count, "failed or missed fire")} sent again.`;
   }, "Replay failed", refresh);
+  document.getElementById("history").addEventListener("click", (e) => {
+    const row = e.target.closest("tr[data-run]");
+    if (row) explainFire(app, id, row.dataset.run).catch((err) => say(err.message, true));
+  });
+  document.getElementById("explain-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = document.getElementById("explain-at").value.trim();
+    const ms = /^\d+$/.test(text) ? text : String(Date.parse(text));
+    explainFire(app, id, ms).catch((err) => say(err.message, true));
+  });
   nextFires(t).catch((err) => { document.getElementById("next").innerHTML = `<p class="muted">${esc(err.message)}</p>`; });
   await changeHistory(app, id);
+}
+
+// `stats` of getTimer in words: the last 24 hours of fires.
+function statsWords(st) {
+  if (!st) return "-";
+  if (!st.fires) return "no fire";
+  const late = st.lateP50Ms === null ? "" : `; late p50 ${esc(st.lateP50Ms)} ms, p99 ${esc(st.lateP99Ms)} ms`;
+  return `${plural(st.fires, "fire")}: ${esc(st.succeeded)} succeeded, ${esc(st.failed)} failed, ${esc(st.missed)} missed${late}`;
+}
+
+// explainFire for the scheduled time `run` (ms), shown under the fires.
+async function explainFire(app, id, run) {
+  const box = document.getElementById("explain");
+  let r;
+  try {
+    r = await timerApi("explainFire", { id, app, runTimer: run });
+  } catch (err) {
+    if (err instanceof NeedsToken) throw err;
+    box.innerHTML = `<p class="error" id="explain-verdict">${esc(err.message)}</p>`;
+    return;
+  }
+  const rows = r.timeline.map((m) => `<tr><td>${esc(m.at)}</td><td>${esc(m.event)}</td><td>${esc(m.node || "")}</td><td class="out">${esc(m.detail || "")}</td></tr>`).join("");
+  box.innerHTML = `<div class="panel"><h3>Fire at ${esc(time(Number(run)))}</h3><p id="explain-verdict"><b>${esc(r.verdict)}</b></p>
+    <table id="explain-timeline"><thead><tr><th>At</th><th>Event</th><th>Node</th><th>Detail</th></tr></thead><tbody>${rows}</tbody></table></div>`;
 }
 
 // A form acting on a window of time; its result or error shown under it,
@@ -925,7 +965,7 @@ async function nextFires(t) {
 }
 
 function fireTable(list, total) {
-  const rows = list.map((f) => `<tr><td>${time(f.runTimer)}${f.manual ? " <span class=\"muted\">(manual)</span>" : ""}${f.replayed ? " <span class=\"muted\">(replayed)</span>" : ""}${f.scheduledTimer !== undefined && f.scheduledTimer !== f.runTimer
+  const rows = list.map((f) => `<tr class="explainable" data-run="${esc(f.scheduledTimer !== undefined ? f.scheduledTimer : f.runTimer)}"><td>${time(f.runTimer)}${f.manual ? " <span class=\"muted\">(manual)</span>" : ""}${f.replayed ? " <span class=\"muted\">(replayed)</span>" : ""}${f.scheduledTimer !== undefined && f.scheduledTimer !== f.runTimer
     ? ` <span class="muted">(scheduled ${time(f.scheduledTimer)}, spread +${dur(f.runTimer - f.scheduledTimer)})</span>` : ""}</td>
     <td>${badge(FIRE_STATUS[f.status])}</td><td>${esc(f.attempt)}</td><td>${esc(f.costTime)}</td><td class="out">${esc(f.output)}</td></tr>`).join("");
   return `<table id="fires"><thead><tr><th>Run time</th><th>Status</th><th>Attempts</th><th>Late (ms)</th><th>Output</th></tr></thead>

@@ -1,0 +1,127 @@
+//! `explainFire` (API 1h): why a scheduled time of a timer fired as it did,
+//! or never fired, from what is already stored.
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use xtimer_core::clock::rfc3339;
+use xtimer_service::{Explanation, TimerStats};
+
+use super::input::TimerRef;
+use super::timer_key;
+use super::view::FireView;
+use crate::auth::{authorize, AuthContext};
+use crate::extract::ApiQuery;
+use crate::{ApiError, AppState, Envelope};
+
+/// Query of `explainFire`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExplainQuery {
+    /// The timer.
+    pub id: i64,
+    /// The app it belongs to.
+    pub app: String,
+    /// The scheduled time, Unix ms (read here, so a bad one is named).
+    pub run_timer: String,
+}
+
+/// The reply of `explainFire`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExplainView {
+    /// The fire record, or null when there is none.
+    pub fire: Option<FireView>,
+    /// What happened, oldest first.
+    pub timeline: Vec<MomentView>,
+    /// The answer in one sentence.
+    pub verdict: String,
+}
+
+/// One event of the timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MomentView {
+    /// When, RFC 3339.
+    pub at: String,
+    /// When, Unix ms.
+    #[serde(rename = "atMs")]
+    pub at_ms: i64,
+    /// What happened.
+    pub event: String,
+    /// The node that did it, where one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// More, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl From<Explanation> for ExplainView {
+    fn from(e: Explanation) -> Self {
+        Self {
+            fire: e.fire.as_ref().map(FireView::from),
+            timeline: e
+                .timeline
+                .into_iter()
+                .map(|m| MomentView {
+                    at: rfc3339(m.at_ms),
+                    at_ms: m.at_ms,
+                    event: m.event,
+                    node: m.node,
+                    detail: m.detail,
+                })
+                .collect(),
+            verdict: e.verdict,
+        }
+    }
+}
+
+/// `stats` of `getTimer`: the last 24 hours of the timer's fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatsView {
+    /// Fires due in the window, every status.
+    pub fires: u64,
+    /// Succeeded.
+    pub succeeded: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Missed by the misfire policy.
+    pub missed: u64,
+    /// Median lateness of the fires sent, ms (null: none sent).
+    pub late_p50_ms: Option<i64>,
+    /// 99th percentile of that lateness, ms.
+    pub late_p99_ms: Option<i64>,
+}
+
+impl From<TimerStats> for StatsView {
+    fn from(s: TimerStats) -> Self {
+        Self {
+            fires: s.fires,
+            succeeded: s.succeeded,
+            failed: s.failed,
+            missed: s.missed,
+            late_p50_ms: s.late_p50_ms,
+            late_p99_ms: s.late_p99_ms,
+        }
+    }
+}
+
+/// `GET explainFire`: the fire of timer `id` at scheduled time `runTimer`
+/// (Unix ms), its timeline and a verdict; for a time with no fire, why
+/// not. Another app's timer is a 403 to an app token, an unknown one a 404.
+pub async fn fire_explain(
+    State(state): State<AppState>,
+    auth: AuthContext,
+    q: Result<ApiQuery<ExplainQuery>, ApiError>,
+) -> Result<Envelope<ExplainView>, ApiError> {
+    auth.require_token()?;
+    let ApiQuery(q) = q?;
+    authorize(&auth, &q.app)?;
+    let run_ms: i64 = q.run_timer.trim().parse().map_err(|_| {
+        ApiError::Invalid(format!(
+            "runTimer: must be the scheduled time in Unix milliseconds (a whole number), not `{}`",
+            q.run_timer.chars().take(64).collect::<String>()
+        ))
+    })?;
+    let key = timer_key(&auth, TimerRef { id: q.id, app: q.app });
+    Ok(Envelope(state.service.explain(&key, run_ms).await?.into()))
+}
