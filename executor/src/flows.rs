@@ -187,6 +187,11 @@ impl Flows {
         self.inner.limits.read().expect("flow limits").contains_key(app)
     }
 
+    /// Whether a flow has limits.
+    pub fn limited(&self, app: &str, key: &str) -> bool {
+        self.inner.limits.read().expect("flow limits").get(app).is_some_and(|flows| flows.contains_key(key))
+    }
+
     /// The limits of a flow, if it has any.
     pub fn limit(&self, app: &str, key: &str) -> Option<FlowLimit> {
         self.inner.limits.read().expect("flow limits").get(app)?.get(key).cloned()

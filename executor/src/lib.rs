@@ -821,7 +821,7 @@ impl ExecutorHandle {
             return Ok(None);
         }
         let key = notify.flow_key();
-        if inner.flows.limit(&timer.app, &key).is_none() {
+        if !inner.flows.limited(&timer.app, &key) {
             return Ok(None);
         }
         let missed_at = if attempt == 1 && !fire.manual { self.missed_at(timer, fire) } else { None };
