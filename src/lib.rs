@@ -9,6 +9,7 @@
 //! - [`bench_receiver`]: its receiver in a process of its own (`xtimer bench-receiver`).
 //! - [`bench_tasks`]: its `/v1` task API scenarios (create-task, hold-tasks).
 //! - [`timer_tasks`]: timer fires that create asyncflow tasks.
+//! - [`telemetry`]: OpenTelemetry traces over OTLP/HTTP (`telemetry.otlp_endpoint`).
 //! - [`logging`]: the log's level and format (`XTIMER_LOG`, `XTIMER_LOG_FORMAT`).
 //! - [`progress`]: progress bars for long command-line work.
 //! - [`cli`]: the client commands, `xtimer timer ...` and `xtimer cron preview`.
@@ -27,4 +28,5 @@ pub mod logging;
 pub mod node;
 pub mod progress;
 pub mod receiver;
+pub mod telemetry;
 pub mod timer_tasks;

@@ -16,6 +16,7 @@ use xtimer_core::pause::PauseDetector;
 use xtimer_core::{SharedClock, SystemClock};
 use xtimer_executor::flows::FlowLimitsWatch;
 use xtimer_executor::notify::NOTIFY_SWEEP_PERIOD;
+use xtimer_executor::traces::FireTraces;
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, NotifySweeper, Reconciler, Wiring};
 use xtimer_migrator::{Expander, Finisher, Migrator, Retention};
 use xtimer_scheduler::Scheduler;
@@ -26,6 +27,7 @@ use xtimer_webserver::security::Security;
 use xtimer_webserver::{router, AppState};
 
 use crate::heartbeat::{sync_clock, Heartbeat};
+use crate::telemetry::Telemetry;
 use crate::timer_tasks::TimerTasks;
 
 /// How often SQLite's WAL is copied into the database file.
@@ -53,6 +55,7 @@ pub struct Node {
     task_writer: JoinHandle<()>,
     task_writer_stop: CancellationToken,
     grace: Duration,
+    telemetry: Telemetry,
 }
 
 /// A fresh node id: `{host}-{pid}-{random}`.
@@ -100,6 +103,7 @@ impl Node {
         let db_clock = Arc::new(OffsetClock::new(Arc::new(SystemClock)));
         let clock: SharedClock = db_clock.clone();
         let node_id = new_node_id();
+        let telemetry = Telemetry::start(&config.telemetry, &node_id)?;
         let stores = Stores::connect(&config.database, &config.redis, &config.shard, clock.clone()).await?;
         sync_clock(stores.nodes.as_ref(), &db_clock).await?;
         let prefix = config.shard.key_prefix.clone();
@@ -152,6 +156,7 @@ impl Node {
             steering: Some(Arc::new(service.clone())),
             stop_claiming: stop_claiming.clone(),
             hard_stop: hard_stop.clone(),
+            traces: telemetry.tracer().map(FireTraces::new),
         };
         let (executor, recorder) = Executor::new(config.executor.clone(), &stores, &ctx, wiring)?;
         let handle = executor.handle();
@@ -174,8 +179,11 @@ impl Node {
             let _ = tcp.set_nodelay(true);
         });
         let trigger_handle = trigger.handle();
-        let state = AppState::new(service, security, config.server.clone())
+        let mut state = AppState::new(service, security, config.server.clone())
             .with_shards_held(Arc::new(move || trigger_handle.held().len()));
+        if let Some(tracer) = telemetry.tracer() {
+            state = state.with_tracer(tracer);
+        }
         let app = router(state.with_nodes(stores.nodes.clone()).with_tasks(tasks.clone()));
         if !config.auth.enabled && !addr.ip().is_loopback() {
             tracing::warn!(
@@ -279,6 +287,7 @@ impl Node {
             task_writer,
             task_writer_stop,
             grace: Duration::from_millis(config.server.shutdown_grace_ms),
+            telemetry,
         })
     }
 
@@ -308,6 +317,7 @@ impl Node {
         drop(self.executor);
         let _ = tokio::time::timeout(Duration::from_secs(30), self.recorder).await;
         let _ = tokio::time::timeout(Duration::from_secs(10), self.stores.close()).await;
+        self.telemetry.shutdown().await;
         tracing::info!(node_id = self.node_id, "xtimer stopped.");
     }
 }

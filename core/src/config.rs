@@ -30,6 +30,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub callback: CallbackConfig,
     pub limits: LimitsConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 /// The HTTP server.
@@ -512,6 +513,42 @@ impl Default for LimitsConfig {
     }
 }
 
+/// OpenTelemetry traces (API 1h).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// Where traces go over OTLP/HTTP (protobuf): the collector's base URL,
+    /// `http://127.0.0.1:4318` (spans are posted to its `/v1/traces`), or
+    /// a URL whose path is its own. Empty (the default): no traces, and
+    /// nothing spent on them.
+    pub otlp_endpoint: String,
+}
+
+impl TelemetryConfig {
+    /// The URL spans are posted to, or `None` when traces are off; an
+    /// endpoint that is not an `http(s)` URL is an error naming the key.
+    pub fn traces_url(&self) -> std::result::Result<Option<String>, String> {
+        let endpoint = self.otlp_endpoint.trim();
+        if endpoint.is_empty() {
+            return Ok(None);
+        }
+        let bad = || {
+            format!("telemetry.otlp_endpoint must be an http(s) URL such as http://127.0.0.1:4318, not `{endpoint}`")
+        };
+        let rest = endpoint.strip_prefix("http://").or_else(|| endpoint.strip_prefix("https://")).ok_or_else(bad)?;
+        let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        if host.is_empty() || host.starts_with(':') || endpoint.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad());
+        }
+        Ok(Some(if path.trim_end_matches('/').is_empty() {
+            format!("{}/v1/traces", endpoint.trim_end_matches('/'))
+        } else {
+            endpoint.to_string()
+        }))
+    }
+}
+
 impl Config {
     /// Loads defaults, then `file` (TOML text) if any, then the `XTIMER_`
     /// variables of `env`. Reports every problem at once, not just the
@@ -663,6 +700,9 @@ impl Config {
             (1..=10_000).contains(&self.limits.backfill_fires_per_second),
             "limits.backfill_fires_per_second must be 1 to 10000",
         );
+        if let Err(problem) = self.telemetry.traces_url() {
+            p.push(problem);
+        }
         match self.callback.target_policy() {
             Err(crate::Error::Config(problems)) => p.extend(problems),
             Err(other) => p.push(other.to_string()),
@@ -831,6 +871,25 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn an_otlp_endpoint_is_an_http_url_and_gets_its_traces_path() {
+        let url = |endpoint: &str| TelemetryConfig { otlp_endpoint: endpoint.into() }.traces_url();
+        assert_eq!(url(""), Ok(None));
+        assert_eq!(url("http://127.0.0.1:4318"), Ok(Some("http://127.0.0.1:4318/v1/traces".into())));
+        assert_eq!(url("https://otel.example.com/"), Ok(Some("https://otel.example.com/v1/traces".into())));
+        assert_eq!(url("http://collector:4318/custom/path"), Ok(Some("http://collector:4318/custom/path".into())));
+        for bad in ["127.0.0.1:4318", "grpc://x:4317", "http://", "http://:4318", "http://a b"] {
+            let err = url(bad).unwrap_err();
+            assert!(err.contains("telemetry.otlp_endpoint"), "{bad}: {err}");
+        }
+        let Err(Error::Config(list)) =
+            Config::load(None, &env(&[("XTIMER_TELEMETRY__OTLP_ENDPOINT", "localhost:4318")]))
+        else {
+            panic!("refused")
+        };
+        assert!(list.iter().any(|p| p.contains("telemetry.otlp_endpoint")), "{list:?}");
     }
 
     #[test]

@@ -212,6 +212,8 @@ struct Http1Head {
     bytes: Vec<u8>,
     /// A `HEAD` request: its answer has no body.
     head_only: bool,
+    /// The timer's own `traceparent`, sent when the fire has none.
+    traceparent: Option<HeaderValue>,
 }
 
 /// Headers each fire sets itself, over any the timer sets.
@@ -223,6 +225,10 @@ const PER_FIRE_HEADERS: [&str; 6] = [
     "x-xtimer-signature",
     "x-xtimer-replay",
 ];
+
+/// The W3C trace context header: the attempt's span when traces are on
+/// (over the timer's own), else the timer's own if it sets one.
+const TRACEPARENT: &str = "traceparent";
 
 /// Headers of the request's framing, which the client writes.
 const FRAMING_HEADERS: [&str; 8] =
@@ -249,13 +255,18 @@ impl Http1Head {
             }
             bytes.extend_from_slice(b"\r\n");
         }
+        let mut traceparent = None;
         for (name, value) in headers {
+            if name == TRACEPARENT {
+                traceparent = Some(value.clone());
+                continue;
+            }
             if PER_FIRE_HEADERS.contains(&name.as_str()) || FRAMING_HEADERS.contains(&name.as_str()) {
                 continue;
             }
             push_header(&mut bytes, name.as_str(), value.as_bytes());
         }
-        Some(Self { bytes, head_only: *method == Method::HEAD })
+        Some(Self { bytes, head_only: *method == Method::HEAD, traceparent })
     }
 }
 
@@ -276,6 +287,8 @@ struct FireHeaders {
     signature: Option<HeaderValue>,
     /// Sent again by `replayFires`.
     replay: bool,
+    /// The attempt's span (`traceparent`), when traces are on.
+    traceparent: Option<HeaderValue>,
 }
 
 impl Target {
@@ -404,7 +417,8 @@ pub(crate) fn host_key(uri: &Uri) -> String {
 /// through [`client`]'s resolver; literal addresses are not checked here).
 pub async fn call(client: &Client, notify: &HttpNotify, key: FireKey, max_output: usize) -> Answer {
     let idempotency_key = key.to_string();
-    let fire = FireId { key, scheduled_ms: key.run_ms, idempotency_key: &idempotency_key, replay: false };
+    let fire =
+        FireId { key, scheduled_ms: key.run_ms, idempotency_key: &idempotency_key, replay: false, traceparent: None };
     call_checked(client, &Target::new(notify, None), fire, max_output, None).await
 }
 
@@ -419,6 +433,8 @@ pub struct FireId<'a> {
     pub idempotency_key: &'a str,
     /// Sent again by `replayFires` (`X-Xtimer-Replay: 1`).
     pub replay: bool,
+    /// The W3C `traceparent` of the attempt's span, when traces are on.
+    pub traceparent: Option<&'a str>,
 }
 
 /// Sends the callback of fire `key` to `target`, signed when `signing` is
@@ -486,7 +502,7 @@ impl Target {
         max_output: usize,
         signing: Option<Signing<'_>>,
     ) -> Result<(&Uri, FireHeaders), Answer> {
-        let FireId { key, scheduled_ms, idempotency_key, replay } = fire;
+        let FireId { key, scheduled_ms, idempotency_key, replay, traceparent } = fire;
         if let Some(refusal) = &self.endpoint.refusal {
             return Err(Answer::new(Delivery::Refused, truncate(format!("refused: {refusal}"), max_output)));
         }
@@ -505,7 +521,8 @@ impl Target {
             }
             None => self.endpoint.headers.iter().find(|(name, _)| name == "x-xtimer-signature").map(|(_, v)| v.clone()),
         };
-        Ok((uri, FireHeaders { key, scheduled_ms, idempotency, signature, replay }))
+        let traceparent = traceparent.and_then(|value| HeaderValue::from_str(value).ok());
+        Ok((uri, FireHeaders { key, scheduled_ms, idempotency, signature, replay, traceparent }))
     }
 
     /// The fire's request for hyper's client: the target's method, URL,
@@ -529,6 +546,9 @@ impl Target {
         if fire.replay {
             headers.insert("x-xtimer-replay", HeaderValue::from_static("1"));
         }
+        if let Some(traceparent) = fire.traceparent {
+            headers.insert(TRACEPARENT, traceparent);
+        }
         request
     }
 
@@ -546,6 +566,9 @@ impl Target {
         }
         if fire.replay {
             push_header(&mut out, "x-xtimer-replay", b"1");
+        }
+        if let Some(traceparent) = fire.traceparent.as_ref().or(head.traceparent.as_ref()) {
+            push_header(&mut out, TRACEPARENT, traceparent.as_bytes());
         }
         if !self.body.is_empty() {
             push_header(&mut out, "content-length", number.format(self.body.len()).as_bytes());

@@ -24,6 +24,7 @@
 //! - [`secrets`]: each app's signing secret, and [`Callbacks`] (policy and secrets).
 //! - [`task_creator`]: fires that create an asyncflow task instead of a callback.
 //! - [`status`]: timer status reads for retries, gathered into few queries.
+//! - [`traces`]: OpenTelemetry spans of callback attempts, and their `traceparent`.
 //! - [`error`]: this crate's error type.
 //!
 //! # Shutdown
@@ -50,6 +51,7 @@ pub mod resolver;
 pub mod secrets;
 pub mod status;
 pub mod task_creator;
+pub mod traces;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -215,6 +217,7 @@ struct Inner {
     http: callback::Client,
     callbacks: Callbacks,
     tasks: Option<Arc<dyn TaskCreator>>,
+    traces: Option<traces::FireTraces>,
     /// Carries out what receivers ask of their timers.
     steering: Option<Arc<dyn Steering>>,
     /// The apps paused now (`pauseApp`).
@@ -265,13 +268,15 @@ pub struct Wiring {
     pub stop_claiming: CancellationToken,
     /// Cancelled to abandon in-flight callbacks (their claims are given back).
     pub hard_stop: CancellationToken,
+    /// Where callback attempts' spans go; `None`: traces are off.
+    pub traces: Option<traces::FireTraces>,
 }
 
 impl Executor {
     /// An executor over `stores` and the [`Recorder`] that writes its
     /// results (run both).
     pub fn new(config: ExecutorConfig, stores: &Stores, ctx: &NodeContext, wiring: Wiring) -> Result<(Self, Recorder)> {
-        let Wiring { due, callbacks, tasks, steering, stop_claiming, hard_stop } = wiring;
+        let Wiring { due, callbacks, tasks, steering, stop_claiming, hard_stop, traces } = wiring;
         let clock = ctx.clock.clone();
         let http = callback::client_with_policy(config.timeout_ms, config.concurrency, callbacks.policy.clone())
             .map_err(Error::Client)?;
@@ -319,6 +324,7 @@ impl Executor {
             callbacks,
             tasks,
             steering,
+            traces,
             app_pauses: app_pauses::AppPauses::new(stores.apps.clone(), ctx.clock.clone()),
             flows: flows::Flows::new(&ctx.node_id, ctx.clock.clone(), stores.flow_tokens.clone(), lease_ms),
             results,
@@ -717,10 +723,12 @@ impl ExecutorHandle {
                     attempt,
                 };
                 let target = Target::new(&template::render(notify, &facts), Some(&inner.callbacks.policy));
-                self.call(&timer.app, &target, fire, held).await
+                self.call(&timer.app, &target, fire, attempt, held).await
             }
-            (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire, held).await,
-            (Notify::Http(notify), None) => self.call(&timer.app, &inner.endpoints.target(notify), fire, held).await,
+            (Notify::Http(_), Some(target)) => self.call(&timer.app, target, fire, attempt, held).await,
+            (Notify::Http(notify), None) => {
+                self.call(&timer.app, &inner.endpoints.target(notify), fire, attempt, held).await
+            }
             (Notify::Asyncflow(task), _) => self.create_task_held(&timer.app, task, fire, held).await,
         };
         drop(slot);
@@ -1010,6 +1018,7 @@ impl ExecutorHandle {
         app: &str,
         target: &Target,
         fire: &ClaimedFire,
+        attempt: u32,
         held: &mut Held,
     ) -> Result<(Answer, i64), NotSent> {
         let inner = &self.inner;
@@ -1051,14 +1060,23 @@ impl ExecutorHandle {
             let secret = inner.callbacks.secrets.secret_for(app).await;
             let signing = callback::Signing { secret: secret.as_bytes(), t: sending.at_ms.div_euclid(1000) };
             let idempotency_key = fire.idempotency_key();
+            let span = inner.traces.as_ref().map(|traces| {
+                let facts =
+                    traces::AttemptFacts { key, scheduled_ms: fire.scheduled_ms, app, attempt, host: target.host() };
+                traces.start(facts)
+            });
             let id = callback::FireId {
                 key,
                 scheduled_ms: fire.scheduled_ms,
                 idempotency_key: &idempotency_key,
                 replay: fire.replay,
+                traceparent: span.as_ref().map(traces::AttemptSpan::traceparent),
             };
             let answer =
                 callback::call_checked(&inner.http, target, id, inner.config.max_output_bytes, Some(signing)).await;
+            if let Some(span) = span {
+                span.end(&answer, sending.at_ms - key.run_ms);
+            }
             let answered = !matches!(answer.delivery, Delivery::Unanswered);
             if !answered && stalls < STALL_RESENDS && inner.pause.crossed(sending.mark) {
                 // Cut short by this node's own stall: sent again once the

@@ -265,6 +265,7 @@ impl Notifier {
             scheduled_ms: owed.key.run_ms,
             idempotency_key: &message.key,
             replay: false,
+            traceparent: None,
         };
         callback::call_checked(&parts.http, &message.target, fire, parts.max_output, Some(signing)).await
     }

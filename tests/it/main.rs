@@ -28,5 +28,6 @@ mod saying_when;
 mod security;
 mod slow_clients;
 mod stop;
+mod telemetry;
 mod ui;
 mod worker_sdk;

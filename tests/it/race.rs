@@ -69,6 +69,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
             steering: None,
             stop_claiming: stop.child_token(),
             hard_stop: stop,
+            traces: None,
         };
         let ctx = NodeContext::new(clock.clone(), node, "race");
         let (executor, recorder) = Executor::new(ExecutorConfig::default(), &stores, &ctx, wiring).unwrap();

@@ -14,6 +14,7 @@
 //!   - [`routes::nodes`]: `GET /api/xtimer/nodes`, the cluster's nodes.
 //! - [`routes::tasks`]: the asyncflow task API, `/v1/...` (API.md section 2).
 //! - [`metrics`]: `GET /metrics` (Prometheus text) and the request counter.
+//! - [`traces`]: a span per request when OpenTelemetry traces are on.
 //! - [`openapi`]: `GET /openapi.json`, the OpenAPI 3.1 document of every route.
 //! - [`ui`]: the web console at `/ui` (embedded assets) and its overview data.
 //! - [`auth`]: per-app bearer tokens: the [`auth::resolve`] middleware,
@@ -41,6 +42,7 @@ pub mod openapi;
 pub mod routes;
 pub mod security;
 pub mod serve;
+pub mod traces;
 pub mod ui;
 
 use std::sync::Arc;
@@ -48,6 +50,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use axum::{middleware, Router};
+use opentelemetry::global::BoxedTracer;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 use xtimer_asyncflow::Tasks;
@@ -76,6 +79,7 @@ pub struct Shared {
     security: Arc<security::Security>,
     shards_held: Option<metrics::ShardsHeld>,
     timer_counts: Arc<metrics::TimerCounts>,
+    tracer: Option<Arc<BoxedTracer>>,
 }
 
 impl AppState {
@@ -92,6 +96,7 @@ impl AppState {
             security: Arc::new(security),
             shards_held: None,
             timer_counts: Arc::default(),
+            tracer: None,
         }))
     }
 
@@ -118,6 +123,12 @@ impl AppState {
         self
     }
 
+    /// Sends a span per request to `tracer` (API 1h traces).
+    pub fn with_tracer(mut self, tracer: BoxedTracer) -> Self {
+        Arc::make_mut(&mut self.0).tracer = Some(Arc::new(tracer));
+        self
+    }
+
     /// The server configuration this state was built with.
     pub fn config(&self) -> &ServerConfig {
         &self.config
@@ -135,8 +146,8 @@ impl std::ops::Deref for AppState {
 /// The whole HTTP API.
 ///
 /// The timer routes answer both under `/api/xtimer/` and `/xtimer/`. Layers,
-/// outermost first: panics become a 500 envelope; requests are traced;
-/// requests are counted for `/metrics`; 5xx causes are logged; the bearer token is resolved into an
+/// outermost first: panics become a 500 envelope; requests are traced
+/// (logged, and a span each when traces are on); requests are counted for `/metrics`; 5xx causes are logged; the bearer token is resolved into an
 /// [`auth::AuthContext`]; the caller's request rate is limited (429);
 /// bodies are limited to `max_body_bytes` (a 413 envelope when exceeded,
 /// which closes the connection); a 405 names the methods its route takes.
@@ -165,6 +176,7 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), auth::resolve))
         .layer(middleware::from_fn(error::log_server_errors))
         .layer(middleware::from_fn(metrics::count_requests))
+        .layer(middleware::from_fn_with_state(state.clone(), traces::trace_request))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(error::panic_response))
         .with_state(state)

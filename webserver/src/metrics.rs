@@ -163,14 +163,20 @@ pub async fn tag_route(path: MatchedPath, request: Request, next: Next) -> Respo
     response
 }
 
+/// The route pattern that answered `response` (tagged by [`tag_route`]),
+/// or [`UNMATCHED_ROUTE`].
+pub(crate) fn route_of(response: &Response) -> &str {
+    match response.extensions().get::<RouteLabel>() {
+        Some(RouteLabel(path)) => path.as_str(),
+        None => UNMATCHED_ROUTE,
+    }
+}
+
 /// Middleware: counts every request by its route's pattern (not its path,
 /// so ids in paths cannot grow the label set) and its status code.
 pub async fn count_requests(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
-    let route = match response.extensions().get::<RouteLabel>() {
-        Some(RouteLabel(path)) => path.as_str().to_owned(),
-        None => UNMATCHED_ROUTE.to_owned(),
-    };
+    let route = route_of(&response).to_owned();
     let code = response.status().as_str().to_owned();
     metrics::counter!(HTTP_REQUESTS_TOTAL, "route" => route, "code" => code).increment(1);
     response

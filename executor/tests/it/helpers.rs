@@ -204,6 +204,7 @@ impl Harness {
             steering: None,
             stop_claiming: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
+            traces: None,
         };
         let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test").with_liveness(liveness);
         let (executor, recorder) = Executor::new(executor_config, &stores, &ctx, wiring).expect("executor");

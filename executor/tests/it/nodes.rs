@@ -194,6 +194,7 @@ impl Node {
             steering: None,
             stop_claiming: hard_stop.child_token(),
             hard_stop: hard_stop.clone(),
+            traces: None,
         };
         let ctx = NodeContext::new(clock.clone(), node_id, "xtimer-test");
         let (executor, recorder) = Executor::new(config, stores, &ctx, wiring).expect("executor");
