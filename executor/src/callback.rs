@@ -692,6 +692,10 @@ mod tests {
     }
 
     fn request(target: &Target) -> String {
+        request_traced(target, None)
+    }
+
+    fn request_traced(target: &Target, traceparent: Option<&'static str>) -> String {
         let head = target.endpoint.http1.as_ref().expect("a plain-http target");
         let fire = FireHeaders {
             key: FireKey { timer_id: 7, run_ms: 1_000 },
@@ -699,8 +703,25 @@ mod tests {
             idempotency: HeaderValue::from_static("7_1000"),
             signature: None,
             replay: false,
+            traceparent: traceparent.map(HeaderValue::from_static),
         };
         String::from_utf8(target.http1_request(head, &fire)).unwrap()
+    }
+
+    #[test]
+    fn an_attempts_traceparent_goes_once_over_the_timers_own() {
+        let span = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let plain = Target::new(&notify("http://127.0.0.1:9/hook", ""), None);
+        assert!(!request(&plain).contains("traceparent"));
+        assert!(request_traced(&plain, Some(span)).contains(&format!("traceparent: {span}\r\n")));
+        let mut own = notify("http://127.0.0.1:9/hook", "");
+        own.headers.insert("traceparent".into(), "00-11111111111111111111111111111111-2222222222222222-01".into());
+        let own = Target::new(&own, None);
+        assert_eq!(request(&own).matches("traceparent").count(), 1);
+        assert!(request(&own).contains("traceparent: 00-1111"));
+        let traced = request_traced(&own, Some(span));
+        assert_eq!(traced.matches("traceparent").count(), 1, "{traced}");
+        assert!(traced.contains(span));
     }
 
     #[test]
