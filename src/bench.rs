@@ -127,6 +127,11 @@ pub struct BenchArgs {
     /// Each limited flow's `ratePerSec`.
     #[arg(long, default_value_t = 100_000.0)]
     pub flow_rate: f64,
+    /// Export OpenTelemetry traces (a span per callback attempt and per API
+    /// request) to a collector in a process of its own (steady, burst,
+    /// cron): the node's CPU then includes tracing and exporting.
+    #[arg(long)]
+    pub otlp: bool,
 }
 
 /// Fires read back for the `sent p99` column (the newest of the window):
@@ -242,7 +247,8 @@ fn describe(a: &BenchArgs) -> String {
         0 => String::new(),
         n => format!("; dealt over {n} flows limited to {}/s each", a.flow_rate),
     };
-    load + &flows + receiver
+    let traces = if a.otlp { "; traces exported over OTLP/HTTP to a local collector" } else { "" };
+    load + &flows + traces + receiver
 }
 
 fn print_row(label: &str, f: &Figures) {
@@ -273,6 +279,15 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     );
     // The window must fit in the migrator's horizon (two steps).
     config.migrator.step_ms = config.migrator.step_ms.max((args.lead + args.seconds + 10) * 1000);
+    // A receiver process answers the exporter's posts as a collector would.
+    let _collector = match args.otlp {
+        true => {
+            let collector = BenchReceiver::start(ReceiverMode::Process, 1).await?;
+            config.telemetry.otlp_endpoint = collector.url("");
+            Some(collector)
+        }
+        false => None,
+    };
     let node = Node::start(config.clone()).await?;
     let mut others = Vec::new();
     for _ in 1..args.nodes {

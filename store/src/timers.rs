@@ -522,9 +522,16 @@ async fn insert_checked(
     now_ms: i64,
     quota: &Quota,
 ) -> Result<Vec<std::result::Result<i64, Refusal>>> {
-    let mut usages: BTreeMap<&str, AppUsage> = BTreeMap::new();
-    for app in timers.iter().map(|t| t.app.as_str()).collect::<BTreeSet<_>>() {
-        usages.insert(app, AppUsage::read(tx, app, now_ms).await?);
+    let apps: BTreeSet<&str> = timers.iter().map(|t| t.app.as_str()).collect();
+    let mut usages: BTreeMap<&str, AppUsage> = usage::read_all(tx, &apps, now_ms).await?;
+    if apps.len() > 1 {
+        // What each enable would read, read ahead for every app at once.
+        let enabled = || timers.iter().filter(|t| t.status == TimerStatus::Enabled);
+        let loads = || enabled().map(|t| (t.app.as_str(), Load::of(&t.schedule, now_ms)));
+        let crons = loads().filter(|(_, l)| matches!(l, Load::Cron(peak) if *peak > 0)).map(|(app, _)| app).collect();
+        let minutes =
+            loads().filter_map(|(app, l)| if let Load::Minute(m) = l { Some((app, m)) } else { None }).collect();
+        usage::read_ahead(tx, &mut usages, &crons, &minutes).await?;
     }
     let mut checked = Vec::with_capacity(timers.len());
     let mut outcomes: Vec<std::result::Result<i64, Refusal>> = Vec::with_capacity(timers.len());
@@ -572,9 +579,7 @@ async fn insert_checked(
             }
         }
     }
-    for usage in usages.into_values() {
-        usage.write(tx).await?;
-    }
+    usage::write_all(tx, usages.into_values()).await?;
     for (t, outcome) in timers.iter().zip(&outcomes) {
         if let (Ok(id), false) = (outcome, t.labels.is_empty()) {
             write_labels(tx, *id, &t.app, &t.labels).await?;

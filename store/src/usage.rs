@@ -12,10 +12,10 @@
 //! writer. On MySQL an app's first count starts from a placeholder row the
 //! counting transaction holds (see [`AppUsage::read`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use const_format::formatcp;
-use sqlx::Row;
+use sqlx::{QueryBuilder, Row};
 use xtimer_core::load::Load;
 use xtimer_core::timer::{Schedule, TimerStatus};
 
@@ -193,7 +193,12 @@ impl AppUsage {
                 on_tx!(tx, c => sqlx::query_as(&c.sql(sql)).bind(app).fetch_one(&mut *c).await?)
             }
         };
-        Ok(Self {
+        Ok(Self::new(app, now_ms, timers, cron_fpm))
+    }
+
+    /// `app`'s usage as read: `timers` and `cron_fpm`, no change counted.
+    fn new(app: &str, now_ms: i64, timers: i64, cron_fpm: i64) -> Self {
+        Self {
             app: app.to_string(),
             now_minute: now_ms.div_euclid(60_000),
             timers: timers.max(0) as u64,
@@ -203,7 +208,7 @@ impl AppUsage {
             added_timers: 0,
             added_cron: 0,
             added_minutes: BTreeMap::new(),
-        })
+        }
     }
 
     /// Counts one more timer (not yet enabled), within `quota`.
@@ -333,6 +338,189 @@ impl AppUsage {
         }
         Ok(())
     }
+}
+
+/// Apps per statement of the batched reads and writes below.
+const APPS_PER_STATEMENT: usize = 500;
+
+/// The usage of every app of `apps`, read in `tx` as [`AppUsage::read`]
+/// reads one, in a statement per [`APPS_PER_STATEMENT`] apps rather than
+/// one per app. On PostgreSQL and MySQL the rows are locked in app order,
+/// as reading them one by one in that order would; while any app is not
+/// counted yet (it has no row, and counting it takes locks of its own)
+/// they are read one by one, in app order.
+pub(crate) async fn read_all<'a>(
+    tx: &mut Tx,
+    apps: &BTreeSet<&'a str>,
+    now_ms: i64,
+) -> Result<BTreeMap<&'a str, AppUsage>> {
+    let mut usages = BTreeMap::new();
+    let bulk = apps.len() > 1 && (matches!(tx, Tx::Sqlite(_)) || all_counted(tx, apps).await?);
+    if bulk {
+        let lock = if matches!(tx, Tx::Sqlite(_)) { "" } else { " ORDER BY app FOR UPDATE" };
+        let list: Vec<&str> = apps.iter().copied().collect();
+        for chunk in list.chunks(APPS_PER_STATEMENT) {
+            let rows: Vec<(String, i64, i64)> = on_tx!(tx, c => {
+                let mut qb = QueryBuilder::new("SELECT app, timers, cron_fpm FROM t_app_usage WHERE app IN (");
+                let mut names = qb.separated(", ");
+                for app in chunk {
+                    names.push_bind(*app);
+                }
+                qb.push(")").push(lock);
+                qb.build().fetch_all(&mut *c).await?.iter()
+                    .map(|r| Ok((text(r, "app")?, r.try_get::<i64, _>("timers")?, r.try_get::<i64, _>("cron_fpm")?)))
+                    .collect::<Result<_>>()?
+            });
+            for (app, timers, cron_fpm) in rows.into_iter().filter(|(_, timers, _)| *timers != UNCOUNTED) {
+                if let Some(app) = apps.get(app.as_str()) {
+                    usages.insert(*app, AppUsage::new(app, now_ms, timers, cron_fpm));
+                }
+            }
+        }
+    }
+    // Apps not read above (one alone; not counted yet, on SQLite).
+    for app in apps {
+        if !usages.contains_key(app) {
+            usages.insert(*app, AppUsage::read(tx, app, now_ms).await?);
+        }
+    }
+    Ok(usages)
+}
+
+/// PostgreSQL and MySQL: whether every app of `apps` has a counted usage
+/// row (read without locks; rows are never deleted).
+async fn all_counted(tx: &mut Tx, apps: &BTreeSet<&str>) -> Result<bool> {
+    let list: Vec<&str> = apps.iter().copied().collect();
+    for chunk in list.chunks(APPS_PER_STATEMENT) {
+        let counted: i64 = on_tx!(tx, c => {
+            let mut qb = QueryBuilder::new("SELECT COUNT(*) FROM t_app_usage WHERE timers <> ");
+            qb.push_bind(UNCOUNTED).push(" AND app IN (");
+            let mut names = qb.separated(", ");
+            for app in chunk {
+                names.push_bind(*app);
+            }
+            qb.push(")");
+            qb.build().fetch_one(&mut *c).await?.try_get(0)?
+        });
+        if counted != chunk.len() as i64 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Reads ahead, in a statement or two per [`APPS_PER_STATEMENT`] apps,
+/// what [`AppUsage::enable`] would read one query at a time: the fullest
+/// minute of each app of `crons` (apps enabling a cron timer) and the
+/// one-shot fires of each `(app, minute)` of `minutes`. Only for usages
+/// just read, with no change counted yet.
+pub(crate) async fn read_ahead(
+    tx: &mut Tx,
+    usages: &mut BTreeMap<&str, AppUsage>,
+    crons: &BTreeSet<&str>,
+    minutes: &BTreeSet<(&str, i64)>,
+) -> Result<()> {
+    let Some(now_minute) = usages.values().next().map(|u| u.now_minute) else { return Ok(()) };
+    let crons: Vec<&str> = crons.iter().copied().filter(|app| usages.contains_key(*app)).collect();
+    for chunk in crons.chunks(APPS_PER_STATEMENT) {
+        let rows: Vec<(String, i64)> = on_tx!(tx, c => {
+            let mut qb = QueryBuilder::new("SELECT app, COALESCE(MAX(fires), 0) AS fullest FROM t_app_minute WHERE minute >= ");
+            qb.push_bind(now_minute).push(" AND app IN (");
+            let mut names = qb.separated(", ");
+            for app in chunk {
+                names.push_bind(*app);
+            }
+            qb.push(") GROUP BY app");
+            qb.build().fetch_all(&mut *c).await?.iter()
+                .map(|r| Ok((text(r, "app")?, r.try_get::<i64, _>("fullest")?)))
+                .collect::<Result<_>>()?
+        });
+        let found: HashMap<String, i64> = rows.into_iter().collect();
+        for app in chunk {
+            let usage = usages.get_mut(*app).expect("filtered to the usages read");
+            usage.fullest = Some(found.get(*app).copied().unwrap_or(0).max(0) as u64);
+        }
+    }
+    let minutes: Vec<(&str, i64)> = minutes
+        .iter()
+        .map(|(app, m)| (*app, (*m).max(now_minute)))
+        .filter(|(app, _)| usages.contains_key(*app))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for chunk in minutes.chunks(APPS_PER_STATEMENT) {
+        let rows: Vec<(String, i64, i64)> = on_tx!(tx, c => {
+            let mut qb = QueryBuilder::new("SELECT app, minute, fires FROM t_app_minute WHERE app IN (");
+            let mut names = qb.separated(", ");
+            for app in chunk.iter().map(|(app, _)| *app).collect::<BTreeSet<_>>() {
+                names.push_bind(app);
+            }
+            qb.push(") AND minute IN (");
+            let mut list = qb.separated(", ");
+            for m in chunk.iter().map(|(_, m)| *m).collect::<BTreeSet<_>>() {
+                list.push_bind(m);
+            }
+            qb.push(")");
+            qb.build().fetch_all(&mut *c).await?.iter()
+                .map(|r| Ok((text(r, "app")?, r.try_get::<i64, _>("minute")?, r.try_get::<i64, _>("fires")?)))
+                .collect::<Result<_>>()?
+        });
+        let found: HashMap<(String, i64), i64> = rows.into_iter().map(|(app, m, n)| ((app, m), n)).collect();
+        for (app, m) in chunk {
+            let stored = found.get(&((*app).to_string(), *m)).copied().unwrap_or(0);
+            let usage = usages.get_mut(*app).expect("filtered to the usages read");
+            usage.minutes.insert(*m, stored.max(0) as u64);
+        }
+    }
+    Ok(())
+}
+
+/// Writes the changes of every usage of `usages`, as [`AppUsage::write`]
+/// does for one, in a statement per [`APPS_PER_STATEMENT`] rows.
+pub(crate) async fn write_all(tx: &mut Tx, usages: impl IntoIterator<Item = AppUsage>) -> Result<()> {
+    let mut counts = Vec::new();
+    let mut minutes = Vec::new();
+    for usage in usages {
+        if usage.added_timers != 0 || usage.added_cron != 0 {
+            counts.push((usage.app.clone(), usage.added_timers, usage.added_cron));
+        }
+        for (minute, fires) in usage.added_minutes.into_iter().filter(|(_, n)| *n != 0) {
+            minutes.push((usage.app.clone(), minute, fires));
+        }
+    }
+    let mysql = matches!(tx, Tx::Mysql(_));
+    let add_counts = if mysql {
+        " ON DUPLICATE KEY UPDATE timers = timers + VALUES(timers), cron_fpm = cron_fpm + VALUES(cron_fpm)"
+    } else {
+        " ON CONFLICT (app) DO UPDATE SET timers = t_app_usage.timers + excluded.timers, \
+          cron_fpm = t_app_usage.cron_fpm + excluded.cron_fpm"
+    };
+    for chunk in counts.chunks(APPS_PER_STATEMENT) {
+        on_tx!(tx, c => {
+            let mut qb = QueryBuilder::new("INSERT INTO t_app_usage (app, timers, cron_fpm) ");
+            qb.push_values(chunk, |mut row, (app, timers, cron)| {
+                row.push_bind(app.as_str()).push_bind(*timers).push_bind(*cron);
+            });
+            qb.push(add_counts);
+            qb.build().execute(&mut *c).await?.rows_affected()
+        });
+    }
+    let add_minutes = if mysql {
+        " ON DUPLICATE KEY UPDATE fires = fires + VALUES(fires)"
+    } else {
+        " ON CONFLICT (app, minute) DO UPDATE SET fires = t_app_minute.fires + excluded.fires"
+    };
+    for chunk in minutes.chunks(APPS_PER_STATEMENT) {
+        on_tx!(tx, c => {
+            let mut qb = QueryBuilder::new("INSERT INTO t_app_minute (app, minute, fires) ");
+            qb.push_values(chunk, |mut row, (app, minute, fires)| {
+                row.push_bind(app.as_str()).push_bind(*minute).push_bind(*fires);
+            });
+            qb.push(add_minutes);
+            qb.build().execute(&mut *c).await?.rows_affected()
+        });
+    }
+    Ok(())
 }
 
 /// A timer's share of its app's usage while it has `status`: whether it

@@ -59,6 +59,7 @@ macro_rules! conformance_suite {
                     a_one_shot_completes_once_its_fire_has_ended,
                     the_timer_quota_counts_live_timers_in_and_across_calls,
                     fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots,
+                    a_call_over_many_apps_counts_each_app_as_its_own,
                     a_name_taken_within_a_group_refuses_only_the_later_item,
                     update_replaces_the_definition_and_marks_it_for_expansion,
                     a_one_shot_with_delete_after_run_is_deleted_once_its_fire_has_ended,

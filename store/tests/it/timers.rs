@@ -326,6 +326,75 @@ pub async fn fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots(b: Backe
     assert_eq!(t.forget_minutes(minute / 60_000 + 1).await.unwrap(), 1);
 }
 
+/// One call over many apps counts each app as calls of one app would: the
+/// usage of every app read (and locked) in one statement, what each enable
+/// reads read ahead for all, and every change written in one statement;
+/// apps counted for the first time, then the same apps again, then both.
+pub async fn a_call_over_many_apps_counts_each_app_as_its_own(b: Backend) {
+    let quota = Quota { timers_per_app: 4, fires_per_minute_per_app: 3 };
+    let t = b.timers.as_ref();
+    let m = (b.now() / 60_000 + 10) * 60_000;
+    let shot = |app: &str, name: &str, at: i64| {
+        let mut timer = once_at(name, at);
+        timer.app = app.into();
+        timer
+    };
+    let cron = |app: &str, name: &str, status: TimerStatus| {
+        let mut timer = new_timer(app, name, status);
+        timer.schedule = Schedule::Cron { expr: "0 * * * * *".into(), timezone: "UTC".into() };
+        timer
+    };
+    let (on, off) = (TimerStatus::Enabled, TimerStatus::Disabled);
+    let many = |n: u64, fires: u64| Err(Refusal::TooManyFires { fires, own: n, max: 3 });
+    let full = |has: u64, adding: u64| Err(Refusal::TooManyTimers { has, adding, max: 4 });
+
+    let first = [
+        cron("many-a", "1", off),
+        cron("many-b", "1", off),
+        cron("many-a", "2", off),
+        cron("many-a", "3", off),
+        cron("many-a", "4", off),
+        cron("many-a", "5", off),
+        shot("many-c", "1", m),
+        shot("many-c", "2", m + 1_000),
+        shot("many-d", "1", m),
+        cron("many-c", "cron", on),
+        shot("many-c", "3", m),
+        shot("many-c", "4", m + 60_000),
+    ];
+    let got = t.create_each(&first, b.now(), &quota).await.unwrap();
+    assert!(got[..5].iter().all(Result::is_ok), "{got:?}");
+    assert_eq!(got[5], full(0, 5));
+    assert!(got[6..10].iter().all(Result::is_ok), "the cron: 2 in the fullest minute + 1: {got:?}");
+    assert_eq!(got[10], many(1, 4), "the cron's 1 + the minute's 2 + 1");
+    assert!(got[11].is_ok(), "another minute: {got:?}");
+
+    // The same apps again: every count was written, and is read back.
+    let second = [
+        cron("many-a", "5", off),
+        cron("many-b", "2", off),
+        cron("many-d", "cron", on),
+        shot("many-d", "2", m),
+        shot("many-d", "3", m + 2_000),
+        cron("many-c", "cron2", on),
+    ];
+    let got = t.create_each(&second, b.now(), &quota).await.unwrap();
+    assert_eq!(got[0], full(4, 1));
+    assert!(got[1].is_ok() && got[2].is_ok() && got[3].is_ok(), "{got:?}");
+    assert_eq!(got[4], many(1, 4), "many-d: its cron's 1 + the minute's 2 + 1");
+    assert_eq!(got[5], full(4, 1));
+
+    // Both: an app counted for the first time beside counted ones.
+    let third = [shot("many-e", "1", m), cron("many-d", "cron2", on), cron("many-b", "3", off)];
+    let got = t.create_each(&third, b.now(), &quota).await.unwrap();
+    assert!(got[0].is_ok() && got[2].is_ok(), "{got:?}");
+    assert_eq!(got[1], many(1, 4), "many-d: 1 + the fullest minute's 2 + 1");
+    for (app, live) in [("many-a", 4), ("many-b", 3), ("many-c", 4), ("many-d", 3), ("many-e", 1)] {
+        let (_, total) = t.list_app_timers(app, 0, 10).await.unwrap();
+        assert_eq!(total, live, "{app}");
+    }
+}
+
 pub async fn a_name_taken_within_a_group_refuses_only_the_later_item(b: Backend) {
     let quota = Quota { timers_per_app: 3, ..Quota::default() };
     let group = [
