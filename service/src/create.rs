@@ -45,9 +45,8 @@ impl TimerService {
         for (field, notify) in timer.alerts() {
             check_callback(targets, field, &notify.url).await?;
         }
-        let timer = self.0.creates.create(self, timer).await?;
-        self.note(timer.id, &timer.app, "create", by, Changes::new()).await;
-        Ok(timer)
+        // Noted with the rest of its batch, before the answer.
+        self.0.creates.create(self, timer, by).await
     }
 
     /// Stores `timers` in one transaction, all or none, and expands the
@@ -184,17 +183,18 @@ struct Queue {
 
 struct Waiting {
     timer: NewTimer,
+    by: Actor,
     reply: oneshot::Sender<Result<Timer>>,
 }
 
 impl CreateQueue {
     /// Stores `timer` (expanded, if enabled) in the next batch; its stored
     /// form, or why not.
-    async fn create(&self, service: &TimerService, timer: NewTimer) -> Result<Timer> {
+    async fn create(&self, service: &TimerService, timer: NewTimer, by: &Actor) -> Result<Timer> {
         let (reply, answer) = oneshot::channel();
         let start = {
             let mut queue = self.0.lock().expect("create queue lock");
-            queue.waiting.push(Waiting { timer, reply });
+            queue.waiting.push(Waiting { timer, by: by.clone(), reply });
             !std::mem::replace(&mut queue.draining, true)
         };
         if start {
@@ -252,12 +252,19 @@ async fn drain(service: TimerService) {
     }
 }
 
-/// Writes one batch; if the batch as a whole fails (a database error),
-/// each create is tried alone so that each caller gets its own error.
+/// Writes one batch and notes its creates in the timers' history, in one
+/// write each; if the batch as a whole fails (a database error), each
+/// create is tried alone so that each caller gets its own error.
 async fn write_batch(service: &TimerService, batch: Vec<Waiting>) {
     let timers: Vec<NewTimer> = batch.iter().map(|w| w.timer.clone()).collect();
     match service.store_and_expand(&timers).await {
         Ok(outcomes) => {
+            let created: Vec<(i64, &str, &Actor)> = outcomes
+                .iter()
+                .zip(&batch)
+                .filter_map(|(outcome, w)| Some((outcome.as_ref().ok()?.id, w.timer.app.as_str(), &w.by)))
+                .collect();
+            service.note_each(&created, "create", "{}").await;
             for (waiting, outcome) in batch.into_iter().zip(outcomes) {
                 let _ = waiting.reply.send(outcome);
             }
@@ -268,6 +275,9 @@ async fn write_batch(service: &TimerService, batch: Vec<Waiting>) {
                     Ok(mut one) => one.pop().unwrap_or(Err(ServiceError::Interrupted)),
                     Err(err) => Err(err),
                 };
+                if let Ok(timer) = &outcome {
+                    service.note_each(&[(timer.id, timer.app.as_str(), &waiting.by)], "create", "{}").await;
+                }
                 let _ = waiting.reply.send(outcome);
             }
         }

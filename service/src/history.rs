@@ -63,17 +63,27 @@ impl TimerService {
 
     /// Notes the same change to several timers.
     pub(crate) async fn note_all(&self, timers: &[(i64, &str)], action: &str, by: &Actor, changes: Changes) {
-        let at_ms = self.0.clock.now_ms();
         let changes = Value::Object(changes).to_string();
+        let notes: Vec<(i64, &str, &Actor)> = timers.iter().map(|(id, app)| (*id, *app, by)).collect();
+        self.note_each(&notes, action, &changes).await;
+    }
+
+    /// Notes the same change (`changes`, as JSON text) to several timers,
+    /// each by its own actor, in one write.
+    pub(crate) async fn note_each(&self, timers: &[(i64, &str, &Actor)], action: &str, changes: &str) {
+        if timers.is_empty() {
+            return;
+        }
+        let at_ms = self.0.clock.now_ms();
         let entries: Vec<HistoryEntry> = timers
             .iter()
-            .map(|(id, app)| HistoryEntry {
+            .map(|(id, app, by)| HistoryEntry {
                 timer_id: *id,
                 app: (*app).to_owned(),
                 at_ms,
                 action: action.to_owned(),
                 by: by.name(),
-                changes: changes.clone(),
+                changes: changes.to_owned(),
             })
             .collect();
         if let Err(err) = self.0.timers.record_history(&entries).await {

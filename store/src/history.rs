@@ -27,8 +27,9 @@ pub struct HistoryEntry {
     pub changes: String,
 }
 
-const INSERT: &str =
-    "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes) VALUES ($1, $2, $3, $4, $5, $6)";
+const INSERT: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes) ";
+/// Rows per insert statement (six parameters each).
+const ROWS_PER_STATEMENT: usize = crate::sql::MAX_PARAMS / 6;
 const SELECT: &str = "SELECT timer_id, app, at_ms, action, by_who, changes FROM t_timer_history
      WHERE timer_id = $1 ORDER BY history_id DESC LIMIT $2";
 const FORGET: &str = formatcp!(
@@ -38,23 +39,24 @@ const FORGET: &str = formatcp!(
 );
 
 impl Database {
-    /// Writes `entries`.
+    /// Writes `entries`, in one statement per [`ROWS_PER_STATEMENT`].
     pub(crate) async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
         on_db!(self, write, pool => {
             let mut tx = pool.begin().await?;
-            for e in entries {
-                sqlx::query(&pool.sql(INSERT))
-                    .bind(e.timer_id)
-                    .bind(&e.app)
-                    .bind(e.at_ms)
-                    .bind(&e.action)
-                    .bind(&e.by)
-                    .bind(&e.changes)
-                    .execute(&mut *tx)
-                    .await?;
+            for chunk in entries.chunks(ROWS_PER_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::new(INSERT);
+                qb.push_values(chunk, |mut row, e| {
+                    row.push_bind(e.timer_id)
+                        .push_bind(e.app.as_str())
+                        .push_bind(e.at_ms)
+                        .push_bind(e.action.as_str())
+                        .push_bind(e.by.as_str())
+                        .push_bind(e.changes.as_str());
+                });
+                qb.build().execute(&mut *tx).await?;
             }
             tx.commit().await?;
         });
