@@ -495,28 +495,25 @@ pub(crate) async fn write_all(tx: &mut Tx, usages: impl IntoIterator<Item = AppU
         " ON CONFLICT (app) DO UPDATE SET timers = t_app_usage.timers + excluded.timers, \
           cron_fpm = t_app_usage.cron_fpm + excluded.cron_fpm"
     };
-    for chunk in counts.chunks(APPS_PER_STATEMENT) {
-        on_tx!(tx, c => {
-            let mut qb = QueryBuilder::new("INSERT INTO t_app_usage (app, timers, cron_fpm) ");
-            qb.push_values(chunk, |mut row, (app, timers, cron)| {
-                row.push_bind(app.as_str()).push_bind(*timers).push_bind(*cron);
-            });
-            qb.push(add_counts);
-            qb.build().execute(&mut *c).await?.rows_affected()
-        });
-    }
+    upsert(tx, "INSERT INTO t_app_usage (app, timers, cron_fpm) ", &counts, add_counts).await?;
     let add_minutes = if mysql {
         " ON DUPLICATE KEY UPDATE fires = fires + VALUES(fires)"
     } else {
         " ON CONFLICT (app, minute) DO UPDATE SET fires = t_app_minute.fires + excluded.fires"
     };
-    for chunk in minutes.chunks(APPS_PER_STATEMENT) {
+    upsert(tx, "INSERT INTO t_app_minute (app, minute, fires) ", &minutes, add_minutes).await
+}
+
+/// Writes `rows` (an app and two numbers each) with `insert` and
+/// `on_conflict`, in a statement per [`APPS_PER_STATEMENT`] rows.
+async fn upsert(tx: &mut Tx, insert: &str, rows: &[(String, i64, i64)], on_conflict: &str) -> Result<()> {
+    for chunk in rows.chunks(APPS_PER_STATEMENT) {
         on_tx!(tx, c => {
-            let mut qb = QueryBuilder::new("INSERT INTO t_app_minute (app, minute, fires) ");
-            qb.push_values(chunk, |mut row, (app, minute, fires)| {
-                row.push_bind(app.as_str()).push_bind(*minute).push_bind(*fires);
+            let mut qb = QueryBuilder::new(insert);
+            qb.push_values(chunk, |mut row, (app, a, b)| {
+                row.push_bind(app.as_str()).push_bind(*a).push_bind(*b);
             });
-            qb.push(add_minutes);
+            qb.push(on_conflict);
             qb.build().execute(&mut *c).await?.rows_affected()
         });
     }
