@@ -3,6 +3,7 @@
 //! # Layout
 //!
 //! - [`timer`]: a timer as the user defined it (schedule, callback, policies).
+//! - [`schedule`]: when a timer fires (cron, once, every), and its times.
 //! - [`labels`]: labels on timers and the selectors that find them.
 //! - [`when`]: bounds, run limit, spread, calendars and catch-up window beside the schedule, and the times they leave.
 //! - [`task`]: the asyncflow task data model (tasks, task type configuration).
@@ -35,6 +36,7 @@ pub mod load;
 pub mod metrics;
 pub mod node;
 pub mod pause;
+pub mod schedule;
 pub mod shard;
 pub mod signature;
 pub mod steering;

@@ -12,7 +12,7 @@ use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
 use crate::calendar::CompiledCalendar;
-use crate::timer::Schedule;
+use crate::schedule::Schedule;
 
 /// Shortest interval of an `everyMs` timer.
 pub const MIN_EVERY_MS: i64 = 1_000;

@@ -4,7 +4,7 @@
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use xtimer_core::clock::rfc3339;
-use xtimer_service::{Explanation, TimerStats};
+use xtimer_service::Explanation;
 
 use super::input::TimerRef;
 use super::timer_key;
@@ -70,37 +70,6 @@ impl From<Explanation> for ExplainView {
                 })
                 .collect(),
             verdict: e.verdict,
-        }
-    }
-}
-
-/// `stats` of `getTimer`: the last 24 hours of the timer's fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StatsView {
-    /// Fires due in the window, every status.
-    pub fires: u64,
-    /// Succeeded.
-    pub succeeded: u64,
-    /// Failed.
-    pub failed: u64,
-    /// Missed by the misfire policy.
-    pub missed: u64,
-    /// Median lateness of the fires sent, ms (null: none sent).
-    pub late_p50_ms: Option<i64>,
-    /// 99th percentile of that lateness, ms.
-    pub late_p99_ms: Option<i64>,
-}
-
-impl From<TimerStats> for StatsView {
-    fn from(s: TimerStats) -> Self {
-        Self {
-            fires: s.fires,
-            succeeded: s.succeeded,
-            failed: s.failed,
-            missed: s.missed,
-            late_p50_ms: s.late_p50_ms,
-            late_p99_ms: s.late_p99_ms,
         }
     }
 }

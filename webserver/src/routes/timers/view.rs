@@ -8,6 +8,7 @@ use xtimer_core::clock::rfc3339;
 use xtimer_core::fire::Fire;
 use xtimer_core::template::{self, FireFacts};
 use xtimer_core::timer::{HttpNotify, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer};
+use xtimer_service::TimerStats;
 
 /// `{"id": N}`: the reply of create, enable, disable and delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -106,7 +107,7 @@ pub struct TimerView {
     pub fires_left: Option<u64>,
     /// `getTimer` only: its fires of the last 24 hours (API 1h).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stats: Option<super::explain::StatsView>,
+    pub stats: Option<StatsView>,
     /// The spread of each fire, ms (absent: none).
     #[serde(skip_serializing_if = "is_zero")]
     pub spread_ms: u64,
@@ -370,4 +371,35 @@ impl From<&Fire> for FireView {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// `stats` of `getTimer`: the last 24 hours of the timer's fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatsView {
+    /// Fires due in the window, every status.
+    pub fires: u64,
+    /// Succeeded.
+    pub succeeded: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Missed by the misfire policy.
+    pub missed: u64,
+    /// Median lateness of the fires sent, ms (null: none sent).
+    pub late_p50_ms: Option<i64>,
+    /// 99th percentile of that lateness, ms.
+    pub late_p99_ms: Option<i64>,
+}
+
+impl From<TimerStats> for StatsView {
+    fn from(s: TimerStats) -> Self {
+        Self {
+            fires: s.fires,
+            succeeded: s.succeeded,
+            failed: s.failed,
+            missed: s.missed,
+            late_p50_ms: s.late_p50_ms,
+            late_p99_ms: s.late_p99_ms,
+        }
+    }
 }
