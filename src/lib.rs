@@ -5,9 +5,9 @@
 //! - [`node`]: builds the stores and loops from a [`Config`](xtimer_core::config::Config),
 //!   serves HTTP, and shuts down in order.
 //! - [`heartbeat`]: the node's report of itself, for the nodes endpoint.
-//! - [`bench`]: the load benchmark behind `xtimer bench`.
-//! - [`bench_receiver`]: its receiver in a process of its own (`xtimer bench-receiver`).
-//! - [`bench_tasks`]: its `/v1` task API scenarios (create-task, hold-tasks).
+//! - [`bench_receiver`]: the benchmark's receiver in a process of its own
+//!   (`xtimer bench-receiver`); the benchmark itself, `xtimer bench`, is a
+//!   module of the binary (`src/bench/`), not of this library.
 //! - [`timer_tasks`]: timer fires that create asyncflow tasks.
 //! - [`telemetry`]: OpenTelemetry traces over OTLP/HTTP (`telemetry.otlp_endpoint`).
 //! - [`logging`]: the log's level and format (`XTIMER_LOG`, `XTIMER_LOG_FORMAT`).
@@ -17,10 +17,7 @@
 //! - [`receiver`]: a callback receiver that records what it got and when
 //!   (used by the benchmark and the end-to-end tests).
 
-pub mod bench;
 pub mod bench_receiver;
-pub mod bench_registered;
-pub mod bench_tasks;
 pub mod cli;
 pub mod echo;
 pub mod heartbeat;

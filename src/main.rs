@@ -1,5 +1,7 @@
 //! `xtimer`: the distributed timer service.
 
+mod bench;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -64,7 +66,7 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Measure fires per second and lateness against a local receiver.
-    Bench(xtimer::bench::BenchArgs),
+    Bench(bench::BenchArgs),
     /// The benchmark's receiver, run by `bench` as a process of its own:
     /// records every callback, prints where it listens, exits when its
     /// stdin closes.
@@ -131,7 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Migrate { database_url, config } => server_runtime()?.block_on(migrate(database_url, config)),
         Command::Backup { to, database_url, config } => server_runtime()?.block_on(backup(to, database_url, config)),
-        Command::Bench(args) => server_runtime()?.block_on(xtimer::bench::run(args)),
+        Command::Bench(args) => server_runtime()?.block_on(bench::run(args)),
         Command::Echo { listen } => server_runtime()?.block_on(echo(listen)),
         Command::BenchReceiver { listen, threads } => receiver_runtime(threads)?.block_on(bench_receiver(listen)),
     };

@@ -21,8 +21,9 @@ use xtimer_asyncflow::task_id::TaskId;
 use xtimer_asyncflow::wire::TaskScheduleCfg;
 use xtimer_asyncflow::TaskData;
 
-use crate::bench::{fresh_config, median, BenchArgs, Scenario};
-use crate::node::Node;
+use super::args::{fresh_config, BenchArgs, Scenario};
+use super::measure::median;
+use xtimer::node::Node;
 
 const TASK_TYPE: &str = "bench";
 

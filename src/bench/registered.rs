@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use xtimer_core::fire::FireKey;
 
-use crate::bench::{fresh_config, median, peak_rss_mb, percentile, BenchArgs};
-use crate::bench_receiver::BenchReceiver;
-use crate::node::Node;
+use super::args::{fresh_config, BenchArgs};
+use super::measure::{median, peak_rss_mb, percentile};
+use xtimer::bench_receiver::BenchReceiver;
+use xtimer::node::Node;
 
 /// Timers per `createTimers` call.
 const BATCH: usize = 1_000;

@@ -23,116 +23,14 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use xtimer_core::config::Config;
 use xtimer_core::fire::FireKey;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus, Timing};
 
-use crate::bench_receiver::{process_cpu, BenchReceiver, ReceiverMode};
-use crate::node::Node;
+use xtimer::bench_receiver::{process_cpu, BenchReceiver, ReceiverMode};
+use xtimer::node::Node;
 
-/// What to measure.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Scenario {
-    /// `--rate` one-shot fires per second, spread evenly over `--seconds`.
-    Steady,
-    /// `--count` one-shot fires all due within the same second.
-    Burst,
-    /// `--timers` per-second cron timers, measured over `--seconds`.
-    Cron,
-    /// No timers: `--count` callbacks straight from the executor's HTTP
-    /// client to the receiver, 256 at a time; the ceiling of this machine.
-    Http,
-    /// `/v1/create_task` from `--clients` connections for `--seconds`.
-    CreateTask,
-    /// `/v1/hold_tasks?limit=100` from `--clients` connections over `--count` queued tasks.
-    HoldTasks,
-    /// `--timers` daily timers not due within the hour, registered through
-    /// `createTimers`: create rate, migrator step, idle CPU, database size;
-    /// then `--due` per-second timers' lateness over `--seconds`.
-    Registered,
-    /// `--timers` per-second timers for `--seconds`, printing the
-    /// database's size every minute (retention at work).
-    History,
-    /// `--timers` timers of the cron `0 * * * * ?`, each with `spreadMs`
-    /// `--spread-ms` (0: the classic stampede), created before a minute
-    /// starts and run for that minute: peak fires per second at the
-    /// receiver, lateness against the send time, planning cost per fire.
-    Herd,
-}
-
-/// Arguments of `xtimer bench`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {
-    /// Which load to run.
-    #[arg(long, value_enum, default_value = "steady")]
-    pub scenario: Scenario,
-    /// Fires per second (steady).
-    #[arg(long, default_value_t = 2_000)]
-    pub rate: u64,
-    /// Length of the measured window, seconds (steady, cron).
-    #[arg(long, default_value_t = 10)]
-    pub seconds: u64,
-    /// Fires due in one second (burst).
-    #[arg(long, default_value_t = 50_000)]
-    pub count: u64,
-    /// Per-second cron timers (cron).
-    #[arg(long, default_value_t = 1_000)]
-    pub timers: u64,
-    /// Runs; figures are reported per run and as medians.
-    #[arg(long, default_value_t = 1)]
-    pub runs: usize,
-    /// Seconds between the end of set-up and the first fire.
-    #[arg(long, default_value_t = 5)]
-    pub lead: u64,
-    /// PostgreSQL or MySQL server (`postgres://USER@HOST:PORT/DB`,
-    /// `mysql://USER@HOST:PORT/DB`); each run gets a fresh database on it.
-    /// Default: a SQLite file in a temporary folder.
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// Redis server; each run gets a fresh key prefix. Default: embedded.
-    #[arg(long)]
-    pub redis_url: Option<String>,
-    /// Nodes sharing the stores, all in this process (needs a database server and Redis when > 1).
-    #[arg(long, default_value_t = 1)]
-    pub nodes: usize,
-    /// Concurrent HTTP clients (create-task, hold-tasks).
-    #[arg(long, default_value_t = 64)]
-    pub clients: usize,
-    /// Extra per-second cron timers whose receiver accepts connections and
-    /// never answers (a hung host), beside the measured ones (steady,
-    /// burst, cron): the figures are the healthy timers' alone.
-    #[arg(long, default_value_t = 0)]
-    pub hung: u64,
-    /// Per-second timers added after the registered ones (registered).
-    #[arg(long, default_value_t = 1_000)]
-    pub due: u64,
-    /// Seconds over which idle CPU is measured (registered).
-    #[arg(long, default_value_t = 60)]
-    pub idle_seconds: u64,
-    /// Where the callback receiver runs: a process of its own, or this one.
-    #[arg(long, value_enum, default_value = "process")]
-    pub receiver: ReceiverMode,
-    /// Runtime threads of the receiver's process (1: one event loop).
-    #[arg(long, default_value_t = 1)]
-    pub receiver_threads: usize,
-    /// Each timer's `spreadMs` (herd): its fire is sent at the least
-    /// loaded second of `[scheduled, scheduled + spread)`.
-    #[arg(long, default_value_t = 0)]
-    pub spread_ms: u64,
-    /// Limited flows the timers are dealt over (steady, burst, cron; API
-    /// 1g), each with `--flow-rate`: every fire then takes its turn at
-    /// its flow. 0: no flow has limits.
-    #[arg(long, default_value_t = 0)]
-    pub flows: u64,
-    /// Each limited flow's `ratePerSec`.
-    #[arg(long, default_value_t = 100_000.0)]
-    pub flow_rate: f64,
-    /// Export OpenTelemetry traces (a span per callback attempt and per API
-    /// request) to a collector in a process of its own (steady, burst,
-    /// cron): the node's CPU then includes tracing and exporting.
-    #[arg(long)]
-    pub otlp: bool,
-}
+use super::args::{fresh_config, BenchArgs, Scenario};
+use super::measure::{median, peak_rss_mb, percentile};
 
 /// Fires read back for the `sent p99` column (the newest of the window):
 /// enough for a p99, few enough to leave the memory figures alone.
@@ -162,20 +60,8 @@ pub struct Figures {
     pub peak_rss_mb: f64,
 }
 
-/// Runs the benchmark and prints its figures.
+/// Runs a fire scenario (steady, burst, cron, http) and prints its figures.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if matches!(args.scenario, Scenario::CreateTask | Scenario::HoldTasks) {
-        return crate::bench_tasks::run(&args).await;
-    }
-    if matches!(args.scenario, Scenario::Registered) {
-        return crate::bench_registered::run(&args).await;
-    }
-    if matches!(args.scenario, Scenario::History) {
-        return crate::bench_registered::history(&args).await;
-    }
-    if matches!(args.scenario, Scenario::Herd) {
-        return herd(&args).await;
-    }
     let mut all = Vec::new();
     println!("scenario {:?}: {}", args.scenario, describe(&args));
     println!(
@@ -378,7 +264,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let end_ms = plan.end_ms;
     let total = expected.len();
     let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
-    let progress = crate::progress::bar("fires", total as u64);
+    let progress = xtimer::progress::bar("fires", total as u64);
     receiver.wait_for(start_ms, end_ms, total as u64, wait, |got| progress.set_position(got)).await?;
     progress.finish_and_clear();
     // Results are written up to `executor.record_linger_ms` after the callback.
@@ -476,25 +362,6 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
         .collect();
     node.stores.timers.create_timers(&timers, now).await?;
     Ok(task)
-}
-
-/// The configuration of a benchmark node: the environment's `XTIMER_…`
-/// settings, a free port, and fresh storage (a SQLite file in `dir`, or a
-/// new database and key prefix on `--database-url` and `--redis-url`).
-pub(crate) async fn fresh_config(args: &BenchArgs, dir: &std::path::Path) -> anyhow::Result<Config> {
-    let env: BTreeMap<String, String> = std::env::vars().collect();
-    let mut config = Config::load(None, &env)?;
-    config.server.listen = "127.0.0.1:0".into();
-    let suffix = format!("{:08x}", rand::random::<u32>());
-    config.database.url = match &args.database_url {
-        Some(url) => xtimer_store::db::create_database(url, &format!("xtbench_{suffix}")).await?,
-        None => format!("sqlite://{}", dir.join("bench.db").display()),
-    };
-    if let Some(url) = &args.redis_url {
-        config.redis.url = url.clone();
-        config.shard.key_prefix = format!("xtbench{suffix}");
-    }
-    Ok(config)
 }
 
 /// CPU time of this process and of the receiver's, from a start to now.
@@ -606,7 +473,7 @@ pub struct HerdFigures {
     pub cpu_us_per_fire: f64,
 }
 
-async fn herd(args: &BenchArgs) -> anyhow::Result<()> {
+pub async fn herd(args: &BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.nodes == 1 && args.hung == 0, "--scenario herd runs one node and no hung timers");
     println!("scenario Herd: {}", describe(args));
     println!(
@@ -753,7 +620,7 @@ async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
 
     let total = expected.len() as u64;
     let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
-    let progress = crate::progress::bar("fires", total);
+    let progress = xtimer::progress::bar("fires", total);
     receiver.wait_for(start_ms, end_ms, total, wait, |got| progress.set_position(got)).await?;
     progress.finish_and_clear();
     let hits = receiver.arrivals().await?;
@@ -844,27 +711,4 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
             Plan { schedules, start_ms, end_ms: start_ms + args.seconds as i64 * 1000 }
         }
     }
-}
-
-pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[idx]
-}
-
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-/// Peak resident set size of this process (VmHWM), MB.
-pub(crate) fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
-        .map(|kb| kb / 1024.0)
-        .unwrap_or_default()
 }
