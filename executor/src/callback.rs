@@ -27,7 +27,7 @@ use xtimer_core::signature;
 use xtimer_core::steering::{self, Asked};
 use xtimer_core::target_policy::{Refusal, TargetPolicy};
 use xtimer_core::timer::HttpNotify;
-use xtimer_core::{SharedClock, TtlCache};
+use xtimer_core::{SharedClock, SystemClock, TtlCache};
 
 use crate::http1;
 use crate::resolver::BoxError;
@@ -114,9 +114,18 @@ pub struct Client {
     http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector<PolicyResolver>>, Full<Bytes>>,
     http1: Arc<http1::Pool>,
     timeout: Duration,
+    /// Reads an HTTP-date `Retry-After` against it.
+    clock: SharedClock,
 }
 
 impl Client {
+    /// The client, reading `Retry-After` dates against `clock` (the
+    /// system clock by default).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Idle plain-HTTP connections kept open for the next callbacks.
     pub fn idle_http1_connections(&self) -> usize {
         self.http1.idle_count()
@@ -154,7 +163,7 @@ pub fn client_with_policy(
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
         .build(https);
-    Ok(Client { http, http1, timeout: Duration::from_millis(timeout_ms) })
+    Ok(Client { http, http1, timeout: Duration::from_millis(timeout_ms), clock: Arc::new(SystemClock) })
 }
 
 /// How long an idle connection to a receiver is kept.
@@ -471,6 +480,7 @@ pub async fn call_checked(
                         response.head.asked,
                         &response.body,
                         max_output,
+                        &client.clock,
                     )),
                 }
             })
@@ -617,20 +627,27 @@ async fn exchange(client: &Client, request: Request<Full<Bytes>>, max_output: us
         }
     }
     let retry_after = parts.headers.get(hyper::header::RETRY_AFTER).and_then(|v| v.to_str().ok());
-    Ok(answer(status.as_u16(), retry_after, asked_of(&parts.headers), &read, max_output))
+    Ok(answer(status.as_u16(), retry_after, asked_of(&parts.headers), &read, max_output, &client.clock))
 }
 
 /// The [`Answer`] of a `status` whose body began with `body`. A 2xx is
 /// delivered, and so is a 409: the receiver already has it ("already
 /// done", a repeat it dropped); any other status is rejected.
-fn answer(status: u16, retry_after: Option<&str>, asked: Asked, body: &[u8], max_output: usize) -> Answer {
+fn answer(
+    status: u16,
+    retry_after: Option<&str>,
+    asked: Asked,
+    body: &[u8],
+    max_output: usize,
+    clock: &SharedClock,
+) -> Answer {
     let text = String::from_utf8_lossy(&body[..body.len().min(max_output)]);
     let rule = if status == 409 { " (already done, counted as succeeded)" } else { "" };
     let output = if text.is_empty() { format!("HTTP {status}{rule}") } else { format!("HTTP {status}{rule}: {text}") };
     let delivery = if (200..300).contains(&status) || status == 409 {
         Delivery::Delivered
     } else {
-        Delivery::Rejected { status, retry_after_ms: retry_after_ms(status, retry_after) }
+        Delivery::Rejected { status, retry_after_ms: retry_after_ms(status, retry_after, || clock.now_ms()) }
     };
     Answer { delivery, output: truncate(output, max_output), asked }
 }
@@ -645,8 +662,8 @@ fn asked_of(headers: &hyper::HeaderMap) -> Asked {
 const MAX_RETRY_AFTER_MS: u64 = 86_400_000;
 
 /// The wait a 429 or 503 asks for with `Retry-After` (seconds, or an HTTP
-/// date), ms; capped at a day.
-fn retry_after_ms(status: u16, value: Option<&str>) -> Option<u64> {
+/// date, counted from `now_ms()`), ms; capped at a day.
+fn retry_after_ms(status: u16, value: Option<&str>, now_ms: impl FnOnce() -> i64) -> Option<u64> {
     if status != 429 && status != 503 {
         return None;
     }
@@ -655,7 +672,7 @@ fn retry_after_ms(status: u16, value: Option<&str>) -> Option<u64> {
         Ok(secs) => secs.saturating_mul(1_000),
         Err(_) => {
             let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-            (at.timestamp_millis() - chrono::Utc::now().timestamp_millis()).max(0) as u64
+            (at.timestamp_millis() - now_ms()).max(0) as u64
         }
     };
     Some(ms.min(MAX_RETRY_AFTER_MS))
@@ -753,14 +770,20 @@ mod tests {
 
     #[test]
     fn a_409_is_done_and_says_so_and_other_refusals_are_rejected() {
-        let done = answer(409, None, Asked::default(), b"dup", 100);
+        let clock: SharedClock = Arc::new(ManualClock::new(1_767_225_600_000));
+        let done = answer(409, None, Asked::default(), b"dup", 100, &clock);
         assert_eq!(done.delivery, Delivery::Delivered);
         assert_eq!(done.output, "HTTP 409 (already done, counted as succeeded): dup");
-        let refused = answer(401, None, Asked::default(), b"", 100);
+        let refused = answer(401, None, Asked::default(), b"", 100, &clock);
         assert_eq!(refused.delivery, Delivery::Rejected { status: 401, retry_after_ms: None });
         assert_eq!(refused.output, "HTTP 401");
-        let busy = answer(503, Some("2"), Asked::default(), b"", 100);
+        let busy = answer(503, Some("2"), Asked::default(), b"", 100, &clock);
         assert_eq!(busy.delivery, Delivery::Rejected { status: 503, retry_after_ms: Some(2_000) });
+        // An HTTP date is read against the injected clock (2026-01-01T00:00:00Z).
+        let later = answer(429, Some("Thu, 01 Jan 2026 00:00:30 GMT"), Asked::default(), b"", 100, &clock);
+        assert_eq!(later.delivery, Delivery::Rejected { status: 429, retry_after_ms: Some(30_000) });
+        let past = answer(429, Some("Wed, 31 Dec 2025 23:00:00 GMT"), Asked::default(), b"", 100, &clock);
+        assert_eq!(past.delivery, Delivery::Rejected { status: 429, retry_after_ms: Some(0) });
     }
 
     #[test]

@@ -279,7 +279,8 @@ impl Executor {
         let Wiring { due, callbacks, tasks, steering, stop_claiming, hard_stop, traces } = wiring;
         let clock = ctx.clock.clone();
         let http = callback::client_with_policy(config.timeout_ms, config.concurrency, callbacks.policy.clone())
-            .map_err(Error::Client)?;
+            .map_err(Error::Client)?
+            .with_clock(clock.clone());
         let tracker = TaskTracker::new();
         let notifier = notify::Notifier::new(notify::NotifierParts {
             notes: stores.notifications.clone(),

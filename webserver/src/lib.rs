@@ -87,15 +87,16 @@ impl AppState {
     /// service checks callback targets with [`security::Security::targets`]),
     /// with `config` (`config.max_body_bytes` limits request bodies).
     pub fn new(service: TimerService, security: security::Security, config: ServerConfig) -> Self {
+        let clock = service.clock().clone();
         Self(Arc::new(Shared {
-            clock: service.clock().clone(),
+            timer_counts: Arc::new(metrics::TimerCounts::new(clock.clone())),
+            clock,
             service,
             config: Arc::new(config),
             nodes: None,
             tasks: None,
             security: Arc::new(security),
             shards_held: None,
-            timer_counts: Arc::default(),
             tracer: None,
         }))
     }

@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header::{CONNECTION, CONTENT_LENGTH};
@@ -15,6 +15,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use dashmap::DashMap;
+use xtimer_core::SharedClock;
 
 use crate::auth::AuthContext;
 use crate::{ApiError, AppState};
@@ -22,27 +23,32 @@ use crate::{ApiError, AppState};
 /// Keys kept before idle buckets are dropped.
 const MAX_BUCKETS: usize = 100_000;
 
-/// Token buckets, one per key (app, or caller address).
+/// Token buckets, one per key (app, or caller address), refilled on the
+/// injected clock.
 pub struct RateLimiter {
     per_second: f64,
     burst: f64,
     buckets: DashMap<String, Bucket>,
     calls: AtomicU64,
+    clock: SharedClock,
 }
 
 struct Bucket {
     tokens: f64,
-    at: Instant,
+    /// When it was last taken from, Unix ms.
+    at_ms: i64,
 }
 
 impl RateLimiter {
-    /// `per_second` requests per second with bursts of `burst`; 0 turns it off.
-    pub fn new(per_second: u32, burst: u32) -> Self {
+    /// `per_second` requests per second with bursts of `burst` on `clock`;
+    /// 0 turns it off.
+    pub fn new(per_second: u32, burst: u32, clock: SharedClock) -> Self {
         Self {
             per_second: f64::from(per_second),
             burst: f64::from(burst.max(1)),
             buckets: DashMap::new(),
             calls: AtomicU64::new(0),
+            clock,
         }
     }
 
@@ -52,17 +58,18 @@ impl RateLimiter {
         if self.per_second <= 0.0 {
             return Ok(());
         }
-        let now = Instant::now();
+        let now_ms = self.clock.now_ms();
         if self.calls.fetch_add(1, Ordering::Relaxed).is_multiple_of(4096) && self.buckets.len() > MAX_BUCKETS {
             // A full bucket is the same as none: drop those, keeping memory
             // bounded whatever keys callers make up.
-            let refill = Duration::from_secs_f64(self.burst / self.per_second);
-            self.buckets.retain(|_, b| now.duration_since(b.at) < refill);
+            let refill_ms = (self.burst / self.per_second * 1_000.0).ceil() as i64;
+            self.buckets.retain(|_, b| now_ms - b.at_ms < refill_ms);
         }
-        let mut bucket = self.buckets.entry(key.to_string()).or_insert(Bucket { tokens: self.burst, at: now });
-        let elapsed = now.duration_since(bucket.at).as_secs_f64();
+        let mut bucket = self.buckets.entry(key.to_string()).or_insert(Bucket { tokens: self.burst, at_ms: now_ms });
+        // A clock set back refills nothing.
+        let elapsed = (now_ms - bucket.at_ms).max(0) as f64 / 1_000.0;
         bucket.tokens = (bucket.tokens + elapsed * self.per_second).min(self.burst);
-        bucket.at = now;
+        bucket.at_ms = bucket.at_ms.max(now_ms);
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
             Ok(())
@@ -133,17 +140,32 @@ fn rate_key(request: &Request) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use xtimer_core::clock::ManualClock;
+
     use super::*;
 
     #[test]
     fn a_bucket_allows_its_burst_then_refuses_until_it_refills() {
-        let r = RateLimiter::new(10, 3);
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let r = RateLimiter::new(10, 3, clock.clone());
         assert!((0..3).all(|_| r.take("a").is_ok()));
+        let near = |wait: Duration, ms: f64| (wait.as_secs_f64() * 1_000.0 - ms).abs() < 1e-6;
         let wait = r.take("a").unwrap_err();
-        assert!(wait <= Duration::from_millis(100), "{wait:?}");
+        assert!(near(wait, 100.0), "{wait:?}");
         assert!(r.take("b").is_ok(), "keys have their own buckets");
-        std::thread::sleep(Duration::from_millis(120));
+        clock.advance(60);
+        let wait = r.take("a").unwrap_err();
+        assert!(near(wait, 40.0), "0.6 of a token: {wait:?}");
+        clock.advance(40);
         assert!(r.take("a").is_ok(), "refilled");
-        assert!(RateLimiter::new(0, 0).take("a").is_ok(), "0 is off");
+        assert!(r.take("a").is_err());
+        clock.advance(-5_000);
+        assert!(r.take("a").is_err(), "a clock set back refills nothing");
+        clock.advance(5_000 + 10_000);
+        assert!((0..3).all(|_| r.take("a").is_ok()), "never more than the burst");
+        assert!(r.take("a").is_err());
+        assert!(RateLimiter::new(0, 0, clock).take("a").is_ok(), "0 is off");
     }
 }

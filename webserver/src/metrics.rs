@@ -26,6 +26,7 @@ use xtimer_core::metrics::{
     ASYNCFLOW_TASKS, FIRE_LATENESS_SECONDS, HTTP_REQUESTS_TOTAL, LATENESS_BUCKETS, SHARDS_HELD, TIMERS,
 };
 use xtimer_core::timer::TimerStatus;
+use xtimer_core::SharedClock;
 
 use crate::auth::AuthContext;
 use crate::error::error_chain;
@@ -43,27 +44,37 @@ pub const COUNT_REUSE_FACTOR: u32 = 50;
 /// Only the first scrape waits for a count: later ones get the last count
 /// while a fresh one is made in the background. A fresh count that fails
 /// drops the last one, so the next scrape counts (and reports) itself.
-#[derive(Default)]
-pub struct TimerCounts(Arc<tokio::sync::Mutex<Option<Counted>>>);
+/// Times are read on the injected clock.
+pub struct TimerCounts {
+    last: Arc<tokio::sync::Mutex<Option<Counted>>>,
+    clock: SharedClock,
+}
 
 struct Counted {
-    at: tokio::time::Instant,
-    took: Duration,
+    /// When it was made (or last marked fresh), Unix ms.
+    at_ms: i64,
+    /// How long making it took, ms.
+    took_ms: i64,
     counts: Vec<(TimerStatus, u64)>,
 }
 
 impl Counted {
-    async fn make(count: impl Future<Output = TimerCountsResult>) -> xtimer_service::Result<Self> {
-        let started = tokio::time::Instant::now();
+    async fn make(clock: SharedClock, count: impl Future<Output = TimerCountsResult>) -> xtimer_service::Result<Self> {
+        let started = clock.now_ms();
         let counts = count.await?;
-        let at = tokio::time::Instant::now();
-        Ok(Self { at, took: at - started, counts })
+        let at_ms = clock.now_ms();
+        Ok(Self { at_ms, took_ms: (at_ms - started).max(0), counts })
     }
 }
 
 type TimerCountsResult = xtimer_service::Result<Vec<(TimerStatus, u64)>>;
 
 impl TimerCounts {
+    /// No count yet; times read on `clock`.
+    pub fn new(clock: SharedClock) -> Self {
+        Self { last: Arc::default(), clock }
+    }
+
     /// The counts: the last ones (starting a fresh count in the background
     /// once they are stale), else `count()`'s. Concurrent first scrapes
     /// wait for one count rather than each making one.
@@ -72,20 +83,21 @@ impl TimerCounts {
         F: FnOnce() -> Fut,
         Fut: Future<Output = TimerCountsResult> + Send + 'static,
     {
-        let mut last = self.0.lock().await;
+        let mut last = self.last.lock().await;
         let Some(c) = last.as_mut() else {
-            let counted = Counted::make(count()).await?;
+            let counted = Counted::make(self.clock.clone(), count()).await?;
             let counts = counted.counts.clone();
             *last = Some(counted);
             return Ok(counts);
         };
-        if c.at.elapsed() >= c.took * COUNT_REUSE_FACTOR {
+        let now_ms = self.clock.now_ms();
+        if now_ms - c.at_ms >= c.took_ms * i64::from(COUNT_REUSE_FACTOR) {
             // Fresh again for another reuse time, so no other count
             // starts while the background one runs.
-            c.at = tokio::time::Instant::now();
-            let (shared, fresh) = (self.0.clone(), count());
+            c.at_ms = now_ms;
+            let (shared, clock, fresh) = (self.last.clone(), self.clock.clone(), count());
             tokio::spawn(async move {
-                let made = Counted::make(fresh).await;
+                let made = Counted::make(clock, fresh).await;
                 *shared.lock().await = made.ok();
             });
         }
@@ -263,6 +275,8 @@ fn timer_status_label(status: TimerStatus) -> &'static str {
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    use xtimer_core::clock::TokioClock;
+
     use super::*;
 
     #[tokio::test(start_paused = true)]
@@ -302,7 +316,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_count_is_reused_for_fifty_times_as_long_as_it_took() {
-        let (counts, made) = (TimerCounts::default(), Arc::new(AtomicU64::new(0)));
+        let (counts, made) = (TimerCounts::new(Arc::new(TokioClock::new(0))), Arc::new(AtomicU64::new(0)));
         let took = Duration::from_millis(20);
         assert_eq!(counts.get(|| counter(&made, took)).await.unwrap(), enabled(1));
         // Within 50 × 20 ms = 1 s of the count: reused.
@@ -323,7 +337,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_count_is_not_kept() {
-        let (counts, made) = (TimerCounts::default(), Arc::new(AtomicU64::new(0)));
+        let (counts, made) = (TimerCounts::new(Arc::new(TokioClock::new(0))), Arc::new(AtomicU64::new(0)));
         let failed = counts.get(|| async { Err(xtimer_store::Error::UnsupportedUrl("down".into()).into()) }).await;
         assert!(failed.is_err());
         assert_eq!(counts.get(|| counter(&made, Duration::from_millis(1))).await.unwrap(), enabled(1));

@@ -11,7 +11,7 @@ use axum::http::Uri;
 use xtimer_asyncflow::Tasks;
 use xtimer_core::config::{AuthConfig, CallbackConfig, LimitsConfig};
 use xtimer_core::target_policy::TargetPolicy;
-use xtimer_core::SharedClock;
+use xtimer_core::{SharedClock, SystemClock};
 use xtimer_service::{Targets, TaskTypeError};
 use xtimer_store::AuthRepo;
 
@@ -42,7 +42,7 @@ impl Default for Security {
         let callback = CallbackConfig::default();
         Self {
             auth: Auth::default(),
-            rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
+            rate: RateLimiter::new(limits.requests_per_second, limits.request_burst, Arc::new(SystemClock)),
             limits,
             policy: Arc::new(TargetPolicy::default()),
             resolve_at_create: callback.resolve_at_create,
@@ -62,8 +62,8 @@ impl Security {
     ) -> xtimer_core::Result<Self> {
         let policy = callback.target_policy()?;
         Ok(Self {
+            rate: RateLimiter::new(limits.requests_per_second, limits.request_burst, clock.clone()),
             auth: Auth::new(auth, repo, clock)?,
-            rate: RateLimiter::new(limits.requests_per_second, limits.request_burst),
             limits: limits.clone(),
             policy: Arc::new(policy),
             resolve_at_create: callback.resolve_at_create,
