@@ -175,6 +175,17 @@ impl RetryPolicy {
         let factor = 1u64 << (attempt.saturating_sub(1)).min(30);
         Some(self.backoff_ms.saturating_mul(factor).min(Self::MAX_BACKOFF_MS))
     }
+
+    /// Most a retry's delay is lengthened to spread retries that failed
+    /// together (a receiver down for many timers): a fifth of it.
+    pub const JITTER: f64 = 0.2;
+
+    /// `backoff_ms` lengthened by `unit` (0 to 1, drawn at random by the
+    /// caller) of [`Self::JITTER`]: never sooner than the backoff asked for.
+    pub fn jittered(backoff_ms: u64, unit: f64) -> u64 {
+        let extra = backoff_ms as f64 * Self::JITTER * unit.clamp(0.0, 1.0);
+        backoff_ms.saturating_add(extra as u64)
+    }
 }
 
 impl Default for RetryPolicy {
@@ -425,6 +436,12 @@ mod tests {
         assert_eq!(p.backoff_after(4), None);
         let big = RetryPolicy { max_attempts: 20, backoff_ms: 60_000, no_retry_statuses: None };
         assert_eq!(big.backoff_after(19), Some(RetryPolicy::MAX_BACKOFF_MS));
+        // Jitter only lengthens, by at most a fifth.
+        assert_eq!(RetryPolicy::jittered(1_000, 0.0), 1_000);
+        assert_eq!(RetryPolicy::jittered(1_000, 0.5), 1_100);
+        assert_eq!(RetryPolicy::jittered(1_000, 1.0), 1_200);
+        assert_eq!(RetryPolicy::jittered(1_000, 7.0), 1_200);
+        assert_eq!(RetryPolicy::jittered(0, 1.0), 0);
     }
 
     #[test]

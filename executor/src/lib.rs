@@ -69,7 +69,7 @@ use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::pause::{Mark, PauseWatch};
 use xtimer_core::steering::{self, Steering};
 use xtimer_core::template::{self, FireFacts};
-use xtimer_core::timer::{AsyncflowNotify, MisfirePolicy, Notify, OverlapPolicy, Timer, TimerStatus};
+use xtimer_core::timer::{AsyncflowNotify, MisfirePolicy, Notify, OverlapPolicy, RetryPolicy, Timer, TimerStatus};
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_store::{FireRepo, FireResult, Stores, TimerRepo};
 
@@ -769,6 +769,8 @@ impl ExecutorHandle {
         }
         match timer.retry.backoff_after(attempt) {
             Some(backoff) => {
+                // Spread: timers that failed together do not retry together.
+                let backoff = RetryPolicy::jittered(backoff, rand::random::<f64>());
                 // A 429 or 503 with Retry-After waits as long as it asks.
                 let asked = match answer.delivery {
                     Delivery::Rejected { retry_after_ms: Some(ms), .. } => ms,
