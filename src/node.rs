@@ -24,7 +24,7 @@ use xtimer_service::{Parts, ServiceConfig, TimerService};
 use xtimer_store::{ShardLeases, Stores};
 use xtimer_trigger::{Trigger, TriggerChannels};
 use xtimer_webserver::security::Security;
-use xtimer_webserver::{router, AppState};
+use xtimer_webserver::{router, ApiParts, AppState};
 
 use crate::heartbeat::{sync_clock, Heartbeat};
 use crate::telemetry::Telemetry;
@@ -131,10 +131,8 @@ impl Node {
             &ctx,
             TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx },
         );
-        let task_store = stores.tasks.clone();
-        let (tasks, task_writer) = Tasks::new(task_store.clone(), clock.clone(), &config.asyncflow);
-        let governor =
-            Governor::new(task_store, stores.locks.clone(), clock.clone(), config.asyncflow.clone(), &prefix, &node_id);
+        let (tasks, task_writer) = Tasks::new(stores.tasks.clone(), clock.clone(), &config.asyncflow);
+        let governor = Governor::new(config.asyncflow.clone(), &stores, &ctx);
         let callbacks = Callbacks::load(&config.callback, &config.auth, stores.auth.clone(), &clock).await?;
         let security =
             Security::new(&config.auth, &config.callback, &config.limits, Some(stores.auth.clone()), clock.clone())?;
@@ -179,12 +177,14 @@ impl Node {
             let _ = tcp.set_nodelay(true);
         });
         let trigger_handle = trigger.handle();
-        let mut state = AppState::new(service, security, config.server.clone())
-            .with_shards_held(Arc::new(move || trigger_handle.held().len()));
-        if let Some(tracer) = telemetry.tracer() {
-            state = state.with_tracer(tracer);
-        }
-        let app = router(state.with_nodes(stores.nodes.clone()).with_tasks(tasks.clone()));
+        let parts = ApiParts {
+            nodes: Some(stores.nodes.clone()),
+            tasks: Some(tasks.clone()),
+            shards_held: Some(Arc::new(move || trigger_handle.held().len())),
+            tracer: telemetry.tracer(),
+            ..ApiParts::new(service, security)
+        };
+        let app = router(AppState::new(parts, config.server.clone()));
         if !config.auth.enabled && !addr.ip().is_loopback() {
             tracing::warn!(
                 %addr,

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::AsyncflowConfig;
+use xtimer_core::node::NodeContext;
 use xtimer_core::SharedClock;
-use xtimer_store::{LockStore, TaskStore};
+use xtimer_store::{LockStore, Stores, TaskStore};
 
 use crate::retry::apply_failure;
 use crate::schedule_log::{ScheduleData, ScheduleLog};
@@ -42,22 +43,16 @@ pub struct Governor {
 }
 
 impl Governor {
-    /// A governor; `key_prefix` names its cluster-wide lease, `node_id` its owner token.
-    pub fn new(
-        store: TaskStore,
-        locks: Arc<dyn LockStore>,
-        clock: SharedClock,
-        config: AsyncflowConfig,
-        key_prefix: &str,
-        node_id: &str,
-    ) -> Self {
+    /// A governor over `stores`' task tables, on `ctx`'s clock; its
+    /// cluster-wide lease is named by `ctx`'s key prefix and owned by its node.
+    pub fn new(config: AsyncflowConfig, stores: &Stores, ctx: &NodeContext) -> Self {
         Self {
-            store,
-            locks,
-            clock,
+            store: stores.tasks.clone(),
+            locks: stores.locks.clone(),
+            clock: ctx.clock.clone(),
             config,
-            lock_key: format!("{key_prefix}:lock:asyncflow-governor"),
-            token: format!("{node_id}:governor"),
+            lock_key: format!("{}:lock:asyncflow-governor", ctx.key_prefix),
+            token: format!("{}:governor", ctx.node_id),
         }
     }
 

@@ -82,52 +82,54 @@ pub struct Shared {
     tracer: Option<Arc<BoxedTracer>>,
 }
 
+/// What the API is built from: the timer use cases and the security
+/// settings, and what else it serves when given.
+pub struct ApiParts {
+    /// The timer use cases.
+    pub service: TimerService,
+    /// Auth and limits (the service checks callback targets with
+    /// [`security::Security::targets`]).
+    pub security: security::Security,
+    /// Serves `GET /api/xtimer/nodes`.
+    pub nodes: Option<Arc<dyn NodeRepo>>,
+    /// Serves the `/v1` task API.
+    pub tasks: Option<Tasks>,
+    /// Reports `xtimer_shards_held` (this node's trigger).
+    pub shards_held: Option<metrics::ShardsHeld>,
+    /// Sends a span per request (API 1h traces).
+    pub tracer: Option<BoxedTracer>,
+}
+
+impl ApiParts {
+    /// `service` and `security` alone: no nodes, no task API, no shard
+    /// gauge, no traces.
+    pub fn new(service: TimerService, security: security::Security) -> Self {
+        Self { service, security, nodes: None, tasks: None, shards_held: None, tracer: None }
+    }
+}
+
 impl AppState {
-    /// The API over `service`, enforcing `security` (auth, limits; the
-    /// service checks callback targets with [`security::Security::targets`]),
-    /// with `config` (`config.max_body_bytes` limits request bodies).
-    pub fn new(service: TimerService, security: security::Security, config: ServerConfig) -> Self {
+    /// The API over `parts`, with `config` (`config.max_body_bytes` limits
+    /// request bodies).
+    pub fn new(parts: ApiParts, config: ServerConfig) -> Self {
+        let ApiParts { service, security, nodes, tasks, shards_held, tracer } = parts;
         let clock = service.clock().clone();
         Self(Arc::new(Shared {
             timer_counts: Arc::new(metrics::TimerCounts::new(clock.clone())),
             clock,
             service,
             config: Arc::new(config),
-            nodes: None,
-            tasks: None,
+            nodes,
+            tasks,
             security: Arc::new(security),
-            shards_held: None,
-            tracer: None,
+            shards_held,
+            tracer: tracer.map(Arc::new),
         }))
     }
 
     /// The timer use cases.
     pub fn service(&self) -> &TimerService {
         &self.service
-    }
-
-    /// Serves `GET /api/xtimer/nodes` from `nodes`.
-    pub fn with_nodes(mut self, nodes: Arc<dyn NodeRepo>) -> Self {
-        Arc::make_mut(&mut self.0).nodes = Some(nodes);
-        self
-    }
-
-    /// Serves the `/v1` task API from `tasks`.
-    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
-        Arc::make_mut(&mut self.0).tasks = Some(tasks);
-        self
-    }
-
-    /// Reports `xtimer_shards_held` from `held` (this node's trigger).
-    pub fn with_shards_held(mut self, held: metrics::ShardsHeld) -> Self {
-        Arc::make_mut(&mut self.0).shards_held = Some(held);
-        self
-    }
-
-    /// Sends a span per request to `tracer` (API 1h traces).
-    pub fn with_tracer(mut self, tracer: BoxedTracer) -> Self {
-        Arc::make_mut(&mut self.0).tracer = Some(Arc::new(tracer));
-        self
     }
 
     /// The server configuration this state was built with.

@@ -21,7 +21,7 @@ use xtimer_service::{Parts, ServiceConfig, TimerService};
 use xtimer_store::Database;
 use xtimer_store::{FireRepo, MemoryLocks, MemoryShards, Stores, TimerRepo};
 use xtimer_webserver::security::Security;
-use xtimer_webserver::{router, AppState};
+use xtimer_webserver::{router, ApiParts, AppState};
 
 /// The test clock's time: 2030-01-01T00:00:00Z.
 pub const NOW_MS: i64 = 1_893_456_000_000;
@@ -100,7 +100,7 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
         targets: security.targets(None),
     };
     let service = TimerService::new(&ctx, parts, service_config);
-    let state = AppState::new(service, security, config);
+    let state = AppState::new(ApiParts::new(service, security), config);
     TestApp { router: router(state), clock, repo, _dir: dir }
 }
 
