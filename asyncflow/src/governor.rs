@@ -2,14 +2,13 @@
 //! tables, advances begin positions. It runs on one node at a time: each
 //! pass first takes a cluster-wide lease.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::AsyncflowConfig;
 use xtimer_core::node::NodeContext;
 use xtimer_core::SharedClock;
-use xtimer_store::{LockStore, Stores, TaskStore};
+use xtimer_store::{PassLease, Stores, TaskStore};
 
 use crate::retry::apply_failure;
 use crate::schedule_log::{ScheduleData, ScheduleLog};
@@ -35,24 +34,22 @@ pub struct PassReport {
 /// The governance loop.
 pub struct Governor {
     store: TaskStore,
-    locks: Arc<dyn LockStore>,
     clock: SharedClock,
+    /// One node at a time: held for ten periods (at least 10 s), renewed each pass.
+    lease: PassLease,
     config: AsyncflowConfig,
-    lock_key: String,
-    token: String,
 }
 
 impl Governor {
     /// A governor over `stores`' task tables, on `ctx`'s clock; its
     /// cluster-wide lease is named by `ctx`'s key prefix and owned by its node.
     pub fn new(config: AsyncflowConfig, stores: &Stores, ctx: &NodeContext) -> Self {
+        let hold_ms = (config.governor_period_ms * 10).max(10_000);
         Self {
             store: stores.tasks.clone(),
-            locks: stores.locks.clone(),
             clock: ctx.clock.clone(),
+            lease: PassLease::new(stores.locks.clone(), ctx, "asyncflow-governor", hold_ms),
             config,
-            lock_key: format!("{}:lock:asyncflow-governor", ctx.key_prefix),
-            token: format!("{}:governor", ctx.node_id),
         }
     }
 
@@ -75,13 +72,9 @@ impl Governor {
 
     /// One pass over every type, if this node holds the lease (`None` if another does).
     pub async fn pass(&self) -> Result<Option<PassReport>> {
-        let lease = (self.config.governor_period_ms * 10).max(10_000);
-        match self.locks.acquire(&self.lock_key, &self.token, lease).await {
+        match self.lease.take().await {
             Ok(true) => {}
-            Ok(false) => match self.locks.extend(&self.lock_key, &self.token, lease).await {
-                Ok(true) => {}
-                _ => return Ok(None),
-            },
+            Ok(false) => return Ok(None),
             Err(err) => {
                 tracing::warn!(error = %err, "asyncflow governor cannot reach the lock store.");
                 return Ok(None);

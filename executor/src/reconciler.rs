@@ -36,7 +36,7 @@ use xtimer_core::fire::{ClaimedFire, FireStatus};
 use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::timer::{MisfirePolicy, TimerStatus};
 use xtimer_core::SharedClock;
-use xtimer_store::{FireRepo, LockStore, Overdue, Stores, TimerRepo};
+use xtimer_store::{FireRepo, Overdue, PassLease, Stores, TimerRepo};
 
 use crate::{ExecutorHandle, Result};
 
@@ -60,11 +60,10 @@ pub struct Reconciler {
     lease_ms: u64,
     fires: Arc<dyn FireRepo>,
     timers: Arc<dyn TimerRepo>,
-    locks: Arc<dyn LockStore>,
     clock: SharedClock,
     executor: ExecutorHandle,
-    lock_key: String,
-    node_id: String,
+    /// One node a sweep: held for most of a period.
+    lease: PassLease,
     liveness: Arc<Liveness>,
 }
 
@@ -81,16 +80,14 @@ impl Reconciler {
         liveness: Arc<Liveness>,
     ) -> Self {
         Self {
-            config,
             lease_ms,
             fires: stores.fires.clone(),
             timers: stores.timers.clone(),
-            locks: stores.locks.clone(),
             clock: ctx.clock.clone(),
             executor,
-            lock_key: format!("{}:lock:reconciler", ctx.key_prefix),
-            node_id: ctx.node_id.clone(),
+            lease: PassLease::new(stores.locks.clone(), ctx, "reconciler", config.period_ms * 9 / 10),
             liveness,
+            config,
         }
     }
 
@@ -125,8 +122,7 @@ impl Reconciler {
         if self.executor.backlogged() {
             return Ok(report);
         }
-        let hold = self.config.period_ms * 9 / 10;
-        if !self.locks.acquire(&self.lock_key, &self.node_id, hold).await? {
+        if !self.lease.take().await? {
             return Ok(report);
         }
         // Every fire reclaimed by the pass is sent once the pass is over (also

@@ -52,7 +52,7 @@ use xtimer_core::node::NodeContext;
 use xtimer_core::shard::{minute_of, MINUTE_MS};
 use xtimer_core::timer::{Schedule, Timer};
 use xtimer_core::SharedClock;
-use xtimer_store::{BackfillFire, FireRepo, LockStore, NewFire, NextRun, PlannedFire, ShardStore, Stores, TimerRepo};
+use xtimer_store::{BackfillFire, FireRepo, NewFire, NextRun, PassLease, PlannedFire, ShardStore, Stores, TimerRepo};
 
 pub use calendars::CalendarBook;
 pub use error::{Error, Result};
@@ -65,10 +65,9 @@ pub use retention::Retention;
 pub struct Migrator {
     config: MigratorConfig,
     timers: Arc<dyn TimerRepo>,
-    locks: Arc<dyn LockStore>,
     expander: Expander,
-    lock_key: String,
-    token: String,
+    /// One node a step: held for most of a step.
+    lease: PassLease,
 }
 
 /// Expands timers into fires and indexes them into shards. Clones share
@@ -124,14 +123,8 @@ impl Migrator {
             ),
             calendars: CalendarBook::new(stores.calendars.clone(), ctx.clock.clone()),
         };
-        Self {
-            config,
-            timers: stores.timers.clone(),
-            locks: stores.locks.clone(),
-            expander,
-            lock_key: format!("{}:lock:migrator", ctx.key_prefix),
-            token: ctx.node_id.clone(),
-        }
+        let lease = PassLease::new(stores.locks.clone(), ctx, "migrator", config.step_ms * 9 / 10);
+        Self { config, timers: stores.timers.clone(), expander, lease }
     }
 
     /// The calendar book, for request handlers.
@@ -175,8 +168,7 @@ impl Migrator {
     /// One step, if this node wins the step lock (held for most of a step,
     /// so one node per step does the work). `None` when another node has it.
     pub async fn run_once(&self) -> Result<Option<StepReport>> {
-        let hold = self.config.step_ms * 9 / 10;
-        if !self.locks.acquire(&self.lock_key, &self.token, hold).await? {
+        if !self.lease.take().await? {
             return Ok(None);
         }
         self.catch_up().await.map(Some)

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use xtimer_core::config::RetentionConfig;
 use xtimer_core::node::NodeContext;
 use xtimer_core::SharedClock;
-use xtimer_store::{FireRepo, LockStore, Stores, TimerRepo};
+use xtimer_store::{FireRepo, PassLease, Stores, TimerRepo};
 
 use crate::Result;
 
@@ -38,23 +38,20 @@ pub struct Retention {
     config: RetentionConfig,
     fires: Arc<dyn FireRepo>,
     timers: Arc<dyn TimerRepo>,
-    locks: Arc<dyn LockStore>,
     clock: SharedClock,
-    lock_key: String,
-    token: String,
+    /// One node a pass: held for most of a period.
+    lease: PassLease,
 }
 
 impl Retention {
     /// Retention over `stores`.
     pub fn new(config: RetentionConfig, stores: &Stores, ctx: &NodeContext) -> Self {
         Self {
-            config,
             fires: stores.fires.clone(),
             timers: stores.timers.clone(),
-            locks: stores.locks.clone(),
             clock: ctx.clock.clone(),
-            lock_key: format!("{}:lock:retention", ctx.key_prefix),
-            token: ctx.node_id.clone(),
+            lease: PassLease::new(stores.locks.clone(), ctx, "retention", config.period_ms * 9 / 10),
+            config,
         }
     }
 
@@ -83,8 +80,7 @@ impl Retention {
     /// (a dropped partition's are not counted). `None` when another node
     /// has the lock.
     pub async fn run_once(&self, shutdown: &CancellationToken) -> Result<Option<u64>> {
-        let hold = self.config.period_ms * 9 / 10;
-        if !self.locks.acquire(&self.lock_key, &self.token, hold).await? {
+        if !self.lease.take().await? {
             return Ok(None);
         }
         let now = self.clock.now_ms();

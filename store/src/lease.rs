@@ -1,7 +1,12 @@
-//! The shard lease protocol, owned by one type: a node acquires a shard's
-//! lock for a short lease, renews it while it works the shard, and either
-//! finishes it (the lock stays as the shard's done marker, so nobody works
-//! it again) or releases it (another node may take it at once).
+//! Leases over a [`LockStore`], one type per protocol:
+//!
+//! - [`ShardLeases`]: a node acquires a shard's lock for a short lease,
+//!   renews it while it works the shard, and either finishes it (the lock
+//!   stays as the shard's done marker, so nobody works it again) or
+//!   releases it (another node may take it at once).
+//! - [`PassLease`]: the turn of a singleton pass (the migrator's step,
+//!   retention, the reconciler's sweep, the asyncflow governor): one node
+//!   at a time runs it, the one holding the pass's lock.
 
 use std::sync::Arc;
 
@@ -56,5 +61,60 @@ impl ShardLeases {
     pub async fn release(&self, lease: &ShardLease) -> Result<()> {
         self.locks.release(&lease.shard.lock_key(&self.key_prefix), &lease.token).await?;
         Ok(())
+    }
+}
+
+/// The turn of a singleton pass: the lock `{prefix}:lock:{name}`, owned by
+/// this node, taken for `hold_ms` at each turn. Cheap to clone.
+#[derive(Clone)]
+pub struct PassLease {
+    locks: Arc<dyn LockStore>,
+    key: String,
+    token: String,
+    hold_ms: u64,
+}
+
+impl PassLease {
+    /// The lease of pass `name` on `ctx`'s node and key prefix, held
+    /// `hold_ms` at each turn.
+    pub fn new(locks: Arc<dyn LockStore>, ctx: &NodeContext, name: &str, hold_ms: u64) -> Self {
+        Self { locks, key: format!("{}:lock:{name}", ctx.key_prefix), token: ctx.node_id.clone(), hold_ms }
+    }
+
+    /// Whether this node has the turn: the lock taken now, or extended
+    /// when this node holds it already. False while another node holds it.
+    pub async fn take(&self) -> Result<bool> {
+        if self.locks.acquire(&self.key, &self.token, self.hold_ms).await? {
+            return Ok(true);
+        }
+        self.locks.extend(&self.key, &self.token, self.hold_ms).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xtimer_core::clock::ManualClock;
+
+    use super::*;
+    use crate::lock::MemoryLocks;
+
+    #[tokio::test]
+    async fn one_node_has_a_pass_at_a_time_and_keeps_it_while_it_renews() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let locks: Arc<dyn LockStore> = Arc::new(MemoryLocks::new(clock.clone()));
+        let ctx = |node: &str| NodeContext::new(clock.clone(), node.to_string(), "p".to_string());
+        let a = PassLease::new(locks.clone(), &ctx("a"), "migrator", 900);
+        let b = PassLease::new(locks.clone(), &ctx("b"), "migrator", 900);
+        let other_pass = PassLease::new(locks.clone(), &ctx("b"), "retention", 900);
+        assert!(a.take().await.unwrap());
+        assert!(!b.take().await.unwrap(), "held by a");
+        assert!(other_pass.take().await.unwrap(), "another pass has its own lock");
+        clock.advance(800);
+        assert!(a.take().await.unwrap(), "a's turn again: extended");
+        clock.advance(800);
+        assert!(!b.take().await.unwrap(), "still a's: extended at its last turn");
+        clock.advance(200);
+        assert!(b.take().await.unwrap(), "lapsed: b's now");
+        assert!(!a.take().await.unwrap());
     }
 }

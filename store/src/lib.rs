@@ -26,7 +26,8 @@
 //! - [`redis`]: the shard index and locks over Redis or Redis Cluster, for clusters.
 //! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
 //! - [`usage`]: what each app uses, kept as its timers change, for O(1) limits.
-//! - [`lease`]: the shard lease protocol (acquire, renew, finish, release), [`ShardLeases`].
+//! - [`lease`]: the shard lease protocol (acquire, renew, finish, release), [`ShardLeases`], and
+//!   [`PassLease`], the turn of a singleton pass.
 //! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
 //! - [`backup`]: an online copy of a SQLite database (`VACUUM INTO`).
 //! - [`error`]: this crate's error type.
@@ -70,7 +71,7 @@ pub use error::{Error, Result};
 pub use flow_tokens::{FlowFigures, FlowGrant, FlowTokens, FlowTurn, MemoryFlowTokens};
 pub use flows::{FlowLimit, FlowRepo};
 pub use history::HistoryEntry;
-pub use lease::ShardLeases;
+pub use lease::{PassLease, ShardLeases};
 pub use lock::{LockStore, MemoryLocks};
 pub use repo::{
     BackfillFire, ClaimOutcome, FireDetail, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo,
