@@ -45,7 +45,7 @@ fn create_error(err: Error) -> CreateTaskError {
         Error::NotOwner(_) | Error::Invalid(_) | Error::BadId(_) | Error::TypeClash(..) | Error::TypeExists(_) => {
             CreateTaskError::Invalid(Box::new(err))
         }
-        Error::TaskNotFound(_) | Error::Store(_) | Error::WriteFailed(_) | Error::ShuttingDown => {
+        Error::TaskNotFound(_) | Error::Store(_) | Error::WriteFailed(_) | Error::Interrupted | Error::ShuttingDown => {
             CreateTaskError::Storage(Box::new(err))
         }
     }

@@ -481,11 +481,9 @@ impl CreateBatcher {
             if let Err(err) = &result {
                 tracing::error!(task_type, pos, tasks = tasks.len(), error = %err, "Writing created tasks failed.");
             }
+            let result = result.map_err(|err| Arc::new(Error::Store(err)));
             for p in group {
-                let _ = p.done.send(match &result {
-                    Ok(()) => Ok(()),
-                    Err(err) => Err(Error::WriteFailed(err.to_string())),
-                });
+                let _ = p.done.send(result.clone().map_err(Error::WriteFailed));
             }
         }
     }

@@ -1,6 +1,8 @@
 //! The engine's error type. Each case knows its wire code; storage failures
 //! take the code of the call that hit them.
 
+use std::sync::Arc;
+
 use crate::task_id::TaskIdError;
 use crate::wire::code;
 
@@ -32,9 +34,13 @@ pub enum Error {
     /// The task tables failed.
     #[error("task store")]
     Store(#[from] xtimer_store::Error),
-    /// A batched write failed (the cause is logged once for the batch).
-    #[error("writing the task failed: {0}")]
-    WriteFailed(String),
+    /// A batched write or combined hold failed: the batch's one cause,
+    /// shared by every call in it (and logged once for the batch).
+    #[error("the batch this call was in failed")]
+    WriteFailed(#[source] Arc<Error>),
+    /// The combined hold this call waited on was dropped before it dealt.
+    #[error("the combined hold this call waited on was interrupted")]
+    Interrupted,
     /// The engine is shutting down.
     #[error("the task engine is shutting down")]
     ShuttingDown,

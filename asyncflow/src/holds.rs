@@ -68,7 +68,7 @@ impl HoldCombiner {
             // The holder of an earlier turn may have served this hold already.
             match result.try_recv() {
                 Ok(served) => return served,
-                Err(TryRecvError::Closed) => return Err(Error::WriteFailed("the combined hold failed".into())),
+                Err(TryRecvError::Closed) => return Err(Error::Interrupted),
                 Err(TryRecvError::Empty) => {}
             }
             // Claim for the head of the queue, this hold among it.
@@ -76,7 +76,7 @@ impl HoldCombiner {
             if batch.is_empty() {
                 // Not queued, not served: a dropped holder's claim is still
                 // dealing this hold its share.
-                return result.await.unwrap_or_else(|_| Err(Error::WriteFailed("the combined hold failed".into())));
+                return result.await.unwrap_or(Err(Error::Interrupted));
             }
             let claim = claim.clone();
             // Awaited with the turn held; if this hold is dropped meanwhile, the task still deals.
@@ -95,9 +95,9 @@ async fn claim_and_deal(claim: Arc<dyn Claim>, batch: Vec<Waiting>) {
             }
         }
         Err(err) => {
-            let msg = err.to_string();
+            let cause = Arc::new(err);
             for w in batch {
-                let _ = w.done.send(Err(Error::WriteFailed(msg.clone())));
+                let _ = w.done.send(Err(Error::WriteFailed(cause.clone())));
             }
         }
     }
@@ -244,7 +244,9 @@ mod tests {
         let combiner = HoldCombiner::default();
         let failing = Arc::new(Counter { fail: true, ..Counter::default() });
         let err = combiner.hold("t", 5, failing).await.unwrap_err();
-        assert!(err.to_string().contains("boom"), "{err}");
+        assert!(matches!(err, Error::WriteFailed(_)), "{err:?}");
+        let cause = std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default();
+        assert!(cause.contains("boom"), "the claim's own error is its source: {err:?}");
     }
 
     #[test]
