@@ -362,10 +362,7 @@ pub(crate) async fn read_all<'a>(
         for chunk in list.chunks(APPS_PER_STATEMENT) {
             let rows: Vec<(String, i64, i64)> = on_tx!(tx, c => {
                 let mut qb = QueryBuilder::new("SELECT app, timers, cron_fpm FROM t_app_usage WHERE app IN (");
-                let mut names = qb.separated(", ");
-                for app in chunk {
-                    names.push_bind(*app);
-                }
+                push_list(&mut qb, chunk.iter().copied());
                 qb.push(")").push(lock);
                 qb.build().fetch_all(&mut *c).await?.iter()
                     .map(|r| Ok((text(r, "app")?, r.try_get::<i64, _>("timers")?, r.try_get::<i64, _>("cron_fpm")?)))
@@ -387,6 +384,18 @@ pub(crate) async fn read_all<'a>(
     Ok(usages)
 }
 
+/// Binds `items` into `qb` as a comma-separated list (the inside of an `IN (...)`).
+fn push_list<'args, DB, T>(qb: &mut QueryBuilder<'args, DB>, items: impl IntoIterator<Item = T>)
+where
+    DB: sqlx::Database,
+    T: 'args + sqlx::Encode<'args, DB> + sqlx::Type<DB>,
+{
+    let mut list = qb.separated(", ");
+    for item in items {
+        list.push_bind(item);
+    }
+}
+
 /// PostgreSQL and MySQL: whether every app of `apps` has a counted usage
 /// row (read without locks; rows are never deleted).
 async fn all_counted(tx: &mut Tx, apps: &BTreeSet<&str>) -> Result<bool> {
@@ -395,10 +404,7 @@ async fn all_counted(tx: &mut Tx, apps: &BTreeSet<&str>) -> Result<bool> {
         let counted: i64 = on_tx!(tx, c => {
             let mut qb = QueryBuilder::new("SELECT COUNT(*) FROM t_app_usage WHERE timers <> ");
             qb.push_bind(UNCOUNTED).push(" AND app IN (");
-            let mut names = qb.separated(", ");
-            for app in chunk {
-                names.push_bind(*app);
-            }
+            push_list(&mut qb, chunk.iter().copied());
             qb.push(")");
             qb.build().fetch_one(&mut *c).await?.try_get(0)?
         });
@@ -426,10 +432,7 @@ pub(crate) async fn read_ahead(
         let rows: Vec<(String, i64)> = on_tx!(tx, c => {
             let mut qb = QueryBuilder::new("SELECT app, COALESCE(MAX(fires), 0) AS fullest FROM t_app_minute WHERE minute >= ");
             qb.push_bind(now_minute).push(" AND app IN (");
-            let mut names = qb.separated(", ");
-            for app in chunk {
-                names.push_bind(*app);
-            }
+            push_list(&mut qb, chunk.iter().copied());
             qb.push(") GROUP BY app");
             qb.build().fetch_all(&mut *c).await?.iter()
                 .map(|r| Ok((text(r, "app")?, r.try_get::<i64, _>("fullest")?)))
@@ -451,15 +454,9 @@ pub(crate) async fn read_ahead(
     for chunk in minutes.chunks(APPS_PER_STATEMENT) {
         let rows: Vec<(String, i64, i64)> = on_tx!(tx, c => {
             let mut qb = QueryBuilder::new("SELECT app, minute, fires FROM t_app_minute WHERE app IN (");
-            let mut names = qb.separated(", ");
-            for app in chunk.iter().map(|(app, _)| *app).collect::<BTreeSet<_>>() {
-                names.push_bind(app);
-            }
+            push_list(&mut qb, chunk.iter().map(|(app, _)| *app).collect::<BTreeSet<_>>());
             qb.push(") AND minute IN (");
-            let mut list = qb.separated(", ");
-            for m in chunk.iter().map(|(_, m)| *m).collect::<BTreeSet<_>>() {
-                list.push_bind(m);
-            }
+            push_list(&mut qb, chunk.iter().map(|(_, m)| *m).collect::<BTreeSet<_>>());
             qb.push(")");
             qb.build().fetch_all(&mut *c).await?.iter()
                 .map(|r| Ok((text(r, "app")?, r.try_get::<i64, _>("minute")?, r.try_get::<i64, _>("fires")?)))

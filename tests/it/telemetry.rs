@@ -61,10 +61,15 @@ fn traceparent(hit: &Hit) -> String {
     headers.get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
 }
 
-/// A node on `stack` whose traces go to `endpoint`, otherwise the defaults.
+/// A node on `stack` whose traces go to `endpoint`, otherwise the
+/// product's defaults (not the suite's quicker executor and reconciler).
 async fn traced_node(stack: Stack, endpoint: String) -> (TestNode, Storage) {
     let storage = Storage::new(stack).await;
     let mut config = storage.config.clone();
+    let defaults = xtimer_core::config::Config::default();
+    config.executor = defaults.executor;
+    config.reconciler = defaults.reconciler;
+    config.server.shutdown_grace_ms = defaults.server.shutdown_grace_ms;
     config.telemetry.otlp_endpoint = endpoint;
     (TestNode::spawn_with(config).await, storage)
 }

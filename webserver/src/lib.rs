@@ -69,7 +69,6 @@ pub use error::ApiError;
 pub struct AppState(Arc<Shared>);
 
 /// The fields of [`AppState`].
-#[derive(Clone)]
 pub struct Shared {
     service: TimerService,
     clock: SharedClock,
@@ -170,7 +169,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::method_not_allowed);
     // Outside the routes: their `Allow` header is set by then.
-    Router::new()
+    let api = Router::new()
         .fallback_service(routes.with_state(state.clone()))
         .layer(middleware::from_fn(routes::name_allowed_methods))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
@@ -178,9 +177,11 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), limits::rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), auth::resolve))
         .layer(middleware::from_fn(error::log_server_errors))
-        .layer(middleware::from_fn(metrics::count_requests))
-        .layer(middleware::from_fn_with_state(state.clone(), traces::trace_request))
-        .layer(TraceLayer::new_for_http())
-        .layer(CatchPanicLayer::custom(error::panic_response))
-        .with_state(state)
+        .layer(middleware::from_fn(metrics::count_requests));
+    // Only with traces on: off, a request pays nothing for them.
+    let api = match state.tracer.clone() {
+        Some(tracer) => api.layer(middleware::from_fn_with_state(tracer, traces::trace_request)),
+        None => api,
+    };
+    api.layer(TraceLayer::new_for_http()).layer(CatchPanicLayer::custom(error::panic_response)).with_state(state)
 }

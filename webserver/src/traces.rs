@@ -3,24 +3,23 @@
 //! as the name), the method, path and status. A request that carries a
 //! W3C `traceparent` gets its span in the caller's trace.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
+use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::{
     Span, SpanBuilder, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
 };
 use opentelemetry::{Context, KeyValue};
 
-use crate::{metrics, AppState};
+use crate::metrics;
 
-/// Middleware: the request's span, when the state has a tracer.
-pub async fn trace_request(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(tracer) = state.tracer.clone() else {
-        return next.run(request).await;
-    };
+/// Middleware (installed only when traces are on): the request's span.
+pub async fn trace_request(State(tracer): State<Arc<BoxedTracer>>, request: Request, next: Next) -> Response {
     let start = SystemTime::now();
     let method = request.method().as_str().to_owned();
     let path = request.uri().path().to_owned();
