@@ -971,7 +971,7 @@ mod tests {
                  `per_app_concurrency`, `breaker_failures`, `breaker_open_ms`",
                 "reconcilr: unknown field `reconcilr`, expected one of `server`, `database`, `redis`, `shard`, \
                  `migrator`, `scheduler`, `trigger`, `executor`, `reconciler`, `retention`, `asyncflow`, `auth`, \
-                 `callback`, `limits`",
+                 `callback`, `limits`, `telemetry`",
                 "server.lisn: unknown field `lisn`, expected one of `listen`, `max_body_bytes`, \
                  `max_batch_body_bytes`, `shutdown_grace_ms`, `header_read_timeout_ms`, `body_read_timeout_ms`, `idle_timeout_ms`, \
                  `max_connections`",
