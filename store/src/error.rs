@@ -9,7 +9,7 @@ pub enum Error {
     /// A timer (the `index`-th of a call) was refused by a limit or a
     /// taken name; nothing of the call was stored.
     #[error("timer {index} of app `{app}` refused: {refusal:?}")]
-    Refused { app: String, index: usize, refusal: crate::usage::Refusal },
+    Refused { app: String, index: usize, refusal: crate::repo::Refusal },
     /// A database URL this build cannot serve.
     #[error("unsupported database url `{0}`: expected sqlite://PATH or postgres://USER@HOST:PORT/DB")]
     UnsupportedUrl(String),

@@ -1219,30 +1219,47 @@ async fn record_mysql(pool: &MySqlPool, results: &[FireResult], now_ms: i64) -> 
 }
 
 /// [`FireRepo::record`] on MySQL within the caller's transaction `conn`.
+///
+/// Two statements per round (a fire at most once in each) and chunk: the
+/// fires' current `attempt` and `cost_time`, locked, then one multi-table
+/// `UPDATE` joining the results. MySQL does not promise the order of a
+/// multi-table `UPDATE`'s assignments, so no assignment reads a column the
+/// statement sets: the kept `cost_time` (the first attempt's) is worked out
+/// here from the locked row.
 pub(crate) async fn record_mysql_on(conn: &mut MySqlConnection, results: &[FireResult], now_ms: i64) -> Result<u64> {
-    // `cost_time` first: it reads `attempt` before this statement sets it.
-    const SQL: &str = formatcp!(
-        "UPDATE t_timer_task SET cost_time = CASE WHEN attempt = 0 THEN $1 ELSE cost_time END,
-             status = $2, attempt = $3, output = $4, lease_until = $5, modify_time = $6
-         WHERE task_id = $7 AND owner = $8 AND status = {}",
-        code::RUNNING
-    );
-    let sql = conn.sql(SQL);
     let mut written = 0;
-    // In input order, so the results of one fire apply in order.
-    for r in results {
-        written += sqlx::query(&sql)
-            .bind(r.cost_time)
-            .bind(r.status.code())
-            .bind(i64::from(r.attempt))
-            .bind(&r.output)
-            .bind(r.lease_until)
-            .bind(now_ms)
-            .bind(r.task_id)
-            .bind(&r.owner)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
+    for round in &rounds_by_task(results) {
+        for chunk in round.chunks(MYSQL_CHUNK) {
+            let mut qb = QueryBuilder::<MySql>::new("SELECT task_id, attempt, cost_time FROM t_timer_task WHERE ");
+            push_id_list(&mut qb, chunk.iter().map(|r| r.task_id));
+            qb.push(" FOR UPDATE");
+            let mut kept_cost = HashMap::with_capacity(chunk.len());
+            for row in qb.build().fetch_all(&mut *conn).await? {
+                let (task_id, attempt, cost): (i64, i64, i64) =
+                    (row.try_get("task_id")?, row.try_get("attempt")?, row.try_get("cost_time")?);
+                if attempt != 0 {
+                    kept_cost.insert(task_id, cost);
+                }
+            }
+            let mut qb = QueryBuilder::<MySql>::new("UPDATE t_timer_task f JOIN (");
+            for (i, r) in chunk.iter().enumerate() {
+                qb.push(if i == 0 { "SELECT " } else { " UNION ALL SELECT " });
+                qb.push_bind(r.task_id).push(" AS task_id, ");
+                qb.push_bind(&r.owner).push(" AS owner, ");
+                qb.push_bind(r.status.code()).push(" AS status, ");
+                qb.push_bind(i64::from(r.attempt)).push(" AS attempt, ");
+                qb.push_bind(&r.output).push(" AS output, ");
+                qb.push_bind(kept_cost.get(&r.task_id).copied().unwrap_or(r.cost_time)).push(" AS cost_time, ");
+                qb.push_bind(r.lease_until).push(" AS lease_until");
+            }
+            qb.push(
+                ") v ON f.task_id = v.task_id SET f.cost_time = v.cost_time, f.status = v.status, \
+                 f.attempt = v.attempt, f.output = v.output, f.lease_until = v.lease_until, f.modify_time = ",
+            );
+            qb.push_bind(now_ms);
+            qb.push(formatcp!(" WHERE f.owner = v.owner AND f.status = {}", code::RUNNING));
+            written += qb.build().execute(&mut *conn).await?.rows_affected();
+        }
     }
     Ok(written)
 }

@@ -6,26 +6,9 @@ use const_format::formatcp;
 use sqlx::Row;
 
 use crate::db::{on_db, Dialect};
+use crate::repo::HistoryEntry;
 use crate::sql::{code, text};
 use crate::{Database, Result};
-
-/// One change to a timer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryEntry {
-    /// The timer.
-    pub timer_id: i64,
-    /// Its app.
-    pub app: String,
-    /// When, Unix ms.
-    pub at_ms: i64,
-    /// `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
-    /// `backfill`, `bulk`, `pause`, ...
-    pub action: String,
-    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`.
-    pub by: String,
-    /// The changed fields' old and new values, a JSON object of pairs.
-    pub changes: String,
-}
 
 const INSERT: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes) ";
 /// Rows per insert statement (six parameters each).

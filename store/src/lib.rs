@@ -70,17 +70,17 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use flow_tokens::{FlowFigures, FlowGrant, FlowTokens, FlowTurn, MemoryFlowTokens};
 pub use flows::{FlowLimit, FlowRepo};
-pub use history::HistoryEntry;
 pub use lease::{PassLease, ShardLeases};
 pub use lock::{LockStore, MemoryLocks};
+pub use repo::HistoryEntry;
 pub use repo::{
     BackfillFire, ClaimOutcome, FireDetail, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo,
     NotifyRepo, Overdue, OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerQuery, TimerRepo,
 };
+pub use repo::{Quota, Refusal};
 pub use shard::{MemoryShards, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;
-pub use usage::{Quota, Refusal};
 
 use xtimer_core::config::{DatabaseConfig, RedisConfig, ShardConfig};
 use xtimer_core::SharedClock;

@@ -10,8 +10,6 @@ use xtimer_core::labels::Selector;
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
-use crate::history::HistoryEntry;
-use crate::usage::{Quota, Refusal};
 use crate::{Error, Result};
 
 /// Which of an app's timers a search or a bulk action takes (API 1f).
@@ -640,4 +638,50 @@ pub trait NotifyRepo: Send + Sync {
     /// Deletes a notification its `owner` holds: it was sent or given up;
     /// false when that owner no longer holds it.
     async fn settle_owed(&self, owed: &OwedNotification) -> Result<bool>;
+}
+
+/// The create-time limits of every app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Timers that are not deleted (`limits.timers_per_app`).
+    pub timers_per_app: u64,
+    /// Fires in any one minute (`limits.fires_per_minute_per_app`).
+    pub fires_per_minute_per_app: u64,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Self { timers_per_app: u64::MAX, fires_per_minute_per_app: u64::MAX }
+    }
+}
+
+/// Why the store did not take a timer (or a change of status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another timer of the app that is not deleted has the name.
+    NameTaken,
+    /// The app holds `has` timers; with `adding` more (this one and those
+    /// before it in the same call) it would pass `max`.
+    TooManyTimers { has: u64, adding: u64, max: u64 },
+    /// The app's busiest minute would reach `fires` (this timer's own share
+    /// is `own`), more than `max`.
+    TooManyFires { fires: u64, own: u64, max: u64 },
+}
+
+/// One change to a timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// The timer.
+    pub timer_id: i64,
+    /// Its app.
+    pub app: String,
+    /// When, Unix ms.
+    pub at_ms: i64,
+    /// `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
+    /// `backfill`, `bulk`, `pause`, ...
+    pub action: String,
+    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`.
+    pub by: String,
+    /// The changed fields' old and new values, a JSON object of pairs.
+    pub changes: String,
 }

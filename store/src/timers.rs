@@ -13,13 +13,14 @@ use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::history::HistoryEntry;
+use crate::repo::HistoryEntry;
+use crate::repo::{Quota, Refusal};
 use crate::repo::{TimerQuery, TimerRepo};
 use crate::sql::{
     code, padded, page_bound, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS, SQLITE_BATCH_ROWS,
     TIMER_COLUMNS,
 };
-use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Quota, Refusal, Tx};
+use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
 use crate::{Database, Error, Result};
 
 // `next_run` starts at the timer's first fire (`NewTimer::first_next_run`):

@@ -1,6 +1,6 @@
 //! What each app uses (`t_app_usage`, `t_app_minute`), kept in the same
 //! transaction as every timer change, so the create-time limits cost the
-//! same whatever the app holds: [`Quota`] is checked against counters, never
+//! same whatever the app holds: [`Quota`](crate::repo::Quota) is checked against counters, never
 //! by reading the app's timers.
 //!
 //! An app's usage is its timers that are not deleted, the sum of its
@@ -20,36 +20,9 @@ use xtimer_core::load::Load;
 use xtimer_core::timer::{Schedule, TimerStatus};
 
 use crate::db::Dialect;
+use crate::repo::{Quota, Refusal};
 use crate::sql::{code, opt_text, text};
 use crate::{Database, Result};
-
-/// The create-time limits of every app.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quota {
-    /// Timers that are not deleted (`limits.timers_per_app`).
-    pub timers_per_app: u64,
-    /// Fires in any one minute (`limits.fires_per_minute_per_app`).
-    pub fires_per_minute_per_app: u64,
-}
-
-impl Default for Quota {
-    fn default() -> Self {
-        Self { timers_per_app: u64::MAX, fires_per_minute_per_app: u64::MAX }
-    }
-}
-
-/// Why the store did not take a timer (or a change of status).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// Another timer of the app that is not deleted has the name.
-    NameTaken,
-    /// The app holds `has` timers; with `adding` more (this one and those
-    /// before it in the same call) it would pass `max`.
-    TooManyTimers { has: u64, adding: u64, max: u64 },
-    /// The app's busiest minute would reach `fires` (this timer's own share
-    /// is `own`), more than `max`.
-    TooManyFires { fires: u64, own: u64, max: u64 },
-}
 
 /// A transaction on the write pool of any dialect.
 pub(crate) enum Tx {
