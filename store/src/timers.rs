@@ -99,6 +99,19 @@ const FINISHED: &str = formatcp!(
     pending = code::PENDING,
     running = code::RUNNING
 );
+/// [`FINISHED`] for MySQL, its `EXISTS` tests written as counts, each a
+/// probe of the timer's own fires. MariaDB turns an `EXISTS` into an `IN`
+/// over a materialized table of every pending or running fire (or every
+/// fire): during a 50,000 burst, 54,000 rows read per completion check of
+/// 1,000 timers, against 1,500 this way.
+const FINISHED_MYSQL: &str = formatcp!(
+    "{NOTHING_LEFT}
+       AND (SELECT COUNT(*) FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
+            AND f.status IN ({pending}, {running})) = 0
+       AND (kind <> 'once' OR (SELECT COUNT(*) FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id) > 0)",
+    pending = code::PENDING,
+    running = code::RUNNING
+);
 const COMPLETE_FIRED_ONCE: &str = formatcp!(
     "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
          modify_time = $1
@@ -117,11 +130,18 @@ const DELETING_ONCE_APPS: &str = formatcp!(
      ORDER BY app",
     enabled = code::TIMER_ENABLED
 );
+/// [`DELETING_ONCE_APPS`] for MySQL ([`FINISHED_MYSQL`]).
+const DELETING_ONCE_APPS_MYSQL: &str = formatcp!(
+    "SELECT DISTINCT app FROM t_timer
+     WHERE status = {enabled} AND delete_after_run = 1 AND {FINISHED_MYSQL}
+     ORDER BY app",
+    enabled = code::TIMER_ENABLED
+);
 /// MySQL: [`COMPLETE_FIRED_ONCE`] in two steps, with no `RETURNING`: the
 /// one-shots to end, locked, then set by id.
 const FIRED_ONCE_MYSQL: &str = formatcp!(
     "SELECT timer_id, app, CAST(delete_after_run AS SIGNED) AS delete_after_run FROM t_timer
-     WHERE status = {enabled} AND {FINISHED}
+     WHERE status = {enabled} AND {FINISHED_MYSQL}
      FOR UPDATE",
     enabled = code::TIMER_ENABLED
 );
@@ -860,7 +880,10 @@ impl InsertRows for sqlx::MySqlConnection {
 async fn complete_finished(db: &Database, scope: Option<&[i64]>, now_ms: i64) -> Result<u64> {
     let mut tx = Tx::begin(db).await?;
     if !matches!(tx, Tx::Sqlite(_)) {
-        let apps_sql = scoped(DELETING_ONCE_APPS, scope);
+        let apps_sql = match tx {
+            Tx::Mysql(_) => scoped_mysql(DELETING_ONCE_APPS_MYSQL, scope),
+            _ => scoped(DELETING_ONCE_APPS, scope),
+        };
         let apps: Vec<String> = on_tx!(&mut tx, c => sqlx::query(&c.sql(&apps_sql))
             .fetch_all(&mut *c)
             .await?
@@ -909,6 +932,19 @@ fn scoped<'s>(statement: &'s str, scope: Option<&[i64]>) -> std::borrow::Cow<'s,
     }
 }
 
+/// [`scoped`] on MySQL, where the timers of a scope are read by primary key:
+/// MySQL's planner otherwise takes the status index, every enabled timer.
+fn scoped_mysql<'s>(statement: &'s str, scope: Option<&[i64]>) -> std::borrow::Cow<'s, str> {
+    match scope {
+        None => std::borrow::Cow::Borrowed(statement),
+        Some(_) => std::borrow::Cow::Owned(scoped(statement, scope).replacen(
+            "FROM t_timer\n",
+            "FROM t_timer FORCE INDEX (PRIMARY)\n",
+            1,
+        )),
+    }
+}
+
 /// MySQL: ends the enabled one-shots whose fire has ended (completed, or
 /// deleted with deleteAfterRun); returns (app, new status) of each.
 async fn complete_fired_once_mysql(
@@ -918,7 +954,7 @@ async fn complete_fired_once_mysql(
 ) -> Result<Vec<(String, i64)>> {
     let mut ended = Vec::new();
     let mut by_status: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-    for row in sqlx::query(&scoped(FIRED_ONCE_MYSQL, scope)).fetch_all(&mut *c).await? {
+    for row in sqlx::query(&scoped_mysql(FIRED_ONCE_MYSQL, scope)).fetch_all(&mut *c).await? {
         let delete = row.try_get::<i64, _>("delete_after_run")? == 1;
         let status = if delete { code::TIMER_DELETED } else { code::TIMER_COMPLETED };
         by_status.entry(status).or_default().push(row.try_get("timer_id")?);
