@@ -67,7 +67,7 @@ pub mod path {
 ///
 /// The body and its `task_data` are read only from JSON objects, as Go
 /// reads them: serde's derive would also take an array, field by field.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TaskDataRequest {
     pub task_data: TaskData,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,7 +104,7 @@ fn object<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(de: D) -> Resul
 }
 
 /// A reply: `code` and `msg` flattened beside the call's own fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Reply<T> {
     pub code: i32,
     pub msg: String,
@@ -120,13 +120,13 @@ impl<T> Reply<T> {
 }
 
 /// create_task's fields.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CreateTaskBody {
     pub task_id: String,
 }
 
 /// hold_tasks' and get_task_list's fields: `null` when empty, as Go encodes a nil slice.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskListBody {
     pub task_list: Option<Vec<TaskData>>,
 }
@@ -139,31 +139,31 @@ impl TaskListBody {
 }
 
 /// get_task's fields.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskDataBody {
     pub task_data: Option<TaskData>,
 }
 
 /// get_task_schedule_cfg_list's fields.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CfgListBody {
     pub task_schedule_cfg_list: Option<Vec<TaskScheduleCfg>>,
 }
 
 /// get_task_counts_by_type's fields: every task of the type, in every table.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CountsBody {
     pub counts: i64,
 }
 
 /// set_task_schedule_cfg's fields: the type's configuration as changed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CfgBody {
     pub task_schedule_cfg: Option<TaskScheduleCfg>,
 }
 
 /// A reply with no fields of its own (set_task, register_task, errors).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Empty {}
 
 #[cfg(test)]

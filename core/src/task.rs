@@ -57,7 +57,7 @@ impl std::fmt::Display for TaskStatus {
 
 /// One task as Go workers send and decode it. Every key is always present
 /// in a reply; on input a missing key is its zero value.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct TaskData {
     pub user_id: String,
@@ -85,7 +85,7 @@ pub struct TaskData {
 }
 
 /// The scheduling configuration of one task type (`t_schedule_cfg`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct TaskScheduleCfg {
     pub task_type: String,

@@ -133,7 +133,8 @@ pub struct AsyncflowNotify {
 }
 
 /// How failed callbacks are retried.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Retry)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {
     /// Attempts in all, the first included (1 = never retry).

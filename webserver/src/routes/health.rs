@@ -5,7 +5,7 @@ use serde::Serialize;
 use crate::Envelope;
 
 /// The health reply's `result`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Health {
     /// Always `"ok"`.
     pub status: &'static str,

@@ -11,7 +11,7 @@ use crate::{ApiError, AppState, Envelope};
 pub const ALIVE_WINDOW_MS: i64 = 15_000;
 
 /// One node in the reply.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeView {
     pub id: String,
@@ -26,7 +26,7 @@ pub struct NodeView {
 }
 
 /// The reply's `result`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct NodeList {
     pub list: Vec<NodeView>,
     pub total: usize,

@@ -26,7 +26,7 @@ pub const MAX_FIRES: u32 = 50_000;
 pub const MAX_FAILING: usize = 50;
 
 /// The reply's `result`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Overview {
     /// Start of the window, Unix ms.
@@ -40,7 +40,7 @@ pub struct Overview {
 }
 
 /// Lateness of the fires of one minute (by run time).
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Debug, Serialize, PartialEq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MinuteLateness {
     /// The minute's start, Unix ms.
@@ -52,7 +52,7 @@ pub struct MinuteLateness {
 }
 
 /// A timer whose fires failed.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailingTimer {
     pub timer_id: i64,

@@ -128,3 +128,27 @@ async fn every_route_the_router_declares_is_documented() {
     let missing: Vec<_> = declared.difference(&documented).collect();
     assert!(missing.is_empty(), "served but not in /openapi.json (add them to openapi::ROUTES): {missing:?}");
 }
+
+/// The schemas are derived from the types the handlers serve: every key of a
+/// real `getTimer` reply and of a real create body is a property of its
+/// schema, and a key no type has is not.
+#[tokio::test]
+async fn the_schemas_are_the_served_types() {
+    let app = spawn_app().await;
+    let doc = app.get("/openapi.json").await.body;
+    let schemas = &doc["components"]["schemas"];
+    let body = crate::helpers::cron_timer("billing", "derived");
+    let id = app.create_ok(&body).await;
+    let view = app.timer(id, "billing").await;
+    for (schema, value) in [("TimerView", &view), ("Timer", &body)] {
+        let props = schemas[schema]["properties"].as_object().unwrap_or_else(|| panic!("{schema} has properties"));
+        for key in value.as_object().unwrap().keys() {
+            assert!(props.contains_key(key), "{schema} documents `{key}`: {props:?}");
+        }
+        assert!(!props.contains_key("noSuchField"));
+    }
+    // Doc comments of the wire types are the schemas' descriptions.
+    assert!(schemas["Timer"]["description"].as_str().unwrap().contains("createTimer"), "{}", schemas["Timer"]);
+    // The input's `deny_unknown_fields` is stated.
+    assert_eq!(schemas["Timer"]["additionalProperties"], false);
+}

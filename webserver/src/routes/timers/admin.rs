@@ -18,7 +18,7 @@ use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
 
 /// Body of `issueToken`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IssueToken {
     /// The app the token acts for, 1..=128 characters.
@@ -26,7 +26,7 @@ pub struct IssueToken {
 }
 
 /// Reply of `issueToken`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct IssuedToken {
     /// The app.
     pub app: String,

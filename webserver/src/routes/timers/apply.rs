@@ -21,7 +21,7 @@ use crate::{ApiError, AppState, Envelope};
 const MAX_LISTED_PROBLEMS: usize = 20;
 
 /// Body of `applyTimers`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApplyTimers {
     /// The app whose timers to apply; every item is of it (an item
@@ -29,6 +29,7 @@ pub struct ApplyTimers {
     pub app: String,
     /// The timers, each as `createTimer` takes it; at most
     /// [`MAX_APPLY_TIMERS`].
+    #[schema(value_type = Vec<crate::routes::timers::input::CreateTimer>)]
     pub timers: Vec<Value>,
     /// Delete the app's timers labelled `managed-by: <owner>` that the
     /// list does not name. Defaults to false.
@@ -44,7 +45,7 @@ pub struct ApplyTimers {
 }
 
 /// The reply of `applyTimers`: timer names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Applied {
     /// Timers created, in list order.
     pub created: Vec<String>,

@@ -15,7 +15,8 @@ use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
 
 /// Body of `backfillTimer`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = Backfill)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BackfillTimer {
     /// The timer.
@@ -23,9 +24,11 @@ pub struct BackfillTimer {
     /// The app it belongs to.
     pub app: String,
     /// Start of the window (included): RFC 3339 with an offset, or Unix ms.
+    #[schema(schema_with = crate::openapi::time)]
     pub from: Value,
     /// End of the window (excluded); times after now are left to the
     /// schedule.
+    #[schema(schema_with = crate::openapi::time)]
     pub to: Value,
     /// Most fires to make; `limits.backfill_max_fires` when absent, and at
     /// most that.
@@ -34,7 +37,7 @@ pub struct BackfillTimer {
 }
 
 /// `{"count": N}`: the reply of `backfillTimer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Backfilled {
     /// Fires made.
     pub count: u64,

@@ -23,15 +23,17 @@ pub const MAX_BATCH_TIMERS: usize = 1_000;
 const MAX_LISTED_PROBLEMS: usize = 20;
 
 /// Body of `createTimers`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = TimerBatch)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTimers {
     /// The timers, each as `createTimer` takes it.
+    #[schema(value_type = Vec<crate::routes::timers::input::CreateTimer>)]
     pub timers: Vec<Value>,
 }
 
 /// `{"ids": [...]}`: the new timers' ids, in input order.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TimerIds {
     /// One id per input timer.
     pub ids: Vec<i64>,

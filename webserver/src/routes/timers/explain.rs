@@ -14,7 +14,7 @@ use crate::extract::ApiQuery;
 use crate::{ApiError, AppState, Envelope};
 
 /// Query of `explainFire`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ExplainQuery {
     /// The timer.
@@ -26,7 +26,8 @@ pub struct ExplainQuery {
 }
 
 /// The reply of `explainFire`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = Explanation)]
 pub struct ExplainView {
     /// The fire record, or null when there is none.
     pub fire: Option<FireView>,
@@ -37,7 +38,7 @@ pub struct ExplainView {
 }
 
 /// One event of the timeline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct MomentView {
     /// When, RFC 3339.
     pub at: String,

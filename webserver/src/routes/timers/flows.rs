@@ -12,7 +12,7 @@ use crate::{ApiError, AppState, Envelope};
 
 /// Body of `setFlowLimit`: a field left out keeps the flow's value; a
 /// `null` rate or parallelism removes it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SetFlowLimit {
     /// The app.
@@ -37,7 +37,8 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Optio
 }
 
 /// A flow as `getFlows` lists it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = Flow)]
 #[serde(rename_all = "camelCase")]
 pub struct FlowEntry {
     /// Its key.
@@ -68,14 +69,14 @@ impl From<Flow> for FlowEntry {
 }
 
 /// `{"list": [...]}`: the reply of `getFlows`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FlowList {
     /// The app's flows with limits, by key.
     pub list: Vec<FlowEntry>,
 }
 
 /// A flow as `delFlowLimit` names it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlowRef {
     /// The app.
@@ -85,7 +86,7 @@ pub struct FlowRef {
 }
 
 /// The reply of `delFlowLimit`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FlowDeleted {
     /// The flow's key.
     pub key: String,

@@ -59,7 +59,8 @@ const FRAMING_HEADERS: [&str; 8] =
     ["connection", "content-length", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
 
 /// Body of `createTimer` (see `shared/API.md`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = Timer)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateTimer {
     /// Owning application, 1..=128 characters.
@@ -71,6 +72,7 @@ pub struct CreateTimer {
     pub cron: Option<String>,
     /// One-shot time: RFC 3339 with offset, or Unix milliseconds.
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub run_at: Option<Value>,
     /// IANA time zone of `cron`; defaults to UTC. Checked but unused for `runAt`,
     /// whose offset says it all.
@@ -79,6 +81,7 @@ pub struct CreateTimer {
     /// 1 (disabled, the default) or 2 (enabled). Read as any JSON value so
     /// that a wrong one (`"2"`) is answered with the valid values.
     #[serde(default)]
+    #[schema(value_type = Option<i64>)]
     pub status: Option<Value>,
     /// The callback; exactly one of this and `notifyAsyncflowParam`.
     #[serde(rename = "notifyHTTPParam", default, deserialize_with = "object")]
@@ -131,12 +134,15 @@ pub struct CreateTimer {
     /// Where the interval counts from (RFC 3339 or ms); default `startAt`,
     /// else now.
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub anchor_at: Option<Value>,
     /// No scheduled fire before this time (RFC 3339 or ms).
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub start_at: Option<Value>,
     /// No scheduled fire at or after this time (RFC 3339 or ms).
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub end_at: Option<Value>,
     /// Only the first this many scheduled times fire, 1..=[`MAX_FIRES_LIMIT`].
     #[serde(default)]
@@ -185,7 +191,7 @@ fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(de: D) -> Result<Optio
 }
 
 /// `notifyHTTPParam` of [`CreateTimer`].
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NotifyHttpParam {
     /// `http` or `https` URL with a host.
@@ -209,7 +215,8 @@ pub struct NotifyHttpParam {
 }
 
 /// `onLate` of [`CreateTimer`].
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = LateAlert)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LateParam {
     /// Lateness past which a fire is told, 1..=[`MAX_LATE_THRESHOLD_MS`] ms.
@@ -222,7 +229,7 @@ pub struct LateParam {
 pub const MAX_LATE_THRESHOLD_MS: i64 = 86_400_000;
 
 /// `notifyAsyncflowParam` of [`CreateTimer`]: each fire creates one task.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NotifyAsyncflowParam {
     /// A task type registered with `/v1/register_task`.
@@ -233,11 +240,12 @@ pub struct NotifyAsyncflowParam {
     /// The task's context: a string is stored as is, any other JSON value
     /// as its JSON text.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
 }
 
 /// `retry` of [`CreateTimer`]; a missing field takes its default.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RetryParam {
     /// Attempts in all, 1..=20.
@@ -894,7 +902,7 @@ fn no_retry_statuses(p: &mut Problems, list: Vec<i64>) -> Option<Vec<u16>> {
 
 /// Query `id`, `app` of the routes acting on one timer (also the JSON body
 /// of `delTimer`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TimerRef {
     /// Timer id.
@@ -904,7 +912,7 @@ pub struct TimerRef {
 }
 
 /// Query of `getAppTimers`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AppTimersQuery {
     /// The app whose timers to list.
@@ -927,7 +935,7 @@ pub struct AppTimersQuery {
 }
 
 /// Query of `getTimerTasks`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TimerTasksQuery {
     /// Timer id.

@@ -20,7 +20,8 @@ use crate::{ApiError, AppState, Envelope};
 /// `endAt`, `maxFires`, `misfireThresholdMs`, `onMissed` and `onLate`; an object field
 /// (`notifyHTTPParam`, `notifyAsyncflowParam`, `retry`) is replaced whole;
 /// giving `cron` makes a one-shot timer a cron timer and `runAt` the reverse.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = TimerUpdate)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdateTimer {
     /// The timer to change.
@@ -35,12 +36,14 @@ pub struct UpdateTimer {
     pub cron: Option<String>,
     /// New one-shot time (the timer becomes a one-shot timer).
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub run_at: Option<Value>,
     /// New time zone of the cron.
     #[serde(default)]
     pub timezone: Option<String>,
     /// 1 (disabled) or 2 (enabled).
     #[serde(default)]
+    #[schema(value_type = Option<i64>)]
     pub status: Option<Value>,
     /// New callback.
     #[serde(rename = "notifyHTTPParam", default)]
@@ -83,12 +86,15 @@ pub struct UpdateTimer {
     pub every_ms: Option<i64>,
     /// New interval anchor.
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub anchor_at: Option<Value>,
     /// New `startAt`.
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(schema_with = crate::openapi::time)]
     pub start_at: Option<Option<Value>>,
     /// New `endAt`.
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(schema_with = crate::openapi::time)]
     pub end_at: Option<Option<Value>>,
     /// New `maxFires`.
     #[serde(default, deserialize_with = "nullable")]
@@ -246,7 +252,7 @@ pub async fn timers_update(
 }
 
 /// `{"runTimer": ms}`: the reply of `triggerTimer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Triggered {
     /// The run time of the manual fire, Unix ms.

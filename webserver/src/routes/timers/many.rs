@@ -15,7 +15,7 @@ use crate::extract::{ApiJson, ApiQuery};
 use crate::{ApiError, AppState, Envelope};
 
 /// One app as `getApps` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppEntry {
     /// The app.
@@ -47,7 +47,7 @@ impl From<AppView> for AppEntry {
 }
 
 /// `{"list": [...]}`: the reply of `getApps`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AppList {
     /// The apps, by name.
     pub list: Vec<AppEntry>,
@@ -63,7 +63,7 @@ pub async fn apps_list(State(state): State<AppState>, auth: AuthContext) -> Resu
 }
 
 /// Body of `bulkTimers`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BulkTimers {
     /// The app whose timers to act on.
@@ -88,7 +88,7 @@ pub struct BulkTimers {
 }
 
 /// The reply of `bulkTimers`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Bulked {
     /// Timers matched.
     pub matched: u64,
@@ -125,13 +125,14 @@ pub async fn timers_bulk(
 }
 
 /// Body of `pauseApp`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PauseApp {
     /// The app.
     pub app: String,
     /// When it resumes by itself (RFC 3339 or Unix ms); absent: at `resumeApp`.
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub until: Option<Value>,
     /// Why (shown in the fires' output).
     #[serde(default)]
@@ -139,7 +140,7 @@ pub struct PauseApp {
 }
 
 /// The reply of `pauseApp` and `resumeApp`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppPaused {
     /// The app.
@@ -184,7 +185,7 @@ pub async fn app_pause(
 }
 
 /// Body of `resumeApp`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeApp {
     /// The app.
@@ -205,7 +206,7 @@ pub async fn app_resume(
 }
 
 /// One change as `getTimerHistory` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct HistoryView {
     /// When, RFC 3339.
     pub at: String,
@@ -215,11 +216,12 @@ pub struct HistoryView {
     /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`.
     pub by: String,
     /// The changed fields, each `[old, new]`.
+    #[schema(value_type = Object)]
     pub changes: Value,
 }
 
 /// `{"list": [...]}`: the reply of `getTimerHistory`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct HistoryList {
     /// Newest first.
     pub list: Vec<HistoryView>,
@@ -248,7 +250,7 @@ pub async fn timer_history(
 }
 
 /// Body of `replayFires`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ReplayFires {
     /// The app.
@@ -264,9 +266,11 @@ pub struct ReplayFires {
     pub status: Option<Vec<i64>>,
     /// Scheduled from (RFC 3339 or Unix ms), included.
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub from: Option<Value>,
     /// Scheduled until (RFC 3339 or Unix ms), excluded; at most 7 days after `from`.
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::time)]
     pub to: Option<Value>,
     /// Fires sent per second, 1 to 10,000; default 100.
     #[serde(default)]
@@ -277,7 +281,7 @@ pub struct ReplayFires {
 }
 
 /// `{"count": N}`: the reply of `replayFires`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Replayed {
     /// Fires sent again (or, on a dry run, that would be).
     pub count: u64,

@@ -21,7 +21,7 @@ pub const DEFAULT_PREVIEW_COUNT: i64 = 10;
 pub const MAX_PREVIEW_COUNT: i64 = 1000;
 
 /// Query of `previewCron`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewQuery {
     /// The expression, as `createTimer` takes it (or `everyMs`).
@@ -62,7 +62,7 @@ pub struct PreviewQuery {
 }
 
 /// One fire time of a preview.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PreviewFire {
     /// Unix ms.
@@ -75,7 +75,8 @@ pub struct PreviewFire {
 }
 
 /// `{"list": [...]}` of `previewCron`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = CronPreview)]
 pub struct Preview {
     /// The fire times, soonest first.
     pub list: Vec<PreviewFire>,

@@ -11,14 +11,14 @@ use xtimer_core::timer::{HttpNotify, Notify, OverlapPolicy, RetryPolicy, Schedul
 use xtimer_service::TimerStats;
 
 /// `{"id": N}`: the reply of create, enable, disable and delete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TimerId {
     /// The timer's id.
     pub id: i64,
 }
 
 /// `{"list": [...], "total": N}`: one page and the count of all rows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct List<T> {
     /// This page.
     pub list: Vec<T>,
@@ -27,7 +27,7 @@ pub struct List<T> {
 }
 
 /// A timer as `getTimer` and `getAppTimers` show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimerView {
     /// Id.
@@ -127,7 +127,7 @@ pub struct TimerView {
 }
 
 /// `onLate` of a [`TimerView`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LateView {
     /// Lateness past which a fire is told, ms.
@@ -153,7 +153,8 @@ impl NotifyView {
 }
 
 /// `notifyHTTPParam` of a [`TimerView`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = Notify)]
 pub struct NotifyView {
     /// Callback URL.
     pub url: String,
@@ -177,7 +178,7 @@ pub struct NotifyView {
 
 /// The request a templated callback's next fire sends (its signature
 /// left out: it is made when sent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ExampleRequest {
     /// Upper-case method.
     pub method: String,
@@ -208,7 +209,7 @@ impl ExampleRequest {
 }
 
 /// `notifyAsyncflowParam` of a [`TimerView`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AsyncflowView {
     /// The task type.
@@ -316,7 +317,8 @@ impl From<&Timer> for TimerView {
 }
 
 /// A fire as `getTimerTasks` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = Fire)]
 #[serde(rename_all = "camelCase")]
 pub struct FireView {
     /// Fire id.
@@ -374,7 +376,8 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// `stats` of `getTimer`: the last 24 hours of the timer's fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = TimerStats)]
 #[serde(rename_all = "camelCase")]
 pub struct StatsView {
     /// Fires due in the window, every status.

@@ -16,7 +16,7 @@ use crate::extract::{ApiJson, ApiQuery, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
 
 /// Body of `putCalendar`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutCalendar {
     /// The app the calendar belongs to.
@@ -38,15 +38,17 @@ pub struct PutCalendar {
 }
 
 /// One excluded range of [`PutCalendar`].
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RangeParam {
+    #[schema(schema_with = crate::openapi::time)]
     pub from: Value,
+    #[schema(schema_with = crate::openapi::time)]
     pub to: Value,
 }
 
 /// A calendar as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CalendarView {
     pub app: String,
@@ -61,7 +63,7 @@ pub struct CalendarView {
 }
 
 /// An excluded range, both ends in Unix ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RangeView {
     pub from: i64,
     pub to: i64,
@@ -83,19 +85,19 @@ impl From<&Calendar> for CalendarView {
 }
 
 /// `{"name"}`: the reply of `putCalendar` and `delCalendar`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CalendarName {
     pub name: String,
 }
 
 /// `{"list": [calendar]}` of `getAppCalendars`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CalendarList {
     pub list: Vec<CalendarView>,
 }
 
 /// A calendar as a caller names it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CalendarRef {
     pub app: String,
@@ -103,7 +105,7 @@ pub struct CalendarRef {
 }
 
 /// An app, as `getAppCalendars` takes it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AppRef {
     pub app: String,
@@ -174,7 +176,7 @@ pub async fn calendar_delete(
 }
 
 /// Query of `getForecast`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForecastQuery {
     /// One app; every app the token may see when absent.
@@ -189,7 +191,7 @@ pub struct ForecastQuery {
 }
 
 /// The reply of `getForecast`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ForecastView {
     /// Start of the window, Unix ms (a whole second).
@@ -203,7 +205,7 @@ pub struct ForecastView {
 }
 
 /// The busiest second of a forecast (the earliest of equals).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Peak {
     pub run_timer: i64,
