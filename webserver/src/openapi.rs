@@ -11,13 +11,14 @@ use std::sync::OnceLock;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem};
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn, PathItem};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};
 use utoipa::openapi::{
     ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required,
     ResponseBuilder, Schema,
 };
+use utoipa::IntoParams;
 use utoipa::OpenApi as _;
 use xtimer_asyncflow::wire::path as v1;
 use xtimer_asyncflow::wire::{
@@ -31,15 +32,19 @@ use crate::routes::timers::admin::{IssueToken, IssuedToken};
 use crate::routes::timers::apply::{Applied, ApplyTimers};
 use crate::routes::timers::backfill::{BackfillTimer, Backfilled};
 use crate::routes::timers::batch::{CreateTimers, TimerIds};
+use crate::routes::timers::explain::ExplainQuery;
 use crate::routes::timers::explain::ExplainView;
+use crate::routes::timers::flows::FlowRef;
 use crate::routes::timers::flows::{FlowDeleted, FlowEntry, FlowList, SetFlowLimit};
-use crate::routes::timers::input::CreateTimer;
+use crate::routes::timers::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 use crate::routes::timers::lifecycle::{Triggered, UpdateTimer};
 use crate::routes::timers::many::{
     AppList, AppPaused, BulkTimers, Bulked, HistoryList, PauseApp, ReplayFires, Replayed, ResumeApp,
 };
 use crate::routes::timers::preview::Preview;
+use crate::routes::timers::preview::PreviewQuery;
 use crate::routes::timers::view::{FireView, List, TimerId, TimerView};
+use crate::routes::timers::when::{AppRef, CalendarRef, ForecastQuery};
 use crate::routes::timers::when::{CalendarList, CalendarName, CalendarView, ForecastView, PutCalendar};
 use crate::ui::overview::Overview;
 
@@ -51,8 +56,10 @@ pub struct RouteDoc {
     pub path: &'static str,
     pub operation_id: &'static str,
     pub summary: &'static str,
-    /// Query parameters: (name, required, type: `string`, `integer` or `boolean`).
-    pub query: &'static [(&'static str, bool, &'static str)],
+    /// Its query parameters: derived (`utoipa::IntoParams`) from the
+    /// struct its handler reads them into, or listed for the `/v1` routes,
+    /// which read them by hand (as Go's asyncflow does, with aliases).
+    pub query: fn() -> Vec<Parameter>,
     /// The JSON body's schema (a component name), if it takes one.
     pub body: Option<&'static str>,
     /// The reply's `result` schema (a component name), or the reply itself
@@ -60,12 +67,37 @@ pub struct RouteDoc {
     pub reply: &'static str,
 }
 
-const ID_APP: &[(&str, bool, &str)] = &[("id", true, "integer"), ("app", true, "string")];
+/// The query parameters of `T`, the struct a handler reads them into.
+fn query<T: IntoParams>() -> Vec<Parameter> {
+    T::into_params(|| Some(ParameterIn::Query))
+}
+
+/// No query parameters.
+fn none() -> Vec<Parameter> {
+    Vec::new()
+}
+
+/// Query parameters listed by hand: (name, required, `string` or `integer`).
+fn listed(params: &[(&str, bool, &str)]) -> Vec<Parameter> {
+    params
+        .iter()
+        .map(|(name, required, kind)| {
+            ParameterBuilder::new()
+                .name(*name)
+                .parameter_in(ParameterIn::Query)
+                .required(if *required { Required::True } else { Required::False })
+                .schema(Some(ObjectBuilder::new().schema_type(primitive(kind)).build()))
+                .build()
+        })
+        .collect()
+}
+
+const ID_APP: fn() -> Vec<Parameter> = query::<TimerRef>;
 
 /// The timer API's routes, each served under both [`TIMER_PREFIXES`].
 pub const TIMER_ROUTES: &[RouteDoc] = &[
-    route("POST", "createTimer", "Create a timer (status 2: enabled at once).", &[], Some("Timer"), "TimerId"),
-    route("POST", "createTimers", "Create up to 1000 timers, all or none.", &[], Some("TimerBatch"), "TimerIds"),
+    route("POST", "createTimer", "Create a timer (status 2: enabled at once).", none, Some("Timer"), "TimerId"),
+    route("POST", "createTimers", "Create up to 1000 timers, all or none.", none, Some("TimerBatch"), "TimerIds"),
     route("GET", "enableTimer", "Enable a timer.", ID_APP, None, "TimerId"),
     route("GET", "unableTimer", "Disable a timer.", ID_APP, None, "TimerId"),
     route("DELETE", "delTimer", "Delete a timer.", ID_APP, None, "TimerId"),
@@ -74,14 +106,7 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "GET",
         "getAppTimers",
         "A page of an app's timers matching a search (name, status, label selector).",
-        &[
-            ("app", true, "string"),
-            ("pageIndex", false, "integer"),
-            ("pageSize", false, "integer"),
-            ("q", false, "string"),
-            ("status", false, "integer"),
-            ("selector", false, "string"),
-        ],
+        query::<AppTimersQuery>,
         None,
         "List_TimerView",
     ),
@@ -89,14 +114,7 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "GET",
         "getTimerTasks",
         "A timer's fires: due ones newest first, or upcoming ones soonest first.",
-        &[
-            ("id", true, "integer"),
-            ("app", true, "string"),
-            ("status", false, "integer"),
-            ("upcoming", false, "boolean"),
-            ("pageIndex", false, "integer"),
-            ("pageSize", false, "integer"),
-        ],
+        query::<TimerTasksQuery>,
         None,
         "List_Fire",
     ),
@@ -104,16 +122,16 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "POST",
         "admin/issueToken",
         "Issue an app's API token (admin token only).",
-        &[],
+        none,
         Some("IssueToken"),
         "IssuedToken",
     ),
-    route("GET", "nodes", "Every live node and the shards it holds.", &[], None, "NodeList"),
+    route("GET", "nodes", "Every live node and the shards it holds.", none, None, "NodeList"),
     route(
         "POST",
         "updateTimer",
         "Change a timer's fields (absent ones keep their value); fires not yet claimed follow the new definition.",
-        &[],
+        none,
         Some("TimerUpdate"),
         "TimerView",
     ),
@@ -122,7 +140,7 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "POST",
         "backfillTimer",
         "Fire every scheduled time in [from, to) that has no fire record, oldest first, at a bounded pace.",
-        &[],
+        none,
         Some("Backfill"),
         "Backfilled",
     ),
@@ -130,12 +148,7 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "GET",
         "previewCron",
         "The next fire times of a cron in a zone, with daylight-saving notes.",
-        &[
-            ("cron", true, "string"),
-            ("timezone", false, "string"),
-            ("from", false, "string"),
-            ("count", false, "integer"),
-        ],
+        query::<PreviewQuery>,
         None,
         "CronPreview",
     ),
@@ -143,41 +156,27 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "POST",
         "putCalendar",
         "Create or replace an app's calendar of excluded days and ranges.",
-        &[],
+        none,
         Some("PutCalendar"),
         "CalendarName",
     ),
-    route(
-        "GET",
-        "getCalendar",
-        "One calendar.",
-        &[("app", true, "string"), ("name", true, "string")],
-        None,
-        "CalendarView",
-    ),
-    route("GET", "getAppCalendars", "An app's calendars.", &[("app", true, "string")], None, "CalendarList"),
-    route(
-        "DELETE",
-        "delCalendar",
-        "Delete a calendar no timer excludes.",
-        &[("app", true, "string"), ("name", true, "string")],
-        None,
-        "CalendarName",
-    ),
+    route("GET", "getCalendar", "One calendar.", query::<CalendarRef>, None, "CalendarView"),
+    route("GET", "getAppCalendars", "An app's calendars.", query::<AppRef>, None, "CalendarList"),
+    route("DELETE", "delCalendar", "Delete a calendar no timer excludes.", query::<CalendarRef>, None, "CalendarName"),
     route(
         "GET",
         "getForecast",
         "Fires to be sent in each second of a window, as planned now, with the peak.",
-        &[("app", false, "string"), ("from", false, "string"), ("seconds", false, "integer")],
+        query::<ForecastQuery>,
         None,
         "ForecastView",
     ),
-    route("GET", "getApps", "The apps the caller may see, their timers counted, their pauses.", &[], None, "AppList"),
+    route("GET", "getApps", "The apps the caller may see, their timers counted, their pauses.", none, None, "AppList"),
     route(
         "POST",
         "bulkTimers",
         "Enable, disable, delete or trigger every timer a search matches.",
-        &[],
+        none,
         Some("BulkTimers"),
         "Bulked",
     ),
@@ -185,17 +184,24 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "POST",
         "applyTimers",
         "Make an app's timers match a list (by name), all or nothing: created, updated, unchanged, pruned.",
-        &[],
+        none,
         Some("ApplyTimers"),
         "Applied",
     ),
-    route("POST", "pauseApp", "Pause an app: its fires due meanwhile are skipped.", &[], Some("PauseApp"), "AppPaused"),
-    route("POST", "resumeApp", "Resume a paused app.", &[], Some("ResumeApp"), "AppPaused"),
+    route(
+        "POST",
+        "pauseApp",
+        "Pause an app: its fires due meanwhile are skipped.",
+        none,
+        Some("PauseApp"),
+        "AppPaused",
+    ),
+    route("POST", "resumeApp", "Resume a paused app.", none, Some("ResumeApp"), "AppPaused"),
     route(
         "POST",
         "replayFires",
         "Send again the failed and missed fires of a time range, oldest first, at a bounded rate.",
-        &[],
+        none,
         Some("ReplayFires"),
         "Replayed",
     ),
@@ -203,7 +209,7 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "POST",
         "setFlowLimit",
         "Set a flow's rate, parallelism or pause, across the cluster: its fires over them wait.",
-        &[],
+        none,
         Some("SetFlowLimit"),
         "Flow",
     ),
@@ -211,7 +217,7 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "GET",
         "getFlows",
         "An app's flows with limits, their waiting fires and open callbacks.",
-        &[("app", true, "string")],
+        query::<AppRef>,
         None,
         "FlowList",
     ),
@@ -219,7 +225,7 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "DELETE",
         "delFlowLimit",
         "Remove a flow's limits: its waiting fires go.",
-        &[("app", true, "string"), ("key", true, "string")],
+        query::<FlowRef>,
         None,
         "FlowDeleted",
     ),
@@ -235,7 +241,7 @@ pub const TIMER_ROUTES: &[RouteDoc] = &[
         "GET",
         "explainFire",
         "Why a scheduled time of a timer fired as it did, or did not: the fire, its timeline, a verdict.",
-        &[("id", true, "integer"), ("app", true, "string"), ("runTimer", true, "integer")],
+        query::<ExplainQuery>,
         None,
         "Explanation",
     ),
@@ -246,39 +252,46 @@ pub const TIMER_PREFIXES: &[&str] = &["/api/xtimer", "/xtimer"];
 
 /// Every other route, with its full path.
 pub const ROUTES: &[RouteDoc] = &[
-    route("GET", "/healthz", "Liveness: the process serves HTTP.", &[], None, "Health"),
-    route("GET", "/metrics", "Prometheus text format.", &[], None, "text"),
-    route("GET", "/openapi.json", "This document.", &[], None, "Object"),
-    route("GET", "/ui", "The web console.", &[], None, "html"),
-    route("GET", "/ui/", "The web console.", &[], None, "html"),
-    route("GET", "/ui/app.js", "The console's script.", &[], None, "text"),
-    route("GET", "/ui/app.css", "The console's style sheet.", &[], None, "text"),
-    route("GET", "/ui/api/overview", "Lateness per minute and failing timers, last hour.", &[], None, "Overview"),
-    route("POST", v1::CREATE_TASK, "Create an asyncflow task.", &[], Some("TaskDataRequest"), "Reply_CreateTaskBody"),
+    route("GET", "/healthz", "Liveness: the process serves HTTP.", none, None, "Health"),
+    route("GET", "/metrics", "Prometheus text format.", none, None, "text"),
+    route("GET", "/openapi.json", "This document.", none, None, "Object"),
+    route("GET", "/ui", "The web console.", none, None, "html"),
+    route("GET", "/ui/", "The web console.", none, None, "html"),
+    route("GET", "/ui/app.js", "The console's script.", none, None, "text"),
+    route("GET", "/ui/app.css", "The console's style sheet.", none, None, "text"),
+    route("GET", "/ui/api/overview", "Lateness per minute and failing timers, last hour.", none, None, "Overview"),
+    route("POST", v1::CREATE_TASK, "Create an asyncflow task.", none, Some("TaskDataRequest"), "Reply_CreateTaskBody"),
     route(
         "POST",
         v1::HOLD_TASKS,
         "Claim due tasks of a type.",
-        &[("task_type", true, "string"), ("limit", false, "integer")],
+        || listed(&[("task_type", true, "string"), ("limit", false, "integer")]),
         None,
         "Reply_TaskListBody",
     ),
-    route("POST", v1::SET_TASK, "Report on a task.", &[], Some("TaskDataRequest"), "Reply_Empty"),
-    route("GET", v1::GET_TASK, "One task by id.", &[("task_id", true, "string")], None, "Reply_TaskDataBody"),
+    route("POST", v1::SET_TASK, "Report on a task.", none, Some("TaskDataRequest"), "Reply_Empty"),
+    route(
+        "GET",
+        v1::GET_TASK,
+        "One task by id.",
+        || listed(&[("task_id", true, "string")]),
+        None,
+        "Reply_TaskDataBody",
+    ),
     route(
         "GET",
         v1::GET_TASK_LIST,
         "Tasks of a type.",
-        &[("task_type", true, "string"), ("status", false, "integer"), ("limit", false, "integer")],
+        || listed(&[("task_type", true, "string"), ("status", false, "integer"), ("limit", false, "integer")]),
         None,
         "Reply_TaskListBody",
     ),
-    route("GET", v1::GET_TASK_SCHEDULE_CFG_LIST, "Every task type's configuration.", &[], None, "Reply_CfgListBody"),
+    route("GET", v1::GET_TASK_SCHEDULE_CFG_LIST, "Every task type's configuration.", none, None, "Reply_CfgListBody"),
     route(
         "GET",
         v1::GET_TASK_COUNTS_BY_TYPE,
         "How many tasks a type has.",
-        &[("task_type", true, "string")],
+        || listed(&[("task_type", true, "string")]),
         None,
         "Reply_CountsBody",
     ),
@@ -286,7 +299,7 @@ pub const ROUTES: &[RouteDoc] = &[
         "POST",
         v1::REGISTER_TASK,
         "Register a task type (8048 if it exists).",
-        &[],
+        none,
         Some("TaskScheduleCfg"),
         "Reply_Empty",
     ),
@@ -294,18 +307,18 @@ pub const ROUTES: &[RouteDoc] = &[
         "POST",
         v1::SET_TASK_SCHEDULE_CFG,
         "Change a task type's configuration.",
-        &[],
+        none,
         Some("TaskScheduleCfg"),
         "Reply_CfgBody",
     ),
-    route("GET", v1::PING, "Liveness of the task API.", &[], None, "Object"),
+    route("GET", v1::PING, "Liveness of the task API.", none, None, "Object"),
 ];
 
 const fn route(
     method: &'static str,
     path: &'static str,
     summary: &'static str,
-    query: &'static [(&'static str, bool, &'static str)],
+    query: fn() -> Vec<Parameter>,
     body: Option<&'static str>,
     reply: &'static str,
 ) -> RouteDoc {
@@ -368,14 +381,8 @@ fn method(name: &str) -> HttpMethod {
 fn operation(r: &RouteDoc, primary: bool) -> utoipa::openapi::path::Operation {
     let id = if primary { r.operation_id.to_owned() } else { format!("{}_alias", r.operation_id) };
     let mut op = OperationBuilder::new().operation_id(Some(id.replace('/', "_"))).summary(Some(r.summary));
-    for (name, required, kind) in r.query {
-        op = op.parameter(
-            ParameterBuilder::new()
-                .name(*name)
-                .parameter_in(ParameterIn::Query)
-                .required(if *required { Required::True } else { Required::False })
-                .schema(Some(ObjectBuilder::new().schema_type(primitive(kind)).build())),
-        );
+    for param in (r.query)() {
+        op = op.parameter(param);
     }
     if let Some(body) = r.body {
         let content = ContentBuilder::new().schema(Some(Ref::from_schema_name(body))).build();

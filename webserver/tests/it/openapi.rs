@@ -151,4 +151,19 @@ async fn the_schemas_are_the_served_types() {
     assert!(schemas["Timer"]["description"].as_str().unwrap().contains("createTimer"), "{}", schemas["Timer"]);
     // The input's `deny_unknown_fields` is stated.
     assert_eq!(schemas["Timer"]["additionalProperties"], false);
+    // Query parameters come from the structs the handlers read them into,
+    // under their wire names, required where the struct requires them.
+    let params = |path: &str| -> Vec<(String, bool)> {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{path} has parameters"))
+            .iter()
+            .map(|p| (p["name"].as_str().unwrap().to_owned(), p["required"] == true))
+            .collect()
+    };
+    let listing = params("/api/xtimer/getAppTimers");
+    for (name, required) in [("app", true), ("pageIndex", false), ("pageSize", false), ("selector", false)] {
+        assert!(listing.contains(&(name.to_owned(), required)), "getAppTimers {name}: {listing:?}");
+    }
+    assert!(params("/api/xtimer/explainFire").contains(&("runTimer".to_owned(), true)));
 }

@@ -14,7 +14,8 @@ use crate::extract::ApiQuery;
 use crate::{ApiError, AppState, Envelope};
 
 /// Query of `explainFire`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ExplainQuery {
     /// The timer.

@@ -76,7 +76,8 @@ pub struct FlowList {
 }
 
 /// A flow as `delFlowLimit` names it.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct FlowRef {
     /// The app.

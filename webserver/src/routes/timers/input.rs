@@ -902,7 +902,8 @@ fn no_retry_statuses(p: &mut Problems, list: Vec<i64>) -> Option<Vec<u16>> {
 
 /// Query `id`, `app` of the routes acting on one timer (also the JSON body
 /// of `delTimer`).
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TimerRef {
     /// Timer id.
@@ -912,7 +913,8 @@ pub struct TimerRef {
 }
 
 /// Query of `getAppTimers`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AppTimersQuery {
     /// The app whose timers to list.
@@ -935,7 +937,8 @@ pub struct AppTimersQuery {
 }
 
 /// Query of `getTimerTasks`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TimerTasksQuery {
     /// Timer id.

@@ -21,7 +21,8 @@ pub const DEFAULT_PREVIEW_COUNT: i64 = 10;
 pub const MAX_PREVIEW_COUNT: i64 = 1000;
 
 /// Query of `previewCron`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewQuery {
     /// The expression, as `createTimer` takes it (or `everyMs`).

@@ -97,7 +97,8 @@ pub struct CalendarList {
 }
 
 /// A calendar as a caller names it.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct CalendarRef {
     pub app: String,
@@ -105,7 +106,8 @@ pub struct CalendarRef {
 }
 
 /// An app, as `getAppCalendars` takes it.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AppRef {
     pub app: String,
@@ -176,7 +178,8 @@ pub async fn calendar_delete(
 }
 
 /// Query of `getForecast`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ForecastQuery {
     /// One app; every app the token may see when absent.
