@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use sqlx::QueryBuilder;
 
 use crate::db::{on_db, Dialect};
-use crate::sql::code;
+use crate::sql::{code, push_list};
 use crate::{Database, Result};
 
 /// Placements per statement (three parameters each).
@@ -52,10 +52,7 @@ pub(crate) async fn place(db: &Database, placements: &[(i64, i64, i64)]) -> Resu
             let mut ids: Vec<i64> = chunk.iter().map(|p| p.0).collect();
             ids.sort_unstable();
             ids.dedup();
-            let mut sep = qb.separated(", ");
-            for id in ids {
-                sep.push_bind(id);
-            }
+            push_list(&mut qb, ids);
             qb.push(")");
             qb.build_query_as().fetch_all(pool).await?
         });

@@ -293,11 +293,20 @@ where
     i64: for<'q> sqlx::Encode<'q, DB> + Type<DB>,
 {
     qb.push("task_id IN (");
-    let mut sep = qb.separated(", ");
-    for id in ids {
-        sep.push_bind(id);
-    }
+    push_list(qb, ids);
     qb.push(")");
+}
+
+/// Binds `items` into `qb` as a comma-separated list (the inside of an `IN (...)`).
+pub(crate) fn push_list<'args, DB, T>(qb: &mut QueryBuilder<'args, DB>, items: impl IntoIterator<Item = T>)
+where
+    DB: sqlx::Database,
+    T: 'args + sqlx::Encode<'args, DB> + Type<DB>,
+{
+    let mut list = qb.separated(", ");
+    for item in items {
+        list.push_bind(item);
+    }
 }
 
 /// The rows of a SQLite batch statement (`VALUES` rows, `IN` items),

@@ -26,7 +26,7 @@ use sqlx::{ColumnIndex, Decode, MySql, QueryBuilder, Row, Type};
 use xtimer_core::task::{rfc3339, table_name, TaskData, TaskScheduleCfg, TaskStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::sql::{opt_text, text};
+use crate::sql::{opt_text, push_list, text};
 use crate::{Database, Error, Result};
 
 /// Columns of a task table every read selects, in order.
@@ -792,10 +792,7 @@ async fn hold_mysql(pool: &sqlx::MySqlPool, t: &str, want: usize, fair: bool, no
     let mut qb = QueryBuilder::<MySql>::new(format!("UPDATE \"{t}\" SET status = "));
     qb.push_bind(i64::from(TaskStatus::Processing.code())).push(", modify_time = ").push_bind(now_ms);
     qb.push(" WHERE id IN (");
-    let mut sep = qb.separated(", ");
-    for id in ids {
-        sep.push_bind(id);
-    }
+    push_list(&mut qb, ids);
     qb.push(")");
     qb.build().execute(&mut *tx).await?;
     tx.commit().await?;

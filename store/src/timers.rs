@@ -17,8 +17,8 @@ use crate::repo::HistoryEntry;
 use crate::repo::{Quota, Refusal};
 use crate::repo::{TimerQuery, TimerRepo};
 use crate::sql::{
-    code, padded, page_bound, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS, SQLITE_BATCH_ROWS,
-    TIMER_COLUMNS,
+    code, padded, page_bound, push_list, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS,
+    SQLITE_BATCH_ROWS, TIMER_COLUMNS,
 };
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
 use crate::{Database, Error, Result};
@@ -406,10 +406,7 @@ impl TimerRepo for Database {
                 for chunk in ids.chunks(16_384) {
                     let mut qb =
                         QueryBuilder::new(pool.sql(formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (")));
-                    let mut sep = qb.separated(", ");
-                    for id in padded(chunk) {
-                        sep.push_bind(*id);
-                    }
+                    push_list(&mut qb, padded(chunk).copied());
                     qb.push(")");
                     for row in qb.build().fetch_all(pool).await? {
                         out.push(timer_from_row(&row)?);
@@ -864,10 +861,7 @@ impl InsertRows for sqlx::MySqlConnection {
             let apps: BTreeSet<&str> = chunk.iter().map(|(t, _)| t.app.as_str()).collect();
             let mut qb = QueryBuilder::<MySql>::new("SELECT timer_id, app, name FROM t_timer WHERE timer_id >= ");
             qb.push_bind(done.last_insert_id() as i64).push(" AND app IN (");
-            let mut sep = qb.separated(", ");
-            for app in &apps {
-                sep.push_bind(*app);
-            }
+            push_list(&mut qb, apps);
             qb.push(") ORDER BY timer_id");
             let names: HashSet<(&str, &str)> = chunk.iter().map(|(t, _)| (t.app.as_str(), t.name.as_str())).collect();
             for row in qb.build().fetch_all(&mut *self).await? {
@@ -972,10 +966,7 @@ async fn complete_fired_once_mysql(
         for chunk in ids.chunks(MAX_PARAMS) {
             let mut qb = QueryBuilder::<MySql>::new("UPDATE t_timer SET status = ");
             qb.push_bind(status).push(", modify_time = ").push_bind(now_ms).push(" WHERE timer_id IN (");
-            let mut sep = qb.separated(", ");
-            for id in chunk {
-                sep.push_bind(*id);
-            }
+            push_list(&mut qb, chunk.iter().copied());
             qb.push(")");
             qb.build().execute(&mut *c).await?;
         }

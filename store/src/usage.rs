@@ -21,7 +21,7 @@ use xtimer_core::timer::{Schedule, TimerStatus};
 
 use crate::db::Dialect;
 use crate::repo::{Quota, Refusal};
-use crate::sql::{code, opt_text, text};
+use crate::sql::{code, opt_text, push_list, text};
 use crate::{Database, Result};
 
 /// A transaction on the write pool of any dialect.
@@ -355,18 +355,6 @@ pub(crate) async fn read_all<'a>(
         }
     }
     Ok(usages)
-}
-
-/// Binds `items` into `qb` as a comma-separated list (the inside of an `IN (...)`).
-fn push_list<'args, DB, T>(qb: &mut QueryBuilder<'args, DB>, items: impl IntoIterator<Item = T>)
-where
-    DB: sqlx::Database,
-    T: 'args + sqlx::Encode<'args, DB> + sqlx::Type<DB>,
-{
-    let mut list = qb.separated(", ");
-    for item in items {
-        list.push_bind(item);
-    }
 }
 
 /// PostgreSQL and MySQL: whether every app of `apps` has a counted usage
