@@ -96,7 +96,7 @@ mod tests {
     use xtimer_core::clock::ManualClock;
 
     use super::*;
-    use crate::lock::MemoryLocks;
+    use crate::MemoryLocks;
 
     #[tokio::test]
     async fn one_node_has_a_pass_at_a_time_and_keeps_it_while_it_renews() {

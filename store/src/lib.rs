@@ -2,35 +2,40 @@
 //!
 //! # Layout
 //!
+//! The interface, which imports from no implementation:
+//!
 //! - [`repo`]: the repository traits the other crates program against
-//!   ([`TimerRepo`], [`FireRepo`], [`NodeRepo`]) and their input and output types.
-//! - [`db`]: [`Database`], the SQL database as pools, and the one way every
-//!   repository reaches it (statements written once, dialect functions
-//!   side by side where the SQL really differs).
-//! - `timers`, `fires`, `nodes`, `notify`, [`auth`], [`tasks`]: one file
-//!   per repository, each implemented once on [`Database`] (`notify`: the
-//!   notifications fires owe, [`NotifyRepo`]).
-//! - `calendars`: the apps' calendars of excluded days ([`CalendarRepo`]).
-//! - `apps`: what is kept per app, its pause and its counts ([`AppRepo`]).
-//! - `flows`: the flows' limits, as `setFlowLimit` sets them ([`FlowRepo`]).
-//! - [`partition`]: PostgreSQL's daily partitions of `t_timer_task`, made
-//!   ahead and dropped whole once expired.
-//! - `placement`: spread fires' send times, chosen once, and the planned load per second.
-//! - `plan`: the writes of an expansion plan (fires, next fire positions),
-//!   each only while its timer has the definition the plan was made from.
-//! - `sql`: what the dialects share: status codes from core's enums,
-//!   column lists, SQL fragments, row decoding.
-//! - [`sqlite`], [`postgres`], [`mysql`]: opening each database (pragmas,
-//!   session settings, pools, connect errors, migrations), SQLite's WAL
-//!   checkpointer, and how a shared statement reads on MySQL.
-//! - [`redis`]: the shard index and locks over Redis or Redis Cluster, for clusters.
-//! - [`shard`]: the shard index ([`ShardStore`]) and its in-process implementation.
-//! - [`usage`]: what each app uses, kept as its timers change, for O(1) limits.
-//! - [`lease`]: the shard lease protocol (acquire, renew, finish, release), [`ShardLeases`], and
-//!   [`PassLease`], the turn of a singleton pass.
-//! - [`lock`]: leased locks with owner tokens ([`LockStore`]) and the in-process implementation.
-//! - [`backup`]: an online copy of a SQLite database (`VACUUM INTO`).
+//!   ([`TimerRepo`], [`FireRepo`], [`NodeRepo`], ...) and their input and
+//!   output types; [`shard`] ([`ShardStore`]), [`lock`] ([`LockStore`]) and
+//!   [`flow_tokens`] ([`FlowTokens`]): what nodes share besides the database.
+//! - [`lease`]: the shard lease protocol (acquire, renew, finish, release),
+//!   [`ShardLeases`], and [`PassLease`], the turn of a singleton pass.
 //! - [`error`]: this crate's error type.
+//!
+//! The SQL repositories, written once for the three dialects on
+//! [`Database`] ([`db`]: the pools and the one way every repository reaches
+//! them):
+//!
+//! - `timers`, `fires`, `nodes`, `notify`, [`auth`], [`tasks`], `calendars`,
+//!   `apps`, `flows`, `history`: one file per repository; `plan` (the
+//!   writes of an expansion plan), `placement` (spread send times),
+//!   [`usage`] (what each app uses, kept as its timers change), `fence`.
+//! - `sql`: what the dialects share: status codes, column lists, SQL
+//!   fragments, row decoding, and per repository the statements and rows
+//!   its dialect code shares (`sql::notify`, `sql::tasks`, ...).
+//!
+//! One module per backend, holding what differs:
+//!
+//! - [`sqlite`], [`postgres`], [`mysql`]: opening each database (pragmas,
+//!   session settings, pools, migrations) and that dialect's batch
+//!   statements (`fires`: insert, claim, reclaim, record; `plan`,
+//!   `notify`, `tasks`, `timers`). PostgreSQL also keeps [`partition`]:
+//!   its daily partitions of `t_timer_task`.
+//! - [`redis`]: the shard index, locks and flow tokens over Redis or Redis
+//!   Cluster, for clusters.
+//! - `memory`: the same three in process ([`MemoryShards`],
+//!   [`MemoryLocks`], [`MemoryFlowTokens`]), for the embedded default.
+//! - [`backup`]: an online copy of a SQLite database (`VACUUM INTO`).
 
 mod apps;
 pub mod auth;
@@ -45,13 +50,15 @@ mod flows;
 mod history;
 pub mod lease;
 pub mod lock;
+mod memory;
 pub mod mysql;
 mod nodes;
 mod notify;
-pub mod partition;
+
 mod placement;
 mod plan;
 pub mod postgres;
+pub use postgres::partition;
 pub mod redis;
 pub mod repo;
 pub mod shard;
@@ -68,17 +75,18 @@ pub use auth::AuthRepo;
 pub use calendars::CalendarRepo;
 pub use db::Database;
 pub use error::{Error, Result};
-pub use flow_tokens::{FlowFigures, FlowGrant, FlowTokens, FlowTurn, MemoryFlowTokens};
+pub use flow_tokens::{FlowFigures, FlowGrant, FlowTokens, FlowTurn};
 pub use flows::{FlowLimit, FlowRepo};
 pub use lease::{PassLease, ShardLeases};
-pub use lock::{LockStore, MemoryLocks};
+pub use lock::LockStore;
+pub use memory::{MemoryFlowTokens, MemoryLocks, MemoryShards};
 pub use repo::HistoryEntry;
 pub use repo::{
     BackfillFire, ClaimOutcome, FireDetail, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo,
     NotifyRepo, Overdue, OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerQuery, TimerRepo,
 };
 pub use repo::{Quota, Refusal};
-pub use shard::{MemoryShards, ShardStore};
+pub use shard::ShardStore;
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;
 

@@ -22,16 +22,17 @@
 //! Table names come only from [`table_name`] over a type the engine checked
 //! (`check_task_type`: letters, digits and `_`), and are quoted.
 
-use sqlx::{ColumnIndex, Decode, MySql, QueryBuilder, Row, Type};
+use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 use xtimer_core::task::{rfc3339, table_name, TaskData, TaskScheduleCfg, TaskStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::sql::{opt_text, push_list, text};
+use crate::mysql::tasks::{create_table_mysql, hold_mysql};
+use crate::sql::tasks::{
+    fair_candidate_cap, fair_candidates, fair_order, task_from_row, StoredTask, FAIR_ORDER, TASK_COLUMNS,
+};
+use crate::sql::{opt_text, text};
+use crate::sqlite::tasks::hold_fair_sqlite;
 use crate::{Database, Error, Result};
-
-/// Columns of a task table every read selects, in order.
-const TASK_COLUMNS: &str = "user_id, task_id, task_type, task_stage, status, priority, crt_retry_num, \
-     max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time";
 
 /// Rows per SQLite insert statement: a batch is split greedily into these, so a
 /// few statement shapes stay prepared whatever the batch size (a new shape
@@ -52,16 +53,6 @@ pub struct TypeRow {
     pub cfg: TaskScheduleCfg,
     /// The app that registered it with auth on; `None`: open to every app.
     pub owner: Option<String>,
-}
-
-/// A stored task: its wire form plus the raw times the engine reasons with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredTask {
-    pub data: TaskData,
-    /// Unix ms.
-    pub create_ms: i64,
-    /// Unix ms.
-    pub modify_ms: i64,
 }
 
 /// What set_task did.
@@ -558,35 +549,6 @@ impl TaskStore {
     }
 }
 
-fn task_from_row<'r, R>(row: &'r R) -> Result<StoredTask>
-where
-    R: Row,
-    &'r str: ColumnIndex<R>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let create_ms: i64 = row.try_get("create_time")?;
-    let modify_ms: i64 = row.try_get("modify_time")?;
-    let status: i64 = row.try_get("status")?;
-    let data = TaskData {
-        user_id: text(row, "user_id")?,
-        task_id: text(row, "task_id")?,
-        task_type: text(row, "task_type")?,
-        task_stage: text(row, "task_stage")?,
-        status: i32::try_from(status).map_err(|_| Error::Corrupt(format!("task status {status}")))?,
-        priority: Some(row.try_get("priority")?),
-        crt_retry_num: row.try_get("crt_retry_num")?,
-        max_retry_num: row.try_get("max_retry_num")?,
-        max_retry_interval: row.try_get("max_retry_interval")?,
-        schedule_log: text(row, "schedule_log")?,
-        context: text(row, "task_context")?,
-        order_time: row.try_get("order_time")?,
-        create_time: Some(rfc3339(create_ms)),
-        modify_time: Some(rfc3339(modify_ms)),
-    };
-    Ok(StoredTask { data, create_ms, modify_ms })
-}
-
 /// PostgreSQL: the batch as one column array per field, in one statement
 /// of one shape whatever the batch size (one round trip, one plan).
 async fn insert_unnest(pool: &sqlx::PgPool, head: &str, tasks: &[TaskData], now_ms: i64) -> Result<()> {
@@ -635,168 +597,6 @@ async fn hold_fair_postgres(pool: &sqlx::PgPool, t: &str, want: usize, now_ms: i
         .fetch_all(pool)
         .await?;
     Ok(fair_order(rows.iter().map(|row| Ok((row.try_get("id")?, task_from_row(row)?.data))).collect::<Result<_>>()?))
-}
-
-/// SQLite: the fair hold of table `t` ([`FAIR_ORDER`]). The ranking, a sort
-/// of every due task, is read on a read connection, so the one writer
-/// (which every write of the node waits for) is not held while it runs;
-/// the writer then claims, in one statement, the ranked tasks still
-/// pending and due. This node's holds of a type take turns (the hold
-/// combiner), so none ranks while another claims.
-async fn hold_fair_sqlite(
-    write: &sqlx::SqlitePool,
-    read: &sqlx::SqlitePool,
-    t: &str,
-    want: usize,
-    now_ms: i64,
-) -> Result<Vec<TaskData>> {
-    let now_s = now_ms.div_euclid(1_000);
-    let ranked = format!("SELECT h.id FROM {} ORDER BY {FAIR_ORDER} LIMIT $4", fair_candidates(t, ["$1", "$2", "$3"]));
-    let ids: Vec<i64> = sqlx::query_scalar(&ranked)
-        .bind(now_s)
-        .bind(want as i64)
-        .bind(want as i64)
-        .bind(want as i64)
-        .fetch_all(read)
-        .await?;
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    // The ids as one JSON array: one statement text whatever their number.
-    let claim = format!(
-        "UPDATE \"{t}\" SET status = {processing}, modify_time = $1 \
-         WHERE id IN (SELECT value FROM json_each($2)) AND status = {pending} AND order_time <= $3 \
-         RETURNING id, {TASK_COLUMNS}",
-        processing = TaskStatus::Processing.code(),
-        pending = TaskStatus::Pending.code(),
-    );
-    let ids = serde_json::to_string(&ids).map_err(|e| Error::Corrupt(format!("task ids as JSON: {e}")))?;
-    let rows = sqlx::query(&claim).bind(now_ms).bind(ids).bind(now_s).fetch_all(write).await?;
-    Ok(fair_order(rows.iter().map(|row| Ok((row.try_get("id")?, task_from_row(row)?.data))).collect::<Result<_>>()?))
-}
-
-/// The order of a fair hold: by the task's rank among its user's due tasks
-/// (1: the user's oldest), then order_time, then id.
-const FAIR_ORDER: &str = "c.held_rank, c.held_order, c.held_id";
-
-/// The `FROM` of a fair hold of table `t`: its pending rows `h`, joined to
-/// `c`, the first due pending tasks in [`FAIR_ORDER`], each with its rank
-/// among its user's (by order_time, then id). The placeholders are of the
-/// due time (Unix s), of the highest rank worth reading (the hold's limit:
-/// a task of a higher rank comes after `limit` others) and of how many
-/// tasks `c` has ([`fair_candidate_cap`]).
-///
-/// The ranking is a plain read apart from `h`, so that `h` alone is locked
-/// (PostgreSQL takes no `FOR UPDATE` with window functions); `h.status` is
-/// read again as each row is locked, so a task another hold took meanwhile
-/// is skipped, and the next candidate taken instead.
-fn fair_candidates(t: &str, [due_by, max_rank, cap]: [&str; 3]) -> String {
-    let pending = TaskStatus::Pending.code();
-    format!(
-        "\"{t}\" h JOIN (SELECT id AS held_id, held_rank, order_time AS held_order FROM (\
-         SELECT id, order_time, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY order_time, id) AS held_rank \
-         FROM \"{t}\" WHERE status = {pending} AND order_time <= {due_by}) r WHERE held_rank <= {max_rank} \
-         ORDER BY held_rank, order_time, id LIMIT {cap}) c ON c.held_id = h.id WHERE h.status = {pending}"
-    )
-}
-
-/// Candidates a fair hold of `want` tasks ranks: more than it takes, so
-/// that holds of other nodes locking some at the same time leave it
-/// others (as `SKIP LOCKED` does for an oldest-first hold); few enough to
-/// keep the planner's estimate small (a join by id, not a scan of `h`).
-fn fair_candidate_cap(want: usize) -> i64 {
-    want as i64 * 4
-}
-
-/// Claimed tasks (with their row ids) in the order [`FAIR_ORDER`] chose
-/// them: `UPDATE ... RETURNING` returns rows in no set order. A task's rank
-/// among the claimed tasks of its user is its rank among all its user's due
-/// tasks, since a hold takes each user's tasks from the oldest.
-fn fair_order(mut rows: Vec<(i64, TaskData)>) -> Vec<TaskData> {
-    rows.sort_by(|(a_id, a), (b_id, b)| (&a.user_id, a.order_time, a_id).cmp(&(&b.user_id, b.order_time, b_id)));
-    let mut ranked: Vec<(u32, i64, i64, TaskData)> = Vec::with_capacity(rows.len());
-    for (id, task) in rows {
-        let rank = match ranked.last() {
-            Some((rank, .., last)) if last.user_id == task.user_id => rank + 1,
-            _ => 1,
-        };
-        ranked.push((rank, task.order_time, id, task));
-    }
-    ranked.sort_by_key(|&(rank, order_time, id, _)| (rank, order_time, id));
-    ranked.into_iter().map(|(.., task)| task).collect()
-}
-
-/// MySQL: DDL of a task table. Indexed text is `VARCHAR` (MySQL indexes no
-/// whole `TEXT`), index names are the table's own (MySQL's are per table and
-/// at most 64 characters), text compares byte for byte.
-fn create_table_mysql(t: &str) -> Vec<String> {
-    vec![format!(
-        "CREATE TABLE IF NOT EXISTS \"{t}\" (\
-         id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL DEFAULT '', \
-         task_id VARCHAR(255) NOT NULL, task_type VARCHAR(64) NOT NULL, \
-         task_stage VARCHAR(255) NOT NULL DEFAULT '', status BIGINT NOT NULL, priority BIGINT NOT NULL DEFAULT 0, \
-         crt_retry_num BIGINT NOT NULL DEFAULT 0, max_retry_num BIGINT NOT NULL DEFAULT 0, \
-         max_retry_interval BIGINT NOT NULL DEFAULT 0, schedule_log MEDIUMTEXT NOT NULL DEFAULT (''), \
-         task_context MEDIUMTEXT NOT NULL DEFAULT (''), order_time BIGINT NOT NULL, \
-         create_time BIGINT NOT NULL, modify_time BIGINT NOT NULL, \
-         UNIQUE KEY task_id (task_id), KEY status_order (status, order_time)\
-         ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"
-    )]
-}
-
-/// MySQL: claims up to `want` due pending tasks of table `t` in one
-/// transaction: locks them (`FOR UPDATE SKIP LOCKED`, so concurrent holds
-/// never wait for each other nor share a task), marks them processing, and
-/// returns them as they now are, oldest order_time first (`fair`: in the
-/// round-robin order of [`FAIR_ORDER`]).
-async fn hold_mysql(pool: &sqlx::MySqlPool, t: &str, want: usize, fair: bool, now_ms: i64) -> Result<Vec<TaskData>> {
-    let now_s = now_ms.div_euclid(1_000);
-    let mut tx = pool.begin().await?;
-    let rows = if fair {
-        // The ranking is a plain read; only the rows of `h` are locked.
-        let select = format!(
-            "SELECT h.id, {TASK_COLUMNS} FROM {from} ORDER BY {FAIR_ORDER} LIMIT ? FOR UPDATE SKIP LOCKED",
-            from = fair_candidates(t, ["?", "?", "?"]),
-        );
-        sqlx::query(&select)
-            .bind(now_s)
-            .bind(want as i64)
-            .bind(fair_candidate_cap(want))
-            .bind(want as i64)
-            .fetch_all(&mut *tx)
-            .await?
-    } else {
-        let select = format!(
-            "SELECT id, {TASK_COLUMNS} FROM \"{t}\" WHERE status = ? AND order_time <= ? \
-             ORDER BY order_time LIMIT ? FOR UPDATE SKIP LOCKED"
-        );
-        sqlx::query(&select)
-            .bind(i64::from(TaskStatus::Pending.code()))
-            .bind(now_s)
-            .bind(want as i64)
-            .fetch_all(&mut *tx)
-            .await?
-    };
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut ids = Vec::with_capacity(rows.len());
-    let mut held = Vec::with_capacity(rows.len());
-    for row in &rows {
-        ids.push(row.try_get::<i64, _>("id")?);
-        let mut task = task_from_row(row)?.data;
-        task.status = TaskStatus::Processing.code();
-        task.modify_time = Some(rfc3339(now_ms));
-        held.push(task);
-    }
-    let mut qb = QueryBuilder::<MySql>::new(format!("UPDATE \"{t}\" SET status = "));
-    qb.push_bind(i64::from(TaskStatus::Processing.code())).push(", modify_time = ").push_bind(now_ms);
-    qb.push(" WHERE id IN (");
-    push_list(&mut qb, ids);
-    qb.push(")");
-    qb.build().execute(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(held)
 }
 
 fn type_from_row<'r, R>(row: &'r R) -> Result<TypeRow>

@@ -13,13 +13,16 @@ use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::{on_db, Dialect};
+use crate::mysql::timers::{complete_fired_once_mysql, scoped_mysql, set_next_runs_mysql, DELETING_ONCE_APPS_MYSQL};
 use crate::repo::HistoryEntry;
 use crate::repo::{Quota, Refusal};
 use crate::repo::{TimerQuery, TimerRepo};
+use crate::sql::timers::{scoped, DUE_WINDOW_MS, NOTHING_LEFT};
 use crate::sql::{
     code, padded, page_bound, push_list, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS,
-    SQLITE_BATCH_ROWS, TIMER_COLUMNS,
+    TIMER_COLUMNS,
 };
+use crate::sqlite::timers::set_next_runs_sqlite;
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
 use crate::{Database, Error, Result};
 
@@ -72,9 +75,6 @@ const PAUSE_IF_FAILING: &str = formatcp!(
     succeeded = code::SUCCEEDED,
     failed = code::FAILED
 );
-/// Width of the windows the due index groups timers by (the divisor in
-/// migration `0011_due_index` on SQLite, `0012` on PostgreSQL).
-pub(crate) const DUE_WINDOW_MS: i64 = 600_000;
 /// Enabled timers due before `$2`. The window bound (`$1`, the window
 /// after `$2`'s) selects the due index's entries on SQLite and PostgreSQL;
 /// it holds for every timer due before `$2` whether `/` divides integers
@@ -84,10 +84,6 @@ const DUE: &str = formatcp!(
      WHERE status = {} AND next_run / {DUE_WINDOW_MS} < $1 AND next_run < $2 ORDER BY next_run LIMIT $3",
     code::TIMER_ENABLED
 );
-/// A timer with nothing left to expand (`next_run IS NULL`), put so that
-/// SQLite and PostgreSQL find such timers in the due index's NULL window
-/// instead of reading every enabled timer's entry.
-const NOTHING_LEFT: &str = formatcp!("next_run IS NULL AND next_run / {DUE_WINDOW_MS} IS NULL");
 /// An enabled timer that is over: nothing left to expand, no fire pending
 /// or running, and for a one-shot its fire made and ended (a cron or
 /// interval timer past its `endAt` or run limit may have made none).
@@ -96,19 +92,6 @@ const FINISHED: &str = formatcp!(
        AND NOT EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
                        AND f.status IN ({pending}, {running}))
        AND (kind <> 'once' OR EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id))",
-    pending = code::PENDING,
-    running = code::RUNNING
-);
-/// [`FINISHED`] for MySQL, its `EXISTS` tests written as counts, each a
-/// probe of the timer's own fires. MariaDB turns an `EXISTS` into an `IN`
-/// over a materialized table of every pending or running fire (or every
-/// fire): during a 50,000 burst, 54,000 rows read per completion check of
-/// 1,000 timers, against 1,500 this way.
-const FINISHED_MYSQL: &str = formatcp!(
-    "{NOTHING_LEFT}
-       AND (SELECT COUNT(*) FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
-            AND f.status IN ({pending}, {running})) = 0
-       AND (kind <> 'once' OR (SELECT COUNT(*) FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id) > 0)",
     pending = code::PENDING,
     running = code::RUNNING
 );
@@ -128,21 +111,6 @@ const DELETING_ONCE_APPS: &str = formatcp!(
     "SELECT DISTINCT app FROM t_timer
      WHERE status = {enabled} AND delete_after_run = 1 AND {FINISHED}
      ORDER BY app",
-    enabled = code::TIMER_ENABLED
-);
-/// [`DELETING_ONCE_APPS`] for MySQL ([`FINISHED_MYSQL`]).
-const DELETING_ONCE_APPS_MYSQL: &str = formatcp!(
-    "SELECT DISTINCT app FROM t_timer
-     WHERE status = {enabled} AND delete_after_run = 1 AND {FINISHED_MYSQL}
-     ORDER BY app",
-    enabled = code::TIMER_ENABLED
-);
-/// MySQL: [`COMPLETE_FIRED_ONCE`] in two steps, with no `RETURNING`: the
-/// one-shots to end, locked, then set by id.
-const FIRED_ONCE_MYSQL: &str = formatcp!(
-    "SELECT timer_id, app, CAST(delete_after_run AS SIGNED) AS delete_after_run FROM t_timer
-     WHERE status = {enabled} AND {FINISHED_MYSQL}
-     FOR UPDATE",
     enabled = code::TIMER_ENABLED
 );
 const ENABLED: &str = formatcp!(
@@ -916,64 +884,6 @@ async fn complete_finished(db: &Database, scope: Option<&[i64]>, now_ms: i64) ->
     Ok(ended.len() as u64)
 }
 
-/// `statement` (one of the completion statements, whose first condition is
-/// the timer's status) narrowed to the timers of `scope`, given as literal
-/// integers (a primary-key probe each).
-fn scoped<'s>(statement: &'s str, scope: Option<&[i64]>) -> std::borrow::Cow<'s, str> {
-    match scope {
-        None => std::borrow::Cow::Borrowed(statement),
-        Some(ids) => {
-            let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-            let list = if list.is_empty() { "NULL".to_owned() } else { list };
-            std::borrow::Cow::Owned(statement.replacen(
-                "WHERE status = ",
-                &format!("WHERE timer_id IN ({list}) AND status = "),
-                1,
-            ))
-        }
-    }
-}
-
-/// [`scoped`] on MySQL, where the timers of a scope are read by primary key:
-/// MySQL's planner otherwise takes the status index, every enabled timer.
-fn scoped_mysql<'s>(statement: &'s str, scope: Option<&[i64]>) -> std::borrow::Cow<'s, str> {
-    match scope {
-        None => std::borrow::Cow::Borrowed(statement),
-        Some(_) => std::borrow::Cow::Owned(scoped(statement, scope).replacen(
-            "FROM t_timer\n",
-            "FROM t_timer FORCE INDEX (PRIMARY)\n",
-            1,
-        )),
-    }
-}
-
-/// MySQL: ends the enabled one-shots whose fire has ended (completed, or
-/// deleted with deleteAfterRun); returns (app, new status) of each.
-async fn complete_fired_once_mysql(
-    c: &mut sqlx::MySqlConnection,
-    scope: Option<&[i64]>,
-    now_ms: i64,
-) -> Result<Vec<(String, i64)>> {
-    let mut ended = Vec::new();
-    let mut by_status: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-    for row in sqlx::query(&scoped_mysql(FIRED_ONCE_MYSQL, scope)).fetch_all(&mut *c).await? {
-        let delete = row.try_get::<i64, _>("delete_after_run")? == 1;
-        let status = if delete { code::TIMER_DELETED } else { code::TIMER_COMPLETED };
-        by_status.entry(status).or_default().push(row.try_get("timer_id")?);
-        ended.push((text(&row, "app")?, status));
-    }
-    for (status, ids) in by_status {
-        for chunk in ids.chunks(MAX_PARAMS) {
-            let mut qb = QueryBuilder::<MySql>::new("UPDATE t_timer SET status = ");
-            qb.push_bind(status).push(", modify_time = ").push_bind(now_ms).push(" WHERE timer_id IN (");
-            push_list(&mut qb, chunk.iter().copied());
-            qb.push(")");
-            qb.build().execute(&mut *c).await?;
-        }
-    }
-    Ok(ended)
-}
-
 /// A timer, its stored peak and its app's usage, read in `tx`: the app
 /// first, to lock its usage, then the row as it is under that lock.
 async fn locked_timer(tx: &mut Tx, id: i64, now_ms: i64) -> Result<Option<(Timer, Option<i64>, AppUsage)>> {
@@ -988,59 +898,6 @@ async fn timer_with_peak(tx: &mut Tx, id: i64) -> Result<Option<(Timer, Option<i
         .map(|row| Ok::<_, Error>((timer_from_row(&row)?, row.try_get::<Option<i64>, _>("peak_fpm")?)))
         .transpose()?);
     Ok(row)
-}
-
-/// [`TimerRepo::set_next_runs`] on MySQL: one `UPDATE ... JOIN` on a
-/// derived table per [`MYSQL_BATCH_ROWS`] timers, in one transaction, not
-/// one statement per timer (a round trip each).
-async fn set_next_runs_mysql(pool: &sqlx::MySqlPool, next: &[(i64, Option<i64>)]) -> Result<()> {
-    let mut tx = pool.begin().await?;
-    for chunk in next.chunks(MYSQL_BATCH_ROWS) {
-        // `UNION ALL` rows, as both MySQL and MariaDB read them (their
-        // `VALUES` constructors differ); padded, like SQLite's, so each
-        // shape is prepared once.
-        let mut qb = QueryBuilder::<MySql>::new("UPDATE t_timer t JOIN (");
-        for (i, (id, run)) in padded(chunk).enumerate() {
-            qb.push(if i == 0 { "SELECT " } else { " UNION ALL SELECT " });
-            qb.push_bind(*id).push(if i == 0 { " AS timer_id, " } else { ", " });
-            qb.push_bind(*run).push(if i == 0 { " AS next_run" } else { "" });
-        }
-        qb.push(") v ON t.timer_id = v.timer_id SET t.next_run = v.next_run");
-        qb.build().execute(&mut *tx).await?;
-    }
-    tx.commit().await?;
-    Ok(())
-}
-
-/// Most rows of one MySQL `set_next_runs` statement (a power of two).
-const MYSQL_BATCH_ROWS: usize = 1024;
-
-/// [`TimerRepo::set_next_runs`] on SQLite: one `UPDATE ... FROM (VALUES ...)`
-/// per [`SQLITE_BATCH_ROWS`] timers (one, as the migrator pages them), not
-/// one statement per timer: each statement is a round trip to the
-/// connection's thread, and a page of due timers is thousands of them.
-async fn set_next_runs_sqlite(write: &sqlx::SqlitePool, next: &[(i64, Option<i64>)]) -> Result<()> {
-    fn statement(chunk: &[(i64, Option<i64>)]) -> QueryBuilder<'_, Sqlite> {
-        let mut qb = QueryBuilder::<Sqlite>::new("UPDATE t_timer AS t SET next_run = v.column2 FROM (VALUES ");
-        let mut sep = qb.separated(", ");
-        // Padding repeats the last pair, which sets the same value again.
-        for (id, run) in padded(chunk) {
-            sep.push("(").push_bind_unseparated(*id).push_unseparated(", ");
-            sep.push_bind_unseparated(*run).push_unseparated(")");
-        }
-        qb.push(") AS v WHERE t.timer_id = v.column1");
-        qb
-    }
-    if next.len() <= SQLITE_BATCH_ROWS {
-        statement(next).build().execute(write).await?;
-        return Ok(());
-    }
-    let mut tx = write.begin().await?;
-    for chunk in next.chunks(SQLITE_BATCH_ROWS) {
-        statement(chunk).build().execute(&mut *tx).await?;
-    }
-    tx.commit().await?;
-    Ok(())
 }
 
 #[cfg(test)]

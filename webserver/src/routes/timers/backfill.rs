@@ -24,11 +24,11 @@ pub struct BackfillTimer {
     /// The app it belongs to.
     pub app: String,
     /// Start of the window (included): RFC 3339 with an offset, or Unix ms.
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub from: Value,
     /// End of the window (excluded); times after now are left to the
     /// schedule.
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub to: Value,
     /// Most fires to make; `limits.backfill_max_fires` when absent, and at
     /// most that.

@@ -72,7 +72,7 @@ pub struct CreateTimer {
     pub cron: Option<String>,
     /// One-shot time: RFC 3339 with offset, or Unix milliseconds.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub run_at: Option<Value>,
     /// IANA time zone of `cron`; defaults to UTC. Checked but unused for `runAt`,
     /// whose offset says it all.
@@ -134,15 +134,15 @@ pub struct CreateTimer {
     /// Where the interval counts from (RFC 3339 or ms); default `startAt`,
     /// else now.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub anchor_at: Option<Value>,
     /// No scheduled fire before this time (RFC 3339 or ms).
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub start_at: Option<Value>,
     /// No scheduled fire at or after this time (RFC 3339 or ms).
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub end_at: Option<Value>,
     /// Only the first this many scheduled times fire, 1..=[`MAX_FIRES_LIMIT`].
     #[serde(default)]

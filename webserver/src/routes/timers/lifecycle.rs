@@ -36,7 +36,7 @@ pub struct UpdateTimer {
     pub cron: Option<String>,
     /// New one-shot time (the timer becomes a one-shot timer).
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub run_at: Option<Value>,
     /// New time zone of the cron.
     #[serde(default)]
@@ -86,15 +86,15 @@ pub struct UpdateTimer {
     pub every_ms: Option<i64>,
     /// New interval anchor.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub anchor_at: Option<Value>,
     /// New `startAt`.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub start_at: Option<Option<Value>>,
     /// New `endAt`.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub end_at: Option<Option<Value>>,
     /// New `maxFires`.
     #[serde(default, deserialize_with = "nullable")]

@@ -132,7 +132,7 @@ pub struct PauseApp {
     pub app: String,
     /// When it resumes by itself (RFC 3339 or Unix ms); absent: at `resumeApp`.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub until: Option<Value>,
     /// Why (shown in the fires' output).
     #[serde(default)]
@@ -266,11 +266,11 @@ pub struct ReplayFires {
     pub status: Option<Vec<i64>>,
     /// Scheduled from (RFC 3339 or Unix ms), included.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub from: Option<Value>,
     /// Scheduled until (RFC 3339 or Unix ms), excluded; at most 7 days after `from`.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub to: Option<Value>,
     /// Fires sent per second, 1 to 10,000; default 100.
     #[serde(default)]

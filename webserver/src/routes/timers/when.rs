@@ -41,9 +41,9 @@ pub struct PutCalendar {
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RangeParam {
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub from: Value,
-    #[schema(schema_with = crate::openapi::time)]
+    #[schema(schema_with = crate::openapi::schemas::time)]
     pub to: Value,
 }
 

@@ -50,24 +50,24 @@
 //! [`Error::Redis`](crate::Error::Redis) within seconds instead of hanging
 //! a loop.
 
-use std::collections::BTreeMap;
+mod flows;
+mod locks;
+mod shards;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncCommands, Cmd, Pipeline, RedisFuture, Script, Value};
+use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 use xtimer_core::clock::SystemClock;
 use xtimer_core::config::{RedisConfig, ShardConfig};
-use xtimer_core::fire::FireKey;
 use xtimer_core::shard::ShardKey;
 use xtimer_core::SharedClock;
 
-use crate::flow_tokens::{interval_us, FlowFigures, FlowGrant, FlowTokens, FlowTurn, NODE_TTL_MS};
 use crate::shard::SHARD_TTL_MS;
-use crate::{LockStore, Result, ShardStore};
+use crate::Result;
 
 /// How long one connection attempt may take.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
@@ -78,8 +78,6 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 const RECONNECT_RETRIES: usize = 2;
 /// Longest pause between reconnection attempts, ms.
 const RECONNECT_MAX_DELAY_MS: u64 = 1_000;
-/// Most members per `ZADD`, so one huge batch does not become one huge command.
-const ZADD_CHUNK: usize = 1_000;
 
 /// Sets the expiry of `KEYS[1]` to `ARGV[2]` ms if it holds the token `ARGV[1]`.
 /// An expired lock is gone, so it cannot be revived (as in the embedded store).
@@ -237,108 +235,6 @@ impl RedisStore {
     }
 }
 
-#[async_trait]
-impl ShardStore for RedisStore {
-    async fn add(&self, fires: &[FireKey]) -> Result<()> {
-        let now = self.clock.now_ms();
-        // (score, member) per live shard; a fire whose shard has expired by
-        // now would only recreate a dead key, so it is left out.
-        let mut shards: BTreeMap<ShardKey, Vec<(i64, String)>> = BTreeMap::new();
-        for fire in fires {
-            let shard = ShardKey::of(fire.timer_id, fire.run_ms, self.config.buckets);
-            if shard.end_ms() + SHARD_TTL_MS > now {
-                shards.entry(shard).or_default().push((fire.run_ms, fire.to_string()));
-            }
-        }
-        if shards.is_empty() {
-            return Ok(());
-        }
-        // One MULTI/EXEC per shard, so a shard never gets members without
-        // its TTL (a connection lost between the two would leak the key);
-        // each touches one key, hence one cluster slot. Sent concurrently
-        // over the multiplexed connection: about one round trip in all.
-        let mut writes = tokio::task::JoinSet::new();
-        for (shard, members) in shards {
-            let key = shard.set_key(&self.config.key_prefix);
-            let mut pipe = redis::pipe();
-            pipe.atomic();
-            for chunk in members.chunks(ZADD_CHUNK) {
-                pipe.zadd_multiple(&key, chunk).ignore();
-            }
-            pipe.pexpire(&key, shard.end_ms() + SHARD_TTL_MS - now).ignore();
-            let mut conn = self.conn.clone();
-            writes.spawn(async move { pipe.exec_async(&mut conn).await });
-        }
-        while let Some(written) = writes.join_next().await {
-            match written {
-                Ok(result) => result?,
-                Err(stopped) => std::panic::resume_unwind(stopped.into_panic()),
-            }
-        }
-        Ok(())
-    }
-
-    async fn range(&self, shard: ShardKey, from_ms: i64, to_ms: i64) -> Result<Vec<FireKey>> {
-        if from_ms >= to_ms || self.expired(shard) {
-            return Ok(Vec::new());
-        }
-        let key = shard.set_key(&self.config.key_prefix);
-        // `(to` makes the upper bound exclusive; Redis orders by score, then member.
-        let members: Vec<String> = self.conn.clone().zrangebyscore(&key, from_ms, format!("({to_ms}")).await?;
-        Ok(members
-            .iter()
-            .filter_map(|member| {
-                let fire = FireKey::parse_member(member);
-                if fire.is_none() {
-                    // An index, not the truth: skip it and let the reconciler
-                    // find the fire in SQL rather than block the whole shard.
-                    tracing::warn!(key = %key, member = %member, "Skipped a shard member that does not parse.");
-                }
-                fire
-            })
-            .collect())
-    }
-
-    async fn count(&self, shard: ShardKey) -> Result<u64> {
-        if self.expired(shard) {
-            return Ok(0);
-        }
-        let count: u64 = self.conn.clone().zcard(shard.set_key(&self.config.key_prefix)).await?;
-        Ok(count)
-    }
-
-    fn buckets(&self) -> u32 {
-        self.config.buckets
-    }
-}
-
-#[async_trait]
-impl LockStore for RedisStore {
-    async fn acquire(&self, key: &str, token: &str, ttl_ms: u64) -> Result<bool> {
-        // `PX 0` is an error in Redis; a 1 ms lease is as good as none.
-        let set: Option<String> = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms.max(1))
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(set.is_some())
-    }
-
-    async fn extend(&self, key: &str, token: &str, ttl_ms: u64) -> Result<bool> {
-        let extended: i64 =
-            self.scripts.extend.key(key).arg(token).arg(ttl_ms.max(1)).invoke_async(&mut self.conn.clone()).await?;
-        Ok(extended == 1)
-    }
-
-    async fn release(&self, key: &str, token: &str) -> Result<bool> {
-        let released: i64 = self.scripts.release.key(key).arg(token).invoke_async(&mut self.conn.clone()).await?;
-        Ok(released == 1)
-    }
-}
-
 /// One turn of a node at a flow ([`FlowTokens::take`]), the same steps as
 /// the embedded store's in one script. `KEYS`: the flow's state hash
 /// (`tat`, µs), its open slots (sorted set, score: when each lapses, ms)
@@ -440,56 +336,3 @@ for i = 1, #nodes, 2 do
 end
 return {waiting, redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')}
 ";
-
-impl RedisStore {
-    /// The keys of a flow's state, slots and nodes. The hash tag is a hash
-    /// of the app and key (either may hold a brace), so the three share a
-    /// cluster slot; the names keep the app and key, so flows never share
-    /// keys.
-    fn flow_keys(&self, app: &str, key: &str) -> [String; 3] {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in app.bytes().chain([0]).chain(key.bytes()) {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        let base = format!("{}:flow:{{{hash:016x}}}:{}:{}", self.config.key_prefix, app.len(), app);
-        [format!("{base}:{key}:state"), format!("{base}:{key}:slots"), format!("{base}:{key}:nodes")]
-    }
-}
-
-#[async_trait]
-impl FlowTokens for RedisStore {
-    async fn take(&self, turn: &FlowTurn<'_>) -> Result<FlowGrant> {
-        let [state, slots, nodes] = self.flow_keys(turn.app, turn.key);
-        let mut call = self.scripts.flow_take.prepare_invoke();
-        call.key(state).key(slots).key(nodes);
-        call.arg(turn.node)
-            .arg(turn.head_ms.unwrap_or(-1))
-            .arg(turn.waiting)
-            .arg(turn.rate_per_sec.map(interval_us).unwrap_or(0))
-            .arg(turn.burst)
-            .arg(turn.parallelism.unwrap_or(0))
-            .arg(u8::from(turn.paused))
-            .arg(turn.slot_ttl_ms)
-            .arg(NODE_TTL_MS)
-            .arg(turn.done.len());
-        for slot in turn.done.iter().chain(turn.slots) {
-            call.arg(slot);
-        }
-        let (granted, retry): (i64, i64) = call.invoke_async(&mut self.conn.clone()).await?;
-        Ok(FlowGrant { granted: granted.max(0) as usize, retry_in_ms: u64::try_from(retry).ok() })
-    }
-
-    async fn figures(&self, app: &str, key: &str) -> Result<FlowFigures> {
-        let [_, slots, nodes] = self.flow_keys(app, key);
-        let (waiting, in_flight): (u64, u64) =
-            self.scripts.flow_figures.key(slots).key(nodes).invoke_async(&mut self.conn.clone()).await?;
-        Ok(FlowFigures { waiting, in_flight })
-    }
-
-    async fn forget(&self, app: &str, key: &str) -> Result<()> {
-        let [state, _, _] = self.flow_keys(app, key);
-        // The slots and nodes lapse by themselves; a new limit starts with a fresh bucket.
-        let _: i64 = self.conn.clone().del(state).await?;
-        Ok(())
-    }
-}

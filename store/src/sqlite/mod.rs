@@ -8,6 +8,12 @@
 //! claim, record) are one statement per batch: SQLite does ~25k single-row
 //! transactions per second here, but ~200k rows per second in batches.
 
+pub(crate) mod fires;
+pub(crate) mod notify;
+pub(crate) mod plan;
+pub(crate) mod tasks;
+pub(crate) mod timers;
+
 use std::str::FromStr;
 use std::time::Duration;
 

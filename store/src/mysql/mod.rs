@@ -13,6 +13,12 @@
 //! both run: `FOR UPDATE SKIP LOCKED`, `INSERT IGNORE`, `ON DUPLICATE KEY
 //! UPDATE`; no `RETURNING`.
 
+pub(crate) mod fires;
+pub(crate) mod notify;
+pub(crate) mod plan;
+pub(crate) mod tasks;
+pub(crate) mod timers;
+
 use std::str::FromStr;
 use std::time::Duration;
 

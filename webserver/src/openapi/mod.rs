@@ -6,6 +6,8 @@
 //! router serves (a test reads the router's source and fails on a route
 //! served but not listed).
 
+pub mod schemas;
+
 use std::sync::OnceLock;
 
 use axum::http::header;
@@ -13,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn, PathItem};
 use utoipa::openapi::request_body::RequestBodyBuilder;
-use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::{
     ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required,
     ResponseBuilder, Schema,
@@ -481,20 +483,6 @@ fn primitive(kind: &str) -> Type {
 )))]
 struct WireTypes;
 
-/// A time on the wire: RFC 3339 with an offset, or Unix milliseconds.
-pub fn time() -> Schema {
-    let text =
-        ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)));
-    let millis =
-        ObjectBuilder::new().schema_type(Type::Integer).format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)));
-    Schema::OneOf(
-        OneOfBuilder::new()
-            .item(text)
-            .item(millis)
-            .description(Some("RFC 3339 with an offset, or Unix milliseconds"))
-            .build(),
-    )
-}
 
 /// The error envelope (`code` is the HTTP status, `result` null) and an
 /// object of any shape: the two schemas no single struct serves.

@@ -4,6 +4,11 @@
 //! of `t_timer_task` (see `partition`). The repositories themselves
 //! are written once for every dialect (see [`crate::db`]).
 
+pub(crate) mod fires;
+pub(crate) mod notify;
+pub mod partition;
+pub(crate) mod plan;
+
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -11,7 +16,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection};
 use xtimer_core::config::DatabaseConfig;
 
-use crate::{partition, redact, Database, Error, Result};
+use crate::{redact, Database, Error, Result};
 
 /// How long connecting (TCP, TLS, start-up) may take before it counts as
 /// unreachable; also bounds waiting for a server that is still starting up.

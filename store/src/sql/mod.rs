@@ -2,6 +2,11 @@
 //! enums), column lists, SQL fragments, and how a row becomes a domain
 //! value. One place knows each.
 
+pub(crate) mod notify;
+pub(crate) mod plan;
+pub(crate) mod tasks;
+pub(crate) mod timers;
+
 use std::collections::HashMap;
 
 use const_format::formatcp;
@@ -360,6 +365,11 @@ pub(crate) fn timing_column(timing: &Timing) -> Option<String> {
 /// Clamps a page bound to what `LIMIT` / `OFFSET` take.
 pub(crate) fn page_bound(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Numbers as a SQL list (`1, 2, 3`): ids and codes, written in.
+pub(crate) fn numbers(values: impl Iterator<Item = i64>) -> String {
+    values.map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
