@@ -223,7 +223,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::timer::{MisfirePolicy, Notify, OverlapPolicy, RetryPolicy, Schedule, TimerStatus, Timing};
+    use crate::timer::{NewTimer, Notify, Schedule};
 
     fn timer(template: bool, url: &str, body: &str) -> Timer {
         let notify = HttpNotify {
@@ -235,27 +235,10 @@ mod tests {
             template,
             flow_key: None,
         };
-        Timer {
-            id: 42,
-            app: "billing".into(),
-            name: "say \"hi\"\n & go".into(),
-            status: TimerStatus::Enabled,
-            schedule: Schedule::Cron { expr: "* * * * * *".into(), timezone: "Asia/Shanghai".into() },
-            notify: Notify::Http(notify),
-            retry: RetryPolicy::default(),
-            misfire: MisfirePolicy::default(),
-            delete_after_run: false,
-            on_failure: None,
-            on_missed: None,
-            on_late: None,
-            pause_after_failures: None,
-            pause_reason: None,
-            overlap: OverlapPolicy::default(),
-            timing: Timing::default(),
-            labels: Default::default(),
-            create_time: 1_767_225_600_000,
-            modify_time: 1_767_225_600_000,
-        }
+        let schedule = Schedule::Cron { expr: "* * * * * *".into(), timezone: "Asia/Shanghai".into() };
+        let mut timer = NewTimer::enabled("billing", "say \"hi\"\n & go", schedule, Notify::Http(notify)).stored(42, 0);
+        (timer.create_time, timer.modify_time) = (1_767_225_600_000, 1_767_225_600_000);
+        timer
     }
 
     fn rendered(t: &Timer, scheduled_ms: i64, attempt: u32) -> HttpNotify {
@@ -311,7 +294,8 @@ mod tests {
 
     #[test]
     fn a_templated_notify_is_checked_field_by_field() {
-        let Notify::Http(mut notify) = timer(true, "http://h:8080/p/{{timerId}}?at={{runTimer}}", "{}").notify else {
+        let Notify::Http(mut notify) = timer(true, "http://h:8080/p/{{timerId}}?at={{runTimer}}", "{}").def.notify
+        else {
             unreachable!()
         };
         assert_eq!(check_notify(&notify), Ok(()));

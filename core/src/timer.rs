@@ -81,6 +81,19 @@ pub struct LateAlert {
 }
 
 impl HttpNotify {
+    /// A plain `POST` to `url`: no headers, body, timeout, template or flow key.
+    pub fn post(url: impl Into<String>) -> Self {
+        HttpNotify {
+            url: url.into(),
+            method: "POST".into(),
+            headers: BTreeMap::new(),
+            body: None,
+            timeout_ms: None,
+            template: false,
+            flow_key: None,
+        }
+    }
+
     /// The flow its callbacks belong to: its `flowKey`, else the URL's
     /// `host:port` (lower case; the scheme's port when none is given).
     pub fn flow_key(&self) -> std::borrow::Cow<'_, str> {
@@ -294,24 +307,15 @@ pub struct NewTimer {
 }
 
 /// The URL fields of a timer's alerts (`onFailure`, `onMissed`, `onLate`),
-/// in that order, as [`NewTimer::alerts`] and [`Timer::alerts`] list them.
+/// in that order, as [`NewTimer::alerts`] lists them.
 pub const ALERT_URL_FIELDS: [&str; 3] = ["onFailure.url", "onMissed.url", "onLate.notify.url"];
-
-/// Its alerts' notifies, each with its URL field ([`ALERT_URL_FIELDS`]).
-fn alerts_of<'a>(
-    on_failure: &'a Option<HttpNotify>,
-    on_missed: &'a Option<HttpNotify>,
-    on_late: &'a Option<LateAlert>,
-) -> impl Iterator<Item = (&'static str, &'a HttpNotify)> {
-    let notifies = [on_failure.as_ref(), on_missed.as_ref(), on_late.as_ref().map(|l| &l.notify)];
-    ALERT_URL_FIELDS.into_iter().zip(notifies).filter_map(|(field, n)| n.map(|n| (field, n)))
-}
 
 impl NewTimer {
     /// The notifies of its alerts it sets (`onFailure`, `onMissed`,
     /// `onLate`), each with its URL's field name (`onLate.notify.url`).
     pub fn alerts(&self) -> impl Iterator<Item = (&'static str, &HttpNotify)> {
-        alerts_of(&self.on_failure, &self.on_missed, &self.on_late)
+        let notifies = [self.on_failure.as_ref(), self.on_missed.as_ref(), self.on_late.as_ref().map(|l| &l.notify)];
+        ALERT_URL_FIELDS.into_iter().zip(notifies).filter_map(|(field, n)| n.map(|n| (field, n)))
     }
 
     /// Its `next_run` when stored at `now_ms` (the first fire time not yet
@@ -329,90 +333,64 @@ impl NewTimer {
 
     /// The timer as stored under `id` at `now_ms`.
     pub fn stored(&self, id: i64, now_ms: i64) -> Timer {
-        Timer {
-            id,
-            app: self.app.clone(),
-            name: self.name.clone(),
-            status: self.status,
-            schedule: self.schedule.clone(),
-            notify: self.notify.clone(),
-            retry: self.retry.clone(),
-            misfire: self.misfire,
-            delete_after_run: self.delete_after_run,
-            on_failure: self.on_failure.clone(),
-            on_missed: self.on_missed.clone(),
-            on_late: self.on_late.clone(),
-            pause_after_failures: self.pause_after_failures,
-            pause_reason: None,
-            overlap: self.overlap,
-            timing: self.timing.clone(),
-            labels: self.labels.clone(),
-            create_time: now_ms,
-            modify_time: now_ms,
+        Timer { id, def: self.clone(), pause_reason: None, create_time: now_ms, modify_time: now_ms }
+    }
+
+    /// An enabled timer with the given schedule and notify and every other
+    /// field at its default (retries, misfire, overlap, timing, no alerts).
+    pub fn enabled(app: impl Into<String>, name: impl Into<String>, schedule: Schedule, notify: Notify) -> Self {
+        NewTimer {
+            app: app.into(),
+            name: name.into(),
+            status: TimerStatus::Enabled,
+            schedule,
+            notify,
+            retry: RetryPolicy::default(),
+            misfire: MisfirePolicy::default(),
+            delete_after_run: false,
+            on_failure: None,
+            on_missed: None,
+            on_late: None,
+            pause_after_failures: None,
+            overlap: OverlapPolicy::default(),
+            timing: Timing::default(),
+            labels: Labels::default(),
         }
     }
 }
 
-/// A stored timer.
+/// A stored timer: its definition (read through it: `timer.name`) and
+/// what storing adds. A field of a timer is declared once, in [`NewTimer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timer {
     pub id: i64,
-    pub app: String,
-    pub name: String,
-    pub status: TimerStatus,
-    pub schedule: Schedule,
-    pub notify: Notify,
-    pub retry: RetryPolicy,
-    pub misfire: MisfirePolicy,
-    /// A one-shot timer whose fire has ended is deleted, not completed.
-    pub delete_after_run: bool,
-    /// Called once when a fire ends failed (`onFailure`).
-    pub on_failure: Option<HttpNotify>,
-    /// Called when a fire is recorded missed or skipped (`onMissed`).
-    pub on_missed: Option<HttpNotify>,
-    /// Called once for a fire sent later than its threshold (`onLate`).
-    pub on_late: Option<LateAlert>,
-    /// Disable the timer after this many consecutive failed fires.
-    pub pause_after_failures: Option<u32>,
+    /// Its definition, as created or last updated.
+    pub def: NewTimer,
     /// Why `pauseAfterFailures` disabled the timer; cleared when enabled.
     pub pause_reason: Option<String>,
-    /// What a fire does while the one before it is still running.
-    pub overlap: OverlapPolicy,
-    /// Bounds, run limit, spread, calendars and catch-up window.
-    pub timing: Timing,
-    /// Its labels, for search and bulk actions.
-    pub labels: Labels,
     /// Unix milliseconds.
     pub create_time: i64,
     /// Unix milliseconds.
     pub modify_time: i64,
 }
 
-impl Timer {
-    /// The notifies of its alerts it sets, as [`NewTimer::alerts`].
-    pub fn alerts(&self) -> impl Iterator<Item = (&'static str, &HttpNotify)> {
-        alerts_of(&self.on_failure, &self.on_missed, &self.on_late)
+impl std::ops::Deref for Timer {
+    type Target = NewTimer;
+    fn deref(&self) -> &NewTimer {
+        &self.def
     }
+}
 
+impl std::ops::DerefMut for Timer {
+    fn deref_mut(&mut self) -> &mut NewTimer {
+        &mut self.def
+    }
+}
+
+impl Timer {
     /// Its definition, as a [`NewTimer`] to store again changed.
     pub fn to_new(&self) -> NewTimer {
-        NewTimer {
-            app: self.app.clone(),
-            name: self.name.clone(),
-            status: self.status,
-            schedule: self.schedule.clone(),
-            notify: self.notify.clone(),
-            retry: self.retry.clone(),
-            misfire: self.misfire,
-            delete_after_run: self.delete_after_run,
-            on_failure: self.on_failure.clone(),
-            on_missed: self.on_missed.clone(),
-            on_late: self.on_late.clone(),
-            pause_after_failures: self.pause_after_failures,
-            overlap: self.overlap,
-            timing: self.timing.clone(),
-            labels: self.labels.clone(),
-        }
+        self.def.clone()
     }
 
     /// Its scheduled fire time before `before_ms`, not before it could

@@ -252,7 +252,7 @@ impl Notifier {
         });
         let notify = HttpNotify { body: Some(body.to_string()), ..notify };
         let target = Target::new(&notify, Some(&parts.callbacks.policy));
-        Some(Message { target, key: idempotency_key(owed), app: timer.app })
+        Some(Message { target, key: idempotency_key(owed), app: timer.def.app })
     }
 
     /// One send of `message`, signed with its app's secret.

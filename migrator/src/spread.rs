@@ -167,34 +167,24 @@ mod tests {
     #[test]
     fn a_window_ends_before_the_next_scheduled_time() {
         use xtimer_core::timer::*;
-        let timer = Timer {
-            id: 1,
-            app: "a".into(),
-            name: "n".into(),
-            status: TimerStatus::Enabled,
-            schedule: Schedule::Every { every_ms: 2_000, anchor_ms: T0, timezone: "UTC".into() },
-            notify: Notify::Asyncflow(AsyncflowNotify {
-                task_type: "t".into(),
-                task_stage: String::new(),
-                context: String::new(),
-            }),
-            retry: RetryPolicy::default(),
-            misfire: MisfirePolicy::default(),
-            delete_after_run: false,
-            on_failure: None,
-            on_missed: None,
-            on_late: None,
-            pause_after_failures: None,
-            pause_reason: None,
-            overlap: OverlapPolicy::default(),
-            timing: Timing { spread_ms: 60_000, ..Timing::default() },
-            labels: Default::default(),
-            create_time: T0,
-            modify_time: T0,
-        };
+        let schedule = Schedule::Every { every_ms: 2_000, anchor_ms: T0, timezone: "UTC".into() };
+        let notify = Notify::Asyncflow(AsyncflowNotify {
+            task_type: "t".into(),
+            task_stage: String::new(),
+            context: String::new(),
+        });
+        let mut timer = NewTimer::enabled("a", "n", schedule, notify).stored(1, T0);
+        timer.timing = Timing { spread_ms: 60_000, ..Timing::default() };
         assert_eq!(Candidate::of(&timer, T0).until_ms, T0 + 2_000);
         assert_eq!(
-            Candidate::of(&Timer { timing: Timing { spread_ms: 1_500, ..Timing::default() }, ..timer }, T0).until_ms,
+            Candidate::of(
+                &{
+                    timer.timing.spread_ms = 1_500;
+                    timer
+                },
+                T0
+            )
+            .until_ms,
             T0 + 1_500
         );
     }

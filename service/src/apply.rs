@@ -456,36 +456,12 @@ fn check_run_at(new: &NewTimer, index: usize, now: i64) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use xtimer_core::timer::{HttpNotify, MisfirePolicy, OverlapPolicy, RetryPolicy, Timing};
+    use xtimer_core::timer::HttpNotify;
 
     use super::*;
 
     fn timer(name: &str) -> NewTimer {
-        NewTimer {
-            app: "a".into(),
-            name: name.into(),
-            status: TimerStatus::Enabled,
-            schedule: Schedule::Once { run_at_ms: 1_000 },
-            notify: Notify::Http(HttpNotify {
-                url: "http://h/".into(),
-                method: "POST".into(),
-                headers: Default::default(),
-                body: None,
-                timeout_ms: None,
-                template: false,
-                flow_key: None,
-            }),
-            retry: RetryPolicy::default(),
-            misfire: MisfirePolicy::default(),
-            delete_after_run: false,
-            on_failure: None,
-            on_missed: None,
-            on_late: None,
-            pause_after_failures: None,
-            overlap: OverlapPolicy::default(),
-            timing: Timing::default(),
-            labels: Default::default(),
-        }
+        NewTimer::enabled("a", name, Schedule::Once { run_at_ms: 1_000 }, Notify::Http(HttpNotify::post("http://h/")))
     }
 
     #[test]

@@ -20,17 +20,20 @@
 //! the time each fire was sent, what planning the timers cost per fire,
 //! and fails unless every fire arrived once, inside its window.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use xtimer_core::fire::FireKey;
-use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, TimerStatus, Timing};
+use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timing};
 
 use xtimer::bench_receiver::{process_cpu, BenchReceiver, ReceiverMode};
 use xtimer::node::Node;
 
 use super::args::{fresh_config, BenchArgs, Scenario};
 use super::measure::{median, peak_rss_mb, percentile};
+
+/// A benchmark fire is sent once: a failure is a figure, not a retry.
+const NO_RETRY: RetryPolicy = RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None };
 
 /// Fires read back for the `sent p99` column (the newest of the window):
 /// enough for a p99, few enough to leave the memory figures alone.
@@ -180,15 +183,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         others.push(Node::start(config.clone()).await?);
     }
     let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
-    let notify = Notify::Http(HttpNotify {
-        url: receiver.url("/bench"),
-        method: "POST".into(),
-        headers: BTreeMap::new(),
-        body: Some("{}".into()),
-        timeout_ms: None,
-        template: false,
-        flow_key: None,
-    });
+    let notify = Notify::Http(HttpNotify { body: Some("{}".into()), ..HttpNotify::post(receiver.url("/bench")) });
 
     for flow in 0..args.flows {
         let limit = xtimer_store::FlowLimit {
@@ -212,27 +207,18 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         .schedules
         .iter()
         .enumerate()
-        .map(|(n, schedule)| NewTimer {
-            timing: Default::default(),
-            labels: Default::default(),
-            app: "bench".into(),
-            name: format!("t{n}"),
-            status: TimerStatus::Enabled,
-            schedule: schedule.clone(),
-            notify: match (&notify, args.flows) {
+        .map(|(n, schedule)| {
+            let notify = match (&notify, args.flows) {
                 (Notify::Http(http), flows) if flows > 0 => {
                     Notify::Http(HttpNotify { flow_key: Some(format!("f{}", n as u64 % flows)), ..http.clone() })
                 }
                 _ => notify.clone(),
-            },
-            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
-            misfire: MisfirePolicy::FireAll,
-            delete_after_run: false,
-            on_failure: None,
-            on_missed: None,
-            on_late: None,
-            pause_after_failures: None,
-            overlap: Default::default(),
+            };
+            NewTimer {
+                retry: NO_RETRY,
+                misfire: MisfirePolicy::FireAll,
+                ..NewTimer::enabled("bench", format!("t{n}"), schedule.clone(), notify)
+            }
         })
         .collect();
     let ids = node.stores.timers.create_timers(&new_timers, now).await?;
@@ -334,30 +320,9 @@ async fn register_hung(node: &Node, n: u64, now: i64) -> anyhow::Result<tokio::t
         }
     });
     let timers: Vec<NewTimer> = (0..n)
-        .map(|i| NewTimer {
-            timing: Default::default(),
-            labels: Default::default(),
-            app: "hung".into(),
-            name: format!("h{i}"),
-            status: TimerStatus::Enabled,
-            schedule: Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() },
-            notify: Notify::Http(HttpNotify {
-                url: url.clone(),
-                method: "POST".into(),
-                headers: BTreeMap::new(),
-                body: None,
-                timeout_ms: None,
-                template: false,
-                flow_key: None,
-            }),
-            retry: RetryPolicy::default(),
-            misfire: MisfirePolicy::default(),
-            delete_after_run: false,
-            on_failure: None,
-            on_missed: None,
-            on_late: None,
-            pause_after_failures: None,
-            overlap: Default::default(),
+        .map(|i| {
+            let every_second = Schedule::Cron { expr: "* * * * * *".into(), timezone: "UTC".into() };
+            NewTimer::enabled("hung", format!("h{i}"), every_second, Notify::Http(HttpNotify::post(url.clone())))
         })
         .collect();
     node.stores.timers.create_timers(&timers, now).await?;
@@ -391,15 +356,7 @@ impl CpuMeter {
 async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
     let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
     let client = xtimer_executor::callback::client(10_000, 256)?;
-    let notify = HttpNotify {
-        url: receiver.url("/ceiling"),
-        method: "POST".into(),
-        headers: BTreeMap::new(),
-        body: Some("{}".into()),
-        timeout_ms: None,
-        template: false,
-        flow_key: None,
-    };
+    let notify = HttpNotify { body: Some("{}".into()), ..HttpNotify::post(receiver.url("/ceiling")) };
     let cpu = CpuMeter::start(&receiver);
     let started = Instant::now();
     let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -568,36 +525,20 @@ async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
     let now = chrono::Utc::now().timestamp_millis();
     let start_ms = ((now + args.lead as i64 * 1000) / MINUTE_MS + 1) * MINUTE_MS;
     let end_ms = start_ms + MINUTE_MS;
-    let notify = Notify::Http(HttpNotify {
-        url: receiver.url("/bench"),
-        method: "POST".into(),
-        headers: BTreeMap::new(),
-        body: Some("{}".into()),
-        timeout_ms: None,
-        template: false,
-        flow_key: None,
-    });
+    let notify = Notify::Http(HttpNotify { body: Some("{}".into()), ..HttpNotify::post(receiver.url("/bench")) });
     // Each timer starts and ends with the minute, so that its one fire is
     // all that is planned however far the horizon reaches.
     let timing =
         Timing { spread_ms: args.spread_ms, start_at: Some(start_ms), end_at: Some(end_ms), ..Timing::default() };
     let timers: Vec<NewTimer> = (0..args.timers)
-        .map(|n| NewTimer {
-            timing: timing.clone(),
-            labels: Default::default(),
-            app: "bench".into(),
-            name: format!("h{n}"),
-            status: TimerStatus::Enabled,
-            schedule: Schedule::Cron { expr: HERD_CRON.into(), timezone: "UTC".into() },
-            notify: notify.clone(),
-            retry: RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None },
-            misfire: MisfirePolicy::FireAll,
-            delete_after_run: false,
-            on_failure: None,
-            on_missed: None,
-            on_late: None,
-            pause_after_failures: None,
-            overlap: Default::default(),
+        .map(|n| {
+            let herd = Schedule::Cron { expr: HERD_CRON.into(), timezone: "UTC".into() };
+            NewTimer {
+                timing: timing.clone(),
+                retry: NO_RETRY,
+                misfire: MisfirePolicy::FireAll,
+                ..NewTimer::enabled("bench", format!("h{n}"), herd, notify.clone())
+            }
         })
         .collect();
 

@@ -189,7 +189,7 @@ impl TimerRepo for Database {
             }
             if status == TimerStatus::Enabled {
                 if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
-                    return Err(Error::Refused { app: timer.app, index: 0, refusal });
+                    return Err(Error::Refused { app: timer.def.app, index: 0, refusal });
                 }
             }
         }
@@ -220,10 +220,10 @@ impl TimerRepo for Database {
         }
         if t.status == TimerStatus::Enabled {
             if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
-                return Err(Error::Refused { app: old.app, index: 0, refusal });
+                return Err(Error::Refused { app: old.def.app, index: 0, refusal });
             }
         } else if let Err(refusal) = alone_within(load, quota) {
-            return Err(Error::Refused { app: old.app, index: 0, refusal });
+            return Err(Error::Refused { app: old.def.app, index: 0, refusal });
         }
         let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
         let res = on_tx!(&mut tx, c => sqlx::query(&c.sql(UPDATE))
@@ -255,7 +255,7 @@ impl TimerRepo for Database {
             Ok(1) => {}
             Ok(_) => return Ok(false),
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(Error::NameTaken { app: old.app, name: t.name.clone() })
+                return Err(Error::NameTaken { app: old.def.app, name: t.name.clone() })
             }
             Err(e) => return Err(e.into()),
         }

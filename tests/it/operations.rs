@@ -102,7 +102,7 @@ async fn backup_copies_a_running_nodes_database_and_never_overwrites() {
     // The copy opens as a database of its own, with the timers of the moment it was taken.
     let copy = Database::connect(&DatabaseConfig { url: sqlite_url(&target), max_connections: 2 }).await.unwrap();
     let (timers, total) = copy.list_app_timers("bk", 0, 100).await.unwrap();
-    let mut got: Vec<String> = timers.into_iter().map(|t| t.name).collect();
+    let mut got: Vec<String> = timers.into_iter().map(|t| t.def.name).collect();
     got.sort();
     names.sort();
     assert_eq!((got, total), (names, 4));

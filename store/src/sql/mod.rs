@@ -13,7 +13,9 @@ use const_format::formatcp;
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
-use xtimer_core::timer::{MisfirePolicy, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus, Timing};
+use xtimer_core::timer::{
+    MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus, Timing,
+};
 
 use crate::repo::FireResult;
 use crate::{Error, Result};
@@ -114,8 +116,7 @@ where
     let notify: Notify = serde_json::from_str(&text(row, "notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
     let retry: RetryPolicy = serde_json::from_str(&text(row, "retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
     let misfire = MisfirePolicy::parse(&text(row, "misfire")?).ok_or_else(|| corrupt("misfire"))?;
-    Ok(Timer {
-        id,
+    let def = NewTimer {
         app: text(row, "app")?,
         name: text(row, "name")?,
         status,
@@ -140,7 +141,6 @@ where
             .try_get::<Option<i64>, _>("pause_after_failures")?
             .map(|n| u32::try_from(n).map_err(|_| corrupt("pause_after_failures")))
             .transpose()?,
-        pause_reason: opt_text(row, "pause_reason")?,
         overlap: OverlapPolicy::parse(&text(row, "overlap")?).ok_or_else(|| corrupt("overlap"))?,
         timing,
         labels: opt_text(row, "labels")?
@@ -148,6 +148,11 @@ where
             .transpose()
             .map_err(|e| corrupt(&format!("labels: {e}")))?
             .unwrap_or_default(),
+    };
+    Ok(Timer {
+        id,
+        def,
+        pause_reason: opt_text(row, "pause_reason")?,
         create_time: row.try_get("create_time")?,
         modify_time: row.try_get("modify_time")?,
     })

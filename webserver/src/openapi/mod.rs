@@ -483,7 +483,6 @@ fn primitive(kind: &str) -> Type {
 )))]
 struct WireTypes;
 
-
 /// The error envelope (`code` is the HTTP status, `result` null) and an
 /// object of any shape: the two schemas no single struct serves.
 fn envelope_schemas(components: ComponentsBuilder) -> ComponentsBuilder {

@@ -100,7 +100,7 @@ pub async fn overview_get(
     let mut failing = failing_timers(&fires);
     let ids: Vec<i64> = failing.iter().map(|f| f.timer_id).collect();
     let names: HashMap<i64, String> =
-        state.service.timers_named(&ids).await?.into_iter().map(|t| (t.id, t.name)).collect();
+        state.service.timers_named(&ids).await?.into_iter().map(|t| (t.id, t.def.name)).collect();
     for f in &mut failing {
         f.name = names.get(&f.timer_id).cloned().unwrap_or_default();
     }
