@@ -11,8 +11,8 @@ use sqlx::{QueryBuilder, Row};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::mysql::fires::{claim_mysql, insert_mysql, reclaim_mysql, record_mysql};
-use crate::postgres::fires::{claim_pg, insert_pg, reclaim_pg, record_pg, release_pg};
+use crate::mysql::fires::{claim_mysql, insert_mysql, reclaim_mysql, record_mysql_on};
+use crate::postgres::fires::{claim_pg, insert_pg, reclaim_pg, record_pg_alone, record_pg_on, release_pg};
 use crate::repo::{
     BackfillFire, ClaimOutcome, FireDetail, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue,
     PartitionReport,
@@ -21,7 +21,8 @@ use crate::sql::{
     claim_taken_over, code, fire_from_row, fire_status, key_from_row, lease_judged_at, numbers, opt_text, page_bound,
     push_id_list, FIRE_COLUMNS, MAX_PARAMS,
 };
-use crate::sqlite::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite};
+use crate::sqlite::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite_alone, record_sqlite_on};
+use crate::usage::Tx;
 use crate::{mysql, partition, placement, Database, Result};
 
 /// The start of the statement that owes the `onMissed` of fires just
@@ -330,11 +331,20 @@ impl FireRepo for Database {
         if results.is_empty() {
             return Ok(0);
         }
-        match self {
-            Self::Sqlite { write, .. } => record_sqlite(write, results, now_ms).await,
-            Self::Postgres(pool) => record_pg(pool, results, now_ms).await,
-            Self::Mysql(pool) => record_mysql(pool, results, now_ms).await,
+        // A single round (the usual case) is one statement with no
+        // transaction where the dialect allows.
+        let alone = match self {
+            Self::Sqlite { write, .. } => record_sqlite_alone(write, results, now_ms).await?,
+            Self::Postgres(pool) => record_pg_alone(pool, results, now_ms).await?,
+            Self::Mysql(_) => None,
+        };
+        if let Some(written) = alone {
+            return Ok(written);
         }
+        let mut tx = Tx::begin(self).await?;
+        let written = record_on(&mut tx, results, now_ms).await?;
+        tx.commit().await?;
+        Ok(written)
     }
 
     async fn release(&self, claims: &[ClaimedFire], now_ms: i64) -> Result<u64> {
@@ -574,5 +584,14 @@ impl FireRepo for Database {
             (rows.iter().map(fire_from_row).collect::<Result<Vec<_>>>()?, total)
         });
         Ok((fires, total as u64))
+    }
+}
+
+/// [`FireRepo::record`] within the transaction `tx`, in its dialect's way.
+pub(crate) async fn record_on(tx: &mut Tx, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    match tx {
+        Tx::Sqlite(c) => record_sqlite_on(c, results, now_ms).await,
+        Tx::Postgres(c) => record_pg_on(c, results, now_ms).await,
+        Tx::Mysql(c) => record_mysql_on(c, results, now_ms).await,
     }
 }

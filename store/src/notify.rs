@@ -16,14 +16,13 @@
 use async_trait::async_trait;
 
 use crate::db::{on_db, Dialect};
-use crate::mysql::fires::record_mysql_on;
+use crate::fires::record_on;
 use crate::mysql::notify::{owe_mysql, take_mysql};
-use crate::postgres::fires::record_pg_on;
 use crate::postgres::notify::{owe_pg, take_pg};
 use crate::repo::{FireRepo, FireResult, NotifyRepo, OwedNotification, Recorded};
-use crate::sql::notify::Owing;
-use crate::sqlite::fires::record_sqlite_on;
+use crate::sql::notify::{Owing, Taking};
 use crate::sqlite::notify::{owe_sqlite, take_sqlite};
+use crate::usage::Tx;
 use crate::{Database, Result};
 
 const RESCHEDULE: &str =
@@ -43,38 +42,24 @@ impl NotifyRepo for Database {
             return Ok(Recorded { written: self.record(results, now_ms).await?, owed: Vec::new() });
         }
         let owing = Owing { owed, lease_until, now_ms };
-        let (written, stored) = match self {
-            Self::Sqlite { write, .. } => {
-                let mut tx = write.begin().await?;
-                let written = record_sqlite_on(&mut tx, results, now_ms).await?;
-                let stored = owe_sqlite(&mut tx, &owing).await?;
-                tx.commit().await?;
-                (written, stored)
-            }
-            Self::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
-                let written = record_pg_on(&mut tx, results, now_ms).await?;
-                let stored = owe_pg(&mut tx, &owing).await?;
-                tx.commit().await?;
-                (written, stored)
-            }
-            Self::Mysql(pool) => {
-                let mut tx = pool.begin().await?;
-                let written = record_mysql_on(&mut tx, results, now_ms).await?;
-                let stored = owe_mysql(&mut tx, &owing).await?;
-                tx.commit().await?;
-                (written, stored)
-            }
+        let mut tx = Tx::begin(self).await?;
+        let written = record_on(&mut tx, results, now_ms).await?;
+        let stored = match &mut tx {
+            Tx::Sqlite(c) => owe_sqlite(c, &owing).await?,
+            Tx::Postgres(c) => owe_pg(c, &owing).await?,
+            Tx::Mysql(c) => owe_mysql(c, &owing).await?,
         };
+        tx.commit().await?;
         let owed = owed.iter().zip(stored).filter(|(_, stored)| *stored).map(|(n, _)| n.clone()).collect();
         Ok(Recorded { written, owed })
     }
 
     async fn take_owed(&self, owner: &str, lease_until: i64, now_ms: i64, limit: u32) -> Result<Vec<OwedNotification>> {
+        let taking = Taking { owner, lease_until, now_ms, limit: i64::from(limit) };
         let rows = match self {
-            Self::Sqlite { write, .. } => take_sqlite(write, owner, lease_until, now_ms, limit).await?,
-            Self::Postgres(pool) => take_pg(pool, owner, lease_until, now_ms, limit).await?,
-            Self::Mysql(pool) => take_mysql(pool, owner, lease_until, now_ms, limit).await?,
+            Self::Sqlite { write, .. } => take_sqlite(write, &taking).await?,
+            Self::Postgres(pool) => take_pg(pool, &taking).await?,
+            Self::Mysql(pool) => take_mysql(pool, &taking).await?,
         };
         rows.into_iter().map(|row| row.owned_by(owner)).collect()
     }

@@ -48,5 +48,3 @@ pub(crate) async fn set_next_runs(db: &Database, next: &[NextRun]) -> Result<()>
         Database::Mysql(pool) => set_next_runs_mysql(pool, next).await,
     }
 }
-
-// ---- SQLite -------------------------------------------------------------

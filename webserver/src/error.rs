@@ -153,22 +153,16 @@ impl ApiError {
 }
 
 impl From<xtimer_store::Error> for ApiError {
+    /// As the service layer maps it (a taken name is a 409).
     fn from(err: xtimer_store::Error) -> Self {
-        match err {
-            xtimer_store::Error::NameTaken { app, name } => Self::NameTaken { app, name },
-            other => Self::Store(other),
-        }
+        ServiceError::from(err).into()
     }
 }
 
 impl From<xtimer_migrator::Error> for ApiError {
+    /// As the service layer maps it (a manual fire already taken is a 429).
     fn from(err: xtimer_migrator::Error) -> Self {
-        match err {
-            xtimer_migrator::Error::ManualFireTaken { .. } => {
-                Self::LimitExceeded { msg: err.to_string(), retry_after: Some(std::time::Duration::from_secs(1)) }
-            }
-            other => Self::Expand(other),
-        }
+        ServiceError::from(err).into()
     }
 }
 

@@ -156,13 +156,6 @@ pub(crate) async fn take_locked_mysql(
     Ok(())
 }
 
-pub(crate) async fn record_mysql(pool: &MySqlPool, results: &[FireResult], now_ms: i64) -> Result<u64> {
-    let mut tx = pool.begin().await?;
-    let written = record_mysql_on(&mut tx, results, now_ms).await?;
-    tx.commit().await?;
-    Ok(written)
-}
-
 /// [`FireRepo::record`] on MySQL within the caller's transaction `conn`.
 ///
 /// Two statements per round (a fire at most once in each) and chunk: the

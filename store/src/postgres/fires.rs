@@ -224,17 +224,14 @@ pub(crate) fn record_pg_round<'q>(
         .bind(last)
 }
 
-pub(crate) async fn record_pg(pool: &PgPool, results: &[FireResult], now_ms: i64) -> Result<u64> {
-    // One statement per round, all in one transaction. A final fire keeps
-    // its owner token: it names the node that fired it.
-    let rounds = rounds_by_task(results);
-    if let [round] = rounds.as_slice() {
-        return Ok(record_pg_round(round, now_ms).execute(pool).await?.rows_affected());
+/// A single round of results as one statement, with no transaction (a
+/// final fire keeps its owner token: it names the node that fired it);
+/// `None` when there are several rounds.
+pub(crate) async fn record_pg_alone(pool: &PgPool, results: &[FireResult], now_ms: i64) -> Result<Option<u64>> {
+    match rounds_by_task(results).as_slice() {
+        [round] => Ok(Some(record_pg_round(round, now_ms).execute(pool).await?.rows_affected())),
+        _ => Ok(None),
     }
-    let mut tx = pool.begin().await?;
-    let written = record_pg_on(&mut tx, results, now_ms).await?;
-    tx.commit().await?;
-    Ok(written)
 }
 
 /// [`FireRepo::record`] on PostgreSQL within the caller's transaction `conn`.

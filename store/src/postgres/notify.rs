@@ -7,11 +7,10 @@ use sqlx::{PgConnection, Row};
 use crate::postgres::fires::bind_pg_texts;
 use crate::repo::OwedKind;
 use crate::sql::code;
-
-use crate::sql::notify::{owed_for, OwedRow, Owing};
+use crate::sql::notify::{owed_for, OwedRow, Owing, Taking};
 use crate::Result;
 
-/// [`owe_sqlite`] on PostgreSQL: one statement for the batch.
+/// SQLite's `owe_sqlite` on PostgreSQL: one statement for the batch.
 pub(crate) async fn owe_pg(conn: &mut PgConnection, owing: &Owing<'_>) -> Result<Vec<bool>> {
     const SQL: &str = formatcp!(
         "INSERT INTO t_notify_owed (task_id, kind, timer_id, run_timer, manual, attempt, output, sends, owner, send_at,
@@ -49,13 +48,7 @@ pub(crate) async fn owe_pg(conn: &mut PgConnection, owing: &Owing<'_>) -> Result
 }
 
 /// Rows another taker holds are skipped, not waited for.
-pub(crate) async fn take_pg(
-    pool: &sqlx::PgPool,
-    owner: &str,
-    lease_until: i64,
-    now_ms: i64,
-    limit: u32,
-) -> Result<Vec<OwedRow>> {
+pub(crate) async fn take_pg(pool: &sqlx::PgPool, t: &Taking<'_>) -> Result<Vec<OwedRow>> {
     const SQL: &str = formatcp!(
         "UPDATE t_notify_owed n SET owner = $1, send_at = $2
          FROM (SELECT task_id, kind FROM t_notify_owed WHERE send_at <= $3 ORDER BY send_at LIMIT $4
@@ -65,7 +58,6 @@ pub(crate) async fn take_pg(
                    CAST(n.manual AS BIGINT) AS manual, CAST(n.attempt AS BIGINT) AS attempt, n.output,
                    CAST(n.sends AS BIGINT) AS sends"
     );
-    let rows =
-        sqlx::query(SQL).bind(owner).bind(lease_until).bind(now_ms).bind(i64::from(limit)).fetch_all(pool).await?;
+    let rows = sqlx::query(SQL).bind(t.owner).bind(t.lease_until).bind(t.now_ms).bind(t.limit).fetch_all(pool).await?;
     rows.iter().map(OwedRow::from_row).collect()
 }

@@ -48,5 +48,3 @@ pub(crate) async fn set_next_runs_pg(pool: &PgPool, next: &[NextRun]) -> Result<
         .await?;
     Ok(())
 }
-
-// ---- MySQL --------------------------------------------------------------

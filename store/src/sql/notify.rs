@@ -50,6 +50,34 @@ pub(crate) const OWE: &str = formatcp!(
     owed_for!("$2")
 );
 
+/// A take of due notifications: leased to `owner` until `lease_until`,
+/// those due by `now_ms`, at most `limit`.
+pub(crate) struct Taking<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) lease_until: i64,
+    pub(crate) now_ms: i64,
+    pub(crate) limit: i64,
+}
+
+/// Binds notification `$n` of `$owing` to `$query` in the order of
+/// [`OWE`]'s placeholders (`$1` to `$10`).
+macro_rules! bind_owed {
+    ($query:expr, $n:expr, $owing:expr) => {
+        $query
+            .bind($n.task_id)
+            .bind($n.kind.code())
+            .bind($n.key.timer_id)
+            .bind($n.key.run_ms)
+            .bind(i64::from($n.manual))
+            .bind(i64::from($n.attempt))
+            .bind(&$n.output)
+            .bind(&$n.owner)
+            .bind($owing.lease_until)
+            .bind($owing.now_ms)
+    };
+}
+pub(crate) use bind_owed;
+
 /// Notifications to store with a batch of results, and their lease.
 pub(crate) struct Owing<'a> {
     pub(crate) owed: &'a [OwedNotification],

@@ -205,19 +205,19 @@ pub(crate) fn record_sqlite_statement<'a>(chunk: &'a [&'a FireResult], now_ms: i
     qb
 }
 
-pub(crate) async fn record_sqlite(write: &SqlitePool, results: &[FireResult], now_ms: i64) -> Result<u64> {
-    // One statement per round (a fire appears once in each) and chunk; a
-    // single one (the usual case) needs no transaction.
-    let rounds = rounds_by_task(results);
-    if let [round] = rounds.as_slice() {
-        if round.len() <= SQLITE_BATCH_ROWS {
-            return Ok(record_sqlite_statement(round, now_ms).build().execute(write).await?.rows_affected());
+/// A single round of at most `SQLITE_BATCH_ROWS` results as one statement,
+/// with no transaction; `None` when there is more.
+pub(crate) async fn record_sqlite_alone(
+    write: &SqlitePool,
+    results: &[FireResult],
+    now_ms: i64,
+) -> Result<Option<u64>> {
+    match rounds_by_task(results).as_slice() {
+        [round] if round.len() <= SQLITE_BATCH_ROWS => {
+            Ok(Some(record_sqlite_statement(round, now_ms).build().execute(write).await?.rows_affected()))
         }
+        _ => Ok(None),
     }
-    let mut tx = write.begin().await?;
-    let written = record_sqlite_on(&mut tx, results, now_ms).await?;
-    tx.commit().await?;
-    Ok(written)
 }
 
 /// [`FireRepo::record`] on SQLite within the caller's transaction `conn`.

@@ -18,9 +18,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{ConnectOptions, SqlitePool};
+use sqlx::{ConnectOptions, QueryBuilder, Sqlite, SqlitePool};
 use xtimer_core::config::DatabaseConfig;
 
+use crate::sql::SQLITE_BATCH_ROWS;
 use crate::{Database, Result};
 
 /// WAL pages after which a commit checkpoints by itself (SQLite's default
@@ -137,6 +138,25 @@ impl Checkpointer {
             }
         }
     }
+}
+
+/// Runs `statement` over `items` in chunks of [`SQLITE_BATCH_ROWS`]: one
+/// chunk alone (no transaction), several in one transaction.
+pub(crate) async fn execute_chunked<T>(
+    write: &SqlitePool,
+    items: &[T],
+    statement: impl for<'a> Fn(&'a [T]) -> QueryBuilder<'a, Sqlite>,
+) -> Result<u64> {
+    if items.len() <= SQLITE_BATCH_ROWS {
+        return Ok(statement(items).build().execute(write).await?.rows_affected());
+    }
+    let mut done = 0;
+    let mut tx = write.begin().await?;
+    for chunk in items.chunks(SQLITE_BATCH_ROWS) {
+        done += statement(chunk).build().execute(&mut *tx).await?.rows_affected();
+    }
+    tx.commit().await?;
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@ use sqlx::{QueryBuilder, Sqlite, SqlitePool};
 
 use crate::repo::{NextRun, PlannedFire};
 use crate::sql::plan::INSERT_INTO;
-use crate::sql::{padded, MAX_PARAMS, SQLITE_BATCH_ROWS};
+use crate::sql::{padded, MAX_PARAMS};
+use crate::sqlite::execute_chunked;
 use crate::Result;
 
 /// Fires per SQLite insert: five parameters a fire, two a statement.
@@ -44,7 +45,7 @@ pub(crate) fn insert_sqlite_statement(chunk: &[PlannedFire], now_ms: i64) -> Que
     qb
 }
 
-/// One `UPDATE ... FROM (VALUES ...)` per [`SQLITE_BATCH_ROWS`] timers;
+/// One `UPDATE ... FROM (VALUES ...)` per `SQLITE_BATCH_ROWS` timers;
 /// padded (the last row again sets the same value), so each shape is
 /// prepared once.
 pub(crate) async fn set_next_runs_sqlite(write: &SqlitePool, next: &[NextRun]) -> Result<()> {
@@ -59,16 +60,6 @@ pub(crate) async fn set_next_runs_sqlite(write: &SqlitePool, next: &[NextRun]) -
         qb.push(") AS v WHERE t.timer_id = v.column1 AND t.modify_time = v.column3");
         qb
     }
-    if next.len() <= SQLITE_BATCH_ROWS {
-        statement(next).build().execute(write).await?;
-        return Ok(());
-    }
-    let mut tx = write.begin().await?;
-    for chunk in next.chunks(SQLITE_BATCH_ROWS) {
-        statement(chunk).build().execute(&mut *tx).await?;
-    }
-    tx.commit().await?;
+    execute_chunked(write, next, statement).await?;
     Ok(())
 }
-
-// ---- PostgreSQL ---------------------------------------------------------

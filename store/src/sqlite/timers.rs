@@ -2,11 +2,12 @@
 
 use sqlx::{QueryBuilder, Sqlite};
 
-use crate::sql::{padded, SQLITE_BATCH_ROWS};
+use crate::sql::padded;
+use crate::sqlite::execute_chunked;
 use crate::Result;
 
 /// [`TimerRepo::set_next_runs`] on SQLite: one `UPDATE ... FROM (VALUES ...)`
-/// per [`SQLITE_BATCH_ROWS`] timers (one, as the migrator pages them), not
+/// per `SQLITE_BATCH_ROWS` timers (one, as the migrator pages them), not
 /// one statement per timer: each statement is a round trip to the
 /// connection's thread, and a page of due timers is thousands of them.
 pub(crate) async fn set_next_runs_sqlite(write: &sqlx::SqlitePool, next: &[(i64, Option<i64>)]) -> Result<()> {
@@ -21,14 +22,6 @@ pub(crate) async fn set_next_runs_sqlite(write: &sqlx::SqlitePool, next: &[(i64,
         qb.push(") AS v WHERE t.timer_id = v.column1");
         qb
     }
-    if next.len() <= SQLITE_BATCH_ROWS {
-        statement(next).build().execute(write).await?;
-        return Ok(());
-    }
-    let mut tx = write.begin().await?;
-    for chunk in next.chunks(SQLITE_BATCH_ROWS) {
-        statement(chunk).build().execute(&mut *tx).await?;
-    }
-    tx.commit().await?;
+    execute_chunked(write, next, statement).await?;
     Ok(())
 }
