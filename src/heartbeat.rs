@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::clock::OffsetClock;
 use xtimer_core::node::{Liveness, NodeInfo};
+use xtimer_core::period::Period;
 use xtimer_core::SharedClock;
 use xtimer_store::NodeRepo;
 use xtimer_trigger::TriggerHandle;
@@ -57,13 +58,8 @@ impl Heartbeat {
     /// is back, and another node would take its claims.
     pub async fn run(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let period = self.node_timeout / BEATS_PER_TIMEOUT as u32;
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
+        let mut beat = Period::new(period);
+        while beat.tick(&shutdown).await {
             match tokio::time::timeout(period, self.run_once()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Heartbeat failed."),

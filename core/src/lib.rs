@@ -36,6 +36,7 @@ pub mod load;
 pub mod metrics;
 pub mod node;
 pub mod pause;
+pub mod period;
 pub mod schedule;
 pub mod shard;
 pub mod signature;

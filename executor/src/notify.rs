@@ -41,6 +41,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use xtimer_core::fire::{ClaimedFire, FireStatus};
+use xtimer_core::period::Period;
 use xtimer_core::timer::{HttpNotify, Timer};
 use xtimer_core::SharedClock;
 use xtimer_store::{NotifyRepo, OwedKind, OwedNotification, TimerRepo};
@@ -320,13 +321,8 @@ impl NotifySweeper {
 
     /// Sweeps every period until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        let mut tick = tokio::time::interval(self.period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
+        let mut period = Period::new(self.period);
+        while period.tick(&shutdown).await {
             match self.run_once().await {
                 Ok(0) => {}
                 Ok(taken) => {

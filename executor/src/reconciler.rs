@@ -28,12 +28,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::ReconcilerConfig;
 use xtimer_core::fire::{ClaimedFire, FireStatus};
 use xtimer_core::node::{Liveness, NodeContext};
+use xtimer_core::period::Period;
 use xtimer_core::timer::{MisfirePolicy, TimerStatus};
 use xtimer_core::SharedClock;
 use xtimer_store::{FireRepo, Overdue, PassLease, Stores, TimerRepo};
@@ -93,13 +93,8 @@ impl Reconciler {
 
     /// Sweeps at once, then every period, until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        let mut tick = tokio::time::interval(Duration::from_millis(self.config.period_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
+        let mut period = Period::ms(self.config.period_ms);
+        while period.tick(&shutdown).await {
             match self.run_once().await {
                 Ok(r) if r != ReconcileReport::default() => tracing::info!(
                     fired = r.fired,

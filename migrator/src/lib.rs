@@ -42,13 +42,13 @@ pub mod spread;
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::MigratorConfig;
 use xtimer_core::fire::{FireFeed, FireKey};
 use xtimer_core::handover::Handover;
 use xtimer_core::node::NodeContext;
+use xtimer_core::period::Period;
 use xtimer_core::shard::{minute_of, MINUTE_MS};
 use xtimer_core::timer::{Schedule, Timer};
 use xtimer_core::SharedClock;
@@ -143,14 +143,10 @@ impl Migrator {
         if let Err(err) = self.catch_up().await {
             tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Migrator catch-up failed; the next step retries.");
         }
-        let mut tick = tokio::time::interval(Duration::from_millis(self.config.step_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
+        let mut period = Period::ms(self.config.step_ms);
+        // The first step ran above: the loop starts a period later.
+        period.tick(&shutdown).await;
+        while period.tick(&shutdown).await {
             // Every node, stepping or not: definitions left for fires
             // another node took are dropped once they have aged out.
             self.expander.handover.purge_expired();

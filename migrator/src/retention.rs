@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::RetentionConfig;
 use xtimer_core::node::NodeContext;
+use xtimer_core::period::Period;
 use xtimer_core::SharedClock;
 use xtimer_store::{FireRepo, PassLease, Stores, TimerRepo};
 
@@ -57,13 +58,8 @@ impl Retention {
 
     /// Deletes expired records every period until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        let mut tick = tokio::time::interval(Duration::from_millis(self.config.period_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = tick.tick() => {}
-            }
+        let mut period = Period::ms(self.config.period_ms);
+        while period.tick(&shutdown).await {
             match self.run_once(&shutdown).await {
                 Ok(Some(0)) | Ok(None) => {}
                 Ok(Some(deleted)) => tracing::debug!(deleted, "Expired fire records deleted."),
@@ -72,6 +68,7 @@ impl Retention {
                 }
             }
         }
+        Ok(())
     }
 
     /// One pass, if this node wins the retention lock: keeps the

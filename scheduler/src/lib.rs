@@ -17,13 +17,13 @@
 
 pub mod error;
 
-use std::time::Duration;
 
 use rand::seq::SliceRandom;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::SchedulerConfig;
 use xtimer_core::node::NodeContext;
+use xtimer_core::period::Period;
 use xtimer_core::shard::{minute_of, ShardKey, ShardLease, MINUTE_MS};
 use xtimer_core::SharedClock;
 use xtimer_store::ShardLeases;
@@ -65,13 +65,8 @@ impl Scheduler {
 
     /// Ticks until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        let mut tick = tokio::time::interval(Duration::from_millis(self.config.tick_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
+        let mut period = Period::ms(self.config.tick_ms);
+        while period.tick(&shutdown).await {
             if let Err(err) = self.run_once().await {
                 tracing::warn!(error = %xtimer_core::error::error_chain(&err), "Scheduler tick failed.");
             }

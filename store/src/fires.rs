@@ -19,7 +19,7 @@ use crate::repo::{
 };
 use crate::sql::{
     claim_taken_over, code, fire_from_row, fire_status, key_from_row, lease_judged_at, numbers, opt_text, page_bound,
-    push_id_list, FIRE_COLUMNS, MAX_PARAMS,
+    push_id_list, Claimant, FIRE_COLUMNS, MAX_PARAMS,
 };
 use crate::sqlite::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite_alone, record_sqlite_on};
 use crate::usage::Tx;
@@ -296,11 +296,12 @@ impl FireRepo for Database {
         if keys.is_empty() {
             return Ok(ClaimOutcome::default());
         }
+        let claimant = Claimant { owner, lease_ms, now_ms };
         match self {
-            Self::Sqlite { write, .. } => claim_sqlite(write, keys, owner, lease_ms, now_ms).await,
-            Self::Postgres(pool) => claim_pg(pool, keys, owner, lease_ms, now_ms).await,
+            Self::Sqlite { write, .. } => claim_sqlite(write, keys, claimant).await,
+            Self::Postgres(pool) => claim_pg(pool, keys, claimant).await,
             // A deadlock's victim was undone whole: it runs again.
-            Self::Mysql(pool) => mysql::retry_deadlocks(|| claim_mysql(pool, keys, owner, lease_ms, now_ms)).await,
+            Self::Mysql(pool) => mysql::retry_deadlocks(|| claim_mysql(pool, keys, claimant)).await,
         }
     }
 
@@ -315,13 +316,12 @@ impl FireRepo for Database {
         if task_ids.is_empty() {
             return Ok(ClaimOutcome::default());
         }
+        let claimant = Claimant { owner, lease_ms, now_ms };
         match self {
-            Self::Sqlite { write, .. } => {
-                reclaim_sqlite(write, task_ids, owner, lease_ms, now_ms, alive_since_ms).await
-            }
-            Self::Postgres(pool) => reclaim_pg(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms).await,
+            Self::Sqlite { write, .. } => reclaim_sqlite(write, task_ids, claimant, alive_since_ms).await,
+            Self::Postgres(pool) => reclaim_pg(pool, task_ids, claimant, alive_since_ms).await,
             Self::Mysql(pool) => {
-                let reclaim = || reclaim_mysql(pool, task_ids, owner, lease_ms, now_ms, alive_since_ms);
+                let reclaim = || reclaim_mysql(pool, task_ids, claimant, alive_since_ms);
                 mysql::retry_deadlocks(reclaim).await
             }
         }

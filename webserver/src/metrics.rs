@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use xtimer_core::metrics::{
     ASYNCFLOW_TASKS, FIRE_LATENESS_SECONDS, HTTP_REQUESTS_TOTAL, LATENESS_BUCKETS, SHARDS_HELD, TIMERS,
 };
+use xtimer_core::period::Period;
 use xtimer_core::timer::TimerStatus;
 use xtimer_core::SharedClock;
 
@@ -147,13 +148,9 @@ impl MetricsUpkeep {
 
     /// Drains the recorder every [`UPKEEP_EVERY`] until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(UPKEEP_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tick.tick() => self.handle.run_upkeep(),
-            }
+        let mut period = Period::new(UPKEEP_EVERY);
+        while period.tick(&shutdown).await {
+            self.handle.run_upkeep();
         }
     }
 }

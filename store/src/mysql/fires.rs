@@ -13,7 +13,7 @@ use xtimer_core::fire::FireKey;
 
 use crate::repo::{ClaimOutcome, FireResult, NewFire};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, lease_judged_at, push_id_list, rounds_by_task, SKIPPED_OUTPUT,
+    claim_taken_over, claimed_from_row, code, lease_judged_at, push_id_list, rounds_by_task, Claimant, SKIPPED_OUTPUT,
     TIMER_ENABLED,
 };
 use crate::Result;
@@ -52,13 +52,8 @@ pub(crate) const LOCKED_COLUMNS: &str = formatcp!(
      CAST({TIMER_ENABLED} AS SIGNED) AS enabled FROM t_timer_task f WHERE "
 );
 
-pub(crate) async fn claim_mysql(
-    pool: &MySqlPool,
-    keys: &[FireKey],
-    owner: &str,
-    lease_ms: i64,
-    now_ms: i64,
-) -> Result<ClaimOutcome> {
+pub(crate) async fn claim_mysql(pool: &MySqlPool, keys: &[FireKey], claimant: Claimant<'_>) -> Result<ClaimOutcome> {
+    let Claimant { owner, lease_ms, now_ms } = claimant;
     let mut out = ClaimOutcome::default();
     let mut tx = pool.begin().await?;
     for chunk in keys.chunks(MYSQL_CHUNK) {
@@ -80,11 +75,10 @@ pub(crate) async fn claim_mysql(
 pub(crate) async fn reclaim_mysql(
     pool: &MySqlPool,
     task_ids: &[i64],
-    owner: &str,
-    lease_ms: i64,
-    now_ms: i64,
+    claimant: Claimant<'_>,
     alive_since_ms: i64,
 ) -> Result<ClaimOutcome> {
+    let Claimant { owner, lease_ms, now_ms } = claimant;
     // Literal integers, not binds, as on SQLite.
     let claimable = format!(
         " AND (f.status = {} OR (f.status = {} AND {})) FOR UPDATE SKIP LOCKED",

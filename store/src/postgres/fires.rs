@@ -14,8 +14,8 @@ use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 
 use crate::repo::{ClaimOutcome, FireResult, NewFire};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, fire_status, lease_judged_at, rounds_by_task, CLAIMED_COLUMNS_PG,
-    SKIPPED_OUTPUT, TIMER_ENABLED,
+    claim_taken_over, claimed_from_row, code, fire_status, lease_judged_at, rounds_by_task, Claimant,
+    CLAIMED_COLUMNS_PG, SKIPPED_OUTPUT, TIMER_ENABLED,
 };
 use crate::Result;
 
@@ -85,13 +85,8 @@ pub(crate) async fn insert_pg(pool: &PgPool, fires: &[NewFire], now_ms: i64) -> 
     Ok(done.rows_affected())
 }
 
-pub(crate) async fn claim_pg(
-    pool: &PgPool,
-    keys: &[FireKey],
-    owner: &str,
-    lease_ms: i64,
-    now_ms: i64,
-) -> Result<ClaimOutcome> {
+pub(crate) async fn claim_pg(pool: &PgPool, keys: &[FireKey], claimant: Claimant<'_>) -> Result<ClaimOutcome> {
+    let Claimant { owner, lease_ms, now_ms } = claimant;
     // Compare-and-set on pending, joined to the timer's status. Rows
     // another claimer holds are skipped rather than waited for: it holds
     // them only to take them. A fire claimed after its time still gets a
@@ -143,11 +138,10 @@ pub(crate) fn run_range(runs: impl Iterator<Item = i64>) -> (i64, i64) {
 pub(crate) async fn reclaim_pg(
     pool: &PgPool,
     task_ids: &[i64],
-    owner: &str,
-    lease_ms: i64,
-    now_ms: i64,
+    claimant: Claimant<'_>,
     alive_since_ms: i64,
 ) -> Result<ClaimOutcome> {
+    let Claimant { owner, lease_ms, now_ms } = claimant;
     // By task id only (the reconciler's overdue fires, off the fire
     // path): a probe of each partition's primary key.
     const SQL: &str = formatcp!(

@@ -372,6 +372,15 @@ pub(crate) fn page_bound(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// Who claims fires, for how long and when: what every dialect's claim and
+/// reclaim bind.
+#[derive(Clone, Copy)]
+pub(crate) struct Claimant<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) lease_ms: i64,
+    pub(crate) now_ms: i64,
+}
+
 /// Numbers as a SQL list (`1, 2, 3`): ids and codes, written in.
 pub(crate) fn numbers(values: impl Iterator<Item = i64>) -> String {
     values.map(|n| n.to_string()).collect::<Vec<_>>().join(", ")

@@ -8,7 +8,7 @@ use xtimer_core::fire::{ClaimedFire, FireKey};
 
 use crate::repo::{ClaimOutcome, FireResult, NewFire};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, lease_judged_at, padded, push_id_list, rounds_by_task,
+    claim_taken_over, claimed_from_row, code, lease_judged_at, padded, push_id_list, rounds_by_task, Claimant,
     CLAIMED_COLUMNS_SQLITE, MAX_PARAMS, SKIPPED_OUTPUT, SQLITE_BATCH_ROWS, TIMER_ENABLED,
 };
 use crate::{Error, Result};
@@ -49,13 +49,8 @@ pub(crate) async fn insert_sqlite(write: &SqlitePool, fires: &[NewFire], now_ms:
     Ok(inserted)
 }
 
-pub(crate) async fn claim_sqlite(
-    write: &SqlitePool,
-    keys: &[FireKey],
-    owner: &str,
-    lease_ms: i64,
-    now_ms: i64,
-) -> Result<ClaimOutcome> {
+pub(crate) async fn claim_sqlite(write: &SqlitePool, keys: &[FireKey], claimant: Claimant<'_>) -> Result<ClaimOutcome> {
+    let Claimant { owner, lease_ms, now_ms } = claimant;
     // Read, then write, in one immediate transaction: no other writer can
     // come between, so what was read pending is what gets claimed. The
     // read is one row (the pending fires as one JSON array): SQLite hands
@@ -140,11 +135,10 @@ impl PendingFire {
 pub(crate) async fn reclaim_sqlite(
     write: &SqlitePool,
     task_ids: &[i64],
-    owner: &str,
-    lease_ms: i64,
-    now_ms: i64,
+    claimant: Claimant<'_>,
     alive_since_ms: i64,
 ) -> Result<ClaimOutcome> {
+    let Claimant { owner, lease_ms, now_ms } = claimant;
     let mut out = ClaimOutcome::default();
     // Literal integers, not binds: the id lists already use the binds.
     let claimable = format!(
