@@ -17,7 +17,6 @@
 
 pub mod error;
 
-
 use rand::seq::SliceRandom;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

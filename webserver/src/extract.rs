@@ -22,6 +22,7 @@ use axum::http::{header, HeaderMap, Uri};
 use axum::Json;
 use serde::de::DeserializeOwned;
 
+use crate::auth::{authorize, AuthContext};
 use crate::serve::BodyReadTimeout;
 use crate::{ApiError, AppState};
 
@@ -106,6 +107,49 @@ fn is_json(headers: &HeaderMap) -> bool {
     essence
         .strip_prefix("application/")
         .is_some_and(|subtype| subtype == "json" || (subtype.ends_with("+json") && subtype.len() > "+json".len()))
+}
+
+/// An extractor's value: what [`authorized_input`] hands on.
+pub trait Extracted {
+    /// The value read from the request.
+    type Value;
+    /// Unwraps it.
+    fn into_value(self) -> Self::Value;
+}
+
+impl<T> Extracted for ApiJson<T> {
+    type Value = T;
+    fn into_value(self) -> T {
+        self.0
+    }
+}
+
+impl<T> Extracted for ApiQuery<T> {
+    type Value = T;
+    fn into_value(self) -> T {
+        self.0
+    }
+}
+
+impl<T> Extracted for QueryOrJson<T> {
+    type Value = T;
+    fn into_value(self) -> T {
+        self.0
+    }
+}
+
+/// A request's input on behalf of an app, checked in this order: a token
+/// (when auth is on: a caller without one learns nothing of its input),
+/// the input read, then the token's app against the input's (`app_of`).
+pub fn authorized_input<E: Extracted>(
+    auth: &AuthContext,
+    input: Result<E, ApiError>,
+    app_of: impl FnOnce(&E::Value) -> &str,
+) -> Result<E::Value, ApiError> {
+    auth.require_token()?;
+    let input = input?.into_value();
+    authorize(auth, app_of(&input))?;
+    Ok(input)
 }
 
 /// A query string.

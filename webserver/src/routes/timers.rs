@@ -45,8 +45,8 @@ use xtimer_service::many::Search;
 
 use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 use self::view::{FireView, List, TimerId, TimerView};
-use crate::auth::{authorize, AuthContext};
-use crate::extract::{ApiJson, ApiQuery, QueryOrJson};
+use crate::auth::AuthContext;
+use crate::extract::{authorized_input, ApiJson, ApiQuery, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
 
 /// The timer routes under `prefix` (`/api/xtimer` or `/xtimer`); a batch
@@ -93,9 +93,7 @@ pub async fn timers_create(
     auth: AuthContext,
     input: Result<ApiJson<CreateTimer>, ApiError>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let new = input.validate_with(state.clock.now_ms(), &state.security.limits)?;
     let timer = state.service.create(new, &auth.actor()).await?;
     Ok(Envelope(TimerId { id: timer.id }))
@@ -133,9 +131,7 @@ pub async fn timers_delete(
     auth: AuthContext,
     r: Result<QueryOrJson<TimerRef>, ApiError>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    auth.require_token()?;
-    let QueryOrJson(r) = r?;
-    authorize(&auth, &r.app)?;
+    let r = authorized_input(&auth, r, |r| &r.app)?;
     let key = timer_key(&auth, r);
     state.service.delete(&key).await?;
     Ok(Envelope(TimerId { id: key.id }))
@@ -165,9 +161,7 @@ pub async fn timers_list(
     auth: AuthContext,
     q: Result<ApiQuery<AppTimersQuery>, ApiError>,
 ) -> Result<Envelope<List<TimerView>>, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(q) = q?;
-    authorize(&auth, &q.app)?;
+    let q = authorized_input(&auth, q, |q| &q.app)?;
     let page = q.validate()?;
     let search = Search { q: q.q.clone(), status: q.status, selector: q.selector.clone(), ids: None };
     let (timers, total) = state.service.search(&q.app, &search, page).await?;
@@ -187,9 +181,7 @@ pub async fn timer_tasks_list(
     auth: AuthContext,
     q: Result<ApiQuery<TimerTasksQuery>, ApiError>,
 ) -> Result<Envelope<List<FireView>>, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(q) = q?;
-    authorize(&auth, &q.app)?;
+    let q = authorized_input(&auth, q, |q| &q.app)?;
     let (status, page) = q.validate()?;
     let upcoming = q.upcoming == Some(true);
     let key = timer_key(&auth, TimerRef { id: q.id, app: q.app });
@@ -200,9 +192,7 @@ pub async fn timer_tasks_list(
 /// A timer reference read after the caller showed a valid token (401
 /// first), checked to name the caller's app (403).
 fn authorized(auth: &AuthContext, r: Result<ApiQuery<TimerRef>, ApiError>) -> Result<TimerKey, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(r) = r?;
-    authorize(auth, &r.app)?;
+    let r = authorized_input(auth, r, |r| &r.app)?;
     Ok(timer_key(auth, r))
 }
 

@@ -13,7 +13,8 @@ use xtimer_service::apply::{ApplyOptions, ApplyOutcome, ApplyTimer, DEFAULT_OWNE
 
 use super::batch::item_of;
 use super::input::instant_value;
-use crate::auth::{authorize, AuthContext};
+use crate::auth::AuthContext;
+use crate::extract::authorized_input;
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
 
@@ -69,9 +70,7 @@ pub async fn timers_apply(
     auth: AuthContext,
     input: Result<ApiJson<ApplyTimers>, ApiError>,
 ) -> Result<Envelope<Applied>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let count = input.timers.len();
     if count > MAX_APPLY_TIMERS {
         return Err(ApiError::invalid("timers", format!("must hold at most {MAX_APPLY_TIMERS} timers, got {count}")));

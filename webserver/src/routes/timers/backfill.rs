@@ -10,7 +10,8 @@ use xtimer_service::Backfill;
 use super::input::TimerRef;
 use super::preview::parse_instant;
 use super::timer_key;
-use crate::auth::{authorize, AuthContext};
+use crate::auth::AuthContext;
+use crate::extract::authorized_input;
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
 
@@ -56,9 +57,7 @@ pub async fn timers_backfill(
     auth: AuthContext,
     input: Result<ApiJson<BackfillTimer>, ApiError>,
 ) -> Result<Envelope<Backfilled>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let window = Backfill {
         from_ms: instant("from", &input.from)?,
         to_ms: instant("to", &input.to)?,

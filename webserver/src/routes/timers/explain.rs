@@ -9,7 +9,8 @@ use xtimer_service::Explanation;
 use super::input::TimerRef;
 use super::timer_key;
 use super::view::FireView;
-use crate::auth::{authorize, AuthContext};
+use crate::auth::AuthContext;
+use crate::extract::authorized_input;
 use crate::extract::ApiQuery;
 use crate::{ApiError, AppState, Envelope};
 
@@ -84,9 +85,7 @@ pub async fn fire_explain(
     auth: AuthContext,
     q: Result<ApiQuery<ExplainQuery>, ApiError>,
 ) -> Result<Envelope<ExplainView>, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(q) = q?;
-    authorize(&auth, &q.app)?;
+    let q = authorized_input(&auth, q, |q| &q.app)?;
     let run_ms: i64 = q.run_timer.trim().parse().map_err(|_| {
         ApiError::Invalid(format!(
             "runTimer: must be the scheduled time in Unix milliseconds (a whole number), not `{}`",

@@ -6,8 +6,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use xtimer_service::flows::{Flow, FlowChange};
 
 use super::when::AppRef;
-use crate::auth::{authorize, AuthContext};
-use crate::extract::{ApiJson, QueryOrJson};
+use crate::auth::AuthContext;
+use crate::extract::{authorized_input, ApiJson, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
 
 /// Body of `setFlowLimit`: a field left out keeps the flow's value; a
@@ -102,9 +102,7 @@ pub async fn flow_set(
     auth: AuthContext,
     input: Result<ApiJson<SetFlowLimit>, ApiError>,
 ) -> Result<Envelope<FlowEntry>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let change = FlowChange { rate_per_sec: input.rate_per_sec, parallelism: input.parallelism, paused: input.paused };
     let flow = state.service.set_flow_limit(&input.app, &input.key, change).await?;
     Ok(Envelope(flow.into()))
@@ -117,9 +115,7 @@ pub async fn flows_list(
     auth: AuthContext,
     r: Result<QueryOrJson<AppRef>, ApiError>,
 ) -> Result<Envelope<FlowList>, ApiError> {
-    auth.require_token()?;
-    let QueryOrJson(r) = r?;
-    authorize(&auth, &r.app)?;
+    let r = authorized_input(&auth, r, |r| &r.app)?;
     let flows = state.service.flows(&r.app).await?;
     Ok(Envelope(FlowList { list: flows.into_iter().map(FlowEntry::from).collect() }))
 }
@@ -130,9 +126,7 @@ pub async fn flow_delete(
     auth: AuthContext,
     r: Result<QueryOrJson<FlowRef>, ApiError>,
 ) -> Result<Envelope<FlowDeleted>, ApiError> {
-    auth.require_token()?;
-    let QueryOrJson(r) = r?;
-    authorize(&auth, &r.app)?;
+    let r = authorized_input(&auth, r, |r| &r.app)?;
     let deleted = state.service.delete_flow_limit(&r.app, &r.key).await?;
     Ok(Envelope(FlowDeleted { key: r.key, deleted }))
 }

@@ -11,8 +11,8 @@ use xtimer_core::timer::{HttpNotify, Notify, Schedule, Timer, TimerStatus};
 use super::input::{CreateTimer, LateParam, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerRef};
 use super::timer_key;
 use super::view::TimerView;
-use crate::auth::{authorize, AuthContext};
-use crate::extract::{ApiJson, QueryOrJson};
+use crate::auth::AuthContext;
+use crate::extract::{authorized_input, ApiJson, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
 
 /// Body of `updateTimer`: the timer's `id` and `app`, and any timer field
@@ -230,9 +230,7 @@ pub async fn timers_update(
     auth: AuthContext,
     input: Result<ApiJson<UpdateTimer>, ApiError>,
 ) -> Result<Envelope<TimerView>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let key = timer_key(&auth, TimerRef { id: input.id, app: input.app.clone() });
     let limits = &state.security.limits;
     let timer = state
@@ -268,9 +266,7 @@ pub async fn timers_trigger(
     auth: AuthContext,
     r: Result<QueryOrJson<TimerRef>, ApiError>,
 ) -> Result<Envelope<Triggered>, ApiError> {
-    auth.require_token()?;
-    let QueryOrJson(r) = r?;
-    authorize(&auth, &r.app)?;
+    let r = authorized_input(&auth, r, |r| &r.app)?;
     let run_timer = state.service.trigger(&timer_key(&auth, r)).await?;
     Ok(Envelope(Triggered { run_timer }))
 }

@@ -10,8 +10,8 @@ use xtimer_service::replay::Replay;
 
 use super::input::TimerRef;
 use super::preview::parse_instant;
-use crate::auth::{authorize, AuthContext};
-use crate::extract::{ApiJson, ApiQuery};
+use crate::auth::AuthContext;
+use crate::extract::{authorized_input, ApiJson, ApiQuery};
 use crate::{ApiError, AppState, Envelope};
 
 /// One app as `getApps` lists it.
@@ -112,9 +112,7 @@ pub async fn timers_bulk(
     auth: AuthContext,
     input: Result<ApiJson<BulkTimers>, ApiError>,
 ) -> Result<Envelope<Bulked>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let action = BulkAction::parse(&input.action).ok_or_else(|| {
         ApiError::invalid("action", format!("must be enable, disable, delete or trigger, got `{}`", input.action))
     })?;
@@ -165,9 +163,7 @@ pub async fn app_pause(
     auth: AuthContext,
     input: Result<ApiJson<PauseApp>, ApiError>,
 ) -> Result<Envelope<AppPaused>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let until = match &input.until {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(parse_instant("until", text)?),
@@ -198,9 +194,7 @@ pub async fn app_resume(
     auth: AuthContext,
     input: Result<ApiJson<ResumeApp>, ApiError>,
 ) -> Result<Envelope<AppPaused>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     state.service.resume_app(&input.app).await?;
     Ok(Envelope(AppPaused { app: input.app, paused: false, paused_until: None, paused_until_time: None, reason: None }))
 }
@@ -297,9 +291,7 @@ pub async fn fires_replay(
     auth: AuthContext,
     input: Result<ApiJson<ReplayFires>, ApiError>,
 ) -> Result<Envelope<Replayed>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let time = |field: &str, value: &Option<Value>| -> Result<i64, ApiError> {
         match value {
             Some(Value::String(text)) => parse_instant(field, text),

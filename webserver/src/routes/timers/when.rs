@@ -12,7 +12,7 @@ use xtimer_service::when::MAX_FORECAST_SECONDS;
 use super::input::instant_value;
 use super::preview::parse_instant;
 use crate::auth::{authorize, AuthContext};
-use crate::extract::{ApiJson, ApiQuery, QueryOrJson};
+use crate::extract::{authorized_input, ApiJson, ApiQuery, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
 
 /// Body of `putCalendar`.
@@ -121,9 +121,7 @@ pub async fn calendar_put(
     auth: AuthContext,
     input: Result<ApiJson<PutCalendar>, ApiError>,
 ) -> Result<Envelope<CalendarName>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
-    authorize(&auth, &input.app)?;
+    let input = authorized_input(&auth, input, |input| &input.app)?;
     let mut ranges = Vec::with_capacity(input.ranges.len());
     for (i, r) in input.ranges.iter().enumerate() {
         ranges.push((
@@ -143,9 +141,7 @@ pub async fn calendar_get(
     auth: AuthContext,
     q: Result<ApiQuery<CalendarRef>, ApiError>,
 ) -> Result<Envelope<CalendarView>, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(q) = q?;
-    authorize(&auth, &q.app)?;
+    let q = authorized_input(&auth, q, |q| &q.app)?;
     let calendar = state.service.calendar(&q.app, &q.name).await?;
     Ok(Envelope(CalendarView::from(&calendar)))
 }
@@ -156,9 +152,7 @@ pub async fn calendars_list(
     auth: AuthContext,
     q: Result<ApiQuery<AppRef>, ApiError>,
 ) -> Result<Envelope<CalendarList>, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(q) = q?;
-    authorize(&auth, &q.app)?;
+    let q = authorized_input(&auth, q, |q| &q.app)?;
     let calendars = state.service.app_calendars(&q.app).await?;
     Ok(Envelope(CalendarList { list: calendars.iter().map(CalendarView::from).collect() }))
 }
@@ -170,9 +164,7 @@ pub async fn calendar_delete(
     auth: AuthContext,
     r: Result<QueryOrJson<CalendarRef>, ApiError>,
 ) -> Result<Envelope<CalendarName>, ApiError> {
-    auth.require_token()?;
-    let QueryOrJson(r) = r?;
-    authorize(&auth, &r.app)?;
+    let r = authorized_input(&auth, r, |r| &r.app)?;
     state.service.delete_calendar(&r.app, &r.name).await?;
     Ok(Envelope(CalendarName { name: r.name }))
 }
