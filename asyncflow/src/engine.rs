@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use xtimer_core::batch::Gather;
 use xtimer_core::config::AsyncflowConfig;
 use xtimer_core::{SharedClock, TtlCache};
 
@@ -62,8 +63,11 @@ impl Tasks {
     /// (run it with [`CreateBatcher::run`]).
     pub fn new(store: TaskStore, clock: SharedClock, config: &AsyncflowConfig) -> (Self, CreateBatcher) {
         let (tx, rx) = mpsc::channel(config.create_batch_size * 4);
-        let batcher =
-            CreateBatcher { store: store.clone(), clock: clock.clone(), rx, batch_size: config.create_batch_size };
+        let batcher = CreateBatcher {
+            store: store.clone(),
+            clock: clock.clone(),
+            inbox: Gather::new(rx, config.create_batch_size, CREATE_LINGER),
+        };
         let tasks = Self {
             store,
             cfgs: Arc::new(TtlCache::new(CACHED_TYPES, CACHE_TTL, clock.clone())),
@@ -430,37 +434,22 @@ fn check_priority(priority: Option<i64>) -> Result<()> {
 pub struct CreateBatcher {
     store: TaskStore,
     clock: SharedClock,
-    rx: mpsc::Receiver<PendingCreate>,
-    batch_size: usize,
+    inbox: Gather<PendingCreate>,
 }
 
 impl CreateBatcher {
     /// Writes until `shutdown`, then writes what is queued and stops.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
-        let mut batch = Vec::with_capacity(self.batch_size);
-        loop {
-            tokio::select! {
-                n = self.rx.recv_many(&mut batch, self.batch_size) => if n == 0 { return Ok(()) },
-                _ = shutdown.cancelled() => {
-                    self.rx.close();
-                    while self.rx.recv_many(&mut batch, self.batch_size).await > 0 {
-                        self.write(std::mem::take(&mut batch)).await;
-                    }
-                    return Ok(());
-                }
-            }
-            // Let concurrent creates catch up, so one transaction carries many.
-            if batch.len() < self.batch_size {
-                tokio::time::sleep(CREATE_LINGER).await;
-                while batch.len() < self.batch_size {
-                    match self.rx.try_recv() {
-                        Ok(p) => batch.push(p),
-                        Err(_) => break,
-                    }
-                }
-            }
+        let mut batch = Vec::new();
+        // Concurrent creates within the linger go in one transaction.
+        while self.inbox.next_until(&mut batch, &shutdown).await {
             self.write(std::mem::take(&mut batch)).await;
         }
+        self.inbox.close();
+        while self.inbox.next(&mut batch).await {
+            self.write(std::mem::take(&mut batch)).await;
+        }
+        Ok(())
     }
 
     async fn write(&self, batch: Vec<PendingCreate>) {

@@ -23,6 +23,7 @@
 //! - [`error`]: the domain error type.
 //! - [`metrics`]: the names (and lateness buckets) of the exported metrics.
 
+pub mod batch;
 pub mod cache;
 pub mod calendar;
 pub mod clock;

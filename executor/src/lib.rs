@@ -61,6 +61,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use xtimer_core::batch::Gather;
 use xtimer_core::config::{ExecutorConfig, ReconcilerConfig};
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
@@ -196,7 +197,7 @@ type Confirming = Vec<(ClaimedFire, tokio::sync::oneshot::Sender<bool>)>;
 /// Claims fires handed over by the trigger and dispatches them.
 pub struct Executor {
     handle: ExecutorHandle,
-    due: mpsc::Receiver<Vec<FireKey>>,
+    due: Gather<Vec<FireKey>>,
 }
 
 /// Shared, cloneable access to the executor's dispatching.
@@ -339,6 +340,8 @@ impl Executor {
             stop_claiming,
             hard_stop,
         };
+        let linger = Duration::from_millis(inner.config.claim_linger_ms);
+        let due = Gather::sized(due, inner.config.batch_size, linger, Vec::len);
         Ok((Self { handle: ExecutorHandle { inner: Arc::new(inner) }, due }, recorder))
     }
 
@@ -350,22 +353,10 @@ impl Executor {
     /// Claims batches of due fires until `shutdown` (the stop-claiming token).
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
         let max = self.handle.inner.config.batch_size;
-        loop {
-            let mut keys = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                batch = self.due.recv() => match batch {
-                    Some(batch) => batch,
-                    None => break,
-                },
-            };
-            // Group commit: take what arrives within the linger, up to a batch.
-            let linger = tokio::time::Instant::now() + Duration::from_millis(self.handle.inner.config.claim_linger_ms);
-            while keys.len() < max {
-                match tokio::time::timeout_at(linger, self.due.recv()).await {
-                    Ok(Some(more)) => keys.extend(more),
-                    Ok(None) | Err(_) => break,
-                }
-            }
+        // Group commit: what arrives within the claim linger, up to a batch.
+        let mut batches = Vec::new();
+        while self.due.next_until(&mut batches, &shutdown).await {
+            let keys: Vec<FireKey> = batches.drain(..).flatten().collect();
             for chunk in keys.chunks(max) {
                 if let Err(err) = self.handle.claim_and_dispatch(chunk).await {
                     // The fires stay pending in SQL; the reconciler fires them.

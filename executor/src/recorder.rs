@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use xtimer_core::batch::Gather;
 use xtimer_core::error::error_chain;
 use xtimer_core::SharedClock;
 use xtimer_store::{FireRepo, FireResult, NotifyRepo, OwedNotification};
@@ -148,14 +149,15 @@ pub(crate) struct RecorderParts {
 pub(crate) fn channel(parts: RecorderParts) -> (Results, Recorder) {
     let (tx, rx) = mpsc::unbounded_channel();
     let backlog = Arc::new(Backlog::new(parts.batch_size.max(1) * PENDING_BATCHES));
-    (Results { tx, backlog: backlog.clone() }, Recorder { parts, rx, backlog })
+    let inbox = Gather::new(rx, parts.batch_size, parts.linger);
+    (Results { tx, backlog: backlog.clone() }, Recorder { parts, inbox, backlog })
 }
 
 /// Writes results in batches: whatever is waiting goes in one transaction,
 /// with the notifications the batch owes.
 pub struct Recorder {
     parts: RecorderParts,
-    rx: mpsc::UnboundedReceiver<Pending>,
+    inbox: Gather<Pending, mpsc::UnboundedReceiver<Pending>>,
     backlog: Arc<Backlog>,
 }
 
@@ -230,18 +232,9 @@ impl Recorder {
     /// Waits for results and takes what arrives within the linger, up to a
     /// batch; false when every sender is gone and nothing is left.
     async fn gather(&mut self, batch: &mut Batch) -> bool {
-        let size = self.parts.batch_size;
-        let mut got = Vec::with_capacity(size);
-        if self.rx.recv_many(&mut got, size).await == 0 {
+        let mut got = Vec::with_capacity(self.parts.batch_size);
+        if !self.inbox.next(&mut got).await {
             return false;
-        }
-        let linger = Instant::now() + self.parts.linger;
-        while got.len() < size {
-            let room = size - got.len();
-            match tokio::time::timeout_at(linger, self.rx.recv_many(&mut got, room)).await {
-                Ok(n) if n > 0 => {}
-                _ => break,
-            }
         }
         got.into_iter().for_each(|p| batch.push(p));
         true
@@ -337,7 +330,7 @@ impl Recorder {
                     error_chain(&err)
                 );
             }
-            if self.rx.is_closed() && closing_since.get_or_insert_with(Instant::now).elapsed() >= SHUTDOWN_DEADLINE {
+            if self.inbox.is_closed() && closing_since.get_or_insert_with(Instant::now).elapsed() >= SHUTDOWN_DEADLINE {
                 return Written::GaveUp;
             }
             let wait = rand::random_range(backoff / 2..=backoff);
