@@ -26,14 +26,63 @@ use crate::sqlite::timers::set_next_runs_sqlite;
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
 use crate::{Database, Error, Result};
 
+/// The columns of a timer's definition, in the order [`bind_definition!`]
+/// binds them: every write of a timer (create in each dialect, update) sets
+/// them from this one list.
+const DEFINITION: &str = "name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, \
+     on_failure, pause_after_failures, overlap, every_ms, timing, on_missed, on_late";
+/// How many columns [`DEFINITION`] names.
+const DEFINITION_COUNT: usize = 17;
+
+/// Binds `$t`'s definition in [`DEFINITION`] order with `$q.$bind(..)`:
+/// `bind` on a query, `push_bind` on a `VALUES` row.
+macro_rules! bind_definition {
+    ($q:expr, $bind:ident, $t:expr) => {{
+        let t: &NewTimer = $t;
+        let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
+        $q.$bind(t.name.as_str())
+            .$bind(t.status.code())
+            .$bind(kind)
+            .$bind(cron)
+            .$bind(timezone)
+            .$bind(run_at)
+            .$bind(json(&t.notify))
+            .$bind(json(&t.retry))
+            .$bind(t.misfire.as_str())
+            .$bind(i64::from(t.delete_after_run))
+            .$bind(t.on_failure.as_ref().map(json))
+            .$bind(t.pause_after_failures.map(i64::from))
+            .$bind(t.overlap.as_str())
+            .$bind(every_ms)
+            .$bind(timing_column(&t.timing))
+            .$bind(t.on_missed.as_ref().map(json))
+            .$bind(t.on_late.as_ref().map(json))
+    }};
+}
+
 // `next_run` starts at the timer's first fire (`NewTimer::first_next_run`):
 // a timer due before the migrator's horizon is expanded at its next step at
 // the latest (its creator normally expands it at once); one due later is
 // not read until then.
-const INSERT: &str = "INSERT INTO t_timer \
-     (app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, on_failure, \
-      pause_after_failures, overlap, create_time, modify_time, next_run, peak_fpm, every_ms, timing, on_missed, \
-      on_late) ";
+const INSERT: &str =
+    formatcp!("INSERT INTO t_timer (app, {DEFINITION}, create_time, modify_time, next_run, peak_fpm) ");
+
+/// Stores a timer's new definition: [`DEFINITION`] as `$1` to `$17`, then
+/// the modify time, its peak load, its status again (enabling, or keeping
+/// enabled, marks it for expansion at once) and its id.
+static UPDATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let set: Vec<String> = DEFINITION.split(", ").enumerate().map(|(i, c)| format!("{c} = ${}", i + 1)).collect();
+    debug_assert_eq!(set.len(), DEFINITION_COUNT);
+    format!(
+        "UPDATE t_timer SET {}, modify_time = $18, peak_fpm = $19, pause_reason = NULL,
+             next_run = CASE WHEN $20 = {enabled} THEN 0 ELSE next_run END
+         WHERE timer_id = $21 AND status <> {deleted}",
+        set.join(", "),
+        enabled = code::TIMER_ENABLED,
+        deleted = code::TIMER_DELETED
+    )
+});
+
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const COUNT_BY_STATUS: &str = formatcp!(
@@ -46,18 +95,6 @@ const SET_STATUS: &str = formatcp!(
     "UPDATE t_timer SET status = $1, modify_time = $2, next_run = CASE WHEN $3 = {enabled} THEN 0 ELSE next_run END,
          pause_reason = CASE WHEN $4 = {enabled} THEN NULL ELSE pause_reason END, peak_fpm = $5
      WHERE timer_id = $6 AND status <> {deleted}",
-    enabled = code::TIMER_ENABLED,
-    deleted = code::TIMER_DELETED
-);
-// Enabling (or keeping enabled) marks the timer for expansion at once; the
-// new status is bound twice ($2, $16).
-const UPDATE: &str = formatcp!(
-    "UPDATE t_timer SET name = $1, status = $2, kind = $3, cron = $4, timezone = $5, run_at = $6, notify = $7,
-         retry = $8, misfire = $9, delete_after_run = $10, modify_time = $11, on_failure = $12,
-         pause_after_failures = $13, pause_reason = NULL, peak_fpm = $14, overlap = $15,
-         next_run = CASE WHEN $16 = {enabled} THEN 0 ELSE next_run END, every_ms = $17, timing = $18,
-         on_missed = $19, on_late = $20
-     WHERE timer_id = $21 AND status <> {deleted}",
     enabled = code::TIMER_ENABLED,
     deleted = code::TIMER_DELETED
 );
@@ -118,24 +155,9 @@ const ENABLED: &str = formatcp!(
     code::TIMER_ENABLED
 );
 
-fn notify_json(t: &NewTimer) -> String {
-    serde_json::to_string(&t.notify).expect("notify serializes")
-}
-
-fn retry_json(t: &NewTimer) -> String {
-    serde_json::to_string(&t.retry).expect("retry serializes")
-}
-
-fn on_failure_json(t: &NewTimer) -> Option<String> {
-    t.on_failure.as_ref().map(|n| serde_json::to_string(n).expect("notify serializes"))
-}
-
-fn on_missed_json(t: &NewTimer) -> Option<String> {
-    t.on_missed.as_ref().map(|n| serde_json::to_string(n).expect("notify serializes"))
-}
-
-fn on_late_json(t: &NewTimer) -> Option<String> {
-    t.on_late.as_ref().map(|n| serde_json::to_string(n).expect("onLate serializes"))
+/// A definition's JSON column.
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("a timer's definition serializes")
 }
 
 #[async_trait]
@@ -225,28 +247,10 @@ impl TimerRepo for Database {
         } else if let Err(refusal) = alone_within(load, quota) {
             return Err(Error::Refused { app: old.def.app, index: 0, refusal });
         }
-        let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
-        let res = on_tx!(&mut tx, c => sqlx::query(&c.sql(UPDATE))
-            .bind(&t.name)
-            .bind(t.status.code())
-            .bind(kind)
-            .bind(cron)
-            .bind(timezone)
-            .bind(run_at)
-            .bind(notify_json(t))
-            .bind(retry_json(t))
-            .bind(t.misfire.as_str())
-            .bind(i64::from(t.delete_after_run))
+        let res = on_tx!(&mut tx, c => bind_definition!(sqlx::query(&c.sql(&UPDATE)), bind, t)
             .bind(now_ms)
-            .bind(on_failure_json(t))
-            .bind(t.pause_after_failures.map(i64::from))
             .bind(peak_column(load))
-            .bind(t.overlap.as_str())
             .bind(t.status.code())
-            .bind(every_ms)
-            .bind(timing_column(&t.timing))
-            .bind(on_missed_json(t))
-            .bind(on_late_json(t))
             .bind(id)
             .execute(&mut *c)
             .await
@@ -703,29 +707,12 @@ impl InsertRows for sqlx::SqliteConnection {
         for chunk in timers.chunks(MAX_PARAMS / 22) {
             let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
             qb.push_values(chunk, |mut b, (t, load)| {
-                let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
-                b.push_bind(t.app.clone())
-                    .push_bind(t.name.clone())
-                    .push_bind(t.status.code())
-                    .push_bind(kind)
-                    .push_bind(cron.map(str::to_string))
-                    .push_bind(timezone.to_string())
-                    .push_bind(run_at)
-                    .push_bind(notify_json(t))
-                    .push_bind(retry_json(t))
-                    .push_bind(t.misfire.as_str())
-                    .push_bind(i64::from(t.delete_after_run))
-                    .push_bind(on_failure_json(t))
-                    .push_bind(t.pause_after_failures.map(i64::from))
-                    .push_bind(t.overlap.as_str())
+                b.push_bind(t.app.as_str());
+                bind_definition!(b, push_bind, t)
                     .push_bind(now_ms)
                     .push_bind(now_ms)
                     .push_bind(t.first_next_run(now_ms))
-                    .push_bind(peak_column(*load))
-                    .push_bind(every_ms)
-                    .push_bind(timing_column(&t.timing))
-                    .push_bind(on_missed_json(t))
-                    .push_bind(on_late_json(t));
+                    .push_bind(peak_column(*load));
             });
             qb.push(ON_NAME_TAKEN);
             for row in qb.build().fetch_all(&mut *self).await? {
@@ -741,19 +728,17 @@ impl InsertRows for sqlx::SqliteConnection {
 impl InsertRows for sqlx::PgConnection {
     async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
         let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
+        // One array per column: app, then [`DEFINITION`] in its order.
         let sql = formatcp!(
-            "{INSERT} SELECT app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run,
-                    on_failure, pause_after_failures, overlap, $11, $11, next_run, peak, every_ms, timing,
-                    on_missed, on_late
+            "{INSERT} SELECT app, {DEFINITION}, $21, $21, next_run, peak
              FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                         $8::text[], $9::text[], $10::text[], $12::bigint[], $13::smallint[], $14::text[],
-                         $15::integer[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $20::text[],
-                         $21::text[])
-                  WITH ORDINALITY AS v(app, name, status, kind, cron, timezone, run_at, notify, retry, misfire, peak,
-                                       delete_after_run, on_failure, pause_after_failures, overlap, next_run,
-                                       every_ms, timing, on_missed, on_late, ord)
+                         $8::text[], $9::text[], $10::text[], $11::smallint[], $12::text[], $13::integer[],
+                         $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[], $19::bigint[],
+                         $20::bigint[])
+                  WITH ORDINALITY AS v(app, {DEFINITION}, next_run, peak, ord)
              ORDER BY ord{ON_NAME_TAKEN}"
         );
+        let column = |f: fn(&NewTimer) -> Option<String>| timers.iter().map(|(t, _)| f(t)).collect::<Vec<_>>();
         let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
             .bind(timers.iter().map(|(t, _)| t.app.as_str()).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.name.as_str()).collect::<Vec<_>>())
@@ -762,20 +747,20 @@ impl InsertRows for sqlx::PgConnection {
             .bind(schedules.iter().map(|s| s.1).collect::<Vec<_>>())
             .bind(schedules.iter().map(|s| s.2).collect::<Vec<_>>())
             .bind(schedules.iter().map(|s| s.3).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| notify_json(t)).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| retry_json(t)).collect::<Vec<_>>())
+            .bind(column(|t| Some(json(&t.notify))))
+            .bind(column(|t| Some(json(&t.retry))))
             .bind(timers.iter().map(|(t, _)| t.misfire.as_str()).collect::<Vec<_>>())
-            .bind(now_ms)
-            .bind(timers.iter().map(|(_, load)| peak_column(*load)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| i16::from(t.delete_after_run)).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| on_failure_json(t)).collect::<Vec<_>>())
+            .bind(column(|t| t.on_failure.as_ref().map(json)))
             .bind(timers.iter().map(|(t, _)| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.overlap.as_str()).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| t.first_next_run(now_ms)).collect::<Vec<_>>())
             .bind(schedules.iter().map(|s| s.4).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| timing_column(&t.timing)).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| on_missed_json(t)).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| on_late_json(t)).collect::<Vec<_>>())
+            .bind(column(|t| timing_column(&t.timing)))
+            .bind(column(|t| t.on_missed.as_ref().map(json)))
+            .bind(column(|t| t.on_late.as_ref().map(json)))
+            .bind(timers.iter().map(|(t, _)| t.first_next_run(now_ms)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(_, load)| peak_column(*load)).collect::<Vec<_>>())
+            .bind(now_ms)
             .fetch_all(&mut *self)
             .await?;
         Ok(rows)
@@ -794,29 +779,12 @@ impl InsertRows for sqlx::MySqlConnection {
         for chunk in timers.chunks(500) {
             let mut qb = QueryBuilder::<MySql>::new(INSERT.replacen("INSERT", "INSERT IGNORE", 1));
             qb.push_values(chunk, |mut b, (t, load)| {
-                let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
-                b.push_bind(t.app.as_str())
-                    .push_bind(t.name.as_str())
-                    .push_bind(t.status.code())
-                    .push_bind(kind)
-                    .push_bind(cron)
-                    .push_bind(timezone)
-                    .push_bind(run_at)
-                    .push_bind(notify_json(t))
-                    .push_bind(retry_json(t))
-                    .push_bind(t.misfire.as_str())
-                    .push_bind(i64::from(t.delete_after_run))
-                    .push_bind(on_failure_json(t))
-                    .push_bind(t.pause_after_failures.map(i64::from))
-                    .push_bind(t.overlap.as_str())
+                b.push_bind(t.app.as_str());
+                bind_definition!(b, push_bind, t)
                     .push_bind(now_ms)
                     .push_bind(now_ms)
                     .push_bind(t.first_next_run(now_ms))
-                    .push_bind(peak_column(*load))
-                    .push_bind(every_ms)
-                    .push_bind(timing_column(&t.timing))
-                    .push_bind(on_missed_json(t))
-                    .push_bind(on_late_json(t));
+                    .push_bind(peak_column(*load));
             });
             let done = qb.build().execute(&mut *self).await?;
             if done.rows_affected() == 0 {
