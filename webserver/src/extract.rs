@@ -152,6 +152,46 @@ pub fn authorized_input<E: Extracted>(
     Ok(input)
 }
 
+/// What an input names its app by, for [`ForApp`]: `of_app!(Type, ...)`
+/// for input types with an `app` field.
+pub trait OfApp {
+    /// The app the input acts on.
+    fn app(&self) -> &str;
+}
+
+/// Implements [`OfApp`] for input types with an `app` field.
+#[macro_export]
+macro_rules! of_app {
+    ($($t:ty),+ $(,)?) => {
+        $(impl $crate::extract::OfApp for $t {
+            fn app(&self) -> &str {
+                &self.app
+            }
+        })+
+    };
+}
+
+/// A request's input on behalf of its app, and the caller's context,
+/// checked as [`authorized_input`] checks them: `ForApp(input, auth):
+/// ForApp<ApiJson<T>>` (or `ApiQuery`, `QueryOrJson`) in a handler.
+pub struct ForApp<E: Extracted>(pub E::Value, pub AuthContext);
+
+impl<E, M> FromRequest<AppState, M> for ForApp<E>
+where
+    E: Extracted + FromRequest<AppState, M, Rejection = ApiError>,
+    E::Value: OfApp,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let auth = AuthContext::from_request_parts(&mut parts, state).await?;
+        let input = E::from_request(Request::from_parts(parts, body), state).await;
+        let input = authorized_input(&auth, input, |input| input.app())?;
+        Ok(Self(input, auth))
+    }
+}
+
 /// A query string.
 #[derive(Debug, Clone)]
 pub struct ApiQuery<T>(pub T);

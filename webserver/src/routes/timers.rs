@@ -46,7 +46,7 @@ use xtimer_service::many::Search;
 use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 use self::view::{FireView, List, TimerId, TimerView};
 use crate::auth::AuthContext;
-use crate::extract::{authorized_input, ApiJson, ApiQuery, QueryOrJson};
+use crate::extract::{ApiJson, ApiQuery, ForApp, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
 
 /// The timer routes under `prefix` (`/api/xtimer` or `/xtimer`); a batch
@@ -90,10 +90,8 @@ pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
 /// a moment fires on time.
 pub async fn timers_create(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<CreateTimer>, ApiError>,
+    ForApp(input, auth): ForApp<ApiJson<CreateTimer>>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let new = input.validate_with(state.clock.now_ms(), &state.security.limits)?;
     let timer = state.service.create(new, &auth.actor()).await?;
     Ok(Envelope(TimerId { id: timer.id }))
@@ -103,10 +101,9 @@ pub async fn timers_create(
 /// the reply. Enabling an enabled timer is a no-op that succeeds.
 pub async fn timers_enable(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<ApiQuery<TimerRef>, ApiError>,
+    ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    let key = authorized(&auth, r)?;
+    let key = timer_key(&auth, r);
     let timer = state.service.enable(&key).await?;
     Ok(Envelope(TimerId { id: timer.id }))
 }
@@ -115,10 +112,9 @@ pub async fn timers_enable(
 /// fired, when their time comes.
 pub async fn timers_disable(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<ApiQuery<TimerRef>, ApiError>,
+    ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    let key = authorized(&auth, r)?;
+    let key = timer_key(&auth, r);
     state.service.disable(&key).await?;
     Ok(Envelope(TimerId { id: key.id }))
 }
@@ -128,10 +124,8 @@ pub async fn timers_disable(
 /// for an unknown id (a second delete too).
 pub async fn timers_delete(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<QueryOrJson<TimerRef>, ApiError>,
+    ForApp(r, auth): ForApp<QueryOrJson<TimerRef>>,
 ) -> Result<Envelope<TimerId>, ApiError> {
-    let r = authorized_input(&auth, r, |r| &r.app)?;
     let key = timer_key(&auth, r);
     state.service.delete(&key).await?;
     Ok(Envelope(TimerId { id: key.id }))
@@ -141,10 +135,9 @@ pub async fn timers_delete(
 /// `stats` over the last 24 hours.
 pub async fn timers_get(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<ApiQuery<TimerRef>, ApiError>,
+    ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
 ) -> Result<Envelope<TimerView>, ApiError> {
-    let key = authorized(&auth, r)?;
+    let key = timer_key(&auth, r);
     let timer = state.service.get(&key).await?;
     let next = state.service.next_fire(&timer, state.clock.now_ms()).await?;
     let mut view = TimerView::at(&timer, next);
@@ -158,10 +151,8 @@ pub async fn timers_get(
 /// id; `total` counts the matches.
 pub async fn timers_list(
     State(state): State<AppState>,
-    auth: AuthContext,
-    q: Result<ApiQuery<AppTimersQuery>, ApiError>,
+    ForApp(q, _): ForApp<ApiQuery<AppTimersQuery>>,
 ) -> Result<Envelope<List<TimerView>>, ApiError> {
-    let q = authorized_input(&auth, q, |q| &q.app)?;
     let page = q.validate()?;
     let search = Search { q: q.q.clone(), status: q.status, selector: q.selector.clone(), ids: None };
     let (timers, total) = state.service.search(&q.app, &search, page).await?;
@@ -178,22 +169,13 @@ pub async fn timers_list(
 /// optionally of one status; a 404 once the timer is deleted.
 pub async fn timer_tasks_list(
     State(state): State<AppState>,
-    auth: AuthContext,
-    q: Result<ApiQuery<TimerTasksQuery>, ApiError>,
+    ForApp(q, auth): ForApp<ApiQuery<TimerTasksQuery>>,
 ) -> Result<Envelope<List<FireView>>, ApiError> {
-    let q = authorized_input(&auth, q, |q| &q.app)?;
     let (status, page) = q.validate()?;
     let upcoming = q.upcoming == Some(true);
     let key = timer_key(&auth, TimerRef { id: q.id, app: q.app });
     let (fires, total) = state.service.fires(&key, status, upcoming, page).await?;
     Ok(Envelope(List { list: fires.iter().map(FireView::from).collect(), total }))
-}
-
-/// A timer reference read after the caller showed a valid token (401
-/// first), checked to name the caller's app (403).
-fn authorized(auth: &AuthContext, r: Result<ApiQuery<TimerRef>, ApiError>) -> Result<TimerKey, ApiError> {
-    let r = authorized_input(auth, r, |r| &r.app)?;
-    Ok(timer_key(auth, r))
 }
 
 /// The timer `r` names, as the service takes it: with auth on, the caller

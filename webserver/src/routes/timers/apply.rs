@@ -13,10 +13,11 @@ use xtimer_service::apply::{ApplyOptions, ApplyOutcome, ApplyTimer, DEFAULT_OWNE
 
 use super::batch::item_of;
 use super::input::instant_value;
-use crate::auth::AuthContext;
-use crate::extract::authorized_input;
 use crate::extract::ApiJson;
+use crate::extract::ForApp;
 use crate::{ApiError, AppState, Envelope};
+
+crate::of_app!(ApplyTimers);
 
 /// Most item problems one 400 lists.
 const MAX_LISTED_PROBLEMS: usize = 20;
@@ -67,10 +68,8 @@ impl From<ApplyOutcome> for Applied {
 /// `POST applyTimers`.
 pub async fn timers_apply(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<ApplyTimers>, ApiError>,
+    ForApp(input, auth): ForApp<ApiJson<ApplyTimers>>,
 ) -> Result<Envelope<Applied>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let count = input.timers.len();
     if count > MAX_APPLY_TIMERS {
         return Err(ApiError::invalid("timers", format!("must hold at most {MAX_APPLY_TIMERS} timers, got {count}")));

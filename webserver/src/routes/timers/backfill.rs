@@ -10,10 +10,11 @@ use xtimer_service::Backfill;
 use super::input::TimerRef;
 use super::preview::parse_instant;
 use super::timer_key;
-use crate::auth::AuthContext;
-use crate::extract::authorized_input;
 use crate::extract::ApiJson;
+use crate::extract::ForApp;
 use crate::{ApiError, AppState, Envelope};
+
+crate::of_app!(BackfillTimer);
 
 /// Body of `backfillTimer`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -54,10 +55,8 @@ pub struct Backfilled {
 /// could not be told apart from missed ones.
 pub async fn timers_backfill(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<BackfillTimer>, ApiError>,
+    ForApp(input, auth): ForApp<ApiJson<BackfillTimer>>,
 ) -> Result<Envelope<Backfilled>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let window = Backfill {
         from_ms: instant("from", &input.from)?,
         to_ms: instant("to", &input.to)?,

@@ -9,10 +9,11 @@ use xtimer_service::Explanation;
 use super::input::TimerRef;
 use super::timer_key;
 use super::view::FireView;
-use crate::auth::AuthContext;
-use crate::extract::authorized_input;
 use crate::extract::ApiQuery;
+use crate::extract::ForApp;
 use crate::{ApiError, AppState, Envelope};
+
+crate::of_app!(ExplainQuery);
 
 /// Query of `explainFire`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
@@ -82,10 +83,8 @@ impl From<Explanation> for ExplainView {
 /// not. Another app's timer is a 403 to an app token, an unknown one a 404.
 pub async fn fire_explain(
     State(state): State<AppState>,
-    auth: AuthContext,
-    q: Result<ApiQuery<ExplainQuery>, ApiError>,
+    ForApp(q, auth): ForApp<ApiQuery<ExplainQuery>>,
 ) -> Result<Envelope<ExplainView>, ApiError> {
-    let q = authorized_input(&auth, q, |q| &q.app)?;
     let run_ms: i64 = q.run_timer.trim().parse().map_err(|_| {
         ApiError::Invalid(format!(
             "runTimer: must be the scheduled time in Unix milliseconds (a whole number), not `{}`",

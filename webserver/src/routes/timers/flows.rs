@@ -6,9 +6,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use xtimer_service::flows::{Flow, FlowChange};
 
 use super::when::AppRef;
-use crate::auth::AuthContext;
-use crate::extract::{authorized_input, ApiJson, QueryOrJson};
+use crate::extract::{ApiJson, ForApp, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
+
+crate::of_app!(SetFlowLimit, FlowRef);
 
 /// Body of `setFlowLimit`: a field left out keeps the flow's value; a
 /// `null` rate or parallelism removes it.
@@ -99,10 +100,8 @@ pub struct FlowDeleted {
 /// flow as it is now.
 pub async fn flow_set(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<SetFlowLimit>, ApiError>,
+    ForApp(input, _): ForApp<ApiJson<SetFlowLimit>>,
 ) -> Result<Envelope<FlowEntry>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let change = FlowChange { rate_per_sec: input.rate_per_sec, parallelism: input.parallelism, paused: input.paused };
     let flow = state.service.set_flow_limit(&input.app, &input.key, change).await?;
     Ok(Envelope(flow.into()))
@@ -112,10 +111,8 @@ pub async fn flow_set(
 /// open callbacks.
 pub async fn flows_list(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<QueryOrJson<AppRef>, ApiError>,
+    ForApp(r, _): ForApp<QueryOrJson<AppRef>>,
 ) -> Result<Envelope<FlowList>, ApiError> {
-    let r = authorized_input(&auth, r, |r| &r.app)?;
     let flows = state.service.flows(&r.app).await?;
     Ok(Envelope(FlowList { list: flows.into_iter().map(FlowEntry::from).collect() }))
 }
@@ -123,10 +120,8 @@ pub async fn flows_list(
 /// `DELETE delFlowLimit`: removes a flow's limits; its waiting fires go.
 pub async fn flow_delete(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<QueryOrJson<FlowRef>, ApiError>,
+    ForApp(r, _): ForApp<QueryOrJson<FlowRef>>,
 ) -> Result<Envelope<FlowDeleted>, ApiError> {
-    let r = authorized_input(&auth, r, |r| &r.app)?;
     let deleted = state.service.delete_flow_limit(&r.app, &r.key).await?;
     Ok(Envelope(FlowDeleted { key: r.key, deleted }))
 }

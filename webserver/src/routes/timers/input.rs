@@ -29,6 +29,8 @@ pub use xtimer_core::when::{
 
 use crate::ApiError;
 
+crate::of_app!(CreateTimer, TimerRef, AppTimersQuery, TimerTasksQuery);
+
 /// Longest `app`, characters.
 pub const MAX_APP_CHARS: usize = xtimer_service::MAX_APP_CHARS;
 /// Longest `name`, characters.

@@ -11,9 +11,10 @@ use xtimer_core::timer::{HttpNotify, Notify, Schedule, Timer, TimerStatus};
 use super::input::{CreateTimer, LateParam, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerRef};
 use super::timer_key;
 use super::view::TimerView;
-use crate::auth::AuthContext;
-use crate::extract::{authorized_input, ApiJson, QueryOrJson};
+use crate::extract::{ApiJson, ForApp, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
+
+crate::of_app!(UpdateTimer);
 
 /// Body of `updateTimer`: the timer's `id` and `app`, and any timer field
 /// to change. An absent field keeps its value; `null` clears `startAt`,
@@ -227,10 +228,8 @@ fn alert_param(n: &HttpNotify) -> NotifyHttpParam {
 /// new time); fires already made, manual ones and the history stay.
 pub async fn timers_update(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<UpdateTimer>, ApiError>,
+    ForApp(input, auth): ForApp<ApiJson<UpdateTimer>>,
 ) -> Result<Envelope<TimerView>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let key = timer_key(&auth, TimerRef { id: input.id, app: input.app.clone() });
     let limits = &state.security.limits;
     let timer = state
@@ -263,10 +262,8 @@ pub struct Triggered {
 /// schedule is left as it is.
 pub async fn timers_trigger(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<QueryOrJson<TimerRef>, ApiError>,
+    ForApp(r, auth): ForApp<QueryOrJson<TimerRef>>,
 ) -> Result<Envelope<Triggered>, ApiError> {
-    let r = authorized_input(&auth, r, |r| &r.app)?;
     let run_timer = state.service.trigger(&timer_key(&auth, r)).await?;
     Ok(Envelope(Triggered { run_timer }))
 }

@@ -11,8 +11,10 @@ use xtimer_service::replay::Replay;
 use super::input::TimerRef;
 use super::preview::parse_instant;
 use crate::auth::AuthContext;
-use crate::extract::{authorized_input, ApiJson, ApiQuery};
+use crate::extract::{ApiJson, ApiQuery, ForApp};
 use crate::{ApiError, AppState, Envelope};
+
+crate::of_app!(BulkTimers, PauseApp, ResumeApp, ReplayFires);
 
 /// One app as `getApps` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -109,10 +111,8 @@ impl From<BulkOutcome> for Bulked {
 /// single call would; a second run changes nothing more.
 pub async fn timers_bulk(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<BulkTimers>, ApiError>,
+    ForApp(input, auth): ForApp<ApiJson<BulkTimers>>,
 ) -> Result<Envelope<Bulked>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let action = BulkAction::parse(&input.action).ok_or_else(|| {
         ApiError::invalid("action", format!("must be enable, disable, delete or trigger, got `{}`", input.action))
     })?;
@@ -160,10 +160,8 @@ pub struct AppPaused {
 /// resumes by itself.
 pub async fn app_pause(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<PauseApp>, ApiError>,
+    ForApp(input, _): ForApp<ApiJson<PauseApp>>,
 ) -> Result<Envelope<AppPaused>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let until = match &input.until {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(parse_instant("until", text)?),
@@ -191,10 +189,8 @@ pub struct ResumeApp {
 /// `POST resumeApp`: the app's fires go out again from now on.
 pub async fn app_resume(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<ResumeApp>, ApiError>,
+    ForApp(input, _): ForApp<ApiJson<ResumeApp>>,
 ) -> Result<Envelope<AppPaused>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     state.service.resume_app(&input.app).await?;
     Ok(Envelope(AppPaused { app: input.app, paused: false, paused_until: None, paused_until_time: None, reason: None }))
 }
@@ -226,10 +222,9 @@ pub struct HistoryList {
 /// as its fire records are kept.
 pub async fn timer_history(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<ApiQuery<TimerRef>, ApiError>,
+    ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
 ) -> Result<Envelope<HistoryList>, ApiError> {
-    let key = super::authorized(&auth, r)?;
+    let key = super::timer_key(&auth, r);
     let entries = state.service.history(&key).await?;
     let list = entries
         .into_iter()
@@ -288,10 +283,8 @@ pub struct Replayed {
 /// outcome. The replay is stored: it goes on after a node crash.
 pub async fn fires_replay(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<ReplayFires>, ApiError>,
+    ForApp(input, auth): ForApp<ApiJson<ReplayFires>>,
 ) -> Result<Envelope<Replayed>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let time = |field: &str, value: &Option<Value>| -> Result<i64, ApiError> {
         match value {
             Some(Value::String(text)) => parse_instant(field, text),

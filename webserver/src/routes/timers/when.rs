@@ -12,8 +12,10 @@ use xtimer_service::when::MAX_FORECAST_SECONDS;
 use super::input::instant_value;
 use super::preview::parse_instant;
 use crate::auth::{authorize, AuthContext};
-use crate::extract::{authorized_input, ApiJson, ApiQuery, QueryOrJson};
+use crate::extract::{ApiJson, ApiQuery, ForApp, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
+
+crate::of_app!(AppRef, PutCalendar, CalendarRef);
 
 /// Body of `putCalendar`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -118,10 +120,8 @@ pub struct AppRef {
 /// planned again).
 pub async fn calendar_put(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<PutCalendar>, ApiError>,
+    ForApp(input, _): ForApp<ApiJson<PutCalendar>>,
 ) -> Result<Envelope<CalendarName>, ApiError> {
-    let input = authorized_input(&auth, input, |input| &input.app)?;
     let mut ranges = Vec::with_capacity(input.ranges.len());
     for (i, r) in input.ranges.iter().enumerate() {
         ranges.push((
@@ -138,10 +138,8 @@ pub async fn calendar_put(
 /// `GET getCalendar`: one calendar.
 pub async fn calendar_get(
     State(state): State<AppState>,
-    auth: AuthContext,
-    q: Result<ApiQuery<CalendarRef>, ApiError>,
+    ForApp(q, _): ForApp<ApiQuery<CalendarRef>>,
 ) -> Result<Envelope<CalendarView>, ApiError> {
-    let q = authorized_input(&auth, q, |q| &q.app)?;
     let calendar = state.service.calendar(&q.app, &q.name).await?;
     Ok(Envelope(CalendarView::from(&calendar)))
 }
@@ -149,10 +147,8 @@ pub async fn calendar_get(
 /// `GET getAppCalendars`: an app's calendars, by name.
 pub async fn calendars_list(
     State(state): State<AppState>,
-    auth: AuthContext,
-    q: Result<ApiQuery<AppRef>, ApiError>,
+    ForApp(q, _): ForApp<ApiQuery<AppRef>>,
 ) -> Result<Envelope<CalendarList>, ApiError> {
-    let q = authorized_input(&auth, q, |q| &q.app)?;
     let calendars = state.service.app_calendars(&q.app).await?;
     Ok(Envelope(CalendarList { list: calendars.iter().map(CalendarView::from).collect() }))
 }
@@ -161,10 +157,8 @@ pub async fn calendars_list(
 /// 400 naming the timers while any timer excludes it.
 pub async fn calendar_delete(
     State(state): State<AppState>,
-    auth: AuthContext,
-    r: Result<QueryOrJson<CalendarRef>, ApiError>,
+    ForApp(r, _): ForApp<QueryOrJson<CalendarRef>>,
 ) -> Result<Envelope<CalendarName>, ApiError> {
-    let r = authorized_input(&auth, r, |r| &r.app)?;
     state.service.delete_calendar(&r.app, &r.name).await?;
     Ok(Envelope(CalendarName { name: r.name }))
 }
