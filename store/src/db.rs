@@ -8,8 +8,9 @@
 //! PostgreSQL read it as written, MySQL gets `?` placeholders (so a shared
 //! statement uses each `$n` once, in order) and `SIGNED` for `BIGINT` in
 //! casts. A statement that really differs (a batch insert, a claim, an
-//! upsert, anything with dialect-only syntax) is a function per dialect,
-//! side by side in its repository's file.
+//! upsert, anything with dialect-only syntax) is a function in that
+//! dialect's module (`crate::sqlite::fires`, `crate::postgres::fires`, ...),
+//! which the repository calls per dialect.
 
 use std::borrow::Cow;
 

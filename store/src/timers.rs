@@ -1,7 +1,9 @@
 //! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every dialect;
 //! only the batch insert, the completion of one-shots (MySQL has no
 //! `RETURNING`), the read by many ids and the batch move of next fire times
-//! differ, side by side.
+//! differ: the insert per dialect below (`InsertRows`), the rest in the
+//! backend modules' `timers`. A timer's definition columns are listed once
+//! (`DEFINITION`, `bind_definition!`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
