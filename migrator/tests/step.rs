@@ -1,7 +1,6 @@
 //! A migrator step on a real SQLite file and a manual clock: it reads only
 //! the timers due before its horizon, and completes fired one-shots.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use xtimer_core::clock::ManualClock;
@@ -23,15 +22,7 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
         name: name.into(),
         status: TimerStatus::Enabled,
         schedule,
-        notify: Notify::Http(HttpNotify {
-            url: "http://127.0.0.1:9/hook".into(),
-            method: "POST".into(),
-            headers: BTreeMap::new(),
-            body: None,
-            timeout_ms: None,
-            template: false,
-            flow_key: None,
-        }),
+        notify: Notify::Http(HttpNotify::post("http://127.0.0.1:9/hook")),
         retry: RetryPolicy::default(),
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,

@@ -4,7 +4,6 @@
 //! step planned from the old definition may land: no fire at an old-only
 //! time, and no next fire position that hides the new definition's fires.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -133,15 +132,7 @@ fn timer(name: &str, cron: &str) -> NewTimer {
         name: name.into(),
         status: TimerStatus::Enabled,
         schedule: Schedule::Cron { expr: cron.into(), timezone: "UTC".into() },
-        notify: Notify::Http(HttpNotify {
-            url: "http://127.0.0.1:9/hook".into(),
-            method: "POST".into(),
-            headers: BTreeMap::new(),
-            body: None,
-            timeout_ms: None,
-            template: false,
-            flow_key: None,
-        }),
+        notify: Notify::Http(HttpNotify::post("http://127.0.0.1:9/hook")),
         retry: RetryPolicy::default(),
         misfire: MisfirePolicy::FireAll,
         delete_after_run: false,

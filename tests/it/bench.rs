@@ -82,15 +82,7 @@ async fn the_herd_of_aligned_crons_spreads_its_fires_each_once_inside_its_window
 async fn the_receiver_process_counts_callbacks_by_run_time_and_ends_with_its_owner() {
     let rx = ReceiverProcess::start(Path::new(env!("CARGO_BIN_EXE_xtimer")), 1).await.unwrap();
     let client = xtimer_executor::callback::client(5_000, 4).unwrap();
-    let notify = HttpNotify {
-        url: rx.url("/hook"),
-        method: "POST".into(),
-        headers: BTreeMap::new(),
-        body: None,
-        timeout_ms: None,
-        template: false,
-        flow_key: None,
-    };
+    let notify = HttpNotify::post(rx.url("/hook"));
     for (timer_id, run_ms) in [(1, 1_000), (2, 1_000), (1, 2_000)] {
         let answer = xtimer_executor::callback::call(&client, &notify, FireKey { timer_id, run_ms }, 64).await;
         assert!(answer.delivery.delivered(), "{answer:?}");
