@@ -36,20 +36,21 @@ impl<T, R: Inbox<T>> Gather<T, R> {
     /// Appends the next batch to `batch`; false when every sender is gone
     /// and nothing is left.
     pub async fn next(&mut self, batch: &mut Vec<T>) -> bool {
-        let (start, first) = (batch.len(), self.first_take());
-        if self.rx.recv_many(batch, first).await == 0 {
-            return false;
-        }
-        self.linger_after(start, batch).await;
-        true
+        self.take(batch, std::future::pending()).await
     }
 
     /// [`Gather::next`], or false at once when `shutdown` is cancelled
     /// while waiting for the first item.
     pub async fn next_until(&mut self, batch: &mut Vec<T>, shutdown: &CancellationToken) -> bool {
+        self.take(batch, shutdown.cancelled()).await
+    }
+
+    /// The first items, unless `stop` ends the wait for them, then what
+    /// arrives within the linger.
+    async fn take(&mut self, batch: &mut Vec<T>, stop: impl Future<Output = ()>) -> bool {
         let (start, first) = (batch.len(), self.first_take());
         let got = tokio::select! {
-            _ = shutdown.cancelled() => return false,
+            _ = stop => return false,
             got = self.rx.recv_many(batch, first) => got,
         };
         if got == 0 {

@@ -388,11 +388,6 @@ impl std::ops::DerefMut for Timer {
 }
 
 impl Timer {
-    /// Its definition, as a [`NewTimer`] to store again changed.
-    pub fn to_new(&self) -> NewTimer {
-        self.def.clone()
-    }
-
     /// Its scheduled fire time before `before_ms`, not before it could
     /// first fire (its creation, its `startAt`); `None` for a one-shot and
     /// for its first fire.

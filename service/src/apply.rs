@@ -323,7 +323,7 @@ impl TimerService {
     async fn undo(&self, app: &str, undo: Undo<'_>, by: &Actor) {
         let key = |id: i64| TimerKey { id, app: app.to_owned(), proven: true, by: by.clone() };
         for stored in undo.updated.iter().rev() {
-            let old = stored.to_new();
+            let old = stored.def.clone();
             let key = key(stored.id);
             let restored = self.update_planning(&key, move |_, _| Ok::<_, ServiceError>(old), false, ACTION);
             if let Err(err) = restored.await {
@@ -429,7 +429,7 @@ fn keep_anchor(new: &mut NewTimer, stored: &Timer) {
 /// leaves (worked out from the definition), and a one-shot's completion
 /// (`status: 4` is what became of `status: 2`).
 fn same(stored: &Timer, new: &NewTimer) -> bool {
-    let mut old = stored.to_new();
+    let mut old = stored.def.clone();
     if old.status == TimerStatus::Completed && new.status == TimerStatus::Enabled {
         old.status = TimerStatus::Enabled;
     }

@@ -101,7 +101,7 @@ pub(crate) fn status_change(old: TimerStatus, new: TimerStatus) -> Changes {
 
 /// The fields `new` changes of `old`, as the API names them, each `[old, new]`.
 pub(crate) fn diff(old: &Timer, new: &NewTimer) -> Changes {
-    let before = fields(&old.to_new());
+    let before = fields(&old.def);
     let after = fields(new);
     let mut changes = Changes::new();
     for (name, was) in &before {

@@ -22,7 +22,7 @@ impl Steering for TimerService {
                 let Schedule::Once { .. } = stored.schedule else {
                     return Err(ServiceError::invalid("runAt", "the timer is no longer a one-shot"));
                 };
-                let mut moved = stored.to_new();
+                let mut moved = stored.def.clone();
                 moved.schedule = Schedule::Once { run_at_ms };
                 Ok(moved)
             })

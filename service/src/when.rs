@@ -266,7 +266,7 @@ pub(crate) fn definition(timer: &Timer) -> NewTimer {
         TimerStatus::Enabled => TimerStatus::Enabled,
         _ => TimerStatus::Disabled,
     };
-    NewTimer { status, ..timer.to_new() }
+    NewTimer { status, ..timer.def.clone() }
 }
 
 fn check_calendar_name(name: &str) -> Result<()> {

@@ -33,9 +33,6 @@ use crate::{Database, Error, Result};
 /// them from this one list.
 const DEFINITION: &str = "name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, \
      on_failure, pause_after_failures, overlap, every_ms, timing, on_missed, on_late";
-/// How many columns [`DEFINITION`] names.
-const DEFINITION_COUNT: usize = 17;
-
 /// Binds `$t`'s definition in [`DEFINITION`] order with `$q.$bind(..)`:
 /// `bind` on a query, `push_bind` on a `VALUES` row.
 macro_rules! bind_definition {
@@ -69,17 +66,21 @@ macro_rules! bind_definition {
 const INSERT: &str =
     formatcp!("INSERT INTO t_timer (app, {DEFINITION}, create_time, modify_time, next_run, peak_fpm) ");
 
-/// Stores a timer's new definition: [`DEFINITION`] as `$1` to `$17`, then
+/// Stores a timer's new definition: [`DEFINITION`] as `$1` to `$n`, then
 /// the modify time, its peak load, its status again (enabling, or keeping
 /// enabled, marks it for expansion at once) and its id.
 static UPDATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let set: Vec<String> = DEFINITION.split(", ").enumerate().map(|(i, c)| format!("{c} = ${}", i + 1)).collect();
-    debug_assert_eq!(set.len(), DEFINITION_COUNT);
+    let n = set.len();
     format!(
-        "UPDATE t_timer SET {}, modify_time = $18, peak_fpm = $19, pause_reason = NULL,
-             next_run = CASE WHEN $20 = {enabled} THEN 0 ELSE next_run END
-         WHERE timer_id = $21 AND status <> {deleted}",
+        "UPDATE t_timer SET {}, modify_time = ${}, peak_fpm = ${}, pause_reason = NULL,
+             next_run = CASE WHEN ${} = {enabled} THEN 0 ELSE next_run END
+         WHERE timer_id = ${} AND status <> {deleted}",
         set.join(", "),
+        n + 1,
+        n + 2,
+        n + 3,
+        n + 4,
         enabled = code::TIMER_ENABLED,
         deleted = code::TIMER_DELETED
     )
@@ -740,6 +741,7 @@ impl InsertRows for sqlx::PgConnection {
                   WITH ORDINALITY AS v(app, {DEFINITION}, next_run, peak, ord)
              ORDER BY ord{ON_NAME_TAKEN}"
         );
+        // The nullable text columns.
         let column = |f: fn(&NewTimer) -> Option<String>| timers.iter().map(|(t, _)| f(t)).collect::<Vec<_>>();
         let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
             .bind(timers.iter().map(|(t, _)| t.app.as_str()).collect::<Vec<_>>())
@@ -749,8 +751,8 @@ impl InsertRows for sqlx::PgConnection {
             .bind(schedules.iter().map(|s| s.1).collect::<Vec<_>>())
             .bind(schedules.iter().map(|s| s.2).collect::<Vec<_>>())
             .bind(schedules.iter().map(|s| s.3).collect::<Vec<_>>())
-            .bind(column(|t| Some(json(&t.notify))))
-            .bind(column(|t| Some(json(&t.retry))))
+            .bind(timers.iter().map(|(t, _)| json(&t.notify)).collect::<Vec<_>>())
+            .bind(timers.iter().map(|(t, _)| json(&t.retry)).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| t.misfire.as_str()).collect::<Vec<_>>())
             .bind(timers.iter().map(|(t, _)| i16::from(t.delete_after_run)).collect::<Vec<_>>())
             .bind(column(|t| t.on_failure.as_ref().map(json)))

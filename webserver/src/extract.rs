@@ -109,7 +109,7 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|subtype| subtype == "json" || (subtype.ends_with("+json") && subtype.len() > "+json".len()))
 }
 
-/// An extractor's value: what [`authorized_input`] hands on.
+/// An extractor's value: what [`ForApp`] hands on.
 pub trait Extracted {
     /// The value read from the request.
     type Value;
@@ -138,20 +138,6 @@ impl<T> Extracted for QueryOrJson<T> {
     }
 }
 
-/// A request's input on behalf of an app, checked in this order: a token
-/// (when auth is on: a caller without one learns nothing of its input),
-/// the input read, then the token's app against the input's (`app_of`).
-pub fn authorized_input<E: Extracted>(
-    auth: &AuthContext,
-    input: Result<E, ApiError>,
-    app_of: impl FnOnce(&E::Value) -> &str,
-) -> Result<E::Value, ApiError> {
-    auth.require_token()?;
-    let input = input?.into_value();
-    authorize(auth, app_of(&input))?;
-    Ok(input)
-}
-
 /// What an input names its app by, for [`ForApp`]: `of_app!(Type, ...)`
 /// for input types with an `app` field.
 pub trait OfApp {
@@ -171,9 +157,11 @@ macro_rules! of_app {
     };
 }
 
-/// A request's input on behalf of its app, and the caller's context,
-/// checked as [`authorized_input`] checks them: `ForApp(input, auth):
-/// ForApp<ApiJson<T>>` (or `ApiQuery`, `QueryOrJson`) in a handler.
+/// A request's input on behalf of its app, and the caller's context:
+/// `ForApp(input, auth): ForApp<ApiJson<T>>` (or `ApiQuery`, `QueryOrJson`)
+/// in a handler. Checked in this order: a token (when auth is on: a caller
+/// without one learns nothing of its input), the input read, then the
+/// token's app against the input's.
 pub struct ForApp<E: Extracted>(pub E::Value, pub AuthContext);
 
 impl<E, M> FromRequest<AppState, M> for ForApp<E>
@@ -186,8 +174,9 @@ where
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let (mut parts, body) = req.into_parts();
         let auth = AuthContext::from_request_parts(&mut parts, state).await?;
-        let input = E::from_request(Request::from_parts(parts, body), state).await;
-        let input = authorized_input(&auth, input, |input| input.app())?;
+        auth.require_token()?;
+        let input = E::from_request(Request::from_parts(parts, body), state).await?.into_value();
+        authorize(&auth, input.app())?;
         Ok(Self(input, auth))
     }
 }
