@@ -30,8 +30,10 @@ use crate::heartbeat::{sync_clock, Heartbeat};
 use crate::telemetry::Telemetry;
 use crate::timer_tasks::TimerTasks;
 
-/// How often SQLite's WAL is copied into the database file.
-const CHECKPOINT_PERIOD: Duration = Duration::from_millis(250);
+/// How often SQLite's WAL is copied into the database file. A page written
+/// many times between two checkpoints is copied once: at 250 ms the copies
+/// cost ~6% of the node's CPU at 2,000 fires a second.
+const CHECKPOINT_PERIOD: Duration = Duration::from_millis(1_000);
 
 /// A running node.
 pub struct Node {

@@ -195,7 +195,8 @@ impl Default for SchedulerConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct TriggerConfig {
     /// How long before its time a fire is claimed, ms, so the callback
-    /// leaves on the millisecond. Defaults to 500.
+    /// leaves on the millisecond; fires due within a tenth of this of each
+    /// other are claimed together, up to that much earlier. Defaults to 500.
     pub claim_ahead_ms: u64,
     /// Period of re-reading a held shard for late additions, ms. Defaults to 1000.
     pub repoll_ms: u64,
@@ -204,6 +205,15 @@ pub struct TriggerConfig {
 impl Default for TriggerConfig {
     fn default() -> Self {
         Self { claim_ahead_ms: 500, repoll_ms: 1_000 }
+    }
+}
+
+impl TriggerConfig {
+    /// How much earlier than `claim_ahead` a fire may be handed over for
+    /// its claim, ms: a tenth of it. Fires due within this of each other
+    /// are claimed in one batch after one wake-up of the wheel.
+    pub fn handover_window_ms(&self) -> u64 {
+        self.claim_ahead_ms / 10
     }
 }
 

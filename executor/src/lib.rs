@@ -582,21 +582,29 @@ impl ExecutorHandle {
                 _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
             }
         }
-        for (fire, timer) in group {
+        let mut group = group.into_iter().peekable();
+        while let Some((fire, timer)) = group.next() {
             if self.inner.hard_stop.is_cancelled() {
                 self.release(std::slice::from_ref(&fire)).await;
                 continue;
             }
             // Each fire waits for its own slots (host, app, executor) in its
-            // own task, so a hung host's queue holds up no other fire.
+            // own task, so a hung host's queue holds up no other fire; the
+            // last one has none behind it and goes in this task (one spawn,
+            // and one wake-up of another worker, fewer per group).
             let this = self.clone();
-            self.inner.tracker.spawn(async move {
+            let work = async move {
                 let mut held = held;
                 let (outcome, timer) = this.attempt_with(&fire, fire.attempt + 1, timer, &mut held).await;
                 if let FireOutcome::RetryAt(at) = outcome {
                     this.retry_at(fire, at, timer, held).await;
                 }
-            });
+            };
+            if group.peek().is_none() {
+                work.await;
+            } else {
+                self.inner.tracker.spawn(work);
+            }
         }
     }
 

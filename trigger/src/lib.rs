@@ -12,7 +12,10 @@
 //! is logged and left to its lease, so its loop never fails.
 //!
 //! Fires wake `claim_ahead` early so the executor can claim them in a batch
-//! and still send each callback on its millisecond.
+//! and still send each callback on its millisecond. The wheel hands them
+//! over in windows of a tenth of that (a fire is claimed 450-500 ms ahead
+//! at the default), so fires due a few milliseconds apart are claimed
+//! together and the wheel wakes once per window, not once per millisecond.
 
 pub mod wheel;
 
@@ -95,7 +98,12 @@ impl Trigger {
     pub async fn run(self, shutdown: CancellationToken) {
         let Self { shared, mut channels } = self;
         let mut tasks = JoinSet::new();
-        let driver = WheelDriver { wheel: shared.wheel.clone(), clock: shared.clock.clone(), out: channels.due };
+        let driver = WheelDriver {
+            wheel: shared.wheel.clone(),
+            clock: shared.clock.clone(),
+            out: channels.due,
+            window_ms: shared.config.handover_window_ms() as i64,
+        };
         tasks.spawn(driver.run(shutdown.clone()));
         loop {
             tokio::select! {
