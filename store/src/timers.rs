@@ -820,6 +820,9 @@ impl InsertRows for sqlx::MySqlConnection {
 /// is past by now; one deleted (deleteAfterRun) no longer counts as a
 /// timer of its app.
 async fn complete_finished(db: &Database, scope: Option<&[i64]>, now_ms: i64) -> Result<u64> {
+    if let Database::Postgres(pool) = db {
+        crate::postgres::stats::refresh_if_stale(pool).await;
+    }
     let mut tx = Tx::begin(db).await?;
     if !matches!(tx, Tx::Sqlite(_)) {
         let apps_sql = match tx {

@@ -8,6 +8,7 @@ pub(crate) mod fires;
 pub(crate) mod notify;
 pub mod partition;
 pub(crate) mod plan;
+pub(crate) mod stats;
 
 use std::str::FromStr;
 use std::time::Duration;

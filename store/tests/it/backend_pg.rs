@@ -429,3 +429,46 @@ async fn a_plan_waits_for_an_update_in_flight_and_then_writes_nothing() {
     let due = db.due_timers(T0 + 60_000, 10).await.unwrap();
     assert_eq!(due.len(), 1, "the updated timer is still marked for expansion");
 }
+
+/// How many times `t_timer` was analyzed other than by autovacuum.
+async fn analyzed(db: &Database) -> i64 {
+    sqlx::query_scalar("SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 't_timer'::regclass")
+        .fetch_one(pool(db))
+        .await
+        .unwrap()
+}
+
+/// After a bulk create, the finisher's pass refreshes `t_timer`'s planner
+/// statistics before it runs (stale ones planned its statement as a scan of
+/// every enabled timer); with nothing changed it leaves them be.
+#[tokio::test]
+async fn a_finisher_pass_after_a_bulk_create_analyzes_the_timers_first() {
+    let db = fresh_database().await;
+    sqlx::query("ANALYZE t_timer").execute(pool(&db)).await.unwrap();
+    let before = analyzed(&db).await;
+    let now = wall_now();
+    assert_eq!(db.complete_ended(&[1], now).await.unwrap(), 0);
+    assert_eq!(analyzed(&db).await, before, "fresh statistics are left be");
+
+    let quota = xtimer_store::Quota { timers_per_app: 1_000_000, fires_per_minute_per_app: 1_000_000 };
+    for batch in 0..3 {
+        let timers: Vec<_> =
+            (0..1_000).map(|i| helpers::new_timer(APP, &format!("bulk-{batch}-{i}"), TimerStatus::Disabled)).collect();
+        assert!(db.create_each(&timers, now, &quota).await.unwrap().iter().all(Result::is_ok));
+    }
+    // A connection's counts reach the statistics views within seconds.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert_eq!(db.complete_ended(&[1], now).await.unwrap(), 0);
+        if analyzed(&db).await > before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "t_timer was not analyzed after 3,000 creates");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let estimate: f32 = sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE oid = 't_timer'::regclass")
+        .fetch_one(pool(&db))
+        .await
+        .unwrap();
+    assert_eq!(estimate, 3_000.0, "the planner counts the new rows");
+}
