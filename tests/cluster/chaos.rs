@@ -57,7 +57,8 @@ use crate::servers::{free_port, Mariadb, Postgres, Redis};
 /// twice.
 const IN_FLIGHT_BEFORE_MS: i64 = 5_000;
 /// See [`IN_FLIGHT_BEFORE_MS`]: fires are claimed up to
-/// `trigger.claim_ahead_ms` (500 ms) ahead of their time and held in memory.
+/// `trigger.claim_ahead_ms` and a tenth (550 ms) ahead of their time and
+/// held in memory.
 const IN_FLIGHT_AFTER_MS: i64 = 1_000;
 /// Fires due from [`IN_FLIGHT_BEFORE_MS`] before a fault starts to this
 /// long after it ends (a node back, a link healed, a server back) are the
