@@ -84,11 +84,13 @@ impl<T, R: Inbox<T>> Gather<T, R> {
     /// on, until they count `max`: what waits already, then, if there is
     /// room, what came by the linger's end. One wake-up per batch, not one
     /// per item that joins it (at a steady rate the senders would otherwise
-    /// wake this task, and often a parked worker thread, per item).
+    /// wake this task, and often a parked worker thread, per item). A
+    /// closed channel gets nothing more, so nothing is waited for (a
+    /// shutdown's last flush).
     async fn linger_after(&mut self, start: usize, batch: &mut Vec<T>) {
         let until = Instant::now() + self.linger;
         let held = self.drain(batch, self.count(&batch[start..]));
-        if held < self.max {
+        if held < self.max && !self.rx.is_closed() {
             sleep_until(until).await;
             self.drain(batch, held);
         }
@@ -209,5 +211,21 @@ mod tests {
         assert!(!gather.next_until(&mut batch, &shutdown).await);
         gather.close();
         drop(tx);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_channel_is_drained_without_waiting_out_the_linger() {
+        let (tx, rx) = mpsc::channel(100);
+        let mut gather = Gather::new(rx, 10, Duration::from_millis(50));
+        tx.send(1).await.unwrap();
+        tx.send(2).await.unwrap();
+        gather.close();
+        let start = Instant::now();
+        let mut batch = Vec::new();
+        assert!(gather.next(&mut batch).await);
+        assert_eq!(batch, [1, 2]);
+        assert_eq!(start.elapsed(), Duration::ZERO, "nothing more can come");
+        batch.clear();
+        assert!(!gather.next(&mut batch).await, "closed and empty");
     }
 }
