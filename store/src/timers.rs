@@ -115,11 +115,22 @@ const PAUSE_IF_FAILING: &str = formatcp!(
     succeeded = code::SUCCEEDED,
     failed = code::FAILED
 );
-/// Enabled timers due before `$2`. The window bound (`$1`, the window
-/// after `$2`'s) selects the due index's entries on SQLite and PostgreSQL;
-/// it holds for every timer due before `$2` whether `/` divides integers
-/// or, as on MySQL (which keeps its `(status, next_run)` key), decimals.
+/// Enabled timers due before `$2`, earliest window first. The window
+/// bound (`$1`, the window after `$2`'s) selects the due index's entries on
+/// SQLite and PostgreSQL, and the order is the index's own, so a page reads
+/// `$3` entries and stops: ordered by `next_run`, every page sorted all the
+/// timers still due (a 50,000-timer import read 2.5 million rows in 100
+/// pages). A step plans every due timer before it indexes any fire, so the
+/// order within a window does not matter.
 const DUE: &str = formatcp!(
+    "SELECT {TIMER_COLUMNS} FROM t_timer
+     WHERE status = {} AND next_run / {DUE_WINDOW_MS} < $1 AND next_run < $2
+     ORDER BY next_run / {DUE_WINDOW_MS}, timer_id LIMIT $3",
+    code::TIMER_ENABLED
+);
+/// [`DUE`] on MySQL, which keeps its `(status, next_run)` key (and whose
+/// `/` divides in decimals; the window bound holds all the same).
+const DUE_MYSQL: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer
      WHERE status = {} AND next_run / {DUE_WINDOW_MS} < $1 AND next_run < $2 ORDER BY next_run LIMIT $3",
     code::TIMER_ENABLED
@@ -446,7 +457,8 @@ impl TimerRepo for Database {
     }
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
-        on_db!(self, read, pool => sqlx::query(&pool.sql(DUE))
+        let due = if matches!(self, Self::Mysql(_)) { DUE_MYSQL } else { DUE };
+        on_db!(self, read, pool => sqlx::query(&pool.sql(due))
             .bind(before_ms.div_euclid(DUE_WINDOW_MS) + 1)
             .bind(before_ms)
             .bind(i64::from(limit))

@@ -164,6 +164,12 @@ pub async fn due_timers_follow_the_next_fire_index(b: Backend) {
     assert_eq!(due, vec![c.id, off.id], "enabling marks a timer for expansion");
     assert!(b.timers.set_timer_status(a.id, TimerStatus::Disabled, b.now()).await.unwrap());
     assert!(!ids(b.timers.due_timers(later + 1, 100).await.unwrap()).contains(&a.id), "a disabled timer is not due");
+
+    // A page takes the earliest due first, whatever the ids' order.
+    assert!(c.id < off.id);
+    b.timers.set_next_runs(&[(c.id, Some(b.now() + 1_800_000)), (off.id, Some(b.now() + 60_000))]).await.unwrap();
+    assert_eq!(ids(b.timers.due_timers(b.now() + 2_000_000, 1).await.unwrap()), vec![off.id], "earliest first");
+    assert_eq!(ids(b.timers.due_timers(b.now() + 2_000_000, 2).await.unwrap()), vec![off.id, c.id]);
 }
 
 pub async fn next_runs_of_a_page_larger_than_one_batch_are_all_written(b: Backend) {
