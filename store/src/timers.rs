@@ -182,8 +182,7 @@ impl TimerRepo for Database {
         now_ms: i64,
         quota: &Quota,
     ) -> Result<Vec<std::result::Result<i64, Refusal>>> {
-        let mut tx = Tx::begin(self).await?;
-        let outcomes = insert_checked(&mut tx, timers, now_ms, quota).await?;
+        let (tx, outcomes) = insert_checked(self, timers, now_ms, quota).await?;
         tx.commit().await?;
         Ok(outcomes)
     }
@@ -192,8 +191,7 @@ impl TimerRepo for Database {
         if timers.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = Tx::begin(self).await?;
-        let outcomes = insert_checked(&mut tx, timers, now_ms, quota).await?;
+        let (tx, outcomes) = insert_checked(self, timers, now_ms, quota).await?;
         let mut ids = Vec::with_capacity(outcomes.len());
         for (index, outcome) in outcomes.into_iter().enumerate() {
             match outcome {
@@ -518,17 +516,19 @@ impl TimerRepo for Database {
     }
 }
 
-/// Inserts `timers` in `tx`, each checked against its app's usage (read
-/// and locked per app, in app order); the outcome of each, in input order.
-/// A refused timer is not inserted and not counted; the others are.
+/// Begins a transaction and inserts `timers` in it, each checked against
+/// its app's usage (read and locked per app, in app order); the
+/// transaction, to commit, and the outcome of each, in input order. A
+/// refused timer is not inserted and not counted; the others are.
 async fn insert_checked(
-    tx: &mut Tx,
+    db: &Database,
     timers: &[NewTimer],
     now_ms: i64,
     quota: &Quota,
-) -> Result<Vec<std::result::Result<i64, Refusal>>> {
+) -> Result<(Tx, Vec<std::result::Result<i64, Refusal>>)> {
     let apps: BTreeSet<&str> = timers.iter().map(|t| t.app.as_str()).collect();
-    let mut usages: BTreeMap<&str, AppUsage> = usage::read_all(tx, &apps, now_ms).await?;
+    let (mut begun, mut usages) = usage::begin_with_usages(db, &apps, now_ms).await?;
+    let tx = &mut begun;
     if apps.len() > 1 {
         // What each enable would read, read ahead for every app at once.
         let enabled = || timers.iter().filter(|t| t.status == TimerStatus::Enabled);
@@ -590,7 +590,7 @@ async fn insert_checked(
             write_labels(tx, *id, &t.app, &t.labels).await?;
         }
     }
-    Ok(outcomes)
+    Ok((begun, outcomes))
 }
 
 const SET_LABELS: &str = "UPDATE t_timer SET labels = $1 WHERE timer_id = $2";

@@ -72,6 +72,15 @@ impl Tx {
         }
         Ok(())
     }
+
+    pub(crate) async fn rollback(self) -> Result<()> {
+        match self {
+            Self::Sqlite(t) => t.rollback().await?,
+            Self::Postgres(t) => t.rollback().await?,
+            Self::Mysql(t) => t.rollback().await?,
+        }
+        Ok(())
+    }
 }
 
 const USAGE_SQLITE: &str = "SELECT timers, cron_fpm FROM t_app_usage WHERE app = $1";
@@ -316,6 +325,31 @@ impl AppUsage {
 /// Apps per statement of the batched reads and writes below.
 const APPS_PER_STATEMENT: usize = 500;
 
+/// Begins a transaction on `db` and reads the usage of every app of
+/// `apps` in it, as [`read_all`] does. On PostgreSQL and MySQL, several
+/// apps are first read in one locked statement without [`read_all`]'s
+/// count check ahead of it (a round trip fewer): every app is counted but
+/// for its first change since the counters came. When one is not, that
+/// transaction is rolled back, its locks with it, and a new one reads the
+/// apps as [`read_all`] does.
+pub(crate) async fn begin_with_usages<'a>(
+    db: &Database,
+    apps: &BTreeSet<&'a str>,
+    now_ms: i64,
+) -> Result<(Tx, BTreeMap<&'a str, AppUsage>)> {
+    let mut tx = Tx::begin(db).await?;
+    if apps.len() > 1 && !matches!(tx, Tx::Sqlite(_)) {
+        let usages = read_counted(&mut tx, apps, now_ms).await?;
+        if usages.len() == apps.len() {
+            return Ok((tx, usages));
+        }
+        tx.rollback().await?;
+        tx = Tx::begin(db).await?;
+    }
+    let usages = read_all(&mut tx, apps, now_ms).await?;
+    Ok((tx, usages))
+}
+
 /// The usage of every app of `apps`, read in `tx` as [`AppUsage::read`]
 /// reads one, in a statement per [`APPS_PER_STATEMENT`] apps rather than
 /// one per app. On PostgreSQL and MySQL the rows are locked in app order,
@@ -327,31 +361,37 @@ pub(crate) async fn read_all<'a>(
     apps: &BTreeSet<&'a str>,
     now_ms: i64,
 ) -> Result<BTreeMap<&'a str, AppUsage>> {
-    let mut usages = BTreeMap::new();
     let bulk = apps.len() > 1 && (matches!(tx, Tx::Sqlite(_)) || all_counted(tx, apps).await?);
-    if bulk {
-        let lock = if matches!(tx, Tx::Sqlite(_)) { "" } else { " ORDER BY app FOR UPDATE" };
-        let list: Vec<&str> = apps.iter().copied().collect();
-        for chunk in list.chunks(APPS_PER_STATEMENT) {
-            let rows: Vec<(String, i64, i64)> = on_tx!(tx, c => {
-                let mut qb = QueryBuilder::new("SELECT app, timers, cron_fpm FROM t_app_usage WHERE app IN (");
-                push_list(&mut qb, chunk.iter().copied());
-                qb.push(")").push(lock);
-                qb.build().fetch_all(&mut *c).await?.iter()
-                    .map(|r| Ok((text(r, "app")?, r.try_get::<i64, _>("timers")?, r.try_get::<i64, _>("cron_fpm")?)))
-                    .collect::<Result<_>>()?
-            });
-            for (app, timers, cron_fpm) in rows.into_iter().filter(|(_, timers, _)| *timers != UNCOUNTED) {
-                if let Some(app) = apps.get(app.as_str()) {
-                    usages.insert(*app, AppUsage::new(app, now_ms, timers, cron_fpm));
-                }
-            }
-        }
-    }
+    let mut usages = if bulk { read_counted(tx, apps, now_ms).await? } else { BTreeMap::new() };
     // Apps not read above (one alone; not counted yet, on SQLite).
     for app in apps {
         if !usages.contains_key(app) {
             usages.insert(*app, AppUsage::read(tx, app, now_ms).await?);
+        }
+    }
+    Ok(usages)
+}
+
+/// The counted usage rows of `apps`, in a statement per
+/// [`APPS_PER_STATEMENT`] apps, locked in app order on PostgreSQL and
+/// MySQL; an app without a counted row is left out.
+async fn read_counted<'a>(tx: &mut Tx, apps: &BTreeSet<&'a str>, now_ms: i64) -> Result<BTreeMap<&'a str, AppUsage>> {
+    let mut usages = BTreeMap::new();
+    let lock = if matches!(tx, Tx::Sqlite(_)) { "" } else { " ORDER BY app FOR UPDATE" };
+    let list: Vec<&str> = apps.iter().copied().collect();
+    for chunk in list.chunks(APPS_PER_STATEMENT) {
+        let rows: Vec<(String, i64, i64)> = on_tx!(tx, c => {
+            let mut qb = QueryBuilder::new("SELECT app, timers, cron_fpm FROM t_app_usage WHERE app IN (");
+            push_list(&mut qb, chunk.iter().copied());
+            qb.push(")").push(lock);
+            qb.build().fetch_all(&mut *c).await?.iter()
+                .map(|r| Ok((text(r, "app")?, r.try_get::<i64, _>("timers")?, r.try_get::<i64, _>("cron_fpm")?)))
+                .collect::<Result<_>>()?
+        });
+        for (app, timers, cron_fpm) in rows.into_iter().filter(|(_, timers, _)| *timers != UNCOUNTED) {
+            if let Some(app) = apps.get(app.as_str()) {
+                usages.insert(*app, AppUsage::new(app, now_ms, timers, cron_fpm));
+            }
         }
     }
     Ok(usages)
