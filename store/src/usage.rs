@@ -325,51 +325,36 @@ impl AppUsage {
 /// Apps per statement of the batched reads and writes below.
 const APPS_PER_STATEMENT: usize = 500;
 
-/// Begins a transaction on `db` and reads the usage of every app of
-/// `apps` in it, as [`read_all`] does. On PostgreSQL and MySQL, several
-/// apps are first read in one locked statement without [`read_all`]'s
-/// count check ahead of it (a round trip fewer): every app is counted but
-/// for its first change since the counters came. When one is not, that
-/// transaction is rolled back, its locks with it, and a new one reads the
-/// apps as [`read_all`] does.
+/// Begins a transaction on `db` and reads the usage of every app of `apps`
+/// in it, as [`AppUsage::read`] reads one: several apps in a statement per
+/// [`APPS_PER_STATEMENT`] apps rather than one per app, on PostgreSQL and
+/// MySQL locked in app order, as reading them one by one in that order
+/// would. An app not counted yet (no row: its first change since the
+/// counters came) is counted, which takes locks of its own; so on
+/// PostgreSQL and MySQL that transaction is rolled back, its locks with it,
+/// and a new one reads the apps one by one, in app order.
 pub(crate) async fn begin_with_usages<'a>(
     db: &Database,
     apps: &BTreeSet<&'a str>,
     now_ms: i64,
 ) -> Result<(Tx, BTreeMap<&'a str, AppUsage>)> {
     let mut tx = Tx::begin(db).await?;
-    if apps.len() > 1 && !matches!(tx, Tx::Sqlite(_)) {
-        let usages = read_counted(&mut tx, apps, now_ms).await?;
-        if usages.len() == apps.len() {
-            return Ok((tx, usages));
+    let mut usages = BTreeMap::new();
+    if apps.len() > 1 {
+        usages = read_counted(&mut tx, apps, now_ms).await?;
+        if usages.len() < apps.len() && !matches!(tx, Tx::Sqlite(_)) {
+            tx.rollback().await?;
+            tx = Tx::begin(db).await?;
+            usages.clear();
         }
-        tx.rollback().await?;
-        tx = Tx::begin(db).await?;
     }
-    let usages = read_all(&mut tx, apps, now_ms).await?;
-    Ok((tx, usages))
-}
-
-/// The usage of every app of `apps`, read in `tx` as [`AppUsage::read`]
-/// reads one, in a statement per [`APPS_PER_STATEMENT`] apps rather than
-/// one per app. On PostgreSQL and MySQL the rows are locked in app order,
-/// as reading them one by one in that order would; while any app is not
-/// counted yet (it has no row, and counting it takes locks of its own)
-/// they are read one by one, in app order.
-pub(crate) async fn read_all<'a>(
-    tx: &mut Tx,
-    apps: &BTreeSet<&'a str>,
-    now_ms: i64,
-) -> Result<BTreeMap<&'a str, AppUsage>> {
-    let bulk = apps.len() > 1 && (matches!(tx, Tx::Sqlite(_)) || all_counted(tx, apps).await?);
-    let mut usages = if bulk { read_counted(tx, apps, now_ms).await? } else { BTreeMap::new() };
-    // Apps not read above (one alone; not counted yet, on SQLite).
+    // Apps not read above (one alone; not counted yet).
     for app in apps {
         if !usages.contains_key(app) {
-            usages.insert(*app, AppUsage::read(tx, app, now_ms).await?);
+            usages.insert(*app, AppUsage::read(&mut tx, app, now_ms).await?);
         }
     }
-    Ok(usages)
+    Ok((tx, usages))
 }
 
 /// The counted usage rows of `apps`, in a statement per
@@ -395,25 +380,6 @@ async fn read_counted<'a>(tx: &mut Tx, apps: &BTreeSet<&'a str>, now_ms: i64) ->
         }
     }
     Ok(usages)
-}
-
-/// PostgreSQL and MySQL: whether every app of `apps` has a counted usage
-/// row (read without locks; rows are never deleted).
-async fn all_counted(tx: &mut Tx, apps: &BTreeSet<&str>) -> Result<bool> {
-    let list: Vec<&str> = apps.iter().copied().collect();
-    for chunk in list.chunks(APPS_PER_STATEMENT) {
-        let counted: i64 = on_tx!(tx, c => {
-            let mut qb = QueryBuilder::new("SELECT COUNT(*) FROM t_app_usage WHERE timers <> ");
-            qb.push_bind(UNCOUNTED).push(" AND app IN (");
-            push_list(&mut qb, chunk.iter().copied());
-            qb.push(")");
-            qb.build().fetch_one(&mut *c).await?.try_get(0)?
-        });
-        if counted != chunk.len() as i64 {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 /// Reads ahead, in a statement or two per [`APPS_PER_STATEMENT`] apps,
