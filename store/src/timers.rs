@@ -122,17 +122,13 @@ const PAUSE_IF_FAILING: &str = formatcp!(
 /// timers still due (a 50,000-timer import read 2.5 million rows in 100
 /// pages). A step plans every due timer before it indexes any fire, so the
 /// order within a window does not matter.
-const DUE: &str = formatcp!(
-    "SELECT {TIMER_COLUMNS} FROM t_timer
-     WHERE status = {} AND next_run / {DUE_WINDOW_MS} < $1 AND next_run < $2
-     ORDER BY next_run / {DUE_WINDOW_MS}, timer_id LIMIT $3",
-    code::TIMER_ENABLED
-);
+const DUE: &str = formatcp!("{DUE_WHERE} ORDER BY next_run / {DUE_WINDOW_MS}, timer_id LIMIT $3");
 /// [`DUE`] on MySQL, which keeps its `(status, next_run)` key (and whose
 /// `/` divides in decimals; the window bound holds all the same).
-const DUE_MYSQL: &str = formatcp!(
-    "SELECT {TIMER_COLUMNS} FROM t_timer
-     WHERE status = {} AND next_run / {DUE_WINDOW_MS} < $1 AND next_run < $2 ORDER BY next_run LIMIT $3",
+const DUE_MYSQL: &str = formatcp!("{DUE_WHERE} ORDER BY next_run LIMIT $3");
+/// What [`DUE`] and [`DUE_MYSQL`] select.
+const DUE_WHERE: &str = formatcp!(
+    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND next_run / {DUE_WINDOW_MS} < $1 AND next_run < $2",
     code::TIMER_ENABLED
 );
 /// An enabled timer that is over: nothing left to expand, no fire pending
