@@ -326,7 +326,9 @@ impl TaskStore {
             if want == 0 {
                 break;
             }
-            if !self.has_due(task_type, p, now_s).await? {
+            // MySQL's oldest-first hold begins with a plain read of what is due.
+            let reads_first = matches!(self.db, Database::Mysql(_)) && !fair;
+            if !reads_first && !self.has_due(task_type, p, now_s).await? {
                 continue;
             }
             let t = table_name(task_type, p);

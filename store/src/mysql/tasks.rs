@@ -1,9 +1,9 @@
 //! MySQL's statements for task queues (holds, tables).
 
-use sqlx::{MySql, QueryBuilder, Row};
+use sqlx::mysql::MySqlRow;
+use sqlx::{Executor, MySql, Row};
 use xtimer_core::task::{rfc3339, TaskData, TaskStatus};
 
-use crate::sql::push_list;
 use crate::sql::tasks::{fair_candidate_cap, fair_candidates, task_from_row, FAIR_ORDER, TASK_COLUMNS};
 use crate::Result;
 
@@ -30,6 +30,14 @@ pub(crate) fn create_table_mysql(t: &str) -> Vec<String> {
 /// never wait for each other nor share a task), marks them processing, and
 /// returns them as they now are, oldest order_time first (`fair`: in the
 /// round-robin order of [`FAIR_ORDER`]).
+///
+/// An oldest-first hold finds its candidates with a plain read first and
+/// then locks them by id. A locking scan of the `status_order` index from
+/// its start would lock and visit the row of every entry that earlier
+/// holds left delete-marked there (InnoDB purges them only later, and
+/// under a steady drain they run to tens of thousands); a plain read steps
+/// over them. Candidates another node's hold took in between are skipped
+/// by the lock and replaced by the locking scan.
 pub(crate) async fn hold_mysql(
     pool: &sqlx::MySqlPool,
     t: &str,
@@ -38,50 +46,127 @@ pub(crate) async fn hold_mysql(
     now_ms: i64,
 ) -> Result<Vec<TaskData>> {
     let now_s = now_ms.div_euclid(1_000);
-    let mut tx = pool.begin().await?;
-    let rows = if fair {
+    let pending = i64::from(TaskStatus::Pending.code());
+    if fair {
+        let mut tx = pool.begin().await?;
         // The ranking is a plain read; only the rows of `h` are locked.
         let select = format!(
             "SELECT h.id, {TASK_COLUMNS} FROM {from} ORDER BY {FAIR_ORDER} LIMIT ? FOR UPDATE SKIP LOCKED",
             from = fair_candidates(t, ["?", "?", "?"]),
         );
-        sqlx::query(&select)
+        let rows = sqlx::query(&select)
             .bind(now_s)
             .bind(want as i64)
             .bind(fair_candidate_cap(want))
             .bind(want as i64)
             .fetch_all(&mut *tx)
-            .await?
-    } else {
+            .await?;
+        let held = mark_held(&mut tx, t, &rows, now_ms).await?;
+        tx.commit().await?;
+        return Ok(held.into_iter().map(|(_, task)| task).collect());
+    }
+    let candidates: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT id FROM \"{t}\" WHERE status = ? AND order_time <= ? ORDER BY order_time, id LIMIT ?"
+    ))
+    .bind(pending)
+    .bind(now_s)
+    .bind(want as i64)
+    .fetch_all(pool)
+    .await?;
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = pool.begin().await?;
+    // Ids read from the table: written into the text, so that a batch of
+    // any size is one statement, not one prepared per list length.
+    let by_id = format!(
+        "SELECT id, {TASK_COLUMNS} FROM \"{t}\" FORCE INDEX (PRIMARY) WHERE {ids} AND status = {pending} \
+         AND order_time <= {now_s} FOR UPDATE SKIP LOCKED",
+        ids = ids_condition(&candidates),
+    );
+    let rows = (&mut *tx).fetch_all(sqlx::raw_sql(&by_id)).await?;
+    let mut held = mark_held(&mut tx, t, &rows, now_ms).await?;
+    if held.len() < candidates.len() {
+        // Another hold took some: scan for the rest (ours are processing now).
         let select = format!(
             "SELECT id, {TASK_COLUMNS} FROM \"{t}\" WHERE status = ? AND order_time <= ? \
-             ORDER BY order_time LIMIT ? FOR UPDATE SKIP LOCKED"
+             ORDER BY order_time, id LIMIT ? FOR UPDATE SKIP LOCKED"
         );
-        sqlx::query(&select)
-            .bind(i64::from(TaskStatus::Pending.code()))
+        let rows = sqlx::query(&select)
+            .bind(pending)
             .bind(now_s)
-            .bind(want as i64)
+            .bind((want - held.len()) as i64)
             .fetch_all(&mut *tx)
-            .await?
-    };
+            .await?;
+        held.extend(mark_held(&mut tx, t, &rows, now_ms).await?);
+    }
+    tx.commit().await?;
+    held.sort_by_key(|(id, task)| (task.order_time, *id));
+    Ok(held.into_iter().map(|(_, task)| task).collect())
+}
+
+/// Marks the locked `rows` of table `t` processing as of `now_ms`; returns
+/// each row's id and task as it now is, in the rows' order.
+async fn mark_held(
+    tx: &mut sqlx::Transaction<'_, MySql>,
+    t: &str,
+    rows: &[MySqlRow],
+    now_ms: i64,
+) -> Result<Vec<(i64, TaskData)>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let mut ids = Vec::with_capacity(rows.len());
     let mut held = Vec::with_capacity(rows.len());
-    for row in &rows {
-        ids.push(row.try_get::<i64, _>("id")?);
+    for row in rows {
         let mut task = task_from_row(row)?.data;
         task.status = TaskStatus::Processing.code();
         task.modify_time = Some(rfc3339(now_ms));
-        held.push(task);
+        held.push((row.try_get::<i64, _>("id")?, task));
     }
-    let mut qb = QueryBuilder::<MySql>::new(format!("UPDATE \"{t}\" SET status = "));
-    qb.push_bind(i64::from(TaskStatus::Processing.code())).push(", modify_time = ").push_bind(now_ms);
-    qb.push(" WHERE id IN (");
-    push_list(&mut qb, ids);
-    qb.push(")");
-    qb.build().execute(&mut *tx).await?;
-    tx.commit().await?;
+    let update = format!(
+        "UPDATE \"{t}\" SET status = {processing}, modify_time = {now_ms} WHERE {ids}",
+        processing = TaskStatus::Processing.code(),
+        ids = ids_condition(held.iter().map(|(id, _)| id)),
+    );
+    (&mut **tx).execute(sqlx::raw_sql(&update)).await?;
     Ok(held)
+}
+
+/// `ids` (in any order, each once) as a condition on `id`: runs of
+/// consecutive ids as ranges, the rest as a list, e.g. `(id BETWEEN 1 AND
+/// 500 OR id IN (503, 507))`. Claimed tasks are mostly runs, and InnoDB
+/// reads a range several times faster than as many listed keys.
+fn ids_condition<'a>(ids: impl IntoIterator<Item = &'a i64>) -> String {
+    let mut sorted: Vec<i64> = ids.into_iter().copied().collect();
+    sorted.sort_unstable();
+    let (mut ranges, mut singles) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        if j > i {
+            ranges.push(format!("id BETWEEN {} AND {}", sorted[i], sorted[j]));
+        } else {
+            singles.push(sorted[i].to_string());
+        }
+        i = j + 1;
+    }
+    if !singles.is_empty() {
+        ranges.push(format!("id IN ({})", singles.join(", ")));
+    }
+    format!("({})", ranges.join(" OR "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ids_condition;
+
+    #[test]
+    fn runs_of_ids_become_ranges_and_the_rest_a_list() {
+        assert_eq!(ids_condition(&[7, 3, 1, 2, 9, 10, 5]), "(id BETWEEN 1 AND 3 OR id BETWEEN 9 AND 10 OR id IN (5, 7))");
+        assert_eq!(ids_condition(&[4]), "(id IN (4))");
+        assert_eq!(ids_condition(&[5, 6]), "(id BETWEEN 5 AND 6)");
+    }
 }

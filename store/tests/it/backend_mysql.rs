@@ -134,6 +134,42 @@ async fn concurrent_holds_never_share_a_task_and_take_only_due_ones() {
 }
 
 #[tokio::test]
+async fn a_hold_takes_the_next_due_tasks_in_place_of_ones_another_transaction_locks() {
+    let db = fresh(4).await;
+    let store = TaskStore::new(db.clone());
+    let cfg = TaskScheduleCfg { task_type: "mail".into(), schedule_limit: 100, ..TaskScheduleCfg::default() };
+    let Registration::Registered(pos) = store.register(&cfg, None, T0).await.unwrap() else { panic!("registers") };
+    let now_s = T0 / 1_000;
+    let tasks: Vec<TaskData> = (0..100)
+        .map(|i| TaskData {
+            task_id: format!("t{i:04}"),
+            task_type: "mail".into(),
+            status: TaskStatus::Pending.code(),
+            order_time: now_s - 1_000 + i,
+            ..TaskData::default()
+        })
+        .collect();
+    store.insert("mail", 1, &tasks, T0).await.unwrap();
+    let ids = |held: Vec<TaskData>| held.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
+    let expected = |range: std::ops::Range<i64>| range.map(|i| format!("t{i:04}")).collect::<Vec<_>>();
+
+    // Another node's hold has locked the ten oldest, not yet committed:
+    // they are still the oldest pending to a plain read.
+    // (Equality on the unique key: a range would lock the next row too.)
+    let mut other = pool(&db).begin().await.unwrap();
+    let oldest = expected(0..10).iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ");
+    sqlx::query(&format!("SELECT id FROM t_mail_task_1 WHERE task_id IN ({oldest}) FOR UPDATE"))
+        .fetch_all(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(ids(store.hold("mail", pos, 20, T0).await.unwrap()), expected(10..30), "the next twenty instead");
+    other.rollback().await.unwrap();
+    let mut after = expected(0..10);
+    after.extend(expected(30..40));
+    assert_eq!(ids(store.hold("mail", pos, 20, T0).await.unwrap()), after, "released, they come first again");
+}
+
+#[tokio::test]
 async fn concurrent_first_counts_of_an_app_neither_deadlock_nor_pass_the_quota() {
     let db = Arc::new(fresh(24).await);
     let quota = Quota { timers_per_app: 10, ..Quota::default() };
