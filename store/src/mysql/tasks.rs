@@ -92,12 +92,8 @@ pub(crate) async fn hold_mysql(
             "SELECT id, {TASK_COLUMNS} FROM \"{t}\" WHERE status = ? AND order_time <= ? \
              ORDER BY order_time, id LIMIT ? FOR UPDATE SKIP LOCKED"
         );
-        let rows = sqlx::query(&select)
-            .bind(pending)
-            .bind(now_s)
-            .bind((want - held.len()) as i64)
-            .fetch_all(&mut *tx)
-            .await?;
+        let rows =
+            sqlx::query(&select).bind(pending).bind(now_s).bind((want - held.len()) as i64).fetch_all(&mut *tx).await?;
         held.extend(mark_held(&mut tx, t, &rows, now_ms).await?);
     }
     tx.commit().await?;
@@ -165,7 +161,10 @@ mod tests {
 
     #[test]
     fn runs_of_ids_become_ranges_and_the_rest_a_list() {
-        assert_eq!(ids_condition(&[7, 3, 1, 2, 9, 10, 5]), "(id BETWEEN 1 AND 3 OR id BETWEEN 9 AND 10 OR id IN (5, 7))");
+        assert_eq!(
+            ids_condition(&[7, 3, 1, 2, 9, 10, 5]),
+            "(id BETWEEN 1 AND 3 OR id BETWEEN 9 AND 10 OR id IN (5, 7))"
+        );
         assert_eq!(ids_condition(&[4]), "(id IN (4))");
         assert_eq!(ids_condition(&[5, 6]), "(id BETWEEN 5 AND 6)");
     }
