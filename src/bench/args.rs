@@ -68,7 +68,8 @@ pub struct BenchArgs {
     /// Redis server; each run gets a fresh key prefix. Default: embedded.
     #[arg(long)]
     pub redis_url: Option<String>,
-    /// Nodes sharing the stores, all in this process (needs a database server and Redis when > 1).
+    /// Nodes sharing the stores, all in this process (needs a database server and Redis when > 1);
+    /// the task scenarios spread their clients over them.
     #[arg(long, default_value_t = 1)]
     pub nodes: usize,
     /// Concurrent HTTP clients (create-task, hold-tasks).

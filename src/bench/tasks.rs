@@ -9,6 +9,9 @@
 //!   in batches), then every client posts hold_tasks with `limit=100` as Go
 //!   workers do (query string, no body) for `--seconds` or until the queue
 //!   is empty; QPS counts holds that returned tasks.
+//!
+//! With `--nodes N` (a database server and Redis), N nodes in this process
+//! share the database and client c calls node c mod N.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -72,9 +75,18 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
 async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
     let config = fresh_config(args, dir.path()).await?;
-    let node = Node::start(config).await?;
+    anyhow::ensure!(
+        args.nodes == 1 || (args.database_url.is_some() && args.redis_url.is_some()),
+        "--nodes > 1 needs --database-url (PostgreSQL or MySQL) and --redis-url"
+    );
+    let node = Node::start(config.clone()).await?;
     node.tasks.register(TaskScheduleCfg { task_type: TASK_TYPE.into(), ..Default::default() }, None).await?;
-    let addr = node.addr;
+    let mut others = Vec::new();
+    for _ in 1..args.nodes {
+        others.push(Node::start(config.clone()).await?);
+    }
+    // Client c calls node c mod --nodes.
+    let addrs: Vec<SocketAddr> = std::iter::once(node.addr).chain(others.iter().map(|n| n.addr)).collect();
     if matches!(args.scenario, Scenario::HoldTasks) {
         prefill(&node, args.count).await?;
     }
@@ -89,6 +101,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     for c in 0..args.clients {
         let (calls, tasks, errors, drained) = (calls.clone(), tasks.clone(), errors.clone(), drained.clone());
         let scenario = args.scenario;
+        let addr = addrs[c % addrs.len()];
         clients.spawn(async move {
             let Ok(mut conn) = RawClient::connect(addr).await else {
                 errors.fetch_add(1, Ordering::Relaxed);
@@ -132,6 +145,9 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     while clients.join_next().await.is_some() {}
     let secs = started.elapsed().as_secs_f64();
     node.shutdown().await;
+    for other in others {
+        other.shutdown().await;
+    }
     let (calls, tasks) = (calls.load(Ordering::Relaxed), tasks.load(Ordering::Relaxed));
     Ok(Figures {
         calls,

@@ -1,5 +1,7 @@
 //! MySQL's statements for task queues (holds, tables).
 
+use std::collections::HashSet;
+
 use sqlx::mysql::MySqlRow;
 use sqlx::{Executor, MySql, Row};
 use xtimer_core::task::{rfc3339, TaskData, TaskStatus};
@@ -25,6 +27,17 @@ pub(crate) fn create_table_mysql(t: &str) -> Vec<String> {
     )]
 }
 
+/// Plain reads of candidates a MySQL hold makes at most.
+const READ_ROUNDS: usize = 3;
+/// How much further each plain read after the first reads.
+const WINDOW_GROWTH: usize = 8;
+/// The most candidates a plain read reads.
+const MAX_WINDOW: usize = 50_000;
+/// A hold's transaction: read committed, so that locking a range of ids
+/// locks those rows alone, not the row after the range too (repeatable
+/// read's next-key lock, which would wait on another node's hold).
+const BEGIN_READ_COMMITTED: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN";
+
 /// MySQL: claims up to `want` due pending tasks of table `t` in one
 /// transaction: locks them (`FOR UPDATE SKIP LOCKED`, so concurrent holds
 /// never wait for each other nor share a task), marks them processing, and
@@ -36,8 +49,11 @@ pub(crate) fn create_table_mysql(t: &str) -> Vec<String> {
 /// its start would lock and visit the row of every entry that earlier
 /// holds left delete-marked there (InnoDB purges them only later, and
 /// under a steady drain they run to tens of thousands); a plain read steps
-/// over them. Candidates another node's hold took in between are skipped
-/// by the lock and replaced by the locking scan.
+/// over them. Candidates that another node's hold has locked meanwhile
+/// are skipped by the lock; if the hold is still short, the next read
+/// reads [`WINDOW_GROWTH`] times further and the hold locks what is free
+/// there, lowest id first. After [`READ_ROUNDS`] reads it returns what it
+/// has (fewer than `want` only while other holds have the oldest locked).
 pub(crate) async fn hold_mysql(
     pool: &sqlx::MySqlPool,
     t: &str,
@@ -48,7 +64,7 @@ pub(crate) async fn hold_mysql(
     let now_s = now_ms.div_euclid(1_000);
     let pending = i64::from(TaskStatus::Pending.code());
     if fair {
-        let mut tx = pool.begin().await?;
+        let mut tx = pool.begin_with(BEGIN_READ_COMMITTED).await?;
         // The ranking is a plain read; only the rows of `h` are locked.
         let select = format!(
             "SELECT h.id, {TASK_COLUMNS} FROM {from} ORDER BY {FAIR_ORDER} LIMIT ? FOR UPDATE SKIP LOCKED",
@@ -65,37 +81,47 @@ pub(crate) async fn hold_mysql(
         tx.commit().await?;
         return Ok(held.into_iter().map(|(_, task)| task).collect());
     }
-    let candidates: Vec<i64> = sqlx::query_scalar(&format!(
-        "SELECT id FROM \"{t}\" WHERE status = ? AND order_time <= ? ORDER BY order_time, id LIMIT ?"
-    ))
-    .bind(pending)
-    .bind(now_s)
-    .bind(want as i64)
-    .fetch_all(pool)
-    .await?;
-    if candidates.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut tx = pool.begin().await?;
-    // Ids read from the table: written into the text, so that a batch of
-    // any size is one statement, not one prepared per list length.
-    let by_id = format!(
-        "SELECT id, {TASK_COLUMNS} FROM \"{t}\" FORCE INDEX (PRIMARY) WHERE {ids} AND status = {pending} \
-         AND order_time <= {now_s} FOR UPDATE SKIP LOCKED",
-        ids = ids_condition(&candidates),
-    );
-    let rows = (&mut *tx).fetch_all(sqlx::raw_sql(&by_id)).await?;
-    let mut held = mark_held(&mut tx, t, &rows, now_ms).await?;
-    if held.len() < candidates.len() {
-        // Another hold took some: scan for the rest (ours are processing now).
-        let select = format!(
-            "SELECT id, {TASK_COLUMNS} FROM \"{t}\" WHERE status = ? AND order_time <= ? \
-             ORDER BY order_time, id LIMIT ? FOR UPDATE SKIP LOCKED"
+    let mut tx: Option<sqlx::Transaction<'_, MySql>> = None;
+    let mut held = Vec::with_capacity(want);
+    // Candidates tried so far; read again, they are left out.
+    let mut tried = HashSet::new();
+    let mut window = want;
+    for _ in 0..READ_ROUNDS {
+        let read: Vec<i64> = sqlx::query_scalar(&format!(
+            "SELECT id FROM \"{t}\" WHERE status = ? AND order_time <= ? ORDER BY order_time, id LIMIT ?"
+        ))
+        .bind(pending)
+        .bind(now_s)
+        .bind(window as i64)
+        .fetch_all(pool)
+        .await?;
+        let all_due = read.len() < window;
+        let candidates: Vec<i64> = read.into_iter().filter(|id| !tried.contains(id)).collect();
+        if candidates.is_empty() {
+            break;
+        }
+        let tx = match &mut tx {
+            Some(tx) => tx,
+            None => tx.insert(pool.begin_with(BEGIN_READ_COMMITTED).await?),
+        };
+        // Ids read from the table: written into the text, so that a batch
+        // of any size is one statement, not one prepared per list length.
+        let by_id = format!(
+            "SELECT id, {TASK_COLUMNS} FROM \"{t}\" FORCE INDEX (PRIMARY) WHERE {ids} AND status = {pending} \
+             AND order_time <= {now_s} ORDER BY id LIMIT {short} FOR UPDATE SKIP LOCKED",
+            ids = ids_condition(&candidates),
+            short = want - held.len(),
         );
-        let rows =
-            sqlx::query(&select).bind(pending).bind(now_s).bind((want - held.len()) as i64).fetch_all(&mut *tx).await?;
-        held.extend(mark_held(&mut tx, t, &rows, now_ms).await?);
+        let rows = (&mut **tx).fetch_all(sqlx::raw_sql(&by_id)).await?;
+        held.extend(mark_held(tx, t, &rows, now_ms).await?);
+        if held.len() == want || all_due {
+            break;
+        }
+        // Other holds have the rest locked: read further past them.
+        tried.extend(candidates);
+        window = (window * WINDOW_GROWTH).min(MAX_WINDOW.max(want));
     }
+    let Some(tx) = tx else { return Ok(Vec::new()) };
     tx.commit().await?;
     held.sort_by_key(|(id, task)| (task.order_time, *id));
     Ok(held.into_iter().map(|(_, task)| task).collect())

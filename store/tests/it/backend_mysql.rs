@@ -134,7 +134,7 @@ async fn concurrent_holds_never_share_a_task_and_take_only_due_ones() {
 }
 
 #[tokio::test]
-async fn a_hold_takes_the_next_due_tasks_in_place_of_ones_another_transaction_locks() {
+async fn a_hold_takes_the_next_due_tasks_in_place_of_ones_other_transactions_lock() {
     let db = fresh(4).await;
     let store = TaskStore::new(db.clone());
     let cfg = TaskScheduleCfg { task_type: "mail".into(), schedule_limit: 100, ..TaskScheduleCfg::default() };
@@ -167,6 +167,17 @@ async fn a_hold_takes_the_next_due_tasks_in_place_of_ones_another_transaction_lo
     let mut after = expected(0..10);
     after.extend(expected(30..40));
     assert_eq!(ids(store.hold("mail", pos, 20, T0).await.unwrap()), after, "released, they come first again");
+
+    // Locked ones fill the first read of a hold of five: its second read
+    // reads further, and it takes the first five free there.
+    let mut other = pool(&db).begin().await.unwrap();
+    let locked = expected(40..55).iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ");
+    sqlx::query(&format!("SELECT id FROM t_mail_task_1 WHERE task_id IN ({locked}) FOR UPDATE"))
+        .fetch_all(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(ids(store.hold("mail", pos, 5, T0).await.unwrap()), expected(55..60));
+    other.rollback().await.unwrap();
 }
 
 #[tokio::test]
