@@ -155,13 +155,7 @@ async fn a_hold_takes_the_next_due_tasks_in_place_of_ones_other_transactions_loc
 
     // Another node's hold has locked the ten oldest, not yet committed:
     // they are still the oldest pending to a plain read.
-    // (Equality on the unique key: a range would lock the next row too.)
-    let mut other = pool(&db).begin().await.unwrap();
-    let oldest = expected(0..10).iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ");
-    sqlx::query(&format!("SELECT id FROM t_mail_task_1 WHERE task_id IN ({oldest}) FOR UPDATE"))
-        .fetch_all(&mut *other)
-        .await
-        .unwrap();
+    let other = lock_tasks(&db, &expected(0..10)).await;
     assert_eq!(ids(store.hold("mail", pos, 20, T0).await.unwrap()), expected(10..30), "the next twenty instead");
     other.rollback().await.unwrap();
     let mut after = expected(0..10);
@@ -170,14 +164,22 @@ async fn a_hold_takes_the_next_due_tasks_in_place_of_ones_other_transactions_loc
 
     // Locked ones fill the first read of a hold of five: its second read
     // reads further, and it takes the first five free there.
-    let mut other = pool(&db).begin().await.unwrap();
-    let locked = expected(40..55).iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ");
-    sqlx::query(&format!("SELECT id FROM t_mail_task_1 WHERE task_id IN ({locked}) FOR UPDATE"))
-        .fetch_all(&mut *other)
-        .await
-        .unwrap();
+    let other = lock_tasks(&db, &expected(40..55)).await;
     assert_eq!(ids(store.hold("mail", pos, 5, T0).await.unwrap()), expected(55..60));
     other.rollback().await.unwrap();
+}
+
+/// A transaction (as another node's hold) that has locked the tasks
+/// `task_ids` of table `t_mail_task_1`, by equality on the unique key (a
+/// range would lock the row after it too).
+async fn lock_tasks(db: &Database, task_ids: &[String]) -> sqlx::Transaction<'static, sqlx::MySql> {
+    let mut tx = pool(db).begin().await.unwrap();
+    let list = task_ids.iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ");
+    sqlx::query(&format!("SELECT id FROM t_mail_task_1 WHERE task_id IN ({list}) FOR UPDATE"))
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+    tx
 }
 
 #[tokio::test]
