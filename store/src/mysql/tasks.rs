@@ -33,10 +33,6 @@ const READ_ROUNDS: usize = 3;
 const WINDOW_GROWTH: usize = 8;
 /// The most candidates a plain read reads.
 const MAX_WINDOW: usize = 50_000;
-/// A hold's transaction: read committed, so that locking a range of ids
-/// locks those rows alone, not the row after the range too (repeatable
-/// read's next-key lock, which would wait on another node's hold).
-const BEGIN_READ_COMMITTED: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN";
 
 /// MySQL: claims up to `want` due pending tasks of table `t` in one
 /// transaction: locks them (`FOR UPDATE SKIP LOCKED`, so concurrent holds
@@ -64,7 +60,7 @@ pub(crate) async fn hold_mysql(
     let now_s = now_ms.div_euclid(1_000);
     let pending = i64::from(TaskStatus::Pending.code());
     if fair {
-        let mut tx = pool.begin_with(BEGIN_READ_COMMITTED).await?;
+        let mut tx = pool.begin().await?;
         // The ranking is a plain read; only the rows of `h` are locked.
         let select = format!(
             "SELECT h.id, {TASK_COLUMNS} FROM {from} ORDER BY {FAIR_ORDER} LIMIT ? FOR UPDATE SKIP LOCKED",
@@ -102,10 +98,13 @@ pub(crate) async fn hold_mysql(
         }
         let tx = match &mut tx {
             Some(tx) => tx,
-            None => tx.insert(pool.begin_with(BEGIN_READ_COMMITTED).await?),
+            None => tx.insert(pool.begin().await?),
         };
         // Ids read from the table: written into the text, so that a batch
         // of any size is one statement, not one prepared per list length.
+        // At the session's read committed, a range locks only its own rows
+        // (repeatable read would lock the row after it too, maybe another
+        // node's, and wait).
         let by_id = format!(
             "SELECT id, {TASK_COLUMNS} FROM \"{t}\" FORCE INDEX (PRIMARY) WHERE {ids} AND status = {pending} \
              AND order_time <= {now_s} ORDER BY id LIMIT {short} FOR UPDATE SKIP LOCKED",
