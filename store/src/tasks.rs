@@ -26,7 +26,7 @@ use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 use xtimer_core::task::{rfc3339, table_name, TaskData, TaskScheduleCfg, TaskStatus};
 
 use crate::db::{on_db, Dialect};
-use crate::mysql::tasks::{create_table_mysql, hold_mysql};
+use crate::mysql::tasks::{create_table_mysql, hold_fair_mysql, hold_mysql};
 use crate::sql::tasks::{
     fair_candidate_cap, fair_candidates, fair_order, task_from_row, StoredTask, FAIR_ORDER, TASK_COLUMNS,
 };
@@ -333,8 +333,12 @@ impl TaskStore {
             }
             let t = table_name(task_type, p);
             match &self.db {
+                Database::Mysql(pool) if fair => {
+                    held.extend(hold_fair_mysql(pool, &t, want, now_ms).await?);
+                    continue;
+                }
                 Database::Mysql(pool) => {
-                    held.extend(hold_mysql(pool, &t, want, fair, now_ms).await?);
+                    held.extend(hold_mysql(pool, &t, want, now_ms).await?);
                     continue;
                 }
                 Database::Postgres(pool) if fair => {

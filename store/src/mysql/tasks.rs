@@ -37,10 +37,9 @@ const MAX_WINDOW: usize = 50_000;
 /// MySQL: claims up to `want` due pending tasks of table `t` in one
 /// transaction: locks them (`FOR UPDATE SKIP LOCKED`, so concurrent holds
 /// never wait for each other nor share a task), marks them processing, and
-/// returns them as they now are, oldest order_time first (`fair`: in the
-/// round-robin order of [`FAIR_ORDER`]).
+/// returns them as they now are, oldest order_time first.
 ///
-/// An oldest-first hold finds its candidates with a plain read first and
+/// It finds its candidates with a plain read first and
 /// then locks them by id. A locking scan of the `status_order` index from
 /// its start would lock and visit the row of every entry that earlier
 /// holds left delete-marked there (InnoDB purges them only later, and
@@ -50,33 +49,9 @@ const MAX_WINDOW: usize = 50_000;
 /// reads [`WINDOW_GROWTH`] times further and the hold locks what is free
 /// there, lowest id first. After [`READ_ROUNDS`] reads it returns what it
 /// has (fewer than `want` only while other holds have the oldest locked).
-pub(crate) async fn hold_mysql(
-    pool: &sqlx::MySqlPool,
-    t: &str,
-    want: usize,
-    fair: bool,
-    now_ms: i64,
-) -> Result<Vec<TaskData>> {
+pub(crate) async fn hold_mysql(pool: &sqlx::MySqlPool, t: &str, want: usize, now_ms: i64) -> Result<Vec<TaskData>> {
     let now_s = now_ms.div_euclid(1_000);
     let pending = i64::from(TaskStatus::Pending.code());
-    if fair {
-        let mut tx = pool.begin().await?;
-        // The ranking is a plain read; only the rows of `h` are locked.
-        let select = format!(
-            "SELECT h.id, {TASK_COLUMNS} FROM {from} ORDER BY {FAIR_ORDER} LIMIT ? FOR UPDATE SKIP LOCKED",
-            from = fair_candidates(t, ["?", "?", "?"]),
-        );
-        let rows = sqlx::query(&select)
-            .bind(now_s)
-            .bind(want as i64)
-            .bind(fair_candidate_cap(want))
-            .bind(want as i64)
-            .fetch_all(&mut *tx)
-            .await?;
-        let held = mark_held(&mut tx, t, &rows, now_ms).await?;
-        tx.commit().await?;
-        return Ok(held.into_iter().map(|(_, task)| task).collect());
-    }
     let mut tx: Option<sqlx::Transaction<'_, MySql>> = None;
     let mut held = Vec::with_capacity(want);
     // Candidates tried so far; read again, they are left out.
@@ -123,6 +98,33 @@ pub(crate) async fn hold_mysql(
     let Some(tx) = tx else { return Ok(Vec::new()) };
     tx.commit().await?;
     held.sort_by_key(|(id, task)| (task.order_time, *id));
+    Ok(held.into_iter().map(|(_, task)| task).collect())
+}
+
+/// MySQL: as [`hold_mysql`], in the round-robin order of [`FAIR_ORDER`]
+/// (a locking read of the ranked candidates).
+pub(crate) async fn hold_fair_mysql(
+    pool: &sqlx::MySqlPool,
+    t: &str,
+    want: usize,
+    now_ms: i64,
+) -> Result<Vec<TaskData>> {
+    let now_s = now_ms.div_euclid(1_000);
+    let mut tx = pool.begin().await?;
+    // The ranking is a plain read; only the rows of `h` are locked.
+    let select = format!(
+        "SELECT h.id, {TASK_COLUMNS} FROM {from} ORDER BY {FAIR_ORDER} LIMIT ? FOR UPDATE SKIP LOCKED",
+        from = fair_candidates(t, ["?", "?", "?"]),
+    );
+    let rows = sqlx::query(&select)
+        .bind(now_s)
+        .bind(want as i64)
+        .bind(fair_candidate_cap(want))
+        .bind(want as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+    let held = mark_held(&mut tx, t, &rows, now_ms).await?;
+    tx.commit().await?;
     Ok(held.into_iter().map(|(_, task)| task).collect())
 }
 
