@@ -25,9 +25,14 @@ pub const HANDOVER_CAPACITY: usize = 100_000;
 pub const HANDOVER_TTL: Duration = Duration::from_secs(300);
 
 /// Definitions of expanded one-shot timers waiting for their fire.
+///
+/// Each definition is boxed: the map then holds a pointer per timer, not
+/// the definition itself, so growing it moves a few bytes per entry. Held
+/// inline, 50,000 definitions planned at once cost ~10% of their planning
+/// in the map's rehashes and their first touches of fresh memory.
 #[derive(Debug)]
 pub struct Handover {
-    timers: TtlCache<i64, Timer>,
+    timers: TtlCache<i64, Box<Timer>>,
 }
 
 impl Handover {
@@ -40,13 +45,13 @@ impl Handover {
     /// cron timer's definition is kept by the executor across its fires).
     pub fn give(&self, timer: &Timer) {
         if matches!(timer.schedule, Schedule::Once { .. }) {
-            self.timers.insert(timer.id, timer.clone());
+            self.timers.insert(timer.id, Box::new(timer.clone()));
         }
     }
 
     /// Takes the definition left for `timer_id`'s fire, if there is one.
     pub fn take(&self, timer_id: i64) -> Option<Timer> {
-        self.timers.take(&timer_id)
+        self.timers.take(&timer_id).map(|timer| *timer)
     }
 
     /// Drops definitions whose fire did not come here in time.
