@@ -24,7 +24,7 @@ use crate::sql::{
     code, padded, page_bound, push_list, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS,
     TIMER_COLUMNS,
 };
-use crate::sqlite::timers::set_next_runs_sqlite;
+use crate::sqlite::timers::{set_next_runs_sqlite, timers_as_json, timers_from_json};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
 use crate::{Database, Error, Result};
 
@@ -87,6 +87,10 @@ static UPDATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 });
 
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
+/// SQLite: the timers of the ids in `$1`, a JSON array.
+const GET_MANY_SQLITE: &str = formatcp!(
+    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (SELECT value FROM json_each($1)) ORDER BY timer_id"
+);
 const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const COUNT_BY_STATUS: &str = formatcp!(
     "SELECT CAST(status AS BIGINT), COUNT(*) FROM t_timer WHERE status <> {} GROUP BY status",
@@ -379,13 +383,21 @@ impl TimerRepo for Database {
                 );
                 sqlx::query(sql).bind(ids).fetch_all(pool).await?.iter().map(timer_from_row).collect()
             }
-            // `IN` lists of binds, padded to a power of two (at most
+            // The ids as one JSON array, the timers as another.
+            Self::Sqlite { read, .. } => {
+                let sql = timers_as_json(GET_MANY_SQLITE);
+                let ids = serde_json::to_string(ids).expect("ids serialize");
+                let page: String = sqlx::query_scalar(&sql).bind(ids).fetch_one(read).await?;
+                timers_from_json(&page)
+            }
+            // MySQL: `IN` lists of binds, padded to a power of two (at most
             // MAX_PARAMS) so each shape is prepared once.
-            db => on_db!(db, read, pool => {
+            Self::Mysql(pool) => {
                 let mut out = Vec::with_capacity(ids.len());
                 for chunk in ids.chunks(16_384) {
-                    let mut qb =
-                        QueryBuilder::new(pool.sql(formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (")));
+                    let mut qb = QueryBuilder::new(
+                        pool.sql(formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (")),
+                    );
                     push_list(&mut qb, padded(chunk).copied());
                     qb.push(")");
                     for row in qb.build().fetch_all(pool).await? {
@@ -393,7 +405,7 @@ impl TimerRepo for Database {
                     }
                 }
                 Ok(out)
-            }),
+            }
         }
     }
 
@@ -451,9 +463,16 @@ impl TimerRepo for Database {
     }
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
+        let window = before_ms.div_euclid(DUE_WINDOW_MS) + 1;
+        if let Self::Sqlite { read, .. } = self {
+            let page = timers_as_json(DUE);
+            let page = sqlx::query_scalar(&page).bind(window).bind(before_ms).bind(i64::from(limit));
+            let page: String = page.fetch_one(read).await?;
+            return timers_from_json(&page);
+        }
         let due = if matches!(self, Self::Mysql(_)) { DUE_MYSQL } else { DUE };
         on_db!(self, read, pool => sqlx::query(&pool.sql(due))
-            .bind(before_ms.div_euclid(DUE_WINDOW_MS) + 1)
+            .bind(window)
             .bind(before_ms)
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -904,8 +923,14 @@ mod tests {
         let url = format!("sqlite://{}", dir.path().join("x.db").display());
         let db = Database::connect(&DatabaseConfig { url, max_connections: 1 }).await.unwrap();
         let Database::Sqlite { read, .. } = db else { unreachable!() };
-        let due = plan(&read, DUE, 3).await;
-        assert!(due.iter().any(|l| l.contains("USING INDEX idx_timer_due (status=? AND <expr><?)")), "{due:?}");
+        // Read as rows, and as the one JSON row SQLite's steps read.
+        for due in [DUE.to_owned(), timers_as_json(DUE)] {
+            let due = plan(&read, &due, 3).await;
+            assert!(due.iter().any(|l| l.contains("USING INDEX idx_timer_due (status=? AND <expr><?)")), "{due:?}");
+            assert!(!due.iter().any(|l| l.contains("TEMP B-TREE")), "{due:?}");
+        }
+        let many = plan(&read, &timers_as_json(GET_MANY_SQLITE), 1).await;
+        assert!(many.iter().any(|l| l.contains("USING INTEGER PRIMARY KEY (rowid=?)")), "{many:?}");
         for (statement, params) in [(COMPLETE_FIRED_ONCE, 1), (DELETING_ONCE_APPS, 0)] {
             let ended = plan(&read, statement, params).await;
             let hit = ended.iter().any(|l| l.contains("USING INDEX idx_timer_due (status=? AND <expr>=?)"));

@@ -82,68 +82,65 @@ pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGI
      every_ms, timing, labels, on_missed, on_late";
 
 /// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
-pub(crate) fn timer_from_row<'r, R>(row: &'r R) -> Result<Timer>
-where
-    R: Row,
-    &'r str: ColumnIndex<R>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let id: i64 = row.try_get("timer_id")?;
+pub(crate) fn timer_from_row(row: &impl Columns) -> Result<Timer> {
+    let id = row.int("timer_id")?;
     let corrupt = |what: &str| Error::Corrupt(format!("t_timer {id}: {what}"));
-    let status = TimerStatus::from_code(row.try_get("status")?).ok_or_else(|| corrupt("status"))?;
-    let kind = text(row, "kind")?;
+    let status = TimerStatus::from_code(row.int("status")?).ok_or_else(|| corrupt("status"))?;
+    let kind = row.text("kind")?;
     let schedule = match kind.as_str() {
         "cron" => Schedule::Cron {
-            expr: opt_text(row, "cron")?.ok_or_else(|| corrupt("cron"))?,
-            timezone: text(row, "timezone")?,
+            expr: row.opt_text("cron")?.ok_or_else(|| corrupt("cron"))?,
+            timezone: row.text("timezone")?,
         },
-        "once" => {
-            Schedule::Once { run_at_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))? }
-        }
+        "once" => Schedule::Once { run_at_ms: row.opt_int("run_at")?.ok_or_else(|| corrupt("run_at"))? },
         "every" => Schedule::Every {
-            every_ms: row.try_get::<Option<i64>, _>("every_ms")?.ok_or_else(|| corrupt("every_ms"))?,
-            anchor_ms: row.try_get::<Option<i64>, _>("run_at")?.ok_or_else(|| corrupt("run_at"))?,
-            timezone: text(row, "timezone")?,
+            every_ms: row.opt_int("every_ms")?.ok_or_else(|| corrupt("every_ms"))?,
+            anchor_ms: row.opt_int("run_at")?.ok_or_else(|| corrupt("run_at"))?,
+            timezone: row.text("timezone")?,
         },
         _ => return Err(corrupt("kind")),
     };
-    let timing = opt_text(row, "timing")?
+    let timing = row
+        .opt_text("timing")?
         .map(|json| serde_json::from_str(&json))
         .transpose()
         .map_err(|e| corrupt(&format!("timing: {e}")))?
         .unwrap_or_default();
-    let notify: Notify = serde_json::from_str(&text(row, "notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
-    let retry: RetryPolicy = serde_json::from_str(&text(row, "retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
-    let misfire = MisfirePolicy::parse(&text(row, "misfire")?).ok_or_else(|| corrupt("misfire"))?;
+    let notify: Notify = serde_json::from_str(&row.text("notify")?).map_err(|e| corrupt(&format!("notify: {e}")))?;
+    let retry: RetryPolicy = serde_json::from_str(&row.text("retry")?).map_err(|e| corrupt(&format!("retry: {e}")))?;
+    let misfire = MisfirePolicy::parse(&row.text("misfire")?).ok_or_else(|| corrupt("misfire"))?;
     let def = NewTimer {
-        app: text(row, "app")?,
-        name: text(row, "name")?,
+        app: row.text("app")?,
+        name: row.text("name")?,
         status,
         schedule,
         notify,
         retry,
         misfire,
-        delete_after_run: row.try_get::<i64, _>("delete_after_run")? != 0,
-        on_failure: opt_text(row, "on_failure")?
+        delete_after_run: row.int("delete_after_run")? != 0,
+        on_failure: row
+            .opt_text("on_failure")?
             .map(|json| serde_json::from_str(&json))
             .transpose()
             .map_err(|e| corrupt(&format!("on_failure: {e}")))?,
-        on_missed: opt_text(row, "on_missed")?
+        on_missed: row
+            .opt_text("on_missed")?
             .map(|json| serde_json::from_str(&json))
             .transpose()
             .map_err(|e| corrupt(&format!("on_missed: {e}")))?,
-        on_late: opt_text(row, "on_late")?
+        on_late: row
+            .opt_text("on_late")?
             .map(|json| serde_json::from_str(&json))
             .transpose()
             .map_err(|e| corrupt(&format!("on_late: {e}")))?,
         pause_after_failures: row
-            .try_get::<Option<i64>, _>("pause_after_failures")?
+            .opt_int("pause_after_failures")?
             .map(|n| u32::try_from(n).map_err(|_| corrupt("pause_after_failures")))
             .transpose()?,
-        overlap: OverlapPolicy::parse(&text(row, "overlap")?).ok_or_else(|| corrupt("overlap"))?,
+        overlap: OverlapPolicy::parse(&row.text("overlap")?).ok_or_else(|| corrupt("overlap"))?,
         timing,
-        labels: opt_text(row, "labels")?
+        labels: row
+            .opt_text("labels")?
             .map(|json| serde_json::from_str(&json))
             .transpose()
             .map_err(|e| corrupt(&format!("labels: {e}")))?
@@ -152,10 +149,101 @@ where
     Ok(Timer {
         id,
         def,
-        pause_reason: opt_text(row, "pause_reason")?,
-        create_time: row.try_get("create_time")?,
-        modify_time: row.try_get("modify_time")?,
+        pause_reason: row.opt_text("pause_reason")?,
+        create_time: row.int("create_time")?,
+        modify_time: row.int("modify_time")?,
     })
+}
+
+/// Where [`timer_from_row`] reads a row's columns, by name: a database
+/// row, or a row of a page SQLite hands over as one JSON value
+/// ([`JsonRow`]).
+pub(crate) trait Columns {
+    fn int(&self, column: &str) -> Result<i64>;
+    fn opt_int(&self, column: &str) -> Result<Option<i64>>;
+    fn text(&self, column: &str) -> Result<String>;
+    fn opt_text(&self, column: &str) -> Result<Option<String>>;
+}
+
+impl<R> Columns for R
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database>,
+{
+    fn int(&self, column: &str) -> Result<i64> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn opt_int(&self, column: &str) -> Result<Option<i64>> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn text(&self, column: &str) -> Result<String> {
+        Ok(self.try_get_unchecked(column)?)
+    }
+
+    fn opt_text(&self, column: &str) -> Result<Option<String>> {
+        Ok(self.try_get_unchecked(column)?)
+    }
+}
+
+/// [`TIMER_COLUMNS`] as the arguments of SQLite's `json_array` (each
+/// column's expression, without its name), and each name's position.
+pub(crate) static TIMER_JSON: std::sync::LazyLock<(String, HashMap<&'static str, usize>)> =
+    std::sync::LazyLock::new(|| {
+        let mut exprs = Vec::new();
+        let mut positions = HashMap::new();
+        for (i, column) in TIMER_COLUMNS.split(", ").enumerate() {
+            let (expr, name) = column.rsplit_once(" AS ").filter(|(e, _)| e.ends_with(')')).unwrap_or((column, column));
+            exprs.push(expr);
+            positions.insert(name, i);
+        }
+        (format!("json_array({})", exprs.join(", ")), positions)
+    });
+
+/// One timer of a page read as one JSON array of rows (SQLite's
+/// `json_group_array` of [`TIMER_JSON`]): its values in that order.
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct JsonRow(Vec<serde_json::Value>);
+
+impl JsonRow {
+    fn value(&self, column: &str) -> Result<&serde_json::Value> {
+        TIMER_JSON
+            .1
+            .get(column)
+            .and_then(|i| self.0.get(*i))
+            .ok_or_else(|| Error::Corrupt(format!("a JSON row of t_timer has no {column}")))
+    }
+}
+
+impl Columns for JsonRow {
+    fn int(&self, column: &str) -> Result<i64> {
+        self.opt_int(column)?.ok_or_else(|| Error::Corrupt(format!("t_timer.{column} is null")))
+    }
+
+    fn opt_int(&self, column: &str) -> Result<Option<i64>> {
+        match self.value(column)? {
+            serde_json::Value::Null => Ok(None),
+            value => {
+                value.as_i64().map(Some).ok_or_else(|| Error::Corrupt(format!("t_timer.{column} is not an integer")))
+            }
+        }
+    }
+
+    fn text(&self, column: &str) -> Result<String> {
+        self.opt_text(column)?.ok_or_else(|| Error::Corrupt(format!("t_timer.{column} is null")))
+    }
+
+    fn opt_text(&self, column: &str) -> Result<Option<String>> {
+        match self.value(column)? {
+            serde_json::Value::Null => Ok(None),
+            serde_json::Value::String(text) => Ok(Some(text.clone())),
+            _ => Err(Error::Corrupt(format!("t_timer.{column} is not text"))),
+        }
+    }
 }
 
 /// A text column, decoded unchecked: MySQL reports text that compares byte

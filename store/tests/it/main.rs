@@ -54,6 +54,7 @@ macro_rules! conformance_suite {
                     names_are_unique_per_app_among_live_timers,
                     enabled_timers_page_by_id,
                     due_timers_follow_the_next_fire_index,
+                    a_due_page_reads_every_column_as_stored,
                     next_runs_of_a_page_larger_than_one_batch_are_all_written,
                     due_timers_read_across_the_due_index_windows,
                     a_one_shot_completes_once_its_fire_has_ended,

@@ -172,6 +172,39 @@ pub async fn due_timers_follow_the_next_fire_index(b: Backend) {
     assert_eq!(ids(b.timers.due_timers(b.now() + 2_000_000, 2).await.unwrap()), vec![off.id, c.id]);
 }
 
+/// A due page, and a read by ids, hold each timer exactly as stored, every
+/// optional column set or not (SQLite reads both as one JSON value, the
+/// others as rows; a timer alone is read as a row everywhere).
+pub async fn a_due_page_reads_every_column_as_stored(b: Backend) {
+    use xtimer_core::timer::{HttpNotify, LateAlert, OverlapPolicy};
+    let alert = HttpNotify::post("http://127.0.0.1:9/alert");
+    let mut full = new_timer(APP, "full \"quoted\" \u{e9}", TimerStatus::Enabled);
+    full.schedule = Schedule::Every { every_ms: 90_000, anchor_ms: b.now() - 1_000, timezone: "Asia/Tokyo".into() };
+    full.misfire = MisfirePolicy::FireOnce;
+    full.delete_after_run = true;
+    full.on_failure = Some(alert.clone());
+    full.on_missed = Some(alert.clone());
+    full.on_late = Some(LateAlert { threshold_ms: 250, notify: alert });
+    full.pause_after_failures = Some(4);
+    full.overlap = OverlapPolicy::Skip;
+    full.timing.spread_ms = 5_000;
+    full.timing.end_at = Some(b.now() + 86_400_000);
+    full.labels = [("team".to_string(), "pay".to_string()), ("tier".to_string(), String::new())].into();
+    let mut once = new_timer(APP, "once", TimerStatus::Enabled);
+    once.schedule = Schedule::Once { run_at_ms: b.now() + 1_000 };
+    let plain = new_timer(APP, "plain", TimerStatus::Enabled);
+    let ids = b.timers.create_timers(&[full, once, plain], b.now()).await.unwrap();
+    let mut due = b.timers.due_timers(b.now() + 3_600_000, 100).await.unwrap();
+    due.sort_by_key(|t| t.id);
+    assert_eq!(due.iter().map(|t| t.id).collect::<Vec<_>>(), ids);
+    let mut many = b.timers.get_timers(&ids).await.unwrap();
+    many.sort_by_key(|t| t.id);
+    assert_eq!(many, due, "read by ids, as in a due page");
+    for timer in due {
+        assert_eq!(Some(&timer), b.timers.get_timer(timer.id).await.unwrap().as_ref(), "{}", timer.name);
+    }
+}
+
 pub async fn next_runs_of_a_page_larger_than_one_batch_are_all_written(b: Backend) {
     // More timers than one SQLite batch statement takes (2,048), and an odd
     // count, so the last batch is padded.
