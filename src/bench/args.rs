@@ -129,3 +129,13 @@ pub async fn fresh_config(args: &BenchArgs, dir: &std::path::Path) -> anyhow::Re
     }
     Ok(config)
 }
+
+/// Drops the database [`fresh_config`] made on a server for a run whose
+/// database URL is `url` (a SQLite file goes with the run's temp folder),
+/// so runs leave nothing behind; a failure is only told.
+pub async fn drop_fresh_database(args: &BenchArgs, url: &str) {
+    let (Some(admin), Some((_, name))) = (&args.database_url, url.rsplit_once('/')) else { return };
+    if let Err(err) = xtimer_store::db::drop_database(admin, name).await {
+        eprintln!("warning: the run's database {name} was not dropped: {err}");
+    }
+}

@@ -29,7 +29,7 @@ use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolic
 use xtimer::bench_receiver::{process_cpu, BenchReceiver, ReceiverMode};
 use xtimer::node::Node;
 
-use super::args::{fresh_config, BenchArgs, Scenario};
+use super::args::{drop_fresh_database, fresh_config, BenchArgs, Scenario};
 use super::measure::{median, peak_rss_mb, percentile};
 
 /// A benchmark fire is sent once: a failure is a figure, not a retry.
@@ -313,6 +313,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     for other in others {
         other.shutdown().await;
     }
+    drop_fresh_database(args, &config.database.url).await;
     Ok(figures)
 }
 
@@ -528,6 +529,7 @@ async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
     // at most `lead` + 60 s ahead.
     config.migrator.step_ms = config.migrator.step_ms.max((args.lead + 70) * 1000);
     let node_started_ms = chrono::Utc::now().timestamp_millis();
+    let db_url = config.database.url.clone();
     let node = Node::start(config).await?;
     let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
     let now = chrono::Utc::now().timestamp_millis();
@@ -574,6 +576,7 @@ async fn herd_once(args: &BenchArgs) -> anyhow::Result<HerdFigures> {
     progress.finish_and_clear();
     let hits = receiver.arrivals().await?;
     node.shutdown().await;
+    drop_fresh_database(args, &db_url).await;
 
     let window = args.spread_ms.max(1) as i64;
     let mut seen: HashMap<&str, u64> = HashMap::new();

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use xtimer_core::fire::FireKey;
 
-use super::args::{fresh_config, BenchArgs};
+use super::args::{drop_fresh_database, fresh_config, BenchArgs};
 use super::measure::{median, peak_rss_mb, percentile};
 use xtimer::bench_receiver::BenchReceiver;
 use xtimer::node::Node;
@@ -216,6 +216,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         rss_mb: peak_rss_mb(),
     };
     node.shutdown().await;
+    drop_fresh_database(args, &db_url).await;
     Ok(figures)
 }
 
@@ -390,5 +391,6 @@ pub async fn history(args: &BenchArgs) -> anyhow::Result<()> {
         println!("{minute:>6} {fires:>10} {:>8.1}", db_bytes(&db_path, &db_url).await as f64 / 1e6);
     }
     node.shutdown().await;
+    drop_fresh_database(args, &db_url).await;
     Ok(())
 }

@@ -24,7 +24,7 @@ use xtimer_asyncflow::task_id::TaskId;
 use xtimer_asyncflow::wire::TaskScheduleCfg;
 use xtimer_asyncflow::TaskData;
 
-use super::args::{fresh_config, BenchArgs, Scenario};
+use super::args::{drop_fresh_database, fresh_config, BenchArgs, Scenario};
 use super::measure::median;
 use xtimer::node::Node;
 
@@ -148,6 +148,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     for other in others {
         other.shutdown().await;
     }
+    drop_fresh_database(args, &config.database.url).await;
     let (calls, tasks) = (calls.load(Ordering::Relaxed), tasks.load(Ordering::Relaxed));
     Ok(Figures {
         calls,

@@ -153,6 +153,23 @@ pub async fn create_database(admin_url: &str, name: &str) -> Result<String> {
     Ok(format!("{base}/{name}"))
 }
 
+/// Drops database `name` (as [`create_database`] made it) on the server
+/// of `admin_url`, ending any session still in it on PostgreSQL.
+pub async fn drop_database(admin_url: &str, name: &str) -> Result<()> {
+    use sqlx::Connection;
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(Error::Corrupt(format!("not a plain database name: {name}")));
+    }
+    if admin_url.starts_with("mysql:") || admin_url.starts_with("mariadb:") {
+        let mut conn = sqlx::MySqlConnection::connect(admin_url).await?;
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(&mut conn).await?;
+    } else {
+        let mut conn = sqlx::PgConnection::connect(admin_url).await?;
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await?;
+    }
+    Ok(())
+}
+
 /// Bytes the database of a PostgreSQL or MySQL `url` takes on its server
 /// (benchmarks report it); `None` for any other URL. On MySQL it is
 /// InnoDB's estimate of its tables' data and indexes.
