@@ -24,7 +24,7 @@ use crate::sql::{
     code, padded, page_bound, push_list, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS,
     TIMER_COLUMNS,
 };
-use crate::sqlite::timers::{set_next_runs_sqlite, timers_as_json, timers_from_json};
+use crate::sqlite::timers::{set_next_runs_sqlite, timers_as_json, timers_from_json, too_big};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
 use crate::{Database, Error, Result};
 
@@ -381,32 +381,36 @@ impl TimerRepo for Database {
                 let sql = formatcp!(
                     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = ANY($1::bigint[]) ORDER BY timer_id"
                 );
-                sqlx::query(sql).bind(ids).fetch_all(pool).await?.iter().map(timer_from_row).collect()
+                return sqlx::query(sql).bind(ids).fetch_all(pool).await?.iter().map(timer_from_row).collect();
             }
-            // The ids as one JSON array, the timers as another.
+            // The ids as one JSON array, the timers as another (row by row
+            // when that is over SQLite's length limit).
             Self::Sqlite { read, .. } => {
                 let sql = timers_as_json(GET_MANY_SQLITE);
                 let ids = serde_json::to_string(ids).expect("ids serialize");
-                let page: String = sqlx::query_scalar(&sql).bind(ids).fetch_one(read).await?;
-                timers_from_json(&page)
-            }
-            // MySQL: `IN` lists of binds, padded to a power of two (at most
-            // MAX_PARAMS) so each shape is prepared once.
-            Self::Mysql(pool) => {
-                let mut out = Vec::with_capacity(ids.len());
-                for chunk in ids.chunks(16_384) {
-                    let mut qb = QueryBuilder::new(
-                        pool.sql(formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (")),
-                    );
-                    push_list(&mut qb, padded(chunk).copied());
-                    qb.push(")");
-                    for row in qb.build().fetch_all(pool).await? {
-                        out.push(timer_from_row(&row)?);
-                    }
+                match sqlx::query_scalar::<_, String>(&sql).bind(ids).fetch_one(read).await {
+                    Ok(page) => return timers_from_json(&page),
+                    Err(err) if too_big(&err) => {}
+                    Err(err) => return Err(err.into()),
                 }
-                Ok(out)
             }
+            Self::Mysql(_) => {}
         }
+        // `IN` lists of binds, padded to a power of two (at most
+        // MAX_PARAMS) so each shape is prepared once.
+        on_db!(self, read, pool => {
+            let mut out = Vec::with_capacity(ids.len());
+            for chunk in ids.chunks(16_384) {
+                let mut qb =
+                    QueryBuilder::new(pool.sql(formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (")));
+                push_list(&mut qb, padded(chunk).copied());
+                qb.push(")");
+                for row in qb.build().fetch_all(pool).await? {
+                    out.push(timer_from_row(&row)?);
+                }
+            }
+            Ok(out)
+        })
     }
 
     async fn find_timers(&self, app: &str, query: &TimerQuery, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)> {
@@ -466,9 +470,13 @@ impl TimerRepo for Database {
         let window = before_ms.div_euclid(DUE_WINDOW_MS) + 1;
         if let Self::Sqlite { read, .. } = self {
             let page = timers_as_json(DUE);
-            let page = sqlx::query_scalar(&page).bind(window).bind(before_ms).bind(i64::from(limit));
-            let page: String = page.fetch_one(read).await?;
-            return timers_from_json(&page);
+            let page = sqlx::query_scalar::<_, String>(&page).bind(window).bind(before_ms).bind(i64::from(limit));
+            match page.fetch_one(read).await {
+                Ok(page) => return timers_from_json(&page),
+                // Over SQLite's length limit: row by row, below.
+                Err(err) if too_big(&err) => {}
+                Err(err) => return Err(err.into()),
+            }
         }
         let due = if matches!(self, Self::Mysql(_)) { DUE_MYSQL } else { DUE };
         on_db!(self, read, pool => sqlx::query(&pool.sql(due))

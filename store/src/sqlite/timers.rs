@@ -16,6 +16,15 @@ pub(crate) fn timers_as_json(select: &str) -> String {
     format!("SELECT json_group_array({}) FROM ({select})", TIMER_JSON.0)
 }
 
+/// Whether `err` is SQLite's "string or blob too big": a page read by
+/// [`timers_as_json`] over SQLite's length limit (1,000,000,000 bytes: a
+/// page of timers whose callbacks carry bodies near the largest request),
+/// which its caller then reads row by row.
+pub(crate) fn too_big(err: &sqlx::Error) -> bool {
+    const SQLITE_TOOBIG: &str = "18";
+    matches!(err, sqlx::Error::Database(e) if e.code().as_deref() == Some(SQLITE_TOOBIG))
+}
+
 /// The timers of a page read by [`timers_as_json`], in its order.
 pub(crate) fn timers_from_json(page: &str) -> Result<Vec<Timer>> {
     let rows: Vec<JsonRow> = serde_json::from_str(page).map_err(|err| Error::Corrupt(format!("timers: {err}")))?;
@@ -40,4 +49,20 @@ pub(crate) async fn set_next_runs_sqlite(write: &sqlx::SqlitePool, next: &[(i64,
     }
     execute_chunked(write, next, statement).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value over SQLite's length limit fails as "too big", which
+    /// [`too_big`] tells from every other failure.
+    #[tokio::test]
+    async fn a_value_over_the_length_limit_is_told_apart() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        let err = sqlx::query("SELECT zeroblob(2000000000)").execute(&pool).await.unwrap_err();
+        assert!(too_big(&err), "{err}");
+        let err = sqlx::query("SELECT * FROM no_such_table").execute(&pool).await.unwrap_err();
+        assert!(!too_big(&err), "{err}");
+    }
 }
