@@ -1,4 +1,5 @@
-//! SQLite's statements for timers (completion, next fire positions).
+//! SQLite's statements for timers: pages of timers read as one JSON value,
+//! and the batch move of next fire positions.
 
 use sqlx::{QueryBuilder, Sqlite};
 use xtimer_core::timer::Timer;
