@@ -130,18 +130,7 @@ impl Database {
 /// benchmarks start each run on a fresh one). `name` must be a plain
 /// identifier (letters, digits, `_`).
 pub async fn create_database(admin_url: &str, name: &str) -> Result<String> {
-    use sqlx::Connection;
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(Error::Corrupt(format!("not a plain database name: {name}")));
-    }
-    let sql = format!("CREATE DATABASE {name}");
-    if admin_url.starts_with("mysql:") || admin_url.starts_with("mariadb:") {
-        let mut conn = sqlx::MySqlConnection::connect(admin_url).await?;
-        sqlx::query(&sql).execute(&mut conn).await?;
-    } else {
-        let mut conn = sqlx::PgConnection::connect(admin_url).await?;
-        sqlx::query(&sql).execute(&mut conn).await?;
-    }
+    on_server(admin_url, name, format!("CREATE DATABASE {name}"), format!("CREATE DATABASE {name}")).await?;
     let (base, _) = admin_url.split_once('?').unwrap_or((admin_url, ""));
     let base = match base.find("://").map(|s| s + 3) {
         Some(host) => match base[host..].find('/') {
@@ -156,16 +145,23 @@ pub async fn create_database(admin_url: &str, name: &str) -> Result<String> {
 /// Drops database `name` (as [`create_database`] made it) on the server
 /// of `admin_url`, ending any session still in it on PostgreSQL.
 pub async fn drop_database(admin_url: &str, name: &str) -> Result<()> {
+    let mysql = format!("DROP DATABASE IF EXISTS {name}");
+    on_server(admin_url, name, mysql, format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await
+}
+
+/// Runs `mysql` or `postgres` (a statement on database `name`, which must
+/// be a plain identifier) on the server of `admin_url`, by its scheme.
+async fn on_server(admin_url: &str, name: &str, mysql: String, postgres: String) -> Result<()> {
     use sqlx::Connection;
     if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(Error::Corrupt(format!("not a plain database name: {name}")));
     }
     if admin_url.starts_with("mysql:") || admin_url.starts_with("mariadb:") {
         let mut conn = sqlx::MySqlConnection::connect(admin_url).await?;
-        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(&mut conn).await?;
+        sqlx::query(&mysql).execute(&mut conn).await?;
     } else {
         let mut conn = sqlx::PgConnection::connect(admin_url).await?;
-        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await?;
+        sqlx::query(&postgres).execute(&mut conn).await?;
     }
     Ok(())
 }

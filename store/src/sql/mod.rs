@@ -181,11 +181,11 @@ where
     }
 
     fn text(&self, column: &str) -> Result<String> {
-        Ok(self.try_get_unchecked(column)?)
+        text(self, column)
     }
 
     fn opt_text(&self, column: &str) -> Result<Option<String>> {
-        Ok(self.try_get_unchecked(column)?)
+        opt_text(self, column)
     }
 }
 
