@@ -11,6 +11,12 @@ use crate::sql::{code, text};
 use crate::{Database, Result};
 
 const INSERT: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes) ";
+/// [`INSERT`] on PostgreSQL: the rows as one array per column.
+const INSERT_POSTGRES: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes)
+     SELECT timer_id, app, at_ms, action, by_who, changes
+     FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+          WITH ORDINALITY AS v(timer_id, app, at_ms, action, by_who, changes, ord)
+     ORDER BY ord";
 /// Rows per insert statement (six parameters each).
 const ROWS_PER_STATEMENT: usize = crate::sql::MAX_PARAMS / 6;
 const SELECT: &str = "SELECT timer_id, app, at_ms, action, by_who, changes FROM t_timer_history
@@ -22,13 +28,28 @@ const FORGET: &str = formatcp!(
 );
 
 impl Database {
-    /// Writes `entries`, in one statement per [`ROWS_PER_STATEMENT`].
+    /// Writes `entries`: on PostgreSQL in one statement of one array per
+    /// column (one prepared statement whatever the count), elsewhere in one
+    /// statement per [`ROWS_PER_STATEMENT`]. One statement is its own
+    /// transaction; more are written in one.
     pub(crate) async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
+        if let Database::Postgres(pool) = self {
+            sqlx::query(INSERT_POSTGRES)
+                .bind(entries.iter().map(|e| e.timer_id).collect::<Vec<_>>())
+                .bind(entries.iter().map(|e| e.app.as_str()).collect::<Vec<_>>())
+                .bind(entries.iter().map(|e| e.at_ms).collect::<Vec<_>>())
+                .bind(entries.iter().map(|e| e.action.as_str()).collect::<Vec<_>>())
+                .bind(entries.iter().map(|e| e.by.as_str()).collect::<Vec<_>>())
+                .bind(entries.iter().map(|e| e.changes.as_str()).collect::<Vec<_>>())
+                .execute(pool)
+                .await?;
+            return Ok(());
+        }
         on_db!(self, write, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = if entries.len() > ROWS_PER_STATEMENT { Some(pool.begin().await?) } else { None };
             for chunk in entries.chunks(ROWS_PER_STATEMENT) {
                 let mut qb = sqlx::QueryBuilder::new(INSERT);
                 qb.push_values(chunk, |mut row, e| {
@@ -39,9 +60,14 @@ impl Database {
                         .push_bind(e.by.as_str())
                         .push_bind(e.changes.as_str());
                 });
-                qb.build().execute(&mut *tx).await?;
+                match &mut tx {
+                    Some(tx) => qb.build().execute(&mut **tx).await?,
+                    None => qb.build().execute(pool).await?,
+                };
             }
-            tx.commit().await?;
+            if let Some(tx) = tx {
+                tx.commit().await?;
+            }
         });
         Ok(())
     }

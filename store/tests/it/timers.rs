@@ -205,6 +205,33 @@ pub async fn a_due_page_reads_every_column_as_stored(b: Backend) {
     }
 }
 
+pub async fn history_notes_read_back_as_written_in_any_count(b: Backend) {
+    use xtimer_store::HistoryEntry;
+    let note = |timer_id: i64, i: i64, changes: &str| HistoryEntry {
+        timer_id,
+        app: APP.into(),
+        at_ms: b.now() + i,
+        action: if i % 2 == 0 { "create".into() } else { "update".into() },
+        by: format!("app:{APP}"),
+        changes: changes.into(),
+    };
+    // One note alone, then more than one statement of six parameters a row
+    // holds (5,000 rows), spread over three timers, with quotes, commas,
+    // braces and non-ASCII in the text (PostgreSQL binds them as arrays).
+    let one = note(1, 0, "{}");
+    b.timers.record_history(std::slice::from_ref(&one)).await.unwrap();
+    assert_eq!(b.timers.timer_history(1, 10).await.unwrap(), vec![one]);
+    let text = r#"{"name":["a "b", {c}","été é"],"tags":"{x,y}"}"#;
+    let many: Vec<_> = (1..=6_000).map(|i| note(2 + i % 3, i, if i % 7 == 0 { "" } else { text })).collect();
+    b.timers.record_history(&many).await.unwrap();
+    for timer in 2..=4 {
+        let mut want: Vec<_> = many.iter().filter(|e| e.timer_id == timer).cloned().collect();
+        want.reverse();
+        assert_eq!(b.timers.timer_history(timer, 5_000).await.unwrap(), want, "timer {timer}, newest first");
+    }
+    assert_eq!(b.timers.timer_history(1, 10).await.unwrap().len(), 1, "the first note is left as it was");
+}
+
 pub async fn next_runs_of_a_page_larger_than_one_batch_are_all_written(b: Backend) {
     // More timers than one SQLite batch statement takes (2,048), and an odd
     // count, so the last batch is padded.
