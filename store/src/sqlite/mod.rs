@@ -9,6 +9,7 @@
 //! transactions per second here, but ~200k rows per second in batches.
 
 pub(crate) mod fires;
+pub(crate) mod json_row;
 pub(crate) mod notify;
 pub(crate) mod plan;
 pub(crate) mod tasks;

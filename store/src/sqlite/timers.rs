@@ -4,8 +4,9 @@
 use sqlx::{QueryBuilder, Sqlite};
 use xtimer_core::timer::Timer;
 
-use crate::sql::{padded, timer_from_row, JsonRow, TIMER_JSON};
+use crate::sql::{padded, timer_from_row};
 use crate::sqlite::execute_chunked;
+use crate::sqlite::json_row::{JsonRow, TIMER_JSON};
 use crate::{Error, Result};
 
 /// `select` (of [`TIMER_COLUMNS`](crate::sql::TIMER_COLUMNS), in the order
