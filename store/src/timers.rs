@@ -964,22 +964,10 @@ mod bench {
         let url = format!("sqlite://{}", dir.path().join("x.db").display());
         let db = Database::connect(&DatabaseConfig { url, max_connections: 1 }).await.unwrap();
         let timers: Vec<NewTimer> = (0..500)
-            .map(|i| NewTimer {
-                timing: Default::default(),
-                labels: Default::default(),
-                app: "bench".into(),
-                name: format!("burst-{i}"),
-                status: TimerStatus::Enabled,
-                schedule: Schedule::Once { run_at_ms: 1_000_000 + i },
-                notify: Notify::Http(HttpNotify::post("http://127.0.0.1:40000/bench")),
-                retry: RetryPolicy { max_attempts: 3, backoff_ms: 250, no_retry_statuses: None },
-                misfire: MisfirePolicy::FireAll,
-                delete_after_run: false,
-                on_failure: None,
-                on_missed: None,
-                on_late: None,
-                pause_after_failures: None,
-                overlap: Default::default(),
+            .map(|i| {
+                let schedule = Schedule::Once { run_at_ms: 1_000_000 + i };
+                let notify = Notify::Http(HttpNotify::post("http://127.0.0.1:40000/bench"));
+                NewTimer::enabled("bench", format!("burst-{i}"), schedule, notify)
             })
             .collect();
         db.create_timers(&timers, 0).await.unwrap();
