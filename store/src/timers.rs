@@ -24,7 +24,7 @@ use crate::sql::{
     code, padded, page_bound, push_list, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS,
     TIMER_COLUMNS,
 };
-use crate::sqlite::timers::{set_next_runs_sqlite, timers_as_json, timers_from_json, too_big};
+use crate::sqlite::timers::{page_unless_too_big, set_next_runs_sqlite, timers_as_json};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
 use crate::{Database, Error, Result};
 
@@ -388,10 +388,8 @@ impl TimerRepo for Database {
             Self::Sqlite { read, .. } => {
                 let sql = timers_as_json(GET_MANY_SQLITE);
                 let ids = serde_json::to_string(ids).expect("ids serialize");
-                match sqlx::query_scalar::<_, String>(&sql).bind(ids).fetch_one(read).await {
-                    Ok(page) => return timers_from_json(&page),
-                    Err(err) if too_big(&err) => {}
-                    Err(err) => return Err(err.into()),
+                if let Some(timers) = page_unless_too_big(sqlx::query_scalar(&sql).bind(ids).fetch_one(read).await)? {
+                    return Ok(timers);
                 }
             }
             Self::Mysql(_) => {}
@@ -470,12 +468,10 @@ impl TimerRepo for Database {
         let window = before_ms.div_euclid(DUE_WINDOW_MS) + 1;
         if let Self::Sqlite { read, .. } = self {
             let page = timers_as_json(DUE);
-            let page = sqlx::query_scalar::<_, String>(&page).bind(window).bind(before_ms).bind(i64::from(limit));
-            match page.fetch_one(read).await {
-                Ok(page) => return timers_from_json(&page),
-                // Over SQLite's length limit: row by row, below.
-                Err(err) if too_big(&err) => {}
-                Err(err) => return Err(err.into()),
+            let page = sqlx::query_scalar(&page).bind(window).bind(before_ms).bind(i64::from(limit));
+            // Over SQLite's length limit: row by row, below.
+            if let Some(timers) = page_unless_too_big(page.fetch_one(read).await)? {
+                return Ok(timers);
             }
         }
         let due = if matches!(self, Self::Mysql(_)) { DUE_MYSQL } else { DUE };
@@ -952,6 +948,7 @@ mod tests {
 #[cfg(test)]
 mod bench {
     use super::*;
+    use crate::sqlite::timers::timers_from_json;
     use xtimer_core::config::DatabaseConfig;
     use xtimer_core::timer::*;
 

@@ -18,11 +18,20 @@ pub(crate) fn timers_as_json(select: &str) -> String {
     format!("SELECT json_group_array({}) FROM ({select})", TIMER_JSON.0)
 }
 
-/// Whether `err` is SQLite's "string or blob too big": a page read by
-/// [`timers_as_json`] over SQLite's length limit (1,000,000,000 bytes: a
-/// page of timers whose callbacks carry bodies near the largest request),
-/// which its caller then reads row by row.
-pub(crate) fn too_big(err: &sqlx::Error) -> bool {
+/// The timers of a page read by [`timers_as_json`], or `None` when the
+/// read failed as SQLite's "string or blob too big": a page over its length
+/// limit (1,000,000,000 bytes: timers whose callbacks carry bodies near the
+/// largest request), which the caller then reads row by row.
+pub(crate) fn page_unless_too_big(read: std::result::Result<String, sqlx::Error>) -> Result<Option<Vec<Timer>>> {
+    match read {
+        Ok(page) => timers_from_json(&page).map(Some),
+        Err(err) if too_big(&err) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Whether `err` is SQLite's "string or blob too big".
+fn too_big(err: &sqlx::Error) -> bool {
     const SQLITE_TOOBIG: &str = "18";
     matches!(err, sqlx::Error::Database(e) if e.code().as_deref() == Some(SQLITE_TOOBIG))
 }
