@@ -181,8 +181,11 @@ pub async fn with_the_collector_down_or_hung_fires_are_on_time_and_none_fail(sta
         let id = app.create_ok(every_second("untraced", &rx, json!({}))).await;
         assert!(rx.wait_until(PATIENCE, |hits| hits.len() >= 6).await, "{endpoint}: six fires");
         let hits = rx.hits();
+        // A fire path that waited on the exporter would be seconds late (its
+        // export timeout is 5 s); 500 ms is the other real-clock tests' bound,
+        // generous for a busy 2-core host running the whole suite.
         for hit in &hits {
-            assert!(hit.lateness_ms() < 250.0, "{endpoint}: a fire {} ms late", hit.lateness_ms());
+            assert!(hit.lateness_ms() < 500.0, "{endpoint}: a fire {} ms late", hit.lateness_ms());
             assert!(traceparent(hit).starts_with("00-"), "{endpoint}: still traced");
         }
         let fires = app.fires(id, "it").await;
