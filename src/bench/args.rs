@@ -18,6 +18,11 @@ pub enum Scenario {
     /// No timers: `--count` callbacks straight from the executor's HTTP
     /// client to the receiver, 256 at a time; the ceiling of this machine.
     Http,
+    /// No timers: `--rate` callbacks a second for `--seconds`, each sent on
+    /// its millisecond in a task of its own from the executor's HTTP client,
+    /// as a fire is sent: what the callbacks alone cost at that rate
+    /// (compare `steady` at the same rate).
+    HttpSteady,
     /// `/v1/create_task` from `--clients` connections for `--seconds`.
     CreateTask,
     /// `/v1/hold_tasks?limit=100` from `--clients` connections over `--count` queued tasks.
@@ -42,7 +47,7 @@ pub struct BenchArgs {
     /// Which load to run.
     #[arg(long, value_enum, default_value = "steady")]
     pub scenario: Scenario,
-    /// Fires per second (steady).
+    /// Fires per second (steady, http-steady).
     #[arg(long, default_value_t = 2_000)]
     pub rate: u64,
     /// Length of the measured window, seconds (steady, cron).

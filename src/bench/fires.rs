@@ -87,6 +87,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     for run in 1..=args.runs {
         let f = match args.scenario {
             Scenario::Http => http_ceiling(&args).await?,
+            Scenario::HttpSteady => http_steady(&args).await?,
             _ => run_once(&args).await?,
         };
         print_row(&run.to_string(), &f);
@@ -127,6 +128,9 @@ fn describe(a: &BenchArgs) -> String {
         }
         Scenario::Cron => format!("{} per-second cron timers for {} s", a.timers, a.seconds),
         Scenario::Http => format!("{} callbacks, no timers, 256 in flight", a.count),
+        Scenario::HttpSteady => {
+            format!("{} callbacks/s for {} s, no timers, each on its millisecond", a.rate, a.seconds)
+        }
         Scenario::Herd => {
             format!("{} timers of `{HERD_CRON}` with spreadMs {}, for one minute", a.timers, a.spread_ms)
         }
@@ -384,14 +388,78 @@ async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
         });
     }
     while tasks.join_next().await.is_some() {}
-    let secs = started.elapsed().as_secs_f64();
-    let (cpu_us_per_fire, receiver_us_per_fire) = cpu.per_fire(&receiver).await?;
+    callback_figures(&receiver, &cpu, args.count, started.elapsed().as_secs_f64()).await
+}
+
+/// The callbacks' own cost at a rate: `--rate` a second for `--seconds`,
+/// spread as [`Scenario::Steady`] spreads its fires, and sent as the
+/// executor sends them: each millisecond's group is handed over
+/// [`HANDOVER_AHEAD_MS`] early to a task that waits for it, sends all but
+/// the last in tasks of their own and the last itself.
+async fn http_steady(args: &BenchArgs) -> anyhow::Result<Figures> {
+    let receiver = BenchReceiver::start(args.receiver, args.receiver_threads).await?;
+    let client = xtimer_executor::callback::client(10_000, 256)?;
+    let notify = HttpNotify { body: Some("{}".into()), ..HttpNotify::post(receiver.url("/paced")) };
+    let total = args.rate * args.seconds;
+    // Two seconds ahead, on a whole second, as a fire scenario starts.
+    let start_ms = (chrono::Utc::now().timestamp_millis() / 1000 + 2) * 1000;
+    let run_ms = |i: u64| start_ms + (i * 1000 / args.rate.max(1)) as i64;
+    let tasks = tokio_util::task::TaskTracker::new();
+    let now_ms = || chrono::Utc::now().timestamp_millis();
+    tokio::time::sleep(Duration::from_millis((start_ms - HANDOVER_AHEAD_MS - now_ms()).max(0) as u64)).await;
+    let cpu = CpuMeter::start(&receiver);
+    let mut i = 0;
+    while i < total {
+        let due_ms = run_ms(i);
+        let early = due_ms - HANDOVER_AHEAD_MS - now_ms();
+        if early > 0 {
+            tokio::time::sleep(Duration::from_millis(early as u64)).await;
+        }
+        let mut group = Vec::new();
+        while i < total && run_ms(i) == due_ms {
+            group.push(FireKey { timer_id: i as i64, run_ms: due_ms });
+            i += 1;
+        }
+        let (client, notify, spawner) = (client.clone(), notify.clone(), tasks.clone());
+        tasks.spawn(async move {
+            let wait = due_ms - chrono::Utc::now().timestamp_millis();
+            if wait > 0 {
+                tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+            }
+            let last = group.pop();
+            for key in group {
+                let (client, notify) = (client.clone(), notify.clone());
+                spawner.spawn(async move { xtimer_executor::callback::call(&client, &notify, key, 512).await });
+            }
+            if let Some(key) = last {
+                xtimer_executor::callback::call(&client, &notify, key, 512).await;
+            }
+        });
+    }
+    tasks.close();
+    tasks.wait().await;
+    let secs = (now_ms() - start_ms).max(1) as f64 / 1000.0;
+    callback_figures(&receiver, &cpu, total, secs).await
+}
+
+/// How long before its millisecond [`http_steady`] hands a group over (the
+/// executor claims fires 450-500 ms ahead at the default).
+const HANDOVER_AHEAD_MS: i64 = 500;
+
+/// Figures of the callbacks [`http_ceiling`] and [`http_steady`] sent.
+async fn callback_figures(
+    receiver: &BenchReceiver,
+    cpu: &CpuMeter,
+    expected: u64,
+    secs: f64,
+) -> anyhow::Result<Figures> {
+    let (cpu_us_per_fire, receiver_us_per_fire) = cpu.per_fire(receiver).await?;
     let arrivals = receiver.arrivals().await?;
     let received = arrivals.len() as u64;
     let mut late: Vec<f64> = arrivals.iter().map(|h| h.lateness_ms()).collect();
     late.sort_by(|a, b| a.total_cmp(b));
     Ok(Figures {
-        expected: args.count,
+        expected,
         received,
         fires_per_sec: received as f64 / secs,
         p50_ms: percentile(&late, 0.5),
@@ -400,7 +468,7 @@ async fn http_ceiling(args: &BenchArgs) -> anyhow::Result<Figures> {
         max_ms: late.last().copied().unwrap_or_default(),
         sent_p99_ms: 0.0,
         duplicates: 0,
-        misses: args.count.saturating_sub(received),
+        misses: expected.saturating_sub(received),
         cpu_us_per_fire,
         receiver_us_per_fire,
         peak_rss_mb: peak_rss_mb(),
@@ -651,6 +719,7 @@ fn plan(args: &BenchArgs, now_ms: i64) -> Plan {
             Plan { schedules, start_ms, end_ms: start_ms + 1000 }
         }
         Scenario::Http
+        | Scenario::HttpSteady
         | Scenario::CreateTask
         | Scenario::HoldTasks
         | Scenario::Registered

@@ -29,6 +29,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Registered => registered::run(&args).await,
         Scenario::History => registered::history(&args).await,
         Scenario::Herd => fires::herd(&args).await,
-        Scenario::Steady | Scenario::Burst | Scenario::Cron | Scenario::Http => fires::run(args).await,
+        Scenario::Steady | Scenario::Burst | Scenario::Cron | Scenario::Http | Scenario::HttpSteady => {
+            fires::run(args).await
+        }
     }
 }

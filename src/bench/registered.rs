@@ -13,7 +13,11 @@
 //!   a percentage of one core;
 //! - the database's size;
 //! - the create rate through `createTimer`, one timer a call from 64
-//!   keep-alive clients for 5 s, with those timers registered;
+//!   keep-alive clients for 5 s, with those timers registered, and this
+//!   process's CPU (node and clients) per call;
+//! - the same calls for 5 s with a `runAt` an hour past, each refused by
+//!   validation before the store: what the HTTP stack alone allows on this
+//!   host, and its CPU per call;
 //! - then `--due` per-second timers are added and fire for `--seconds`:
 //!   their lateness, duplicates and misses, and the peak RSS.
 
@@ -46,6 +50,12 @@ struct Figures {
     first_tenth_per_sec: f64,
     last_tenth_per_sec: f64,
     single_per_sec: f64,
+    /// This process's CPU per `createTimer` call, µs.
+    single_us: f64,
+    /// `createTimer` calls refused before the store, per second.
+    refused_per_sec: f64,
+    /// This process's CPU per refused call, µs.
+    refused_us: f64,
     step_ms: f64,
     /// One `/metrics` scrape that counts the timers afresh, ms.
     scrape_ms: f64,
@@ -65,12 +75,15 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         args.timers, args.due, args.seconds
     );
     println!(
-        "{:>4} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
+        "{:>4} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>5} {:>6} {:>8}",
         "run",
         "creates/s",
         "1st 10%/s",
         "last 10%/s",
         "single/s",
+        "single us",
+        "refused/s",
+        "refused us",
         "step ms",
         "scrape ms",
         "idle cpu",
@@ -94,6 +107,9 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
             first_tenth_per_sec: med(|f| f.first_tenth_per_sec),
             last_tenth_per_sec: med(|f| f.last_tenth_per_sec),
             single_per_sec: med(|f| f.single_per_sec),
+            single_us: med(|f| f.single_us),
+            refused_per_sec: med(|f| f.refused_per_sec),
+            refused_us: med(|f| f.refused_us),
             step_ms: med(|f| f.step_ms),
             scrape_ms: med(|f| f.scrape_ms),
             idle_cpu_pct: med(|f| f.idle_cpu_pct),
@@ -111,11 +127,14 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
 fn print_row(label: &str, f: &Figures) {
     println!(
-        "{label:>4} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>8.1} {:>9.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
+        "{label:>4} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>9.1} {:>10.0} {:>10.1} {:>8.1} {:>9.1} {:>8.2}% {:>8.1} {:>8.1} {:>8.1} {:>5} {:>6} {:>8.1}",
         f.creates_per_sec,
         f.first_tenth_per_sec,
         f.last_tenth_per_sec,
         f.single_per_sec,
+        f.single_us,
+        f.refused_per_sec,
+        f.refused_us,
         f.step_ms,
         f.scrape_ms,
         f.idle_cpu_pct,
@@ -171,7 +190,9 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let scrape_ms = scraped.elapsed().as_secs_f64() * 1_000.0;
     // After the idle time, so that the bulk import's WAL is checkpointed.
     let single = format!("http://{}/api/xtimer/createTimer", node.addr);
-    let single_per_sec = create_singly(&client, &single, &url, SINGLE_CLIENTS, SINGLE_SECONDS).await?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let stored = create_singly(&client, &single, &url, now_ms + 86_400_000).await?;
+    let refused = create_singly(&client, &single, &url, now_ms - 3_600_000).await?;
 
     // The due timers: per-second crons, measured from a whole second after set-up.
     let due_url = url.clone();
@@ -204,7 +225,10 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
         creates_per_sec: creates.overall,
         first_tenth_per_sec: creates.first_tenth,
         last_tenth_per_sec: creates.last_tenth,
-        single_per_sec,
+        single_per_sec: stored.per_sec,
+        single_us: stored.cpu_us,
+        refused_per_sec: refused.per_sec,
+        refused_us: refused.cpu_us,
         step_ms,
         scrape_ms,
         idle_cpu_pct,
@@ -297,20 +321,31 @@ async fn create_all(
     Ok(CreateRates::from_calls(started, calls))
 }
 
-/// `createTimer` calls from `clients` keep-alive clients for `seconds`,
-/// each an enabled one-shot timer due in a day; the rate of successes.
+/// What [`create_singly`] measured.
+struct SingleCalls {
+    /// Answered calls per second.
+    per_sec: f64,
+    /// This process's CPU per answered call, µs.
+    cpu_us: f64,
+}
+
+/// `createTimer` calls from [`SINGLE_CLIENTS`] keep-alive clients for
+/// [`SINGLE_SECONDS`], each an enabled one-shot at `run_at_ms`: a day
+/// ahead each is stored (and must succeed); an hour past each is refused
+/// by validation (and must be a 400).
 async fn create_singly(
     client: &reqwest::Client,
     url: &str,
     callback: &str,
-    clients: usize,
-    seconds: u64,
-) -> anyhow::Result<f64> {
-    let run_at = xtimer_core::clock::rfc3339(chrono::Utc::now().timestamp_millis() + 86_400_000);
-    let until = Instant::now() + Duration::from_secs(seconds);
+    run_at_ms: i64,
+) -> anyhow::Result<SingleCalls> {
+    let refused = run_at_ms < chrono::Utc::now().timestamp_millis();
+    let run_at = xtimer_core::clock::rfc3339(run_at_ms);
+    let until = Instant::now() + Duration::from_secs(SINGLE_SECONDS);
+    let cpu_before = cpu_seconds();
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for c in 0..clients {
+    for c in 0..SINGLE_CLIENTS {
         let (client, url, callback, run_at) = (client.clone(), url.to_string(), callback.to_string(), run_at.clone());
         tasks.spawn(async move {
             let mut made = 0u64;
@@ -323,7 +358,14 @@ async fn create_singly(
                 let reply = client.post(&url).header("content-type", "application/json").body(body).send().await?;
                 let status = reply.status();
                 let text = reply.text().await?;
-                anyhow::ensure!(status.is_success(), "createTimer answered {status}: {text}");
+                if refused {
+                    anyhow::ensure!(
+                        status == reqwest::StatusCode::BAD_REQUEST,
+                        "a past runAt answered {status}: {text}"
+                    );
+                } else {
+                    anyhow::ensure!(status.is_success(), "createTimer answered {status}: {text}");
+                }
                 made += 1;
             }
             anyhow::Ok(made)
@@ -333,7 +375,9 @@ async fn create_singly(
     while let Some(done) = tasks.join_next().await {
         made += done??;
     }
-    Ok(made as f64 / started.elapsed().as_secs_f64().max(1e-9))
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    let made = made.max(1) as f64;
+    Ok(SingleCalls { per_sec: made / secs, cpu_us: (cpu_seconds() - cpu_before) * 1e6 / made })
 }
 
 /// CPU time of this process so far (user + system), seconds.

@@ -68,6 +68,15 @@ async fn bench_with_the_receiver_in_process_still_counts_every_fire() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callbacks_alone_at_a_rate_each_leave_on_their_millisecond_and_are_counted_with_their_cpu() {
+    let f = bench(&["--scenario", "http-steady", "--rate", "500", "--seconds", "1"]).await;
+    assert_eq!((num(&f, "expected"), num(&f, "received"), num(&f, "misses")), (500.0, 500.0, 0.0), "{f:?}");
+    // Each is sent no earlier than its millisecond (its key's run time).
+    assert!(num(&f, "p50 ms") >= 0.0, "{f:?}");
+    assert!(num(&f, "cpu us") > 0.0 && num(&f, "rx us") > 0.0, "both processes' CPU per callback: {f:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_herd_of_aligned_crons_spreads_its_fires_each_once_inside_its_window() {
     // Up to a minute: the fires are those of the next whole minute.
     let f = bench(&["--scenario", "herd", "--timers", "100", "--spread-ms", "5000", "--lead", "2"]).await;
