@@ -19,9 +19,9 @@ pub enum Scenario {
     /// client to the receiver, 256 at a time; the ceiling of this machine.
     Http,
     /// No timers: `--rate` callbacks a second for `--seconds`, each sent on
-    /// its millisecond in a task of its own from the executor's HTTP client,
-    /// as a fire is sent: what the callbacks alone cost at that rate
-    /// (compare `steady` at the same rate).
+    /// its millisecond from the executor's HTTP client, grouped and handed
+    /// over as the executor sends fires: what the callbacks alone cost at
+    /// that rate (compare `steady` at the same rate).
     HttpSteady,
     /// `/v1/create_task` from `--clients` connections for `--seconds`.
     CreateTask,
