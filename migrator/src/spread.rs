@@ -2,17 +2,20 @@
 //!
 //! Each fire of a timer with a spread is sent at the second of
 //! `[scheduled, scheduled + spreadMs)` with the fewest fires already
-//! planned (every app's pending fires, read from the database, so every
-//! node sees the same load), the earliest on a tie. The window also ends
-//! before the timer's next scheduled time, so a timer's fires never
-//! overtake one another. A batch is placed in scheduled-time order, each
-//! fire adding to the load the next one sees.
+//! planned (every app's, read from the database, so every node sees the
+//! same load), the earliest on a tie. The window also ends before the
+//! timer's next scheduled time, so a timer's fires never overtake one
+//! another. A batch is placed in scheduled-time order, each fire adding to
+//! the load the next one sees.
 //!
-//! Placements are serialised across the cluster by a lock, so two nodes
-//! planning at once do not both pick the emptiest second; the lock only
-//! keeps the profile flat: the choice is recorded by fire identity
-//! ([`FireRepo::place_spread`]) and the first one recorded wins, so a
-//! scheduled time is one fire even when the lock lapsed.
+//! The load counts every placement recorded ([`FireRepo::spread_load`]),
+//! not only the fire rows that follow them, and reading it, choosing and
+//! recording are one step under a cluster lock: two nodes planning the
+//! same minute at once place one after the other, the second over the
+//! first one's choices. The lock only keeps the profile flat: the choice
+//! is recorded by fire identity ([`FireRepo::place_spread`]) and the first
+//! one recorded wins, so a scheduled time is one fire even when the lock
+//! lapsed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -91,7 +94,8 @@ impl Placer {
         Self { fires, locks, lock_key, token }
     }
 
-    /// The send time of each candidate, by `(timer_id, scheduled_ms)`.
+    /// The send time of each candidate, by `(timer_id, scheduled_ms)`:
+    /// chosen and recorded while holding the lock.
     pub async fn place(&self, mut candidates: Vec<Candidate>) -> Result<HashMap<(i64, i64), i64>> {
         if candidates.is_empty() {
             return Ok(HashMap::new());
@@ -106,11 +110,12 @@ impl Placer {
         placed
     }
 
+    /// Reads the load (placements included), chooses, records.
     async fn place_locked(&self, candidates: &mut [Candidate]) -> Result<HashMap<(i64, i64), i64>> {
         let from = candidates.iter().map(|c| c.scheduled_ms).min().unwrap_or(0);
         let to = candidates.iter().map(|c| c.until_ms).max().unwrap_or(0);
         let mut load: HashMap<i64, u64> =
-            self.fires.planned_per_second(None, second_of(from), second_of(to) + 1000).await?.into_iter().collect();
+            self.fires.spread_load(second_of(from), second_of(to) + 1000).await?.into_iter().collect();
         let chosen = choose(candidates, &mut load);
         Ok(self.fires.place_spread(&chosen).await?)
     }

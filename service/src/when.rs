@@ -151,7 +151,7 @@ impl TimerService {
         // unexpanded fire on; spread ones placed over every app's load, as
         // they will be.
         let mut load: std::collections::HashMap<i64, u64> =
-            self.0.fires.planned_per_second(None, from, to).await?.into_iter().collect();
+            self.0.fires.spread_load(from, to).await?.into_iter().collect();
         let mut after_id = 0;
         let mut read = 0;
         while read < MAX_FORECAST_TIMERS {

@@ -268,6 +268,10 @@ impl FireRepo for Database {
         placement::planned_per_second(self, app, from_ms, to_ms).await
     }
 
+    async fn spread_load(&self, from_ms: i64, to_ms: i64) -> Result<Vec<(i64, u64)>> {
+        placement::spread_load(self, from_ms, to_ms).await
+    }
+
     async fn forget_placements(&self, before_ms: i64, limit: u32) -> Result<u64> {
         placement::forget(self, before_ms, limit).await
     }
@@ -283,13 +287,25 @@ impl FireRepo for Database {
     }
 
     async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64> {
-        Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(DELETE_PENDING_FROM))
-            .bind(timer_id)
-            .bind(from_ms)
-            .bind(from_ms)
-            .execute(pool)
-            .await?
-            .rows_affected()))
+        // With their spread placements, so the re-plan places them anew.
+        on_db!(self, write, pool => {
+            let mut tx = pool.begin().await?;
+            let deleted = sqlx::query(&pool.sql(DELETE_PENDING_FROM))
+                .bind(timer_id)
+                .bind(from_ms)
+                .bind(from_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(&pool.sql(placement::FORGET_REPLANNED))
+                .bind(timer_id)
+                .bind(from_ms)
+                .bind(timer_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(deleted)
+        })
     }
 
     async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome> {

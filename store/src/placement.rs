@@ -9,6 +9,13 @@
 //! `(timer_id, run_timer)` of `t_timer_task` then keeps a scheduled time
 //! fired once, on every dialect (PostgreSQL could not hold a unique key
 //! on the scheduled time of a table partitioned by the run time).
+//!
+//! Every planner records its choices here before any fire row follows, so
+//! the load a planner places by ([`spread_load`]) counts placements, not
+//! only pending fire rows: two planners one after the other never see the
+//! same empty seconds. A timer re-planned (its definition changed) forgets
+//! the placements of the fires it deletes ([`FORGET_REPLANNED`]), so its
+//! fires are placed anew in the new window.
 
 use std::collections::HashMap;
 
@@ -80,6 +87,44 @@ pub(crate) async fn planned_per_second(
         .bind(to_ms)
         .bind(app)
         .bind(app)
+        .fetch_all(pool)
+        .await?);
+    Ok(rows.into_iter().map(|(second, n)| (second, n.max(0) as u64)).collect())
+}
+
+/// The load spread fires are placed by, in each second of `[$1, $2)`
+/// (every app): each placement (wherever its fire is), and each pending
+/// fire with none (sent at its scheduled time).
+const SPREAD_LOAD: &str = const_format::formatcp!(
+    "SELECT at_second, COUNT(*) AS fires FROM (
+         SELECT run_timer - run_timer % 1000 AS at_second FROM t_fire_placement
+         WHERE run_timer >= $1 AND run_timer < $2
+         UNION ALL
+         SELECT f.run_timer - f.run_timer % 1000 AS at_second FROM t_timer_task f
+         WHERE f.status = {} AND f.run_timer >= $3 AND f.run_timer < $4
+           AND NOT EXISTS (SELECT 1 FROM t_fire_placement p
+                           WHERE p.timer_id = f.timer_id AND p.scheduled_timer = COALESCE(f.scheduled_timer, f.run_timer))
+     ) planned GROUP BY at_second ORDER BY at_second",
+    code::PENDING
+);
+
+/// Deletes timer `$1`'s placements of scheduled times from `$2` on whose
+/// fire is not stored (run after its pending fires from then on were
+/// deleted to be planned again): a claimed or ended fire keeps its own,
+/// so its scheduled time is not fired twice.
+pub(crate) const FORGET_REPLANNED: &str = "DELETE FROM t_fire_placement WHERE timer_id = $1 AND scheduled_timer >= $2
+     AND NOT EXISTS (SELECT 1 FROM t_timer_task f
+                     WHERE f.timer_id = $3 AND f.run_timer = t_fire_placement.run_timer)";
+
+/// Fires planned in each second of `[from_ms, to_ms)`, every app, as
+/// spread fires are placed by ([`SPREAD_LOAD`]): `(second's start in Unix
+/// ms, fires)`, ascending.
+pub(crate) async fn spread_load(db: &Database, from_ms: i64, to_ms: i64) -> Result<Vec<(i64, u64)>> {
+    let rows: Vec<(i64, i64)> = on_db!(db, read, pool => sqlx::query_as(&pool.sql(SPREAD_LOAD))
+        .bind(from_ms)
+        .bind(to_ms)
+        .bind(from_ms)
+        .bind(to_ms)
         .fetch_all(pool)
         .await?);
     Ok(rows.into_iter().map(|(second, n)| (second, n.max(0) as u64)).collect())

@@ -383,6 +383,14 @@ pub trait FireRepo: Send + Sync {
     async fn planned_per_second(&self, _app: Option<&str>, _from_ms: i64, _to_ms: i64) -> Result<Vec<(i64, u64)>> {
         Ok(Vec::new())
     }
+    /// Fires planned (every app) in each second of `[from_ms, to_ms)`, as
+    /// spread fires are placed by: every placement recorded (whether its
+    /// fire row is stored yet or not), and every pending fire without one;
+    /// `(second's start, fires)`, ascending; seconds with none left out.
+    /// The default: the pending fires ([`Self::planned_per_second`]).
+    async fn spread_load(&self, from_ms: i64, to_ms: i64) -> Result<Vec<(i64, u64)>> {
+        self.planned_per_second(None, from_ms, to_ms).await
+    }
     /// Deletes at most `limit` spread placements of scheduled times before
     /// `before_ms`; returns how many.
     /// The default keeps none.
@@ -395,7 +403,8 @@ pub trait FireRepo: Send + Sync {
     async fn running_before(&self, timer_id: i64, task_id: i64, run_ms: i64) -> Result<u64>;
     /// Deletes a timer's scheduled fires that are still pending and due at
     /// or after `from_ms` (its definition changed: they are made again
-    /// from the new one); manual fires stay. Returns how many.
+    /// from the new one); manual fires stay. The spread placements of
+    /// those times go too, so they are placed anew. Returns how many.
     async fn delete_pending_from(&self, timer_id: i64, from_ms: i64) -> Result<u64>;
     /// Pending fires with run time in `[from_ms, to_ms)`, by run time, at most `limit`,
     /// optionally of one timer.

@@ -125,6 +125,47 @@ pub async fn spread_fires_are_placed_flat_and_keep_their_scheduled_identity(stac
     app.stop().await;
 }
 
+/// 30 timers fill the first 30 seconds after a time; a 31st with a 50 s
+/// spread is placed at the first empty one, 30 s in. `updateTimer` to a
+/// 5 s spread places its fire again, inside the new window, and it
+/// arrives there.
+pub async fn an_update_of_the_spread_places_the_fire_inside_the_new_window(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let at = (now_ms() / 1000 + 20) * 1000;
+    let body = |name: String, spread: i64| {
+        json!({"app": "it", "name": name, "everyMs": 3_600_000, "anchorAt": at, "spreadMs": spread, "status": 2,
+               "notifyHTTPParam": {"url": rx.url("/hook")}, "retry": {"maxAttempts": 1, "backoffMs": 0}})
+    };
+    let fillers: Vec<Value> = (0..30).map(|i| body(format!("filler-{i}"), 30_000)).collect();
+    let made = app.post("createTimers", json!({ "timers": fillers })).await;
+    assert_eq!(made["code"], 0, "{made}");
+    let id = app.create_ok(body("moved".into(), 50_000)).await;
+    let planned = |fires: Vec<Value>| {
+        let runs: Vec<i64> =
+            fires.iter().filter(|f| f["scheduledTimer"] == at).map(|f| f["runTimer"].as_i64().unwrap()).collect();
+        assert_eq!(runs.len(), 1, "one fire of the scheduled time: {fires:?}");
+        runs[0]
+    };
+    assert_eq!(planned(app.fires(id, "it").await), at + 30_000, "the first second no filler took");
+    let reply = app.post("updateTimer", json!({"id": id, "app": "it", "spreadMs": 5_000})).await;
+    assert_eq!(reply["code"], 0, "{reply}");
+    assert!(now_ms() < at - 1_000, "updated before the window opens");
+    let run = planned(app.fires(id, "it").await);
+    assert!((at..at + 5_000).contains(&run), "placed again in [at, at + 5 s): {}", run - at);
+    let key = format!("{id}_{at}");
+    let until_sent = Duration::from_millis((at + 5_000 - now_ms()).max(0) as u64) + PATIENCE;
+    assert!(rx.wait_until(until_sent, |hits| hits.iter().any(|h| h.key == key)).await, "the fire arrives");
+    let hit = rx.hits().into_iter().find(|h| h.key == key).unwrap();
+    assert_eq!(hit.run_ms, run);
+    assert!(
+        hit.arrival_us / 1000 < at + 5_000 + 500,
+        "arrived {} ms after the window's end",
+        hit.arrival_us / 1000 - at - 5_000
+    );
+    app.stop().await;
+}
+
 /// 3,000 timers on the same `0 * * * * ?` with a minute's spread are
 /// planned flat: at most 60 (50 on average) in any second of the minute,
 /// all within it, as `getForecast` shows before the minute starts.
@@ -329,6 +370,7 @@ crate::on_both_stacks!(
     a_run_limit_and_an_end_survive_a_restart,
     spread_fires_are_placed_flat_and_keep_their_scheduled_identity,
     three_thousand_aligned_crons_with_a_minute_of_spread_are_planned_flat,
+    an_update_of_the_spread_places_the_fire_inside_the_new_window,
     a_timers_own_catch_up_window_applies_after_an_outage,
     a_calendar_change_replans_the_timers_that_exclude_it,
     calendars_exclude_days_and_stay_while_used,

@@ -100,6 +100,8 @@ macro_rules! conformance_suite {
                     a_plan_of_a_timer_whose_status_changed_inserts_no_fire,
                     a_plan_of_a_replaced_definition_moves_no_next_fire,
                     a_spread_fire_is_placed_once_and_keeps_its_scheduled_time,
+                    the_spread_load_counts_each_placement_and_each_pending_fire_once,
+                    a_replan_forgets_the_placements_of_the_fires_it_deletes,
                 }
                 notify {
                     a_notice_is_owed_only_with_a_failed_result_written_under_its_owner,

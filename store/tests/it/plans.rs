@@ -132,3 +132,50 @@ pub async fn a_spread_fire_is_placed_once_and_keeps_its_scheduled_time(b: Backen
     assert_eq!(b.fires.forget_placements(s + 1, 100).await.unwrap(), 1);
     assert_eq!(b.fires.place_spread(&[(t.id, s, s + 5_000)]).await.unwrap()[&(t.id, s)], s + 5_000);
 }
+
+/// `t`'s spread fire scheduled at `scheduled_ms`, sent at `run_ms`, as the
+/// migrator plans it (no scheduled time stored when they are equal).
+fn spread_fire(t: &Timer, scheduled_ms: i64, run_ms: i64) -> PlannedFire {
+    PlannedFire {
+        fire: NewFire { key: key(t, run_ms), app: APP.into() },
+        timer_modified: t.modify_time,
+        scheduled_ms: (run_ms != scheduled_ms).then_some(scheduled_ms),
+    }
+}
+
+pub async fn the_spread_load_counts_each_placement_and_each_pending_fire_once(b: Backend) {
+    let (t, u) = (timer(&b, "t", TimerStatus::Enabled).await, timer(&b, "u", TimerStatus::Enabled).await);
+    let s = b.now() - b.now().rem_euclid(1000) + 60_000;
+    // Placed, their rows stored: at a later second, and at their own.
+    b.fires.place_spread(&[(t.id, s, s + 2_000), (t.id, s + 10_000, s + 10_000)]).await.unwrap();
+    let rows = [spread_fire(&t, s, s + 2_000), spread_fire(&t, s + 10_000, s + 10_000)];
+    assert_eq!(b.fires.insert_planned_fires(&rows, b.now()).await.unwrap(), 2);
+    // Placed, its row not stored yet (another planner's, in between).
+    b.fires.place_spread(&[(t.id, s + 20_000, s + 23_000)]).await.unwrap();
+    // A fire without spread, and a spread one already claimed.
+    crate::helpers::insert(&b, &u, &[s + 2_000]).await;
+    b.fires.place_spread(&[(u.id, s + 30_000, s + 31_000)]).await.unwrap();
+    b.fires.insert_planned_fires(&[spread_fire(&u, s + 30_000, s + 31_000)], b.now()).await.unwrap();
+    b.fires.claim(&[key(&u, s + 31_000)], "n:1", 30_000, b.now()).await.unwrap();
+    let load = b.fires.spread_load(s, s + 60_000).await.unwrap();
+    assert_eq!(load, [(s + 2_000, 2), (s + 10_000, 1), (s + 23_000, 1), (s + 31_000, 1)]);
+    assert_eq!(b.fires.spread_load(s + 3_000, s + 23_000).await.unwrap(), [(s + 10_000, 1)], "half open");
+}
+
+pub async fn a_replan_forgets_the_placements_of_the_fires_it_deletes(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let now = b.now();
+    let (s0, s1, s2, s3) = (now - 1_000, now + 60_000, now + 120_000, now + 180_000);
+    // Scheduled before the update, pending after it; pending; claimed; placed only.
+    let placed = [(t.id, s0, now + 2_000), (t.id, s1, s1 + 3_000), (t.id, s2, s2 + 4_000), (t.id, s3, s3 + 5_000)];
+    b.fires.place_spread(&placed).await.unwrap();
+    let rows: Vec<PlannedFire> = placed[..3].iter().map(|(_, s, r)| spread_fire(&t, *s, *r)).collect();
+    assert_eq!(b.fires.insert_planned_fires(&rows, now).await.unwrap(), 3);
+    b.fires.claim(&[key(&t, s2 + 4_000)], "n:1", 30_000, now).await.unwrap();
+    assert_eq!(b.fires.delete_pending_from(t.id, now).await.unwrap(), 1);
+    // Planned again: placed anew, but where a fire stays, where it is.
+    let again = [(t.id, s0, s0 + 9_000), (t.id, s1, s1), (t.id, s2, s2), (t.id, s3, s3 + 1_000)];
+    let placed = b.fires.place_spread(&again).await.unwrap();
+    let at = |s: i64| placed[&(t.id, s)];
+    assert_eq!((at(s0), at(s1), at(s2), at(s3)), (now + 2_000, s1, s2 + 4_000, s3 + 1_000));
+}
