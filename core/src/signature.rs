@@ -1,12 +1,15 @@
-//! Signed callbacks (the `X-Xtimer-Signature` header) and the secrets
-//! behind them.
+//! Signed callbacks (the `X-Xtimer-Signature` header, `v1` over the body,
+//! `v2` over the body and the fire's headers) and the secrets behind them.
 //!
 //! Signing and verifying live in the `xtimer-receiver` crate, which
 //! receivers use too, so both sides share one implementation; they are
 //! re-exported here. This module adds what only the server needs: fresh
 //! random secrets and the hash tokens are stored as.
 
-pub use xtimer_receiver::signature::{header_value, sign, verify, verify_any, VerifyError, DEFAULT_TOLERANCE, HEADER};
+pub use xtimer_receiver::signature::{
+    canonical_v2, header_value, header_value_v2, sign, sign_v2, verify, verify_any, verify_fields, Accept, VerifyError,
+    Version, DEFAULT_TOLERANCE, HEADER, V2_HEADERS,
+};
 
 use sha2::Sha256;
 

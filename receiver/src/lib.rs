@@ -5,31 +5,39 @@
 //!
 //! | header | value |
 //! |---|---|
-//! | `X-Xtimer-Signature` | `t=<unix secs>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>` (several `v1` while a secret rotates) |
+//! | `X-Xtimer-Signature` | `t=<unix secs>,v1=<hex>,v2=<hex>`: see [`signature`] (several entries while a secret rotates) |
 //! | `X-Xtimer-Timer-Id` | the timer's id |
 //! | `X-Xtimer-Run-Time` | when the fire was sent, Unix ms |
 //! | `X-Xtimer-Scheduled-Time` | the fire's scheduled time, Unix ms (its identity) |
+//! | `X-Xtimer-Attempt` | which attempt this is: 1 first, 2 for the first retry; a replay continues the count |
 //! | `Idempotency-Key` | `{timerId}_{scheduledMs}`: the same on every retry and replay of one fire |
 //! | `X-Xtimer-Replay` | `1` on a fire sent again by `replayFires` |
 //!
-//! [`verify`] checks the signature against the raw body and the app's
-//! signing secret, refuses a `t` more than [`DEFAULT_TOLERANCE`] (300 s)
-//! from the receiver's clock (so a captured request cannot be replayed
-//! later), and returns the other headers as a [`Callback`]. A [`Verifier`]
-//! does the same with another tolerance or several secrets (while one is
-//! being rotated). The signature covers the body and `t` only: the other
-//! headers are what xtimer sent, but a request within the tolerance could
-//! carry altered ones.
+//! [`verify`] checks the signature against the raw body, the headers above
+//! and the app's signing secret, refuses a `t` more than
+//! [`DEFAULT_TOLERANCE`] (300 s) from the receiver's clock (so a captured
+//! request cannot be replayed later), and returns the other headers as a
+//! [`Callback`]. The signature's `v2` covers `t`, the body and the headers
+//! above, so none of them can be altered; `v1` covers `t` and the body
+//! only and is checked when a request has no `v2` (an older xtimer). A
+//! [`Verifier`] does the same with another tolerance, several secrets
+//! (while one is being rotated), or `v2` required.
 //!
-//! [`dedupe`] drops repeats: a store of keys already handled
-//! ([`SeenKeys`]; [`MemorySeen`] keeps them in memory, bounded) answers
-//! whether an `Idempotency-Key` is new. Answer a repeat with **409**: xtimer
-//! records a 409 as succeeded ("already done") and sends it no more.
+//! [`begin`] and [`dedupe_with`] handle each fire once, recording its
+//! `Idempotency-Key` in a [`SeenKeys`] store ([`MemorySeen`] keeps them in
+//! memory, bounded) only once the work **succeeded**: `begin` reserves the
+//! key, the handler does its work, then commits the key (done: a later
+//! repeat answers **409**, which xtimer records as succeeded and sends no
+//! more) or aborts it (failed: the retry does the work again). A repeat
+//! arriving while the first is still in flight is answered **503** with
+//! `Retry-After`, never 409: the first may yet fail. See the `dedupe`
+//! module's docs.
 //!
 //! With the default `axum` feature, the [`Signed`] extractor reads the body
 //! (at most [`Verifier::max_body_bytes`]), verifies it with the
 //! [`Verifier`] in the router's state, and answers 401 to a missing, wrong
-//! or stale signature; [`Repeat`], `dedupe`'s error, answers 409:
+//! or stale signature; [`Repeat`], the error of `begin` and
+//! `dedupe_with`, answers 409 or 503:
 //!
 //! ```no_run
 //! # #[cfg(feature = "axum")]
@@ -37,9 +45,11 @@
 //! use std::sync::Arc;
 //!
 //! use axum::extract::{FromRef, State};
+//! use axum::http::StatusCode;
+//! use axum::response::{IntoResponse, Response};
 //! use axum::routing::post;
 //! use axum::Router;
-//! use xtimer_receiver::{dedupe, MemorySeen, Repeat, Signed, Verifier};
+//! use xtimer_receiver::{dedupe_with, MemorySeen, Signed, Verifier};
 //!
 //! #[derive(Clone)]
 //! struct AppState {
@@ -64,12 +74,16 @@
 //!     n: u32,
 //! }
 //!
-//! async fn hook(State(seen): State<Arc<MemorySeen>>, signed: Signed) -> Result<&'static str, Repeat> {
+//! async fn hook(State(seen): State<Arc<MemorySeen>>, signed: Signed) -> Result<&'static str, Response> {
 //!     // Only a callback xtimer signed within the last 5 minutes gets here.
-//!     dedupe(&seen, &signed).await?; // a repeat answers 409: done
-//!     let job: Job = signed.json().expect("our timers send JSON");
-//!     println!("timer {} fired for {}: n = {}", signed.callback.timer_id, signed.callback.scheduled_time_ms, job.n);
-//!     Ok("done")
+//!     // The key is recorded only when the work returns Ok; an Err lets the
+//!     // retry do it again. A repeat of a done fire answers 409.
+//!     dedupe_with(&seen, &signed, || async {
+//!         let job: Job = signed.json().map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).into_response())?;
+//!         println!("timer {} fired for {}: n = {}", signed.callback.timer_id, signed.callback.scheduled_time_ms, job.n);
+//!         Ok("done")
+//!     })
+//!     .await
 //! }
 //!
 //! pub async fn serve() {
@@ -97,12 +111,12 @@ pub mod signature;
 
 #[cfg(feature = "axum")]
 pub use axum_kit::{Rejection, Signed};
-pub use dedupe::{dedupe, MemorySeen, Repeat, SeenKeys};
-pub use signature::{VerifyError, DEFAULT_TOLERANCE};
+pub use dedupe::{begin, dedupe_with, Begin, Claim, MemorySeen, Repeat, SeenKeys};
+pub use signature::{Accept, VerifyError, Version, DEFAULT_TOLERANCE};
 
 /// The names of the headers xtimer sends with a callback, lower case.
 pub mod headers {
-    /// `t=<unix secs>,v1=<hex>`: see [`signature`](crate::signature).
+    /// `t=<unix secs>,v1=<hex>,v2=<hex>`: see [`signature`](crate::signature).
     pub const SIGNATURE: &str = "x-xtimer-signature";
     /// The timer's id.
     pub const TIMER_ID: &str = "x-xtimer-timer-id";
@@ -114,7 +128,20 @@ pub mod headers {
     pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
     /// `1` on a fire sent again by `replayFires`.
     pub const REPLAY: &str = "x-xtimer-replay";
+    /// Which attempt this is, 1 first.
+    pub const ATTEMPT: &str = "x-xtimer-attempt";
 }
+
+/// The headers the signature's `v2` covers, as [`signature::V2_HEADERS`]
+/// names them, with the names errors give them.
+const V2_NAMES: [(&str, &str); 6] = [
+    (headers::IDEMPOTENCY_KEY, "Idempotency-Key"),
+    (headers::ATTEMPT, "X-Xtimer-Attempt"),
+    (headers::REPLAY, "X-Xtimer-Replay"),
+    (headers::RUN_TIME, "X-Xtimer-Run-Time"),
+    (headers::SCHEDULED_TIME, "X-Xtimer-Scheduled-Time"),
+    (headers::TIMER_ID, "X-Xtimer-Timer-Id"),
+];
 
 /// What a verified callback's headers say.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -133,6 +160,12 @@ pub struct Callback {
     pub signed_at: i64,
     /// `X-Xtimer-Replay: 1`: sent again by `replayFires`.
     pub replay: bool,
+    /// `X-Xtimer-Attempt`: 1 for the first attempt, 2 for the first retry
+    /// (a replay continues the count); `None` from a node too old to send it.
+    pub attempt: Option<u32>,
+    /// Which signature verified the callback: [`Version::V2`] covers the
+    /// headers above too, [`Version::V1`] only `t` and the body.
+    pub signed_with: Version,
 }
 
 impl AsRef<Callback> for Callback {
@@ -143,12 +176,13 @@ impl AsRef<Callback> for Callback {
 
 /// Verifies a callback with `secret` and the default tolerance of 300 s:
 /// the `X-Xtimer-Signature` header signs `body` (the raw bytes received)
-/// and was made within the tolerance of `now`. The other headers are read
-/// into the [`Callback`]. See [`Verifier`] for another tolerance or several
-/// secrets.
+/// and the callback headers (`v2`; `v1`, the body alone, when the header
+/// has no `v2`), and was made within the tolerance of `now`. The other
+/// headers are read into the [`Callback`]. See [`Verifier`] for another
+/// tolerance, several secrets or `v2` required.
 pub fn verify(headers: &HeaderMap, body: &[u8], secret: &[u8], now: SystemTime) -> Result<Callback, VerifyError> {
     let secrets = [secret];
-    verify_headers(headers, body, &secrets, DEFAULT_TOLERANCE, now)
+    verify_headers(headers, body, &secrets, Accept::V2OrV1, DEFAULT_TOLERANCE, now)
 }
 
 /// Verifies callbacks with one or more secrets (any one matching is enough:
@@ -166,6 +200,7 @@ pub fn verify(headers: &HeaderMap, body: &[u8], secret: &[u8], now: SystemTime) 
 #[derive(Clone)]
 pub struct Verifier {
     secrets: Arc<[Box<[u8]>]>,
+    accept: Accept,
     tolerance: Duration,
     max_body_bytes: usize,
 }
@@ -178,6 +213,7 @@ impl Verifier {
     pub fn new(secret: impl AsRef<[u8]>) -> Self {
         Self {
             secrets: Arc::from([Box::from(secret.as_ref())]),
+            accept: Accept::V2OrV1,
             tolerance: DEFAULT_TOLERANCE,
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
         }
@@ -198,10 +234,25 @@ impl Verifier {
         self
     }
 
+    /// With `true`, refuses a callback whose signature has no `v2`
+    /// ([`VerifyError::V2Required`]), so that a request stripped of its
+    /// `v2` cannot pass on its `v1` with altered headers. Default `false`:
+    /// `v2` when present, else `v1` (callbacks from an xtimer too old to
+    /// send `v2`).
+    pub fn with_v2_required(mut self, required: bool) -> Self {
+        self.accept = if required { Accept::V2Only } else { Accept::V2OrV1 };
+        self
+    }
+
     /// The largest body [`Signed`] reads; a larger one is a 413.
     pub fn with_max_body_bytes(mut self, max_body_bytes: usize) -> Self {
         self.max_body_bytes = max_body_bytes;
         self
+    }
+
+    /// Which signature versions it accepts.
+    pub fn accept(&self) -> Accept {
+        self.accept
     }
 
     /// The tolerance for a signature's age.
@@ -216,12 +267,17 @@ impl Verifier {
 
     /// Verifies a callback's headers and raw body at `now`, as [`verify`] does.
     pub fn verify(&self, headers: &HeaderMap, body: &[u8], now: SystemTime) -> Result<Callback, VerifyError> {
-        verify_headers(headers, body, &self.secrets, self.tolerance, now)
+        verify_headers(headers, body, &self.secrets, self.accept, self.tolerance, now)
     }
 
-    /// Verifies an `X-Xtimer-Signature` value against the raw body at
-    /// `now`; returns its `t`.
+    /// Verifies an `X-Xtimer-Signature` value's `v1` against the raw body
+    /// at `now`; returns its `t`. Without the request's other headers `v2`
+    /// cannot be checked: a verifier that requires `v2` refuses with
+    /// [`VerifyError::V2Required`]. Prefer [`verify`](Self::verify).
     pub fn verify_signature(&self, header: &str, body: &[u8], now: SystemTime) -> Result<i64, VerifyError> {
+        if self.accept == Accept::V2Only {
+            return Err(VerifyError::V2Required);
+        }
         signature::verify_any(self.secrets.iter().map(|s| &s[..]), header, body, self.tolerance, unix_secs(now))
     }
 }
@@ -230,6 +286,7 @@ impl std::fmt::Debug for Verifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Verifier")
             .field("secrets", &format_args!("[{} hidden]", self.secrets.len()))
+            .field("accept", &self.accept)
             .field("tolerance", &self.tolerance)
             .field("max_body_bytes", &self.max_body_bytes)
             .finish()
@@ -240,6 +297,7 @@ fn verify_headers<S: AsRef<[u8]>>(
     headers: &HeaderMap,
     body: &[u8],
     secrets: &[S],
+    accept: Accept,
     tolerance: Duration,
     now: SystemTime,
 ) -> Result<Callback, VerifyError> {
@@ -247,8 +305,9 @@ fn verify_headers<S: AsRef<[u8]>>(
         None => return Err(VerifyError::Missing("X-Xtimer-Signature")),
         Some(value) => value.to_str().map_err(|_| VerifyError::Malformed("not visible ASCII".into()))?,
     };
-    let signed_at =
-        signature::verify_any(secrets.iter().map(AsRef::as_ref), signature, body, tolerance, unix_secs(now))?;
+    // The headers first, so that a missing one is named rather than
+    // reported as a `v2` mismatch.
+    let fields = v2_fields(headers)?;
     let timer_id = number(headers, headers::TIMER_ID, "X-Xtimer-Timer-Id")?;
     let run_time_ms = number(headers, headers::RUN_TIME, "X-Xtimer-Run-Time")?;
     let scheduled_time_ms = match headers.contains_key(headers::SCHEDULED_TIME) {
@@ -257,7 +316,36 @@ fn verify_headers<S: AsRef<[u8]>>(
     };
     let idempotency_key = text(headers, headers::IDEMPOTENCY_KEY, "Idempotency-Key")?.to_owned();
     let replay = headers.get(headers::REPLAY).is_some_and(|v| v == "1");
-    Ok(Callback { timer_id, run_time_ms, scheduled_time_ms, idempotency_key, signed_at, replay })
+    let attempt = match headers.contains_key(headers::ATTEMPT) {
+        true => {
+            let value = text(headers, headers::ATTEMPT, "X-Xtimer-Attempt")?;
+            let bad = || VerifyError::BadHeader { name: "X-Xtimer-Attempt", value: value.to_owned() };
+            Some(value.trim().parse().map_err(|_| bad())?)
+        }
+        false => None,
+    };
+    let secrets = secrets.iter().map(AsRef::as_ref);
+    let (signed_at, signed_with) =
+        signature::verify_fields(secrets, signature, &fields, body, accept, tolerance, unix_secs(now))?;
+    Ok(Callback { timer_id, run_time_ms, scheduled_time_ms, idempotency_key, signed_at, replay, attempt, signed_with })
+}
+
+/// The request's headers `v2` signs, name and value. Each must be text
+/// and sent at most once: two values would leave it open which one the
+/// receiver reads.
+fn v2_fields(headers: &HeaderMap) -> Result<Vec<(&'static str, &str)>, VerifyError> {
+    let mut fields = Vec::with_capacity(V2_NAMES.len());
+    for (key, name) in V2_NAMES {
+        let mut values = headers.get_all(key).iter();
+        let Some(value) = values.next() else { continue };
+        let lossy = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        if let Some(again) = values.next() {
+            return Err(VerifyError::BadHeader { name, value: format!("{}, then {}", lossy(value), lossy(again)) });
+        }
+        let value = value.to_str().map_err(|_| VerifyError::BadHeader { name, value: lossy(value) })?;
+        fields.push((key, value));
+    }
+    Ok(fields)
 }
 
 fn text<'h>(headers: &'h HeaderMap, key: &str, name: &'static str) -> Result<&'h str, VerifyError> {
@@ -294,8 +382,9 @@ mod tests {
         UNIX_EPOCH + Duration::from_secs(secs as u64)
     }
 
-    /// The headers xtimer sends with a fire of timer 42 scheduled at `T`.
-    fn callback_headers(secret: &[u8], t: i64, body: &[u8]) -> HeaderMap {
+    /// The headers an older xtimer sends with a fire of timer 42 scheduled
+    /// at `T`: no attempt, and a `v1` signature alone.
+    fn v1_headers(secret: &[u8], t: i64, body: &[u8]) -> HeaderMap {
         let mut headers = HeaderMap::new();
         let value = signature::header_value(secret, t, body);
         headers.insert("X-Xtimer-Signature", HeaderValue::from_str(&value).unwrap());
@@ -306,9 +395,30 @@ mod tests {
         headers
     }
 
+    /// Signs `headers` as xtimer does now: `v1` and `v2` over its fields.
+    fn sign_v2(mut headers: HeaderMap, secret: &[u8], t: i64, body: &[u8]) -> HeaderMap {
+        let fields: Vec<(String, String)> = headers
+            .iter()
+            .filter(|(name, _)| name.as_str() != headers::SIGNATURE)
+            .map(|(name, value)| (name.as_str().to_owned(), value.to_str().unwrap().to_owned()))
+            .collect();
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        let value = signature::header_value_v2(secret, t, &fields, body);
+        headers.insert("X-Xtimer-Signature", HeaderValue::from_str(&value).unwrap());
+        headers
+    }
+
+    /// The headers xtimer sends now with the second attempt of that fire.
+    fn callback_headers(secret: &[u8], t: i64, body: &[u8]) -> HeaderMap {
+        let mut headers = v1_headers(secret, t, body);
+        headers.insert("X-Xtimer-Attempt", HeaderValue::from_static("2"));
+        sign_v2(headers, secret, t, body)
+    }
+
     #[test]
     fn a_good_callback_verifies_into_its_headers() {
         let headers = callback_headers(SECRET, T, BODY);
+        assert!(headers["x-xtimer-signature"].to_str().unwrap().contains(",v2="));
         let callback = verify(&headers, BODY, SECRET, at(T + 3)).unwrap();
         assert_eq!(
             callback,
@@ -319,31 +429,98 @@ mod tests {
                 idempotency_key: "42_1767225600000".into(),
                 signed_at: T,
                 replay: false,
+                attempt: Some(2),
+                signed_with: Version::V2,
             }
         );
         let mut replayed = headers.clone();
         replayed.insert("x-xtimer-replay", HeaderValue::from_static("1"));
-        replayed.remove("x-xtimer-scheduled-time");
+        let replayed = sign_v2(replayed, SECRET, T, BODY);
         let callback = verify(&replayed, BODY, SECRET, at(T)).unwrap();
-        assert!(callback.replay);
+        assert!(callback.replay && callback.signed_with == Version::V2, "{callback:?}");
+        // An older node's callback: v1 only, no attempt, maybe no scheduled time.
+        let mut old = v1_headers(SECRET, T, BODY);
+        old.remove("x-xtimer-scheduled-time");
+        let callback = verify(&old, BODY, SECRET, at(T)).unwrap();
+        assert_eq!((callback.signed_with, callback.attempt), (Version::V1, None));
         assert_eq!(callback.scheduled_time_ms, callback.run_time_ms, "an old node's callback");
     }
 
     #[test]
-    fn a_changed_body_another_secret_or_a_stale_t_is_refused() {
-        let headers = callback_headers(SECRET, T, BODY);
-        assert_eq!(verify(&headers, br#"{"n":2}"#, SECRET, at(T)), Err(VerifyError::Mismatch));
-        assert_eq!(verify(&headers, b"", SECRET, at(T)), Err(VerifyError::Mismatch));
-        assert_eq!(verify(&headers, BODY, b"other", at(T)), Err(VerifyError::Mismatch));
-        for now in [T + 301, T - 301, T + 86_400, 0] {
-            let err = verify(&headers, BODY, SECRET, at(now)).unwrap_err();
-            assert!(matches!(err, VerifyError::Stale { t: T, tolerance_secs: 300, .. }), "{now}: {err}");
+    fn v2_refuses_a_changed_header_that_v1_would_let_through() {
+        let good = callback_headers(SECRET, T, BODY);
+        let changed = |name: &'static str, value: &'static str| {
+            let mut headers = good.clone();
+            headers.insert(name, HeaderValue::from_static(value));
+            headers
+        };
+        let cases = [
+            changed("idempotency-key", "42_1767225601000"),
+            changed("x-xtimer-attempt", "1"),
+            changed("x-xtimer-timer-id", "43"),
+            changed("x-xtimer-run-time", "1767225600251"),
+            changed("x-xtimer-scheduled-time", "1767225601000"),
+            changed("x-xtimer-replay", "1"),
+        ];
+        for headers in cases {
+            assert_eq!(verify(&headers, BODY, SECRET, at(T)), Err(VerifyError::MismatchV2), "{headers:?}");
+            // A receiver that checks v1 only still takes it: v1 covers the body alone.
+            let v1 = headers["x-xtimer-signature"].to_str().unwrap();
+            assert_eq!(signature::verify(SECRET, v1, BODY, DEFAULT_TOLERANCE, T), Ok(()));
         }
-        assert!(verify(&headers, BODY, SECRET, at(T + 300)).is_ok());
-        assert!(verify(&headers, BODY, SECRET, at(T - 300)).is_ok());
-        // Before 1970 is merely very stale.
-        let err = verify(&headers, BODY, SECRET, UNIX_EPOCH - Duration::from_secs(5)).unwrap_err();
-        assert!(matches!(err, VerifyError::Stale { skew_secs, .. } if skew_secs == T as u64 + 5), "{err}");
+        let mut without = good.clone();
+        without.remove("x-xtimer-attempt");
+        assert_eq!(verify(&without, BODY, SECRET, at(T)), Err(VerifyError::MismatchV2));
+        // Spaces around a value are not part of it.
+        let mut spaced = good.clone();
+        spaced.insert("x-xtimer-attempt", HeaderValue::from_static(" 2 "));
+        assert_eq!(verify(&spaced, BODY, SECRET, at(T)).map(|c| c.attempt), Ok(Some(2)));
+        // A covered header sent twice is refused: which one would count?
+        let mut twice = good.clone();
+        twice.append("idempotency-key", HeaderValue::from_static("42_1767225601000"));
+        let err = verify(&twice, BODY, SECRET, at(T)).unwrap_err();
+        assert!(matches!(err, VerifyError::BadHeader { name: "Idempotency-Key", .. }), "{err}");
+    }
+
+    #[test]
+    fn a_verifier_can_require_v2() {
+        let strict = Verifier::new(SECRET).with_v2_required(true);
+        assert_eq!(strict.accept(), Accept::V2Only);
+        let headers = callback_headers(SECRET, T, BODY);
+        assert_eq!(strict.verify(&headers, BODY, at(T)).unwrap().signed_with, Version::V2);
+        // A v1-only header: fine by default, refused when v2 is required...
+        let old = v1_headers(SECRET, T, BODY);
+        assert_eq!(Verifier::new(SECRET).verify(&old, BODY, at(T)).unwrap().signed_with, Version::V1);
+        assert_eq!(strict.verify(&old, BODY, at(T)), Err(VerifyError::V2Required));
+        // ...so a request stripped of its v2 cannot pass on its v1 with an altered header.
+        let mut stripped = headers.clone();
+        let v1_only = stripped["x-xtimer-signature"].to_str().unwrap().split(",v2=").next().unwrap().to_owned();
+        stripped.insert("x-xtimer-signature", HeaderValue::from_str(&v1_only).unwrap());
+        stripped.insert("x-xtimer-attempt", HeaderValue::from_static("1"));
+        assert_eq!(strict.verify(&stripped, BODY, at(T)), Err(VerifyError::V2Required));
+        assert!(Verifier::new(SECRET).verify(&stripped, BODY, at(T)).is_ok(), "v1 does not cover the headers");
+        assert_eq!(strict.verify_signature(&v1_only, BODY, at(T)), Err(VerifyError::V2Required));
+    }
+
+    #[test]
+    fn a_changed_body_another_secret_or_a_stale_t_is_refused() {
+        for (headers, mismatch) in [
+            (callback_headers(SECRET, T, BODY), VerifyError::MismatchV2),
+            (v1_headers(SECRET, T, BODY), VerifyError::Mismatch),
+        ] {
+            assert_eq!(verify(&headers, br#"{"n":2}"#, SECRET, at(T)), Err(mismatch.clone()));
+            assert_eq!(verify(&headers, b"", SECRET, at(T)), Err(mismatch.clone()));
+            assert_eq!(verify(&headers, BODY, b"other", at(T)), Err(mismatch));
+            for now in [T + 301, T - 301, T + 86_400, 0] {
+                let err = verify(&headers, BODY, SECRET, at(now)).unwrap_err();
+                assert!(matches!(err, VerifyError::Stale { t: T, tolerance_secs: 300, .. }), "{now}: {err}");
+            }
+            assert!(verify(&headers, BODY, SECRET, at(T + 300)).is_ok());
+            assert!(verify(&headers, BODY, SECRET, at(T - 300)).is_ok());
+            // Before 1970 is merely very stale.
+            let err = verify(&headers, BODY, SECRET, UNIX_EPOCH - Duration::from_secs(5)).unwrap_err();
+            assert!(matches!(err, VerifyError::Stale { skew_secs, .. } if skew_secs == T as u64 + 5), "{err}");
+        }
     }
 
     #[test]
@@ -373,6 +550,8 @@ mod tests {
         assert!(matches!(err, VerifyError::BadHeader { name: "X-Xtimer-Scheduled-Time", .. }), "{err}");
         let err = with("idempotency-key", "42_é".as_bytes());
         assert!(matches!(err, VerifyError::BadHeader { name: "Idempotency-Key", .. }), "{err}");
+        let err = with("x-xtimer-attempt", b"second");
+        assert!(matches!(err, VerifyError::BadHeader { name: "X-Xtimer-Attempt", .. }), "{err}");
     }
 
     #[test]
@@ -385,7 +564,7 @@ mod tests {
             assert!(matches!(err, VerifyError::Stale { skew_secs: 11, tolerance_secs: 10, .. }), "{err}");
         }
         let headers = callback_headers(b"older", T, BODY);
-        assert_eq!(verifier.verify(&headers, BODY, at(T)), Err(VerifyError::Mismatch));
+        assert_eq!(verifier.verify(&headers, BODY, at(T)), Err(VerifyError::MismatchV2));
         let header = signature::header_value(b"old", T, BODY);
         assert_eq!(verifier.verify_signature(&header, BODY, at(T)), Ok(T));
         assert_eq!(verifier.verify_signature(&header, b"", at(T)), Err(VerifyError::Mismatch));

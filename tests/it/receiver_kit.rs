@@ -1,9 +1,11 @@
 //! The receiver kit (API 1e) against real signed callbacks from a running
-//! node: the `xtimer-receiver` crate's axum extractor and dedupe, and the
-//! README's Python and Node.js snippets, run with the machine's `python3`
-//! and `node`. Signing does not depend on the storage, so these run on the
-//! embedded stack only.
+//! node: the `xtimer-receiver` crate's axum extractor, its `v2` signature
+//! over the fire's headers, and its dedupe, which records a key only once
+//! the work succeeded; and the README's Python and Node.js snippets, run
+//! with the machine's `python3` and `node`. Signing does not depend on the
+//! storage, so these run on the embedded stack only.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
@@ -12,7 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use axum::body::Bytes;
 use axum::extract::{FromRef, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use serde_json::json;
@@ -20,7 +23,7 @@ use tokio::io::AsyncWriteExt;
 use xtimer::receiver::Receiver;
 use xtimer_core::config::Secret;
 use xtimer_core::signature;
-use xtimer_receiver::{dedupe, MemorySeen, Repeat, Signed, Verifier};
+use xtimer_receiver::{dedupe_with, MemorySeen, Signed, Verifier, Version};
 
 use crate::helpers::{every_second, now_ms, wait_for, Stack, Storage, TestNode, PATIENCE};
 
@@ -42,6 +45,22 @@ struct Service {
     seen: Arc<MemorySeen>,
     /// Every callback the handler took, headers and raw body as received.
     handled: Arc<Mutex<Vec<(HeaderMap, Bytes)>>>,
+    /// The work fails this many times for each key before it succeeds.
+    fail_first: usize,
+    /// The failures so far, per key.
+    failures: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Service {
+    fn new(fail_first: usize) -> Self {
+        Self {
+            verifier: Verifier::new(SECRET).with_v2_required(true),
+            seen: Arc::new(MemorySeen::default()),
+            handled: Arc::default(),
+            fail_first,
+            failures: Arc::default(),
+        }
+    }
 }
 
 impl FromRef<Service> for Verifier {
@@ -50,11 +69,24 @@ impl FromRef<Service> for Verifier {
     }
 }
 
-async fn hook(State(service): State<Service>, headers: HeaderMap, signed: Signed) -> Result<&'static str, Repeat> {
-    dedupe(&service.seen, &signed).await?;
-    assert_eq!(signed.json::<serde_json::Value>().unwrap(), json!({"n": 1}));
-    service.handled.lock().unwrap().push((headers, signed.body));
-    Ok("done")
+/// Handles each fire once: the key is recorded only when the work
+/// returned Ok, so the retry of a failed attempt does the work.
+async fn hook(State(service): State<Service>, headers: HeaderMap, signed: Signed) -> Result<&'static str, Response> {
+    assert_eq!(signed.callback.signed_with, Version::V2, "xtimer signs its headers too");
+    dedupe_with(&service.seen, &signed, || async {
+        let key = &signed.callback.idempotency_key;
+        let mut failures = service.failures.lock().unwrap();
+        let failed = failures.entry(key.clone()).or_default();
+        if *failed < service.fail_first {
+            *failed += 1;
+            return Err((StatusCode::INTERNAL_SERVER_ERROR, "the work failed").into_response());
+        }
+        drop(failures);
+        assert_eq!(signed.json::<serde_json::Value>().unwrap(), json!({"n": 1}));
+        service.handled.lock().unwrap().push((headers, signed.body.clone()));
+        Ok("done")
+    })
+    .await
 }
 
 async fn serve(service: Service) -> SocketAddr {
@@ -68,8 +100,7 @@ async fn serve(service: Service) -> SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_extractor_accepts_real_callbacks_and_refuses_a_repeat_or_a_tampered_one() {
     let (node, _storage) = signing_node().await;
-    let service =
-        Service { verifier: Verifier::new(SECRET), seen: Arc::new(MemorySeen::default()), handled: Arc::default() };
+    let service = Service::new(0);
     let addr = serve(service.clone()).await;
     let url = format!("http://{addr}/hook");
     let timer = json!({
@@ -117,7 +148,27 @@ async fn the_extractor_accepts_real_callbacks_and_refuses_a_repeat_or_a_tampered
     let reply = send(&resend, tampered).await.unwrap();
     assert_eq!(reply.status(), StatusCode::UNAUTHORIZED);
     let text = reply.text().await.unwrap();
-    assert!(text.contains("no v1 signature matches the body"), "{text}");
+    assert!(text.contains("no v2 signature matches the body and headers"), "{text}");
+
+    // A signed header changed (v2 covers them): 401, not a new fire to do.
+    for (name, value) in [("idempotency-key", format!("{id}_1")), ("x-xtimer-attempt", "2".to_owned())] {
+        let mut changed = resend.clone();
+        changed.insert(name, HeaderValue::from_str(&value).unwrap());
+        let reply = send(&changed, body.to_vec()).await.unwrap();
+        assert_eq!(reply.status(), StatusCode::UNAUTHORIZED, "{name}");
+        let text = reply.text().await.unwrap();
+        assert!(text.contains("no v2 signature matches the body and headers"), "{name}: {text}");
+    }
+    // Its v2 stripped, so that v1 alone would pass: this verifier requires v2.
+    let mut stripped = resend.clone();
+    let signature = stripped["x-xtimer-signature"].to_str().unwrap();
+    let v1_only = signature.split(",v2=").next().unwrap().to_owned();
+    assert_ne!(v1_only, signature, "xtimer sends v2: {signature}");
+    stripped.insert("x-xtimer-signature", HeaderValue::from_str(&v1_only).unwrap());
+    stripped.insert("idempotency-key", HeaderValue::from_str(&format!("{id}_1")).unwrap());
+    let reply = send(&stripped, body.to_vec()).await.unwrap();
+    assert_eq!(reply.status(), StatusCode::UNAUTHORIZED);
+    assert!(reply.text().await.unwrap().contains("v2 is required"));
 
     // No signature at all: 401 as well; nothing of it was handled.
     resend.remove("x-xtimer-signature");
@@ -128,6 +179,38 @@ async fn the_extractor_accepts_real_callbacks_and_refuses_a_repeat_or_a_tampered
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), handled.len(), "each fire handled once: {keys:?}");
+    node.stop().await;
+}
+
+/// The old `dedupe` recorded a key before the work: the retry of an
+/// attempt whose work failed was answered 409, which xtimer records as
+/// succeeded, and the work never happened. Now the retry does it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_is_done_by_its_retry_not_answered_409() {
+    let (node, _storage) = signing_node().await;
+    let service = Service::new(1);
+    let addr = serve(service.clone()).await;
+    let id = node
+        .create_ok(json!({
+            "app": "it", "name": "fails-once", "runAt": now_ms() + 1_000, "status": 2,
+            "notifyHTTPParam": {"url": format!("http://{addr}/hook"), "method": "POST", "body": "{\"n\":1}"},
+            "retry": {"maxAttempts": 2, "backoffMs": 100}
+        }))
+        .await;
+    let fire = wait_for("the fire's outcome", || async {
+        node.fires(id, "it").await.into_iter().find(|f| f["status"].as_i64() > Some(1))
+    })
+    .await;
+    assert_eq!(fire["status"], 2, "{fire}");
+    assert_eq!(fire["attempt"], 2, "{fire}");
+    assert!(fire["output"].as_str().unwrap().starts_with("HTTP 200"), "done by the retry, not a 409: {fire}");
+    let handled = service.handled.lock().unwrap().clone();
+    assert_eq!(handled.len(), 1, "the work was done once");
+    let (headers, body) = &handled[0];
+    assert_eq!(headers["x-xtimer-attempt"], "2");
+    let callback = xtimer_receiver::verify(headers, body, SECRET.as_bytes(), SystemTime::now()).unwrap();
+    assert_eq!((callback.attempt, callback.signed_with), (Some(2), Version::V2));
+    assert_eq!(service.failures.lock().unwrap()[&callback.idempotency_key], 1);
     node.stop().await;
 }
 
@@ -146,13 +229,24 @@ fn readme_snippet(lang: &str) -> String {
         + "\n"
 }
 
-/// Runs `program script` with the secret and header in the environment and
-/// `body` on stdin; its exit status and what it printed.
-async fn run_snippet(program: &str, script: &Path, secret: &str, header: &str, body: &[u8]) -> (bool, String) {
+/// Runs `program script` with the secret and the request's headers (a
+/// JSON object) in the environment and `body` on stdin; its exit status
+/// and what it printed.
+async fn run_snippet(
+    program: &str,
+    script: &Path,
+    secret: &str,
+    headers: &HeaderMap,
+    require_v2: bool,
+    body: &[u8],
+) -> (bool, String) {
+    let headers: serde_json::Map<String, serde_json::Value> =
+        headers.iter().map(|(name, value)| (name.as_str().to_owned(), json!(value.to_str().unwrap()))).collect();
     let mut child = tokio::process::Command::new(program)
         .arg(script)
         .env("XTIMER_SECRET", secret)
-        .env("XTIMER_SIGNATURE", header)
+        .env("XTIMER_HEADERS", serde_json::Value::Object(headers).to_string())
+        .env("XTIMER_REQUIRE_V2", if require_v2 { "1" } else { "" })
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -203,27 +297,50 @@ async fn the_readme_snippets_in_python_and_node_verify_real_callbacks() {
     assert_eq!(callback.scheduled_time_ms, hit.run_ms);
     assert!((callback.signed_at - now_ms() / 1000).abs() <= 30, "{callback:?}");
 
+    assert_eq!((callback.attempt, callback.signed_with), (Some(1), Version::V2));
+
     let t = callback.signed_at;
+    let (v1, v2) = header.split_once(",v2=").expect("xtimer sends v1 and v2");
+    let with = |name: &str, value: &str| {
+        let mut changed = headers.clone();
+        changed.insert(axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+        changed
+    };
     let old = signature::header_value(SECRET.as_bytes(), now_ms() / 1000 - 600, &body);
-    let rotating = format!("t={t},v1={},{}", "0".repeat(64), header.split_once(',').unwrap().1);
+    let rotating = format!("{v1},v2={},v2={v2}", "0".repeat(64));
     let mut tampered = body.clone();
     tampered[5] = b'2';
     for (program, script) in [("python3", &python), ("node", &js)] {
-        let run = |secret: &'static str, header: String, body: Vec<u8>| async move {
-            run_snippet(program, script, secret, &header, &body).await
+        let run = |secret: &'static str, headers: HeaderMap, require_v2: bool, body: Vec<u8>| async move {
+            run_snippet(program, script, secret, &headers, require_v2, &body).await
         };
-        let (ok, said) = run(SECRET, header.clone(), body.clone()).await;
-        assert!(ok && said == "ok", "{program}: a real callback: {said}");
-        let (ok, said) = run(SECRET, rotating.clone(), body.clone()).await;
-        assert!(ok, "{program}: a real callback among other v1 entries: {said}");
-        let (ok, said) = run(SECRET, header.clone(), tampered.clone()).await;
-        assert!(!ok && said.contains("no v1 signature matches"), "{program}: a tampered body: {said}");
-        let (ok, said) = run("another-secret", header.clone(), body.clone()).await;
-        assert!(!ok && said.contains("no v1 signature matches"), "{program}: another secret: {said}");
-        let (ok, said) = run(SECRET, old.clone(), body.clone()).await;
+        let (ok, said) = run(SECRET, headers.clone(), true, body.clone()).await;
+        assert!(ok && said == "ok (v2)", "{program}: a real callback: {said}");
+        let (ok, said) = run(SECRET, with("x-xtimer-signature", &rotating), true, body.clone()).await;
+        assert!(ok, "{program}: a real callback among other v2 entries: {said}");
+        let (ok, said) = run(SECRET, headers.clone(), false, tampered.clone()).await;
+        assert!(!ok && said.contains("no v2 signature matches"), "{program}: a tampered body: {said}");
+        for (name, value) in [("idempotency-key", format!("{id}_1")), ("x-xtimer-attempt", "2".into())] {
+            let (ok, said) = run(SECRET, with(name, &value), false, body.clone()).await;
+            assert!(!ok && said.contains("no v2 signature matches"), "{program}: {name} changed: {said}");
+        }
+        let (ok, said) = run(SECRET, with("x-xtimer-replay", "1"), false, body.clone()).await;
+        assert!(!ok && said.contains("no v2 signature matches"), "{program}: a replay header added: {said}");
+        let (ok, said) = run("another-secret", headers.clone(), false, body.clone()).await;
+        assert!(!ok && said.contains("no v2 signature matches"), "{program}: another secret: {said}");
+        // v1 alone (an older xtimer): checked when v2 is not required, refused when it is.
+        let (ok, said) = run(SECRET, with("x-xtimer-signature", v1), false, body.clone()).await;
+        assert!(ok && said == "ok (v1)", "{program}: v1 alone: {said}");
+        let (ok, said) = run(SECRET, with("x-xtimer-signature", v1), false, tampered.clone()).await;
+        assert!(!ok && said.contains("no v1 signature matches"), "{program}: v1 alone, a tampered body: {said}");
+        let (ok, said) = run(SECRET, with("x-xtimer-signature", v1), true, body.clone()).await;
+        assert!(!ok && said.contains("v2 is required"), "{program}: v1 alone, v2 required: {said}");
+        let (ok, said) = run(SECRET, with("x-xtimer-signature", &old), false, body.clone()).await;
         assert!(!ok && said.contains("too old"), "{program}: signed 10 minutes ago: {said}");
-        let (ok, said) = run(SECRET, "garbage".into(), body.clone()).await;
+        let (ok, said) = run(SECRET, with("x-xtimer-signature", "garbage"), false, body.clone()).await;
         assert!(!ok && said.contains("malformed"), "{program}: a malformed header: {said}");
     }
+    // A receiver that checks v1 only, as the README showed before v2, still takes it.
+    assert_eq!(signature::verify(SECRET.as_bytes(), &header, &body, signature::DEFAULT_TOLERANCE, t), Ok(()));
     node.stop().await;
 }
