@@ -131,21 +131,44 @@ pub struct Liveness {
     last_ok: AtomicI64,
     /// Longest gap between two heartbeats of a steady run, ms.
     max_gap: i64,
+    /// The monotonic clock's origin for [`Self::last_ok_mono`].
+    base: tokio::time::Instant,
+    /// Ms after `base` of the last heartbeat written, by the monotonic
+    /// clock: `NEVER`, or `ALWAYS` for a node that is steady by fiat.
+    last_ok_mono: AtomicI64,
 }
+
+/// [`Liveness::last_ok_mono`]: no heartbeat written since the last failure.
+const NEVER: i64 = -1;
+/// [`Liveness::last_ok_mono`]: steady without heartbeats (tests, tools).
+const ALWAYS: i64 = i64::MAX;
 
 impl Liveness {
     /// Not beating yet; a gap over `max_gap_ms` between heartbeats breaks the run.
     pub fn new(max_gap_ms: i64) -> Self {
-        Self { beating_since: AtomicI64::new(i64::MAX), last_ok: AtomicI64::new(i64::MIN), max_gap: max_gap_ms }
+        Self {
+            beating_since: AtomicI64::new(i64::MAX),
+            last_ok: AtomicI64::new(i64::MIN),
+            max_gap: max_gap_ms,
+            base: tokio::time::Instant::now(),
+            last_ok_mono: AtomicI64::new(NEVER),
+        }
     }
 
     /// Beating steadily since forever (tests and tools without a heartbeat loop).
     pub fn steady() -> Self {
-        Self { beating_since: AtomicI64::new(i64::MIN), last_ok: AtomicI64::new(i64::MAX), max_gap: i64::MAX }
+        Self {
+            beating_since: AtomicI64::new(i64::MIN),
+            last_ok: AtomicI64::new(i64::MAX),
+            max_gap: i64::MAX,
+            base: tokio::time::Instant::now(),
+            last_ok_mono: AtomicI64::new(ALWAYS),
+        }
     }
 
     /// A heartbeat was written at `now_ms`.
     pub fn beat_ok(&self, now_ms: i64) {
+        self.last_ok_mono.store(self.base.elapsed().as_millis() as i64, Ordering::Release);
         let last = self.last_ok.swap(now_ms, Ordering::AcqRel);
         if last == i64::MIN || now_ms.saturating_sub(last) > self.max_gap {
             self.beating_since.store(now_ms, Ordering::Release);
@@ -154,8 +177,21 @@ impl Liveness {
 
     /// A heartbeat failed: the run is broken.
     pub fn beat_failed(&self) {
+        self.last_ok_mono.store(NEVER, Ordering::Release);
         self.last_ok.store(i64::MIN, Ordering::Release);
         self.beating_since.store(i64::MAX, Ordering::Release);
+    }
+
+    /// Whether the last heartbeat written is older than the allowed gap
+    /// by the monotonic clock, which runs on while the process is stopped
+    /// and which no wall-clock step can fool: past it, other nodes may
+    /// soon judge this one dead and take its claims over.
+    pub fn stale(&self) -> bool {
+        match self.last_ok_mono.load(Ordering::Acquire) {
+            NEVER => true,
+            ALWAYS => false,
+            last => self.base.elapsed().as_millis() as i64 - last > self.max_gap,
+        }
     }
 
     /// When the current steady run of heartbeats began, at `now_ms`; none

@@ -226,8 +226,9 @@ struct Http1Head {
 }
 
 /// Headers each fire sets itself, over any the timer sets.
-const PER_FIRE_HEADERS: [&str; 6] = [
+const PER_FIRE_HEADERS: [&str; 7] = [
     "x-xtimer-timer-id",
+    "x-xtimer-attempt",
     "x-xtimer-run-time",
     "x-xtimer-scheduled-time",
     "idempotency-key",
@@ -296,6 +297,8 @@ struct FireHeaders {
     signature: Option<HeaderValue>,
     /// Sent again by `replayFires`.
     replay: bool,
+    /// Which attempt this is (`X-Xtimer-Attempt`, 1 first).
+    attempt: u32,
     /// The attempt's span (`traceparent`), when traces are on.
     traceparent: Option<HeaderValue>,
 }
@@ -426,8 +429,14 @@ pub(crate) fn host_key(uri: &Uri) -> String {
 /// through [`client`]'s resolver; literal addresses are not checked here).
 pub async fn call(client: &Client, notify: &HttpNotify, key: FireKey, max_output: usize) -> Answer {
     let idempotency_key = key.to_string();
-    let fire =
-        FireId { key, scheduled_ms: key.run_ms, idempotency_key: &idempotency_key, replay: false, traceparent: None };
+    let fire = FireId {
+        key,
+        scheduled_ms: key.run_ms,
+        idempotency_key: &idempotency_key,
+        replay: false,
+        attempt: 1,
+        traceparent: None,
+    };
     call_checked(client, &Target::new(notify, None), fire, max_output, None).await
 }
 
@@ -442,6 +451,9 @@ pub struct FireId<'a> {
     pub idempotency_key: &'a str,
     /// Sent again by `replayFires` (`X-Xtimer-Replay: 1`).
     pub replay: bool,
+    /// Which attempt this is (`X-Xtimer-Attempt`, 1 first; a replay
+    /// continues the count).
+    pub attempt: u32,
     /// The W3C `traceparent` of the attempt's span, when traces are on.
     pub traceparent: Option<&'a str>,
 }
@@ -512,7 +524,7 @@ impl Target {
         max_output: usize,
         signing: Option<Signing<'_>>,
     ) -> Result<(&Uri, FireHeaders), Answer> {
-        let FireId { key, scheduled_ms, idempotency_key, replay, traceparent } = fire;
+        let FireId { key, scheduled_ms, idempotency_key, replay, attempt, traceparent } = fire;
         if let Some(refusal) = &self.endpoint.refusal {
             return Err(Answer::new(Delivery::Refused, truncate(format!("refused: {refusal}"), max_output)));
         }
@@ -526,13 +538,26 @@ impl Target {
             .map_err(|_| not_sent(format!("`{idempotency_key}` is not a header value")))?;
         let signature = match signing {
             Some(Signing { secret, t }) => {
-                let value = signature::header_value(secret, t, &self.body);
+                // `v1` over t and the body, `v2` over the fire's headers too
+                // (`X-Xtimer-Replay` on replays only), as sent below.
+                let mut numbers = [itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new()];
+                let [id, run, scheduled, nth] = &mut numbers;
+                let fields = [
+                    ("idempotency-key", idempotency_key),
+                    ("x-xtimer-attempt", nth.format(attempt)),
+                    ("x-xtimer-run-time", run.format(key.run_ms)),
+                    ("x-xtimer-scheduled-time", scheduled.format(scheduled_ms)),
+                    ("x-xtimer-timer-id", id.format(key.timer_id)),
+                    ("x-xtimer-replay", "1"),
+                ];
+                let fields = if replay { &fields[..] } else { &fields[..5] };
+                let value = signature::header_value_v2(secret, t, fields, &self.body);
                 Some(HeaderValue::from_str(&value).map_err(|_| not_sent("the signature".into()))?)
             }
             None => self.endpoint.headers.iter().find(|(name, _)| name == "x-xtimer-signature").map(|(_, v)| v.clone()),
         };
         let traceparent = traceparent.and_then(|value| HeaderValue::from_str(value).ok());
-        Ok((uri, FireHeaders { key, scheduled_ms, idempotency, signature, replay, traceparent }))
+        Ok((uri, FireHeaders { key, scheduled_ms, idempotency, signature, replay, attempt, traceparent }))
     }
 
     /// The fire's request for hyper's client: the target's method, URL,
@@ -550,6 +575,7 @@ impl Target {
         headers.insert("x-xtimer-run-time", HeaderValue::from(fire.key.run_ms));
         headers.insert("x-xtimer-scheduled-time", HeaderValue::from(fire.scheduled_ms));
         headers.insert("idempotency-key", fire.idempotency);
+        headers.insert("x-xtimer-attempt", HeaderValue::from(fire.attempt));
         if let Some(signature) = fire.signature {
             headers.insert("x-xtimer-signature", signature);
         }
@@ -570,6 +596,7 @@ impl Target {
         push_header(&mut out, "x-xtimer-timer-id", number.format(fire.key.timer_id).as_bytes());
         push_header(&mut out, "x-xtimer-run-time", number.format(fire.key.run_ms).as_bytes());
         push_header(&mut out, "x-xtimer-scheduled-time", number.format(fire.scheduled_ms).as_bytes());
+        push_header(&mut out, "x-xtimer-attempt", number.format(fire.attempt).as_bytes());
         push_header(&mut out, "idempotency-key", fire.idempotency.as_bytes());
         if let Some(signature) = &fire.signature {
             push_header(&mut out, "x-xtimer-signature", signature.as_bytes());
@@ -720,6 +747,7 @@ mod tests {
             idempotency: HeaderValue::from_static("7_1000"),
             signature: None,
             replay: false,
+            attempt: 1,
             traceparent: traceparent.map(HeaderValue::from_static),
         };
         String::from_utf8(target.http1_request(head, &fire)).unwrap()

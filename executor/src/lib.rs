@@ -128,11 +128,29 @@ enum NotSent {
 pub struct Held {
     mark: Mark,
     at_ms: i64,
+    /// The same moment on the monotonic clock: the lease is measured from it.
+    at: tokio::time::Instant,
+    /// Taken by a check of the claim (its lease renewed from then), not by
+    /// the claim itself (its lease from the later of the run time and then).
+    renewed: bool,
+}
+
+impl Held {
+    /// The same moment, as a check that renewed the claim's lease.
+    fn renewed(self) -> Self {
+        Self { renewed: true, ..self }
+    }
 }
 
 /// Re-sends, at most, of one attempt whose request was cut short by a stall
 /// of this node (not the receiver's fault).
 const STALL_RESENDS: u32 = 3;
+
+/// What a claim's lease is trusted for less, by this node's clock: a fifth
+/// of it, at least 2 s (other nodes judge it by their own clocks).
+fn lease_margin_ms(lease_ms: i64) -> i64 {
+    (lease_ms / 5).max(2_000).min(lease_ms / 2)
+}
 
 /// How long a batch of claim checks waits for more checks to join it.
 const CONFIRM_LINGER: Duration = Duration::from_millis(5);
@@ -382,7 +400,12 @@ impl ExecutorHandle {
     /// Now, as the moment a claim is taken: call it before the claim's
     /// statement, and pass it to [`ExecutorHandle::dispatch`].
     pub fn held_now(&self) -> Held {
-        Held { mark: self.inner.pause.mark(), at_ms: self.inner.clock.now_ms() }
+        Held {
+            mark: self.inner.pause.mark(),
+            at_ms: self.inner.clock.now_ms(),
+            at: tokio::time::Instant::now(),
+            renewed: false,
+        }
     }
 
     /// Claims `keys` and dispatches what was won; returns how many were won.
@@ -481,17 +504,41 @@ impl ExecutorHandle {
         Ok(())
     }
 
+    /// [`Self::dispatch`] for paced fires (backfilled, replayed): each is
+    /// sent at its time in `send_at` (by task id; at once when absent or past).
+    pub async fn dispatch_at(&self, claimed: Vec<ClaimedFire>, send_at: &HashMap<i64, i64>, held: Held) -> Result<()> {
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        let timers = self.load_timers(&claimed).await?;
+        self.dispatch_timed(claimed, timers, held, |fire| send_at.get(&fire.task_id).copied().unwrap_or(i64::MIN));
+        Ok(())
+    }
+
     /// [`Self::dispatch`] with the fires' timers already read.
     fn dispatch_loaded(&self, claimed: Vec<ClaimedFire>, timers: HashMap<i64, Arc<CachedTimer>>, held: Held) {
+        self.dispatch_timed(claimed, timers, held, |fire| fire.key.run_ms);
+    }
+
+    /// Sends each fire at `at(fire)`: those already due in run-time order
+    /// per timer, the others in groups by that time.
+    fn dispatch_timed(
+        &self,
+        claimed: Vec<ClaimedFire>,
+        timers: HashMap<i64, Arc<CachedTimer>>,
+        held: Held,
+        at: impl Fn(&ClaimedFire) -> i64,
+    ) {
         let now = self.inner.clock.now_ms();
         let mut groups: BTreeMap<i64, Vec<Due>> = BTreeMap::new();
         let mut late: BTreeMap<i64, Vec<Due>> = BTreeMap::new();
         for fire in claimed {
             let timer = timers.get(&fire.key.timer_id).cloned();
-            if fire.key.run_ms <= now {
+            let send_at = at(&fire);
+            if send_at <= now {
                 late.entry(fire.key.timer_id).or_default().push((fire, timer));
             } else {
-                groups.entry(fire.key.run_ms).or_default().push((fire, timer));
+                groups.entry(send_at).or_default().push((fire, timer));
             }
         }
         for (_, mut fires) in late {
@@ -499,9 +546,9 @@ impl ExecutorHandle {
             let this = self.clone();
             self.inner.tracker.spawn(async move { this.fire_in_order(fires, held).await });
         }
-        for (run_ms, group) in groups {
+        for (send_at, group) in groups {
             let this = self.clone();
-            self.inner.tracker.spawn(async move { this.fire_group_at(run_ms, group, held).await });
+            self.inner.tracker.spawn(async move { this.fire_group_at(send_at, group, held).await });
         }
     }
 
@@ -570,8 +617,8 @@ impl ExecutorHandle {
         }
     }
 
-    async fn fire_group_at(&self, run_ms: i64, group: Vec<Due>, held: Held) {
-        let wait = run_ms - self.inner.clock.now_ms();
+    async fn fire_group_at(&self, send_at: i64, group: Vec<Due>, held: Held) {
+        let wait = send_at - self.inner.clock.now_ms();
         if wait > 0 {
             tokio::select! {
                 _ = self.inner.hard_stop.cancelled() => {
@@ -639,9 +686,12 @@ impl ExecutorHandle {
                 _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             }
             // A retry reads the timer's status afresh: disabling stops
-            // retries too. A failed read retries anyway (at-least-once).
+            // retries too, except a replay's (sent whatever the status,
+            // unless deleted). A failed read retries anyway (at-least-once).
             let enabled = match self.inner.statuses.status(fire.key.timer_id).await {
-                Ok(status) => status == Some(TimerStatus::Enabled),
+                Ok(Some(TimerStatus::Enabled)) => true,
+                Ok(Some(TimerStatus::Deleted) | None) => false,
+                Ok(Some(_)) => fire.replay,
                 Err(_) => true,
             };
             if !enabled {
@@ -696,12 +746,11 @@ impl ExecutorHandle {
     async fn attempt_of(&self, fire: &ClaimedFire, attempt: u32, cached: &CachedTimer, held: &mut Held) -> FireOutcome {
         let inner = &self.inner;
         let timer = &cached.timer;
-        if attempt == 1 {
-            if let Some(reason) = inner.app_pauses.reason(&timer.app, fire.key.run_ms).await {
-                let output = format!("app paused: {reason}");
-                self.send_missed(timer, fire, FireStatus::Skipped, &output, 0).await;
-                return FireOutcome::Skipped;
-            }
+        // Every attempt, a retry's and a replay's too: a paused app sends nothing.
+        if let Some(reason) = inner.app_pauses.reason(&timer.app, fire.key.run_ms).await {
+            let output = format!("app paused: {reason}");
+            self.send_missed(timer, fire, FireStatus::Skipped, &output, 0).await;
+            return FireOutcome::Skipped;
         }
         if attempt == 1 && timer.overlap != OverlapPolicy::Allow {
             if let Some(outcome) = self.overlap_gate(timer, fire).await {
@@ -736,7 +785,7 @@ impl ExecutorHandle {
             Ok(sent) => sent,
             Err(not_sent) => return self.not_sent(timer, fire, not_sent).await,
         };
-        if attempt == 1 {
+        if attempt == 1 && !fire.replay {
             inner.metrics.lateness(cost);
         }
         // The first attempt's lateness owes the timer's onLate, with that
@@ -849,7 +898,7 @@ impl ExecutorHandle {
                 _ = tokio::time::sleep(renew) => {
                     let checked = self.held_now();
                     match self.confirm(fire).await {
-                        Some(true) => *held = checked,
+                        Some(true) => *held = checked.renewed(),
                         Some(false) => return Err(NotSent::TakenOver),
                         None => {}
                     }
@@ -972,8 +1021,10 @@ impl ExecutorHandle {
     /// Disables the timer when this failed fire makes its
     /// `pauseAfterFailures` consecutive failures (counted since the timer
     /// was last changed or enabled), recording why.
+    /// A replayed fire counts toward no streak: the timer is often
+    /// disabled by the very failures it resends.
     async fn pause_if_failing(&self, timer: &Timer, fire: &ClaimedFire) {
-        let Some(n) = timer.pause_after_failures else { return };
+        let Some(n) = timer.pause_after_failures.filter(|_| !fire.replay) else { return };
         let reason = format!(
             "disabled after {n} consecutive failed fires (pauseAfterFailures), the last due at {}",
             xtimer_core::clock::rfc3339(fire.key.run_ms)
@@ -1055,11 +1106,12 @@ impl ExecutorHandle {
                 }
             };
             let _permit = self.executor_permit().await.ok_or(NotSent::Stopped)?;
+            let secret = inner.callbacks.secrets.secret_for(app).await;
             // Again at the last moment (no database round trip unless the
-            // node stood still, or its heartbeats failed, since the first).
+            // node stood still, its heartbeats failed, or the claim's lease
+            // could have lapsed by the monotonic clock).
             self.still_ours(fire, held).await?;
             let sending = self.held_now();
-            let secret = inner.callbacks.secrets.secret_for(app).await;
             let signing = callback::Signing { secret: secret.as_bytes(), t: sending.at_ms.div_euclid(1000) };
             let idempotency_key = fire.idempotency_key();
             let span = inner.traces.as_ref().map(|traces| {
@@ -1072,6 +1124,7 @@ impl ExecutorHandle {
                 scheduled_ms: fire.scheduled_ms,
                 idempotency_key: &idempotency_key,
                 replay: fire.replay,
+                attempt,
                 traceparent: span.as_ref().map(traces::AttemptSpan::traceparent),
             };
             let answer =
@@ -1109,8 +1162,8 @@ impl ExecutorHandle {
     async fn still_ours(&self, fire: &ClaimedFire, held: &mut Held) -> Result<(), NotSent> {
         let inner = &self.inner;
         let now = inner.clock.now_ms();
-        let gap = inner.liveness.steady_since(now).is_none_or(|since| since > held.at_ms);
-        if !gap && !inner.pause.crossed(held.mark) {
+        let gap = inner.liveness.steady_since(now).is_none_or(|since| since > held.at_ms) || inner.liveness.stale();
+        if !gap && !inner.pause.crossed(held.mark) && !self.lease_may_have_lapsed(fire, held) {
             return Ok(());
         }
         let checked = self.held_now();
@@ -1118,7 +1171,7 @@ impl ExecutorHandle {
         loop {
             match self.confirm(fire).await {
                 Some(true) => {
-                    *held = checked;
+                    *held = checked.renewed();
                     return Ok(());
                 }
                 Some(false) => {
@@ -1140,6 +1193,18 @@ impl ExecutorHandle {
                 }
             }
         }
+    }
+
+    /// Whether the claim's lease could have lapsed by now, by this node's
+    /// monotonic clock (which a stop of the process does not stop),
+    /// less a margin for other nodes' clocks: measured from when the claim
+    /// was taken (its lease runs from the later of the run time and then)
+    /// or last renewed by a check.
+    fn lease_may_have_lapsed(&self, fire: &ClaimedFire, held: &Held) -> bool {
+        let lease = self.inner.config.lease_ms as i64;
+        let head_start = if held.renewed { 0 } else { (fire.key.run_ms - held.at_ms).max(0) };
+        let valid_for = head_start + lease - lease_margin_ms(lease);
+        held.at.elapsed().as_millis() as i64 >= valid_for
     }
 
     /// Checks one claim in the database, in a batch with the checks asked
@@ -1238,8 +1303,8 @@ impl ExecutorHandle {
     /// the recorder, with the `onMissed` notification it owes if `timer`
     /// has one, written in one transaction as [`Self::send_failed`] does.
     async fn send_missed(&self, timer: &Timer, fire: &ClaimedFire, status: FireStatus, output: &str, cost_time: i64) {
-        let result = self.result_of(fire, status, 0, output, cost_time, None);
-        let owed = notify::owed_missed(timer, fire, status, 0, output).into_iter().collect();
+        let result = self.result_of(fire, status, fire.attempt, output, cost_time, None);
+        let owed = notify::owed_missed(timer, fire, status, fire.attempt, output).into_iter().collect();
         self.record(recorder::Pending { result, owed, may_end: self.may_end(fire) });
     }
 

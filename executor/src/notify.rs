@@ -266,6 +266,7 @@ impl Notifier {
             scheduled_ms: owed.key.run_ms,
             idempotency_key: &message.key,
             replay: false,
+            attempt: owed.sends + 1,
             traceparent: None,
         };
         callback::call_checked(&parts.http, &message.target, fire, parts.max_output, Some(signing)).await

@@ -128,7 +128,30 @@ impl Reconciler {
         let swept = self.sweep(&mut report, &mut reclaimed).await;
         reclaimed.sort_by_key(|c: &ClaimedFire| (c.key.run_ms, c.key.timer_id));
         self.executor.dispatch(reclaimed, held).await?;
-        swept.map(|()| report)
+        let paced = self.claim_paced(&mut report).await;
+        swept.and(paced).map(|()| report)
+    }
+
+    /// Claims the paced fires (backfilled, replayed) whose send time comes
+    /// before the next pass, and hands each to the executor to send at its
+    /// own time: a pace holds to the millisecond, not to the pass.
+    async fn claim_paced(&self, report: &mut ReconcileReport) -> Result<()> {
+        let now = self.clock.now_ms();
+        let pending_before = now - self.config.grace_ms as i64;
+        let until = now + self.config.period_ms as i64;
+        let soon = self.fires.paced_soon(pending_before, now, until, self.config.page_size).await?;
+        if soon.is_empty() {
+            return Ok(());
+        }
+        let held = self.executor.held_now();
+        let ids: Vec<i64> = soon.iter().map(|(id, _)| *id).collect();
+        let owner = self.executor.owner_token();
+        let outcome = self.fires.reclaim(&ids, &owner, self.lease_ms as i64, now, i64::MIN).await?;
+        crate::fire_metrics::fires_ended(FireStatus::Skipped, outcome.skipped);
+        report.skipped += outcome.skipped;
+        report.fired += outcome.claimed.len() as u64;
+        let send_at: HashMap<i64, i64> = soon.into_iter().collect();
+        self.executor.dispatch_at(outcome.claimed, &send_at, held).await
     }
 
     /// Works through the pages of overdue fires (at most [`MAX_PAGES`]):

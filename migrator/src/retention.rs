@@ -121,6 +121,13 @@ impl Retention {
             }
             tokio::time::sleep(BATCH_PAUSE).await;
         }
+        // So do the kept attempts and takeovers of fires.
+        while !shutdown.is_cancelled() {
+            if self.fires.forget_fire_log(before, self.config.batch_size).await? < u64::from(self.config.batch_size) {
+                break;
+            }
+            tokio::time::sleep(BATCH_PAUSE).await;
+        }
         Ok(Some(deleted))
     }
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::fire::{Fire, FireStatus};
 use xtimer_core::timer::{Schedule, Timer, TimerStatus};
-use xtimer_store::{FireDetail, HistoryEntry, SKIPPED_OUTPUT};
+use xtimer_store::{FireDetail, FireLog, HistoryEntry, SKIPPED_OUTPUT};
 
 use crate::error::Result;
 use crate::history::MAX_HISTORY;
@@ -33,6 +33,41 @@ pub struct Explanation {
     pub timeline: Vec<Moment>,
     /// The answer in one sentence.
     pub verdict: String,
+    /// Every attempt kept, oldest first.
+    pub attempts: Vec<Attempt>,
+    /// Every claim known, oldest first: the first, and each that took the
+    /// fire over from another node or sent it again.
+    pub claims: Vec<Claim>,
+}
+
+/// One attempt of a fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Its number, 1 first (a replay continues the count).
+    pub attempt: u32,
+    /// The node that made it.
+    pub node: Option<String>,
+    /// When it was sent, Unix ms (unknown for records from before it was kept).
+    pub sent_at: Option<i64>,
+    /// When its answer (or its end) was recorded, Unix ms.
+    pub answered_at: Option<i64>,
+    /// The HTTP status it got, when it got one.
+    pub http_status: Option<u16>,
+    /// `succeeded`, `failed`, `skipped`, `missed`, or `sending` while under way.
+    pub outcome: String,
+    /// Its answer, as recorded.
+    pub output: String,
+}
+
+/// One claim of a fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The node that held it.
+    pub node: String,
+    /// When, Unix ms (for a first claim: when its first attempt went out).
+    pub at_ms: i64,
+    /// The node it was taken over from, when it was.
+    pub taken_over_from: Option<String>,
 }
 
 /// One event of an [`Explanation`]'s timeline.
@@ -89,7 +124,10 @@ impl TimerService {
         history.reverse();
         let now = self.0.clock.now_ms();
         match self.0.fires.fire_at(key.id, scheduled_ms).await? {
-            Some(detail) => Ok(explain_fire(&timer, &history, detail, now)),
+            Some(detail) => {
+                let log = self.0.fires.fire_log(detail.fire.task_id).await?;
+                Ok(explain_fire(&timer, &history, detail, log, now))
+            }
             None => self.explain_absence(&timer, &history, scheduled_ms, now).await,
         }
     }
@@ -176,7 +214,7 @@ impl TimerService {
         };
         timeline.push(Moment::new(t, "scheduled", None, Some(format!("no fire record at {at}"))));
         timeline.sort_by_key(|m| m.at_ms);
-        Ok(Explanation { fire: None, timeline, verdict })
+        Ok(Explanation { fire: None, timeline, verdict, attempts: Vec::new(), claims: Vec::new() })
     }
 
     /// The first of `timer`'s calendars that excludes `t`, if any.
@@ -190,8 +228,10 @@ impl TimerService {
 }
 
 /// The timeline and verdict of a fire that has a record.
-fn explain_fire(timer: &Timer, history: &[HistoryEntry], detail: FireDetail, now: i64) -> Explanation {
-    let FireDetail { fire, owner, lease_until } = detail;
+fn explain_fire(timer: &Timer, history: &[HistoryEntry], detail: FireDetail, log: FireLog, now: i64) -> Explanation {
+    let attempts = attempts_of(&detail, &log);
+    let claims = claims_of(&detail, &log, &attempts);
+    let FireDetail { fire, owner, lease_until, backfill_at, .. } = detail;
     let node = owner.as_deref().map(node_of);
     let by = node.clone().unwrap_or_else(|| "no node".into());
     let mut timeline = Vec::new();
@@ -201,24 +241,34 @@ fn explain_fire(timer: &Timer, history: &[HistoryEntry], detail: FireDetail, now
         (false, false) => format!("scheduled for {}", rfc3339(fire.scheduled_ms)),
     };
     timeline.push(Moment::new(fire.create_time, "planned", None, Some(planned)));
-    let sent_at = fire.run_ms + fire.cost_time.max(0);
-    let ended = fire.status.is_final();
-    if let Some(token) = &owner {
-        let at = if fire.attempt > 0 { sent_at } else { fire.modify_time };
-        let detail = format!("claim {token} (the last claim: a fire taken over names the node that took it)");
-        timeline.push(Moment::new(at, "claimed", node.clone(), Some(detail)));
+    for claim in &claims {
+        let lost = claims.iter().any(|c| c.taken_over_from.as_deref() == Some(claim.node.as_str()));
+        let (event, detail) = match &claim.taken_over_from {
+            Some(from) => {
+                ("claimed", format!("taken over from {from}, whose claim lapsed (stopped, killed or cut off)"))
+            }
+            None if lost => ("held", "claimed; the node stopped holding it before its answer was recorded".to_owned()),
+            None => ("claimed", "the first claim".to_owned()),
+        };
+        timeline.push(Moment::new(claim.at_ms, event, Some(claim.node.clone()), Some(detail)));
     }
-    if fire.attempt > 0 {
-        let detail = format!("attempt 1, {} ms late", fire.cost_time);
-        timeline.push(Moment::new(sent_at, "sent", node.clone(), Some(detail)));
-        if fire.attempt > 1 {
-            let detail = format!("{} attempts in all; the record keeps the last answer only", fire.attempt);
-            timeline.push(Moment::new(fire.modify_time, "retried", node.clone(), Some(detail)));
+    for (i, a) in attempts.iter().enumerate() {
+        if let Some(sent) = a.sent_at {
+            let detail = format!("attempt {}", a.attempt);
+            timeline.push(Moment::new(sent, "sent", a.node.clone(), Some(detail)));
         }
-        timeline.push(Moment::new(fire.modify_time, "answered", node.clone(), Some(fire.output.clone())));
-        if let (false, Some(retry_at)) = (ended, lease_until) {
-            timeline.push(Moment::new(retry_at, "retry due", node.clone(), None));
+        if let Some(answered) = a.answered_at {
+            let detail = format!("attempt {}: {}", a.attempt, a.output);
+            timeline.push(Moment::new(answered, "answered", a.node.clone(), Some(detail)));
+            if a.outcome == "failed" && i + 1 < attempts.len() {
+                let detail = format!("attempt {} failed; attempt {} follows", a.attempt, attempts[i + 1].attempt);
+                timeline.push(Moment::new(answered, "retried", a.node.clone(), Some(detail)));
+            }
         }
+    }
+    let ended = fire.status.is_final();
+    if let (false, Some(retry_at), true) = (ended, lease_until, fire.attempt > 0) {
+        timeline.push(Moment::new(retry_at, "retry due", node.clone(), None));
     }
     let result = match fire.status {
         FireStatus::Pending | FireStatus::Running => None,
@@ -232,7 +282,13 @@ fn explain_fire(timer: &Timer, history: &[HistoryEntry], detail: FireDetail, now
         timeline.push(Moment::new(fire.modify_time, result, node.clone(), output));
     }
     let late = format!("{} ms late", fire.cost_time);
+    let why_late = why_late(&fire, backfill_at, &claims);
+    let failed_before = attempts.iter().filter(|a| a.outcome == "failed" && a.attempt < fire.attempt).count();
     let verdict = match fire.status {
+        FireStatus::Pending if fire.replayed => format!(
+            "replayed: it is to be sent again at {}",
+            backfill_at.map(rfc3339).unwrap_or_else(|| "once a node takes it".into())
+        ),
         FireStatus::Pending if fire.run_ms > now => format!("planned: it is due at {}", rfc3339(fire.run_ms)),
         FireStatus::Pending => format!(
             "overdue and not yet claimed ({} ms past its time): the reconciler takes such a fire over",
@@ -246,7 +302,12 @@ fn explain_fire(timer: &Timer, history: &[HistoryEntry], detail: FireDetail, now
             lease_until.map(rfc3339).unwrap_or_default()
         ),
         FireStatus::Succeeded => {
-            format!("succeeded on attempt {}: claimed by {by}, sent {late}{}", fire.attempt, lateness(fire.cost_time))
+            let retried = match failed_before {
+                0 => String::new(),
+                1 => "; 1 attempt failed before".to_owned(),
+                n => format!("; {n} attempts failed before"),
+            };
+            format!("succeeded on attempt {}: claimed by {by}, sent {late}{why_late}{retried}", fire.attempt)
         }
         FireStatus::Failed => {
             format!(
@@ -262,7 +323,115 @@ fn explain_fire(timer: &Timer, history: &[HistoryEntry], detail: FireDetail, now
         ),
     };
     timeline.sort_by_key(|m| m.at_ms);
-    Explanation { fire: Some(fire), timeline, verdict }
+    Explanation { fire: Some(fire), timeline, verdict, attempts, claims }
+}
+
+/// Every attempt of a fire: those kept in its log, then the one its row
+/// holds (unless the log has it already, with the node that made it).
+fn attempts_of(detail: &FireDetail, log: &FireLog) -> Vec<Attempt> {
+    let mut attempts: Vec<Attempt> = log
+        .attempts
+        .iter()
+        .map(|a| Attempt {
+            attempt: a.attempt,
+            node: a.owner.as_deref().map(node_of),
+            sent_at: a.sent_at,
+            answered_at: Some(a.answered_at),
+            http_status: http_status(&a.output),
+            outcome: outcome(a.status).to_owned(),
+            output: a.output.clone(),
+        })
+        .collect();
+    let fire = &detail.fire;
+    let kept = attempts.iter().any(|a| a.attempt == fire.attempt);
+    if fire.attempt > 0 && !kept && fire.status != FireStatus::Pending {
+        let sent_at = detail.sent_at.or((fire.attempt == 1).then_some(fire.run_ms + fire.cost_time.max(0)));
+        attempts.push(Attempt {
+            attempt: fire.attempt,
+            node: detail.owner.as_deref().map(node_of),
+            sent_at,
+            answered_at: Some(fire.modify_time),
+            http_status: http_status(&fire.output),
+            outcome: outcome(fire.status).to_owned(),
+            output: fire.output.clone(),
+        });
+    }
+    attempts.sort_by_key(|a| a.attempt);
+    attempts
+}
+
+/// Every claim known of a fire: one per run of attempts by the same
+/// node, and each takeover kept in its log (a node that took the fire
+/// over from a stopped one, whether or not it sent it since).
+fn claims_of(detail: &FireDetail, log: &FireLog, attempts: &[Attempt]) -> Vec<Claim> {
+    let mut claims: Vec<Claim> = Vec::new();
+    let first_node = log.claims.first().and_then(|c| c.taken_over_from.as_deref()).map(node_of);
+    for a in attempts {
+        let Some(node) = &a.node else { continue };
+        if claims.last().is_some_and(|c| &c.node == node) {
+            continue;
+        }
+        let at_ms = a.sent_at.or(a.answered_at).unwrap_or(detail.fire.run_ms);
+        claims.push(Claim { node: node.clone(), at_ms, taken_over_from: None });
+    }
+    for c in &log.claims {
+        let node = node_of(&c.owner);
+        let from = c.taken_over_from.as_deref().map(node_of);
+        match claims.iter_mut().find(|k| k.node == node && k.taken_over_from.is_none() && k.at_ms >= c.at_ms) {
+            Some(known) => {
+                known.at_ms = c.at_ms;
+                known.taken_over_from = from;
+            }
+            None => claims.push(Claim { node, at_ms: c.at_ms, taken_over_from: from }),
+        }
+    }
+    // A node that held the fire and was taken over before it sent anything.
+    if let Some(first) = first_node.filter(|n| !claims.iter().any(|c| &c.node == n)) {
+        let at_ms = detail.fire.run_ms.min(claims.first().map_or(i64::MAX, |c| c.at_ms));
+        claims.push(Claim { node: first, at_ms, taken_over_from: None });
+    }
+    if claims.is_empty() {
+        if let Some(owner) = &detail.owner {
+            let at_ms = detail.fire.modify_time.min(detail.fire.run_ms.max(detail.fire.create_time));
+            claims.push(Claim { node: node_of(owner), at_ms, taken_over_from: None });
+        }
+    }
+    claims.sort_by_key(|c| c.at_ms);
+    claims
+}
+
+/// An attempt's outcome, from the fire status it left.
+fn outcome(status: FireStatus) -> &'static str {
+    match status {
+        FireStatus::Pending | FireStatus::Running | FireStatus::Failed => "failed",
+        FireStatus::Succeeded => "succeeded",
+        FireStatus::Skipped => "skipped",
+        FireStatus::Missed => "missed",
+    }
+}
+
+/// The HTTP status an output begins with (`HTTP 500 ...`), if any.
+fn http_status(output: &str) -> Option<u16> {
+    let rest = output.strip_prefix("HTTP ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok().filter(|s| (100..600).contains(s))
+}
+
+/// A word on why a fire was sent over a second late.
+fn why_late(fire: &Fire, backfill_at: Option<i64>, claims: &[Claim]) -> String {
+    if fire.cost_time <= 1_000 {
+        return String::new();
+    }
+    if fire.replayed {
+        return " (a replay: sent again when asked, at the replay's pace)".to_owned();
+    }
+    if backfill_at.is_some() {
+        return " (a backfill: sent when asked, at the backfill's pace)".to_owned();
+    }
+    if let Some(from) = claims.iter().find_map(|c| c.taken_over_from.as_deref()) {
+        return format!(" (taken over from {from}, whose claim lapsed: it stopped, was killed or cut off)");
+    }
+    lateness(fire.cost_time).to_owned()
 }
 
 /// Why a fire recorded skipped was, from its output.
@@ -360,8 +529,8 @@ pub fn node_of(owner: &str) -> String {
 /// A word on a fire's lateness beyond a second.
 fn lateness(cost_time: i64) -> &'static str {
     if cost_time > 1_000 {
-        " (over a second late: typically its first node stopped or was killed and this one took it over, or \
-         the node was backlogged)"
+        " (over a second late: the node was backlogged, waited for the fire's flow or bulkhead, or \
+         found it late after a restart)"
     } else {
         ""
     }

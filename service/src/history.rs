@@ -45,14 +45,22 @@ impl TimerService {
     /// as its fire records are kept.
     pub async fn history(&self, key: &TimerKey) -> Result<Vec<HistoryEntry>> {
         crate::checks::check_app(&key.app)?;
-        match self.0.timers.get_timer(key.id).await? {
-            Some(timer) if timer.app == key.app => {}
+        let created = match self.0.timers.get_timer(key.id).await? {
+            Some(timer) if timer.app == key.app => timer.create_time,
             Some(timer) if key.proven => {
                 return Err(crate::ServiceError::Forbidden { id: timer.id, app: key.app.clone() })
             }
             _ => return Err(key.not_found()),
+        };
+        let mut entries = self.0.timers.timer_history(key.id, MAX_HISTORY).await?;
+        // The app's pauses and resumes since the timer was made, in time order with its own.
+        let app_wide = self.0.timers.app_history(&key.app, created, MAX_HISTORY).await?;
+        if !app_wide.is_empty() {
+            entries.extend(app_wide);
+            entries.sort_by(|a, b| b.at_ms.cmp(&a.at_ms));
+            entries.truncate(MAX_HISTORY as usize);
         }
-        Ok(self.0.timers.timer_history(key.id, MAX_HISTORY).await?)
+        Ok(entries)
     }
 
     /// Notes a change to timer `id` of `app`. A failure to note it is

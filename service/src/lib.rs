@@ -61,7 +61,7 @@ use xtimer_store::{AppRepo, CalendarRepo, FireRepo, FireWindow, FlowRepo, FlowTo
 
 pub use checks::{OpenTargets, Targets, TaskTypeError, MAX_APP_CHARS};
 pub use error::{Result, ServiceError};
-pub use explain::{Explanation, Moment, TimerStats};
+pub use explain::{Attempt, Claim, Explanation, Moment, TimerStats};
 pub use history::Actor;
 pub use lifecycle::Backfill;
 pub use when::Forecast;
@@ -113,18 +113,31 @@ pub struct ServiceConfig {
     /// How long fire records are kept (`retention.keep_fires_ms`): a
     /// backfill may not reach further back.
     pub keep_fires_ms: u64,
+    /// How far ahead the reconciler claims paced fires
+    /// (`reconciler.period_ms`): a replay's first fire is due that far
+    /// ahead, so every one of them is claimed before its time and the pace
+    /// holds from the first.
+    pub paced_lead_ms: u64,
 }
 
 impl Default for ServiceConfig {
     fn default() -> Self {
-        Self { limits: LimitsConfig::default(), keep_fires_ms: RetentionConfig::default().keep_fires_ms }
+        Self {
+            limits: LimitsConfig::default(),
+            keep_fires_ms: RetentionConfig::default().keep_fires_ms,
+            paced_lead_ms: xtimer_core::config::ReconcilerConfig::default().period_ms,
+        }
     }
 }
 
 impl ServiceConfig {
     /// The settings `config` names.
     pub fn from_config(config: &Config) -> Self {
-        Self { limits: config.limits.clone(), keep_fires_ms: config.retention.keep_fires_ms }
+        Self {
+            limits: config.limits.clone(),
+            keep_fires_ms: config.retention.keep_fires_ms,
+            paced_lead_ms: config.reconciler.period_ms,
+        }
     }
 }
 

@@ -1,11 +1,14 @@
 //! Operating many timers (API 1f): search by name, status and labels,
 //! bulk actions over a search, the apps and their pauses.
 
+use serde_json::json;
 use xtimer_core::labels::Selector;
 use xtimer_core::timer::{Timer, TimerStatus};
+use xtimer_store::history::APP_WIDE;
 use xtimer_store::{AppPause, AppSummary, TimerQuery};
 
 use crate::error::{Result, ServiceError};
+use crate::history::Changes;
 use crate::{Actor, Page, TimerKey, TimerService};
 
 /// A search of one app's timers as a caller words it.
@@ -204,7 +207,14 @@ impl TimerService {
 
     /// Pauses `app` until `until_ms` (or `resume_app`): its fires due
     /// meanwhile are recorded skipped, `app paused: <reason>`, not sent.
-    pub async fn pause_app(&self, app: &str, until_ms: Option<i64>, reason: Option<String>) -> Result<AppPause> {
+    /// The pause is noted once, app-wide, in every timer's history of the app.
+    pub async fn pause_app(
+        &self,
+        app: &str,
+        until_ms: Option<i64>,
+        reason: Option<String>,
+        by: &Actor,
+    ) -> Result<AppPause> {
         crate::checks::check_app(app)?;
         let now = self.0.clock.now_ms();
         if let Some(until) = until_ms.filter(|until| *until <= now) {
@@ -219,13 +229,26 @@ impl TimerService {
         }
         let pause = AppPause { app: app.to_owned(), until_ms, reason, paused_at: now };
         self.0.apps.pause_app(&pause).await?;
+        let mut changes = Changes::new();
+        changes.insert("paused".into(), json!([false, true]));
+        changes.insert("reason".into(), json!([null, pause.reason]));
+        if let Some(until) = until_ms {
+            changes.insert("until".into(), json!([null, xtimer_core::clock::rfc3339(until)]));
+        }
+        self.note(APP_WIDE, app, "app-pause", by, changes).await;
         Ok(pause)
     }
 
-    /// Resumes `app`; whether it was paused.
-    pub async fn resume_app(&self, app: &str) -> Result<bool> {
+    /// Resumes `app`; whether it was paused (noted app-wide when it was).
+    pub async fn resume_app(&self, app: &str, by: &Actor) -> Result<bool> {
         crate::checks::check_app(app)?;
-        Ok(self.0.apps.resume_app(app).await?)
+        let resumed = self.0.apps.resume_app(app).await?;
+        if resumed {
+            let mut changes = Changes::new();
+            changes.insert("paused".into(), json!([true, false]));
+            self.note(APP_WIDE, app, "app-resume", by, changes).await;
+        }
+        Ok(resumed)
     }
 }
 

@@ -82,9 +82,10 @@ impl TimerService {
             return Ok(fires.len() as u64);
         }
         let now = self.0.clock.now_ms();
+        let first = now + self.0.config.paced_lead_ms as i64;
         let gap_ms = 1_000.0 / rate as f64;
         let paced: Vec<(i64, i64)> =
-            fires.iter().enumerate().map(|(i, (task_id, ..))| (*task_id, now + (i as f64 * gap_ms) as i64)).collect();
+            fires.iter().enumerate().map(|(i, (task_id, ..))| (*task_id, first + (i as f64 * gap_ms) as i64)).collect();
         let count = self.0.fires.replay(&paced, &statuses, now).await?;
         self.note_replays(app, &fires, from, to, by).await;
         Ok(count)

@@ -3,7 +3,7 @@
 //! (insert, claim, reclaim, record, release) differ by dialect and live in
 //! each backend's `fires` module (`crate::sqlite::fires`, ...).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use const_format::formatcp;
@@ -14,7 +14,7 @@ use crate::db::{on_db, Dialect};
 use crate::mysql::fires::{claim_mysql, insert_mysql, reclaim_mysql, record_mysql_on};
 use crate::postgres::fires::{claim_pg, insert_pg, reclaim_pg, record_pg_alone, record_pg_on, release_pg};
 use crate::repo::{
-    BackfillFire, ClaimOutcome, FireDetail, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue,
+    BackfillFire, ClaimOutcome, FireDetail, FireLog, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue,
     PartitionReport,
 };
 use crate::sql::{
@@ -23,7 +23,7 @@ use crate::sql::{
 };
 use crate::sqlite::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite_alone, record_sqlite_on};
 use crate::usage::Tx;
-use crate::{mysql, partition, placement, Database, Result};
+use crate::{fire_log, mysql, partition, placement, Database, Result};
 
 /// The start of the statement that owes the `onMissed` of fires just
 /// marked missed ([`OWE_MISSED_FROM`] goes on after the binds of its send
@@ -40,6 +40,10 @@ const OWE_MISSED_FROM: &str = formatcp!(
      WHERE t.on_missed IS NOT NULL AND f.status = {} AND f.modify_time = ",
     code::MISSED
 );
+
+/// How far back [`FireRepo::paced_soon`] looks for paced fires whose send
+/// time has come but whose run time is too recent for the overdue scan.
+const PACED_LOOKBACK_MS: i64 = 3_600_000;
 
 const PENDING_BETWEEN: &str = formatcp!(
     "SELECT timer_id, run_timer FROM t_timer_task
@@ -110,7 +114,7 @@ const COUNT_UPCOMING: &str = formatcp!(
 /// up to the widest spread after it), of scheduled time `$4`; a scheduled
 /// fire before a manual one of the same time.
 const FIRE_AT: &str = formatcp!(
-    "SELECT {FIRE_COLUMNS}, owner, lease_until FROM t_timer_task
+    "SELECT {FIRE_COLUMNS}, owner, lease_until, sent_at, backfill_at FROM t_timer_task
      WHERE timer_id = $1 AND run_timer >= $2 AND run_timer <= $3 AND COALESCE(scheduled_timer, run_timer) = $4
      ORDER BY manual, run_timer LIMIT 1"
 );
@@ -232,6 +236,9 @@ impl FireRepo for Database {
         const CHUNK: usize = 500;
         let statuses = numbers(statuses.iter().map(|s| s.code()));
         let mut replayed = 0;
+        // Each fire's last attempt is kept, with the node that made it,
+        // before the replay's takes its place.
+        self.keep_attempts(&fires.iter().map(|(id, _)| *id).collect::<Vec<_>>()).await?;
         for chunk in fires.chunks(CHUNK) {
             let send_at: String = chunk.iter().map(|(id, at)| format!(" WHEN {id} THEN {at}")).collect();
             let sql = format!(
@@ -246,6 +253,33 @@ impl FireRepo for Database {
             });
         }
         Ok(replayed)
+    }
+
+    async fn paced_soon(
+        &self,
+        pending_before_ms: i64,
+        after_ms: i64,
+        until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, i64)>> {
+        // By the send-time index (only paced fires have one): those due
+        // before the next pass that the overdue scan leaves (sent later
+        // than now, or run too recently for it).
+        const SQL: &str = formatcp!(
+            "SELECT task_id, backfill_at FROM t_timer_task
+             WHERE backfill_at > $1 AND backfill_at <= $2 AND status = {}
+               AND (backfill_at > $3 OR run_timer >= $4)
+             ORDER BY backfill_at LIMIT $5",
+            code::PENDING
+        );
+        Ok(on_db!(self, read, pool => sqlx::query_as(&pool.sql(SQL))
+            .bind(after_ms - PACED_LOOKBACK_MS)
+            .bind(until_ms)
+            .bind(after_ms)
+            .bind(pending_before_ms)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?))
     }
 
     async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>> {
@@ -333,14 +367,40 @@ impl FireRepo for Database {
             return Ok(ClaimOutcome::default());
         }
         let claimant = Claimant { owner, lease_ms, now_ms };
-        match self {
-            Self::Sqlite { write, .. } => reclaim_sqlite(write, task_ids, claimant, alive_since_ms).await,
-            Self::Postgres(pool) => reclaim_pg(pool, task_ids, claimant, alive_since_ms).await,
+        // Claims this may take over: their attempts kept first, the
+        // takeovers noted after (off the fire path: the reconciler's).
+        let running = self.running_owners(task_ids).await?;
+        if !running.is_empty() {
+            self.keep_attempts(&running.iter().map(|(id, ..)| *id).collect::<Vec<_>>()).await?;
+        }
+        let outcome = match self {
+            Self::Sqlite { write, .. } => reclaim_sqlite(write, task_ids, claimant, alive_since_ms).await?,
+            Self::Postgres(pool) => reclaim_pg(pool, task_ids, claimant, alive_since_ms).await?,
             Self::Mysql(pool) => {
                 let reclaim = || reclaim_mysql(pool, task_ids, claimant, alive_since_ms);
-                mysql::retry_deadlocks(reclaim).await
+                mysql::retry_deadlocks(reclaim).await?
+            }
+        };
+        if !running.is_empty() {
+            let won: HashSet<i64> = outcome.claimed.iter().map(|c| c.task_id).collect();
+            let taken: Vec<(i64, i64, &str, &str)> = running
+                .iter()
+                .filter(|(id, ..)| won.contains(id))
+                .map(|(id, run, old)| (*id, *run, owner, old.as_str()))
+                .collect();
+            if let Err(err) = self.note_takeovers(&taken, now_ms).await {
+                tracing::warn!(error = %err, "Noting claims taken over failed; the fires go on.");
             }
         }
+        Ok(outcome)
+    }
+
+    async fn fire_log(&self, task_id: i64) -> Result<FireLog> {
+        Database::fire_log(self, task_id).await
+    }
+
+    async fn forget_fire_log(&self, before_ms: i64, limit: u32) -> Result<u64> {
+        Database::forget_fire_log(self, before_ms, limit).await
     }
 
     async fn record(&self, results: &[FireResult], now_ms: i64) -> Result<u64> {
@@ -348,8 +408,11 @@ impl FireRepo for Database {
             return Ok(0);
         }
         // A single round (the usual case) is one statement with no
-        // transaction where the dialect allows.
+        // transaction where the dialect allows. A result that overwrites
+        // an earlier attempt keeps that attempt first, in its transaction.
+        let keeps = results.iter().any(fire_log::overwrites_an_attempt);
         let alone = match self {
+            _ if keeps => None,
             Self::Sqlite { write, .. } => record_sqlite_alone(write, results, now_ms).await?,
             Self::Postgres(pool) => record_pg_alone(pool, results, now_ms).await?,
             Self::Mysql(_) => None,
@@ -367,6 +430,9 @@ impl FireRepo for Database {
         if claims.is_empty() {
             return Ok(0);
         }
+        // A retry given back keeps the attempt before it, with its node.
+        let answered: Vec<i64> = claims.iter().filter(|c| c.attempt >= 1).map(|c| c.task_id).collect();
+        self.keep_attempts(&answered).await?;
         match self {
             Self::Postgres(pool) => release_pg(pool, claims, now_ms).await,
             // One statement per fire, in one transaction.
@@ -549,6 +615,8 @@ impl FireRepo for Database {
                     fire: fire_from_row(&row)?,
                     owner: opt_text(&row, "owner")?,
                     lease_until: row.try_get("lease_until")?,
+                    sent_at: row.try_get("sent_at")?,
+                    backfill_at: row.try_get("backfill_at")?,
                 })
             })
             .transpose()
@@ -605,6 +673,21 @@ impl FireRepo for Database {
 
 /// [`FireRepo::record`] within the transaction `tx`, in its dialect's way.
 pub(crate) async fn record_on(tx: &mut Tx, results: &[FireResult], now_ms: i64) -> Result<u64> {
+    if !results.iter().any(fire_log::overwrites_an_attempt) {
+        return record_rows(tx, results, now_ms).await;
+    }
+    // Round by round, so each attempt is kept before its own next one lands.
+    let mut written = 0;
+    for round in crate::sql::rounds_by_task(results) {
+        fire_log::keep_overwritten(tx, &round).await?;
+        let round: Vec<FireResult> = round.into_iter().cloned().collect();
+        written += record_rows(tx, &round, now_ms).await?;
+    }
+    Ok(written)
+}
+
+/// Writes `results` inside `tx`, in the dialect's statements.
+async fn record_rows(tx: &mut Tx, results: &[FireResult], now_ms: i64) -> Result<u64> {
     match tx {
         Tx::Sqlite(c) => record_sqlite_on(c, results, now_ms).await,
         Tx::Postgres(c) => record_pg_on(c, results, now_ms).await,

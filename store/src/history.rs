@@ -1,14 +1,26 @@
 //! Timers' change history (`t_timer_history`, `getTimerHistory`): rows
-//! written by the service beside each change, read newest first, and
-//! forgotten with fire records once their timer is deleted.
+//! written by the service beside each change a caller asks for, and by
+//! the store itself inside the transaction of each change xtimer makes on
+//! its own (`by: "system"`: a disable by `pauseAfterFailures`, a
+//! completion, a deletion by `deleteAfterRun`), so no path that changes a
+//! timer's status can leave it out. An app-wide change (`pauseApp`,
+//! `resumeApp`) is one row of timer 0, shown with each of the app's
+//! timers' history. Read newest first, and forgotten with fire records
+//! once their timer is deleted.
 
 use const_format::formatcp;
-use sqlx::Row;
 
 use crate::db::{on_db, Dialect};
 use crate::repo::HistoryEntry;
-use crate::sql::{code, text};
+use crate::sql::{code, Columns};
+use crate::usage::{on_tx, Tx};
 use crate::{Database, Result};
+
+/// Who the history names for a change xtimer made on its own.
+pub const BY_SYSTEM: &str = "system";
+
+/// The timer id of an app-wide entry (`pauseApp`, `resumeApp`).
+pub const APP_WIDE: i64 = 0;
 
 const INSERT: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes) ";
 /// [`INSERT`] on PostgreSQL: the rows as one array per column.
@@ -21,6 +33,8 @@ const INSERT_POSTGRES: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms
 const ROWS_PER_STATEMENT: usize = crate::sql::MAX_PARAMS / 6;
 const SELECT: &str = "SELECT timer_id, app, at_ms, action, by_who, changes FROM t_timer_history
      WHERE timer_id = $1 ORDER BY history_id DESC LIMIT $2";
+const SELECT_APP_WIDE: &str = "SELECT timer_id, app, at_ms, action, by_who, changes FROM t_timer_history
+     WHERE timer_id = 0 AND app = $1 AND at_ms >= $2 ORDER BY history_id DESC LIMIT $3";
 const FORGET: &str = formatcp!(
     "DELETE FROM t_timer_history WHERE at_ms < $1
        AND timer_id IN (SELECT timer_id FROM t_timer WHERE status = {})",
@@ -76,18 +90,20 @@ impl Database {
     pub(crate) async fn timer_history(&self, timer_id: i64, limit: u32) -> Result<Vec<HistoryEntry>> {
         on_db!(self, read, pool => {
             let rows = sqlx::query(&pool.sql(SELECT)).bind(timer_id).bind(i64::from(limit)).fetch_all(pool).await?;
-            rows.iter()
-                .map(|row| {
-                    Ok(HistoryEntry {
-                        timer_id: row.try_get("timer_id")?,
-                        app: text(row, "app")?,
-                        at_ms: row.try_get("at_ms")?,
-                        action: text(row, "action")?,
-                        by: text(row, "by_who")?,
-                        changes: text(row, "changes")?,
-                    })
-                })
-                .collect()
+            rows.iter().map(entry_from_row).collect()
+        })
+    }
+
+    /// `app`'s app-wide changes since `since_ms`, newest first, at most `limit`.
+    pub(crate) async fn app_history(&self, app: &str, since_ms: i64, limit: u32) -> Result<Vec<HistoryEntry>> {
+        on_db!(self, read, pool => {
+            let rows = sqlx::query(&pool.sql(SELECT_APP_WIDE))
+                .bind(app)
+                .bind(since_ms)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?;
+            rows.iter().map(entry_from_row).collect()
         })
     }
 
@@ -96,5 +112,54 @@ impl Database {
         Ok(on_db!(self, write, pool => {
             sqlx::query(&pool.sql(FORGET)).bind(before_ms).execute(pool).await?.rows_affected()
         }))
+    }
+}
+
+/// A history row as an entry.
+fn entry_from_row(row: &impl Columns) -> Result<HistoryEntry> {
+    Ok(HistoryEntry {
+        timer_id: row.int("timer_id")?,
+        app: row.text("app")?,
+        at_ms: row.int("at_ms")?,
+        action: row.text("action")?,
+        by: row.text("by_who")?,
+        changes: row.text("changes")?,
+    })
+}
+
+/// Writes `entries` inside `tx`, the transaction of the change they note.
+pub(crate) async fn record_in(tx: &mut Tx, entries: &[HistoryEntry]) -> Result<()> {
+    for chunk in entries.chunks(ROWS_PER_STATEMENT) {
+        on_tx!(tx, c => {
+            let mut qb = sqlx::QueryBuilder::new(INSERT);
+            qb.push_values(chunk, |mut row, e| {
+                row.push_bind(e.timer_id)
+                    .push_bind(e.app.as_str())
+                    .push_bind(e.at_ms)
+                    .push_bind(e.action.as_str())
+                    .push_bind(e.by.as_str())
+                    .push_bind(e.changes.as_str());
+            });
+            qb.build().execute(&mut *c).await?;
+        });
+    }
+    Ok(())
+}
+
+/// An entry of a change xtimer made on its own (`by: "system"`).
+pub(crate) fn system_entry(
+    timer_id: i64,
+    app: &str,
+    at_ms: i64,
+    action: &str,
+    changes: serde_json::Value,
+) -> HistoryEntry {
+    HistoryEntry {
+        timer_id,
+        app: app.to_owned(),
+        at_ms,
+        action: action.to_owned(),
+        by: BY_SYSTEM.to_owned(),
+        changes: changes.to_string(),
     }
 }

@@ -44,10 +44,11 @@ mod calendars;
 pub mod db;
 pub mod error;
 mod fence;
+mod fire_log;
 mod fires;
 pub mod flow_tokens;
 mod flows;
-mod history;
+pub mod history;
 pub mod lease;
 pub mod lock;
 mod memory;
@@ -82,8 +83,9 @@ pub use lock::LockStore;
 pub use memory::{MemoryFlowTokens, MemoryLocks, MemoryShards};
 pub use repo::HistoryEntry;
 pub use repo::{
-    BackfillFire, ClaimOutcome, FireDetail, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, NextRun, NodeRepo,
-    NotifyRepo, Overdue, OwedKind, OwedNotification, PartitionReport, PlannedFire, Recorded, TimerQuery, TimerRepo,
+    AttemptRecord, BackfillFire, ClaimOutcome, ClaimRecord, FireDetail, FireLog, FireOutcome, FireRepo, FireResult,
+    FireWindow, NewFire, NextRun, NodeRepo, NotifyRepo, Overdue, OwedKind, OwedNotification, PartitionReport,
+    PlannedFire, Recorded, TimerQuery, TimerRepo,
 };
 pub use repo::{Quota, Refusal};
 pub use shard::ShardStore;

@@ -121,7 +121,8 @@ pub trait TimerRepo: Send + Sync {
     /// Disables enabled timer `timer_id` and records `reason` if fire
     /// `task_id` (counted as failed, whatever its row says yet) and the
     /// `n - 1` fires that ended before it since `since_ms` all failed;
-    /// true when it did (`pauseAfterFailures`).
+    /// true when it did (`pauseAfterFailures`). The disable is noted in
+    /// the timer's history (`by: "system"`) in the same transaction.
     async fn pause_if_failing(
         &self,
         timer_id: i64,
@@ -137,6 +138,11 @@ pub trait TimerRepo: Send + Sync {
     }
     /// Timer `timer_id`'s changes, newest first, at most `limit`.
     async fn timer_history(&self, _timer_id: i64, _limit: u32) -> Result<Vec<HistoryEntry>> {
+        Ok(Vec::new())
+    }
+    /// `app`'s app-wide changes (`pauseApp`, `resumeApp`, timer id 0)
+    /// since `since_ms`, newest first, at most `limit`.
+    async fn app_history(&self, _app: &str, _since_ms: i64, _limit: u32) -> Result<Vec<HistoryEntry>> {
         Ok(Vec::new())
     }
     /// Forgets the changes before `before_ms` of deleted timers; how many.
@@ -289,6 +295,47 @@ pub struct FireDetail {
     pub owner: Option<String>,
     /// While running: when its lease (or its pending retry) ends, Unix ms.
     pub lease_until: Option<i64>,
+    /// When its last attempt was sent, Unix ms (unknown for a fire
+    /// recorded before this was kept).
+    pub sent_at: Option<i64>,
+    /// Made by `backfillTimer` (or paced by a replay): when it was to be sent.
+    pub backfill_at: Option<i64>,
+}
+
+/// An earlier attempt of a fire, as the fire row held it before it was
+/// overwritten ([`FireRepo::fire_log`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// Its number, 1 first.
+    pub attempt: u32,
+    /// The claim that made it (`{node_id}:{seq}`).
+    pub owner: Option<String>,
+    /// When it was sent, Unix ms (unknown for records made before it was kept).
+    pub sent_at: Option<i64>,
+    /// When its answer (or its end) was recorded, Unix ms.
+    pub answered_at: i64,
+    /// The fire's status it left: running (a retry was due), or the end.
+    pub status: FireStatus,
+    /// Its answer, as recorded.
+    pub output: String,
+}
+
+/// A claim that took a fire over from another node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRecord {
+    /// The new claim's token.
+    pub owner: String,
+    /// The claim it took over.
+    pub taken_over_from: Option<String>,
+    /// When, Unix ms.
+    pub at_ms: i64,
+}
+
+/// A fire's kept attempts and takeovers, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FireLog {
+    pub attempts: Vec<AttemptRecord>,
+    pub claims: Vec<ClaimRecord>,
 }
 
 /// A fire's status and lateness, as the per-timer figures read them.
@@ -364,6 +411,21 @@ pub trait FireRepo: Send + Sync {
     async fn replay(&self, _fires: &[(i64, i64)], _statuses: &[FireStatus], _now_ms: i64) -> Result<u64> {
         Ok(0)
     }
+    /// Pending paced fires (backfilled or replayed) the overdue scan leaves
+    /// to this: those whose send time falls in `(after_ms, until_ms]`, and
+    /// those whose send time has come but that ran at or after
+    /// `pending_before_ms`: `(task_id, send_at)`, soonest first, at most `limit`. The reconciler claims them
+    /// a pass ahead and sends each at its own time, so a pace of 2 a second
+    /// leaves 500 ms apart, not a pass's worth at once. The default finds none.
+    async fn paced_soon(
+        &self,
+        _pending_before_ms: i64,
+        _after_ms: i64,
+        _until_ms: i64,
+        _limit: u32,
+    ) -> Result<Vec<(i64, i64)>> {
+        Ok(Vec::new())
+    }
     /// The scheduled times of every fire of `timer_id` scheduled in
     /// `[from_ms, to_ms)`, whatever its status, ascending.
     async fn run_times_between(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<Vec<i64>>;
@@ -416,9 +478,11 @@ pub trait FireRepo: Send + Sync {
         limit: u32,
     ) -> Result<Vec<FireKey>>;
     /// Claims pending fires by key in one transaction: those whose timer is
-    /// enabled become running under `owner` with a lease to run time +
-    /// `lease_ms`; those whose timer is not enabled become skipped; the rest
-    /// (someone else's, or final) are left alone.
+    /// enabled (or that were replayed, unless their timer was deleted)
+    /// become running under `owner` with a lease to run time + `lease_ms`;
+    /// the others become skipped; the rest (someone else's, final, or
+    /// paced: backfilled or replayed, which the reconciler sends at their
+    /// pace) are left alone.
     async fn claim(&self, keys: &[FireKey], owner: &str, lease_ms: i64, now_ms: i64) -> Result<ClaimOutcome>;
     /// Claims overdue fires by task id: pending ones, and running ones whose
     /// lease ended before `now_ms` or whose owner's node has not
@@ -458,6 +522,17 @@ pub trait FireRepo: Send + Sync {
     /// `onMissed` ([`OwedKind::Missed`]) of each one marked whose timer has
     /// one: held by no one, for any node's sweep to take at once.
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64>;
+    /// Fire `task_id`'s earlier attempts and takeovers, oldest first. The
+    /// default keeps none.
+    async fn fire_log(&self, _task_id: i64) -> Result<FireLog> {
+        Ok(FireLog::default())
+    }
+    /// Forgets the kept attempts and takeovers of fires run before
+    /// `before_ms`, at most `limit` rows of each; how many. The default
+    /// keeps none to forget.
+    async fn forget_fire_log(&self, _before_ms: i64, _limit: u32) -> Result<u64> {
+        Ok(0)
+    }
     /// Overdue fires: pending with run time before `pending_before_ms`, or
     /// running past their run time with a lease that ended before `now_ms`
     /// or an owner whose node has not heartbeated since `alive_since_ms`;
@@ -687,9 +762,9 @@ pub struct HistoryEntry {
     /// When, Unix ms.
     pub at_ms: i64,
     /// `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
-    /// `backfill`, `bulk`, `pause`, ...
+    /// `backfill`, `bulk`, `pause`, `complete`, `app-pause`, ...
     pub action: String,
-    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`.
+    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`, `system`.
     pub by: String,
     /// The changed fields' old and new values, a JSON object of pairs.
     pub changes: String,

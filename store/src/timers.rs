@@ -26,7 +26,7 @@ use crate::sql::{
 };
 use crate::sqlite::timers::{page_unless_too_big, set_next_runs_sqlite, timers_as_json};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
-use crate::{Database, Error, Result};
+use crate::{history, Database, Error, Result};
 
 /// The columns of a timer's definition, in the order [`bind_definition!`]
 /// binds them: every write of a timer (create in each dialect, update) sets
@@ -150,7 +150,7 @@ const COMPLETE_FIRED_ONCE: &str = formatcp!(
     "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
          modify_time = $1
      WHERE status = {enabled} AND {FINISHED}
-     RETURNING app, CAST(status AS BIGINT)",
+     RETURNING timer_id, app, CAST(status AS BIGINT)",
     completed = code::TIMER_COMPLETED,
     deleted = code::TIMER_DELETED,
     enabled = code::TIMER_ENABLED
@@ -291,6 +291,10 @@ impl TimerRepo for Database {
         Database::timer_history(self, timer_id, limit).await
     }
 
+    async fn app_history(&self, app: &str, since_ms: i64, limit: u32) -> Result<Vec<HistoryEntry>> {
+        Database::app_history(self, app, since_ms, limit).await
+    }
+
     async fn forget_history(&self, before_ms: i64) -> Result<u64> {
         Database::forget_history(self, before_ms).await
     }
@@ -324,6 +328,12 @@ impl TimerRepo for Database {
         }
         usage.disable(load_of(&timer.schedule, peak, now_ms));
         usage.write(&mut tx).await?;
+        let changes = serde_json::json!({
+            "status": [code::TIMER_ENABLED, code::TIMER_DISABLED],
+            "pauseReason": [null, reason],
+        });
+        let entry = history::system_entry(timer_id, &timer.app, now_ms, "disable", changes);
+        history::record_in(&mut tx, &[entry]).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -870,7 +880,7 @@ async fn complete_finished(db: &Database, scope: Option<&[i64]>, now_ms: i64) ->
             AppUsage::read(&mut tx, &app, now_ms).await?;
         }
     }
-    let ended: Vec<(String, i64)> = match &mut tx {
+    let ended: Vec<(i64, String, i64)> = match &mut tx {
         Tx::Mysql(c) => complete_fired_once_mysql(c, scope, now_ms).await?,
         tx => {
             let sql = scoped(COMPLETE_FIRED_ONCE, scope);
@@ -878,7 +888,7 @@ async fn complete_finished(db: &Database, scope: Option<&[i64]>, now_ms: i64) ->
         }
     };
     let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
-    for (app, status) in &ended {
+    for (_, app, status) in &ended {
         if *status == code::TIMER_DELETED {
             *deleted.entry(app.as_str()).or_default() += 1;
         }
@@ -886,8 +896,20 @@ async fn complete_finished(db: &Database, scope: Option<&[i64]>, now_ms: i64) ->
     for (app, n) in deleted {
         usage::remove_timers(&mut tx, app, n).await?;
     }
+    let notes: Vec<HistoryEntry> =
+        ended.iter().map(|(id, app, status)| ended_entry(*id, app, *status, now_ms)).collect();
+    history::record_in(&mut tx, &notes).await?;
     tx.commit().await?;
     Ok(ended.len() as u64)
+}
+
+/// The history entry of a timer that ended on its own: `complete`, or
+/// `delete` with `deleteAfterRun`.
+fn ended_entry(id: i64, app: &str, status: i64, now_ms: i64) -> HistoryEntry {
+    let (action, reason) =
+        if status == code::TIMER_DELETED { ("delete", "deleteAfterRun") } else { ("complete", "no fire left to send") };
+    let changes = serde_json::json!({ "status": [code::TIMER_ENABLED, status], "reason": [null, reason] });
+    history::system_entry(id, app, now_ms, action, changes)
 }
 
 /// A timer, its stored peak and its app's usage, read in `tx`: the app

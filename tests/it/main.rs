@@ -12,6 +12,7 @@ mod explain;
 mod fires;
 mod flows;
 mod helpers;
+mod incidents;
 mod lifecycle;
 mod logging;
 mod metrics;

@@ -109,3 +109,37 @@ async fn a_callback_cut_short_by_a_stall_of_the_node_is_sent_again_not_failed() 
     assert!(h.pause.stalls() >= 1);
     stop.cancel();
 }
+
+/// A claim held longer than its lease could last, with no stall seen and
+/// steady heartbeats (a pause the detectors missed, a wall clock that
+/// stepped): the monotonic clock says the lease may have lapsed, so the
+/// claim is checked before the send, and a fire another node took over
+/// meanwhile is not sent twice. Without the monotonic check it went out on
+/// the node's belief.
+#[tokio::test(flavor = "current_thread")]
+async fn a_claim_whose_lease_could_have_lapsed_is_checked_before_it_is_sent() {
+    let h = Harness::start(reconciler_config()).await;
+    let t = h.timer("lapsed", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
+    let keys = h.fires(&t, &[-2_000, -1_000]).await;
+    let held = h.executor.held_now();
+    let claimed = h.repo.claim(&keys, "node-a:200", LEASE_MS as i64, T0).await.unwrap().claimed;
+    assert_eq!(claimed.len(), 2);
+
+    // Nearly the whole lease passes on the monotonic clock (the process
+    // stood still unseen); node-b takes the first fire over meanwhile.
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_millis(LEASE_MS - 1_000)).await;
+    tokio::time::resume();
+    h.repo.heartbeat(&node("node-a", T0 - 10_000)).await.unwrap();
+    let taken = h.repo.reclaim(&[claimed[0].task_id], "node-b:1", LEASE_MS as i64, T0, T0 - 3_000).await.unwrap();
+    assert_eq!(taken.claimed.len(), 1, "node-b took the first fire over");
+
+    h.executor.dispatch(claimed, held).await.unwrap();
+    h.receiver.wait_for(&keys[1..]).await;
+    h.wait_for_status(&keys[1..], FireStatus::Succeeded).await;
+    h.wait_idle().await;
+    assert_eq!(h.receiver.hits(keys[0]), 0, "the fire node-b took over is not sent by node-a");
+    assert_eq!(h.receiver.hits(keys[1]), 1, "node-a's own claim, checked and renewed, is sent");
+    let first = h.fire(keys[0]).await;
+    assert_eq!(first.status, FireStatus::Running, "node-b's claim stands: {first:?}");
+}

@@ -13,8 +13,8 @@ use xtimer_core::fire::FireKey;
 
 use crate::repo::{ClaimOutcome, FireResult, NewFire};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, lease_judged_at, push_id_list, rounds_by_task, Claimant, SKIPPED_OUTPUT,
-    TIMER_ENABLED,
+    claim_taken_over, claimed_from_row, code, lease_judged_at, push_id_list, rounds_by_task, Claimant, FIRE_SENDABLE,
+    SKIPPED_OUTPUT,
 };
 use crate::Result;
 
@@ -49,7 +49,7 @@ pub(crate) const LOCKED_COLUMNS: &str = formatcp!(
      CAST(f.attempt AS SIGNED) AS attempt, \
      CAST(f.manual AS SIGNED) AS manual, CAST(f.replayed AS SIGNED) AS replayed, \
      (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = f.timer_id) AS timer_modified, \
-     CAST({TIMER_ENABLED} AS SIGNED) AS enabled FROM t_timer_task f WHERE "
+     CAST({FIRE_SENDABLE} AS SIGNED) AS enabled FROM t_timer_task f WHERE "
 );
 
 pub(crate) async fn claim_mysql(pool: &MySqlPool, keys: &[FireKey], claimant: Claimant<'_>) -> Result<ClaimOutcome> {
@@ -58,7 +58,7 @@ pub(crate) async fn claim_mysql(pool: &MySqlPool, keys: &[FireKey], claimant: Cl
     let mut tx = pool.begin().await?;
     for chunk in keys.chunks(MYSQL_CHUNK) {
         let mut qb = QueryBuilder::<MySql>::new(LOCKED_COLUMNS);
-        qb.push(formatcp!("f.status = {} AND (", code::PENDING));
+        qb.push(formatcp!("f.status = {} AND f.backfill_at IS NULL AND (", code::PENDING));
         let mut sep = qb.separated(" OR ");
         for key in chunk {
             sep.push("(f.timer_id = ").push_bind_unseparated(key.timer_id);
@@ -182,11 +182,13 @@ pub(crate) async fn record_mysql_on(conn: &mut MySqlConnection, results: &[FireR
                 qb.push_bind(i64::from(r.attempt)).push(" AS attempt, ");
                 qb.push_bind(&r.output).push(" AS output, ");
                 qb.push_bind(kept_cost.get(&r.task_id).copied().unwrap_or(r.cost_time)).push(" AS cost_time, ");
+                qb.push_bind(r.cost_time).push(" AS this_cost, ");
                 qb.push_bind(r.lease_until).push(" AS lease_until");
             }
             qb.push(
                 ") v ON f.task_id = v.task_id SET f.cost_time = v.cost_time, f.status = v.status, \
-                 f.attempt = v.attempt, f.output = v.output, f.lease_until = v.lease_until, f.modify_time = ",
+                 f.attempt = v.attempt, f.output = v.output, f.sent_at = f.run_timer + v.this_cost, \
+                 f.lease_until = v.lease_until, f.modify_time = ",
             );
             qb.push_bind(now_ms);
             qb.push(formatcp!(" WHERE f.owner = v.owner AND f.status = {}", code::RUNNING));

@@ -59,14 +59,15 @@ pub(crate) async fn complete_fired_once_mysql(
     c: &mut sqlx::MySqlConnection,
     scope: Option<&[i64]>,
     now_ms: i64,
-) -> Result<Vec<(String, i64)>> {
+) -> Result<Vec<(i64, String, i64)>> {
     let mut ended = Vec::new();
     let mut by_status: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
     for row in sqlx::query(&scoped_mysql(FIRED_ONCE_MYSQL, scope)).fetch_all(&mut *c).await? {
         let delete = row.try_get::<i64, _>("delete_after_run")? == 1;
         let status = if delete { code::TIMER_DELETED } else { code::TIMER_COMPLETED };
-        by_status.entry(status).or_default().push(row.try_get("timer_id")?);
-        ended.push((text(&row, "app")?, status));
+        let id: i64 = row.try_get("timer_id")?;
+        by_status.entry(status).or_default().push(id);
+        ended.push((id, text(&row, "app")?, status));
     }
     for (status, ids) in by_status {
         for chunk in ids.chunks(MAX_PARAMS) {

@@ -15,7 +15,7 @@ use xtimer_core::fire::{ClaimedFire, FireKey, FireStatus};
 use crate::repo::{ClaimOutcome, FireResult, NewFire};
 use crate::sql::{
     claim_taken_over, claimed_from_row, code, fire_status, lease_judged_at, rounds_by_task, Claimant,
-    CLAIMED_COLUMNS_PG, SKIPPED_OUTPUT, TIMER_ENABLED,
+    CLAIMED_COLUMNS_PG, FIRE_SENDABLE, SKIPPED_OUTPUT,
 };
 use crate::Result;
 
@@ -98,9 +98,9 @@ pub(crate) async fn claim_pg(pool: &PgPool, keys: &[FireKey], claimant: Claimant
         "WITH k AS (
              SELECT DISTINCT timer_id, run_timer FROM UNNEST($1::bigint[], $2::bigint[]) AS k(timer_id, run_timer)
          ), c AS MATERIALIZED (
-             SELECT f.task_id, f.run_timer, {TIMER_ENABLED} AS enabled
+             SELECT f.task_id, f.run_timer, {FIRE_SENDABLE} AS enabled
              FROM t_timer_task f JOIN k ON f.timer_id = k.timer_id AND f.run_timer = k.run_timer
-             WHERE f.status = {} AND f.run_timer BETWEEN $7 AND $8
+             WHERE f.status = {} AND f.backfill_at IS NULL AND f.run_timer BETWEEN $7 AND $8
              FOR UPDATE OF f SKIP LOCKED
          )
          {}",
@@ -146,7 +146,7 @@ pub(crate) async fn reclaim_pg(
     // path): a probe of each partition's primary key.
     const SQL: &str = formatcp!(
         "WITH c AS MATERIALIZED (
-             SELECT f.task_id, f.run_timer, {TIMER_ENABLED} AS enabled
+             SELECT f.task_id, f.run_timer, {FIRE_SENDABLE} AS enabled
              FROM t_timer_task f
              WHERE f.task_id = ANY($1::bigint[]) AND (f.status = {} OR (f.status = {} AND {}))
              FOR UPDATE OF f SKIP LOCKED
@@ -174,7 +174,7 @@ pub(crate) async fn reclaim_pg(
 pub(crate) const RECORD_PG: &str = formatcp!(
     "UPDATE t_timer_task f SET status = v.status, attempt = v.attempt, output = v.output,
          cost_time = CASE WHEN f.attempt = 0 THEN v.cost_time ELSE f.cost_time END,
-         lease_until = v.lease_until, modify_time = $8
+         sent_at = f.run_timer + v.cost_time, lease_until = v.lease_until, modify_time = $8
      FROM UNNEST($1::bigint[], $2::text[], $3::smallint[], $4::integer[], $5::text[], $6::bigint[], $7::bigint[],
                  $9::bigint[])
           AS v(task_id, owner, status, attempt, output, cost_time, lease_until, run_timer)

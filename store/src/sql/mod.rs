@@ -69,10 +69,25 @@ pub(crate) const CLAIMED_COLUMNS_SQLITE: &str = "task_id, timer_id, run_timer, \
      CAST(manual AS BIGINT) AS manual, CAST(replayed AS BIGINT) AS replayed, \
      (SELECT t.modify_time FROM t_timer t WHERE t.timer_id = t_timer_task.timer_id) AS timer_modified";
 
-/// The fire (`t_timer_task` as `f`) belongs to an enabled timer: a
-/// primary-key probe per row. A fire of a missing timer counts as not enabled.
-pub(crate) const TIMER_ENABLED: &str =
-    formatcp!("EXISTS (SELECT 1 FROM t_timer t WHERE t.timer_id = f.timer_id AND t.status = {})", code::TIMER_ENABLED);
+/// The fire (`t_timer_task` as `f`) may be sent: its timer is enabled, or
+/// the fire was replayed (`replayFires` sends whatever the timer's status
+/// now, unless it was deleted). A primary-key probe per row; a fire of a
+/// missing timer is never sent.
+pub(crate) const FIRE_SENDABLE: &str = formatcp!(
+    "EXISTS (SELECT 1 FROM t_timer t WHERE t.timer_id = f.timer_id AND (t.status = {} OR (f.replayed = 1 AND t.status <> {})))",
+    code::TIMER_ENABLED,
+    code::TIMER_DELETED
+);
+
+/// Whether a fire of a timer of status `timer_status` (`None`: gone) may
+/// be sent: [`FIRE_SENDABLE`] read in Rust.
+pub(crate) fn fire_sendable(timer_status: Option<i64>, replayed: bool) -> bool {
+    match timer_status {
+        Some(code::TIMER_ENABLED) => true,
+        Some(status) => replayed && status != code::TIMER_DELETED,
+        None => false,
+    }
+}
 
 /// The `t_timer` columns every timer query selects, in order. `status` is
 /// read as a 64-bit integer in every dialect.

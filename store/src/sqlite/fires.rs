@@ -8,8 +8,8 @@ use xtimer_core::fire::{ClaimedFire, FireKey};
 
 use crate::repo::{ClaimOutcome, FireResult, NewFire};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, lease_judged_at, padded, push_id_list, rounds_by_task, Claimant,
-    CLAIMED_COLUMNS_SQLITE, MAX_PARAMS, SKIPPED_OUTPUT, SQLITE_BATCH_ROWS, TIMER_ENABLED,
+    claim_taken_over, claimed_from_row, code, fire_sendable, lease_judged_at, padded, push_id_list, rounds_by_task,
+    Claimant, CLAIMED_COLUMNS_SQLITE, FIRE_SENDABLE, MAX_PARAMS, SKIPPED_OUTPUT, SQLITE_BATCH_ROWS,
 };
 use crate::{Error, Result};
 
@@ -69,14 +69,15 @@ pub(crate) async fn claim_sqlite(write: &SqlitePool, keys: &[FireKey], claimant:
         // Distinct: a key given twice (or padded) is one fire.
         push_key_values(&mut qb, chunk);
         qb.push(formatcp!(
-            ") AS k JOIN t_timer_task f ON {ON_KEYS} LEFT JOIN t_timer t ON t.timer_id = k.column1 WHERE f.status = {}",
+            ") AS k JOIN t_timer_task f ON {ON_KEYS} LEFT JOIN t_timer t ON t.timer_id = k.column1 WHERE f.status = {} \
+             AND f.backfill_at IS NULL",
             code::PENDING
         ));
         let pending: String = qb.build_query_scalar().fetch_one(&mut *tx).await?;
         let pending: Vec<PendingFire> =
             serde_json::from_str(&pending).map_err(|err| Error::Corrupt(format!("pending fires: {err}")))?;
         let (enabled, disabled): (Vec<_>, Vec<_>) =
-            pending.iter().partition(|f| f.timer_status == Some(code::TIMER_ENABLED));
+            pending.iter().partition(|f| fire_sendable(f.timer_status, f.replayed != 0));
         if !enabled.is_empty() {
             let mut qb =
                 QueryBuilder::<Sqlite>::new(formatcp!("UPDATE t_timer_task SET status = {}, owner = ", code::RUNNING));
@@ -157,7 +158,7 @@ pub(crate) async fn reclaim_sqlite(
         qb.push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
         push_id_list(&mut qb, chunk.iter().copied());
         qb.push(" AND ").push(&claimable);
-        qb.push(formatcp!(" AND {TIMER_ENABLED} RETURNING {CLAIMED_COLUMNS_SQLITE}"));
+        qb.push(formatcp!(" AND {FIRE_SENDABLE} RETURNING {CLAIMED_COLUMNS_SQLITE}"));
         for row in qb.build().fetch_all(&mut *tx).await? {
             out.claimed.push(claimed_from_sqlite(&row, owner)?);
         }
@@ -168,7 +169,7 @@ pub(crate) async fn reclaim_sqlite(
         qb.push_bind(SKIPPED_OUTPUT).push(", modify_time = ").push_bind(now_ms).push(" WHERE ");
         push_id_list(&mut qb, chunk.iter().copied());
         qb.push(" AND ").push(&claimable);
-        qb.push(formatcp!(" AND NOT {TIMER_ENABLED}"));
+        qb.push(formatcp!(" AND NOT {FIRE_SENDABLE}"));
         out.skipped += qb.build().execute(&mut *tx).await?.rows_affected();
     }
     tx.commit().await?;
@@ -181,7 +182,7 @@ pub(crate) fn record_sqlite_statement<'a>(chunk: &'a [&'a FireResult], now_ms: i
     let mut qb = QueryBuilder::<Sqlite>::new(
         "UPDATE t_timer_task AS f SET status = v.column3, attempt = v.column4, output = v.column5,
          cost_time = CASE WHEN f.attempt = 0 THEN v.column6 ELSE f.cost_time END,
-         lease_until = v.column7, modify_time = ",
+         sent_at = f.run_timer + v.column6, lease_until = v.column7, modify_time = ",
     );
     qb.push_bind(now_ms).push(" FROM (VALUES ");
     let mut sep = qb.separated(", ");

@@ -160,7 +160,7 @@ pub struct AppPaused {
 /// resumes by itself.
 pub async fn app_pause(
     State(state): State<AppState>,
-    ForApp(input, _): ForApp<ApiJson<PauseApp>>,
+    ForApp(input, auth): ForApp<ApiJson<PauseApp>>,
 ) -> Result<Envelope<AppPaused>, ApiError> {
     let until = match &input.until {
         None | Some(Value::Null) => None,
@@ -168,7 +168,7 @@ pub async fn app_pause(
         Some(Value::Number(n)) => Some(parse_instant("until", &n.to_string())?),
         Some(_) => return Err(ApiError::invalid("until", "must be an RFC 3339 time string or Unix milliseconds")),
     };
-    let pause = state.service.pause_app(&input.app, until, input.reason).await?;
+    let pause = state.service.pause_app(&input.app, until, input.reason, &auth.actor()).await?;
     Ok(Envelope(AppPaused {
         app: pause.app,
         paused: true,
@@ -189,9 +189,9 @@ pub struct ResumeApp {
 /// `POST resumeApp`: the app's fires go out again from now on.
 pub async fn app_resume(
     State(state): State<AppState>,
-    ForApp(input, _): ForApp<ApiJson<ResumeApp>>,
+    ForApp(input, auth): ForApp<ApiJson<ResumeApp>>,
 ) -> Result<Envelope<AppPaused>, ApiError> {
-    state.service.resume_app(&input.app).await?;
+    state.service.resume_app(&input.app, &auth.actor()).await?;
     Ok(Envelope(AppPaused { app: input.app, paused: false, paused_until: None, paused_until_time: None, reason: None }))
 }
 
@@ -201,9 +201,10 @@ pub struct HistoryView {
     /// When, RFC 3339.
     pub at: String,
     /// What: `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
-    /// `backfill`, `replay`, `bulk`, `apply`, `pause`.
+    /// `backfill`, `replay`, `bulk`, `apply`, `pause`, `complete`,
+    /// `app-pause`, `app-resume`.
     pub action: String,
-    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`.
+    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`, `system`.
     pub by: String,
     /// The changed fields, each `[old, new]`.
     #[schema(value_type = Object)]
