@@ -307,7 +307,8 @@ fn explain_fire(timer: &Timer, history: &[HistoryEntry], detail: FireDetail, log
                 1 => "; 1 attempt failed before".to_owned(),
                 n => format!("; {n} attempts failed before"),
             };
-            format!("succeeded on attempt {}: claimed by {by}, sent {late}{why_late}{retried}", fire.attempt)
+            let replayed = if fire.replayed { "; sent again by a replay (replayFires)" } else { "" };
+            format!("succeeded on attempt {}: claimed by {by}, sent {late}{why_late}{retried}{replayed}", fire.attempt)
         }
         FireStatus::Failed => {
             format!(

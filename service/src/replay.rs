@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 use xtimer_core::fire::FireStatus;
+use xtimer_core::timer::TimerStatus;
 use xtimer_store::TimerQuery;
 
 use crate::error::{Result, ServiceError};
@@ -38,6 +39,15 @@ pub struct Replay {
     pub dry_run: bool,
 }
 
+/// What a replay did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Fires sent again (on a dry run: that would be).
+    pub count: u64,
+    /// Matching fires of deleted timers, left out.
+    pub left_out: u64,
+}
+
 /// Fires a replay sends per second by default.
 pub const DEFAULT_RATE: i64 = 100;
 /// The most a replay may send per second.
@@ -50,8 +60,11 @@ pub const MAX_FIRES: u32 = 100_000;
 const TIMERS_PER_QUERY: usize = 500;
 
 impl TimerService {
-    /// Sends again the fires of `app` that `replay` names; how many.
-    pub async fn replay(&self, app: &str, replay: &Replay, by: &Actor) -> Result<u64> {
+    /// Sends again the fires of `app` that `replay` names, whatever their
+    /// timers' status now (disabled, completed, paused by failures), with
+    /// each timer's current definition; a deleted timer's are left out
+    /// and counted.
+    pub async fn replay(&self, app: &str, replay: &Replay, by: &Actor) -> Result<Replayed> {
         crate::checks::check_app(app)?;
         let statuses = statuses(&replay.statuses)?;
         let (from, to) = (replay.from_ms, replay.to_ms);
@@ -66,11 +79,21 @@ impl TimerService {
             return Err(ServiceError::invalid("ratePerSec", format!("must be 1 to {MAX_RATE}, got {rate}")));
         }
         let timer_ids = match replay.id {
-            Some(id) => {
-                let key = TimerKey { id, app: app.to_owned(), proven: true, by: by.clone() };
-                vec![self.get(&key).await?.id]
-            }
+            Some(id) => match self.0.timers.get_timer(id).await? {
+                // A deleted timer's fires are left out, and counted.
+                Some(timer) if timer.status == TimerStatus::Deleted && timer.app == app => Vec::new(),
+                _ => {
+                    let key = TimerKey { id, app: app.to_owned(), proven: true, by: by.clone() };
+                    vec![self.get(&key).await?.id]
+                }
+            },
             None => self.matching_ids(app, &replay.search).await?,
+        };
+        // Counted for one timer or the whole app (a selector names no deleted timer).
+        let left_out = if replay.id.is_some() || replay.search.is_empty() {
+            self.0.fires.count_of_deleted(app, replay.id, &statuses, from, to).await?
+        } else {
+            0
         };
         let mut fires = Vec::new();
         for ids in timer_ids.chunks(TIMERS_PER_QUERY) {
@@ -79,7 +102,7 @@ impl TimerService {
         fires.sort_by_key(|(task_id, _, run_ms)| (*run_ms, *task_id));
         fires.truncate(MAX_FIRES as usize);
         if replay.dry_run || fires.is_empty() {
-            return Ok(fires.len() as u64);
+            return Ok(Replayed { count: fires.len() as u64, left_out });
         }
         let now = self.0.clock.now_ms();
         let first = now + self.0.config.paced_lead_ms as i64;
@@ -88,7 +111,7 @@ impl TimerService {
             fires.iter().enumerate().map(|(i, (task_id, ..))| (*task_id, first + (i as f64 * gap_ms) as i64)).collect();
         let count = self.0.fires.replay(&paced, &statuses, now).await?;
         self.note_replays(app, &fires, from, to, by).await;
-        Ok(count)
+        Ok(Replayed { count, left_out })
     }
 
     /// The ids of `app`'s timers `search` matches.

@@ -255,6 +255,35 @@ impl FireRepo for Database {
         Ok(replayed)
     }
 
+    async fn count_of_deleted(
+        &self,
+        app: &str,
+        timer_id: Option<i64>,
+        statuses: &[FireStatus],
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<u64> {
+        if statuses.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "SELECT COUNT(*) FROM t_timer_task WHERE timer_id IN
+                 (SELECT timer_id FROM t_timer WHERE app = $1 AND status = {deleted} AND ($2 IS NULL OR timer_id = $3))
+               AND status IN ({}) AND run_timer >= $4 AND run_timer < $5",
+            numbers(statuses.iter().map(|s| s.code())),
+            deleted = code::TIMER_DELETED,
+        );
+        let n: i64 = on_db!(self, read, pool => sqlx::query_scalar(&pool.sql(&sql))
+            .bind(app)
+            .bind(timer_id)
+            .bind(timer_id)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_one(pool)
+            .await?);
+        Ok(n.max(0) as u64)
+    }
+
     async fn paced_soon(
         &self,
         pending_before_ms: i64,

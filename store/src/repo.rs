@@ -411,6 +411,19 @@ pub trait FireRepo: Send + Sync {
     async fn replay(&self, _fires: &[(i64, i64)], _statuses: &[FireStatus], _now_ms: i64) -> Result<u64> {
         Ok(0)
     }
+    /// How many fires of `app`'s deleted timers (of `timer_id` only, when
+    /// given) in one of `statuses` were scheduled in `[from_ms, to_ms)`:
+    /// those a replay leaves out. The default finds none.
+    async fn count_of_deleted(
+        &self,
+        _app: &str,
+        _timer_id: Option<i64>,
+        _statuses: &[FireStatus],
+        _from_ms: i64,
+        _to_ms: i64,
+    ) -> Result<u64> {
+        Ok(0)
+    }
     /// Pending paced fires (backfilled or replayed) the overdue scan leaves
     /// to this: those whose send time falls in `(after_ms, until_ms]`, and
     /// those whose send time has come but that ran at or after

@@ -130,6 +130,56 @@ pub async fn receiver_down_auto_pause_fix_replay_history(stack: Stack) {
     .await;
     let list = history(&node, id).await;
     assert_eq!(list[0]["action"], "replay", "{list:?}");
+
+    // Why: both attempts of a replayed fire, by whom, with their answers.
+    let run: i64 = failed[0].split('_').nth(1).unwrap().parse().unwrap();
+    let at = chrono::DateTime::from_timestamp_millis(run).unwrap().to_rfc3339();
+    let reply = get(&node, &format!("explainFire?id={id}&app=it&runTimer={}", at.replace('+', "%2B"))).await;
+    assert_eq!(reply["code"], 0, "RFC 3339 is taken: {reply}");
+    let explained = &reply["result"];
+    let attempts = explained["attempts"].as_array().unwrap_or_else(|| panic!("{explained}"));
+    assert_eq!(attempts.len(), 2, "the failed attempt is kept: {explained}");
+    let node_id = node.node.node_id.as_str();
+    assert_eq!(
+        (&attempts[0]["attempt"], &attempts[0]["outcome"], &attempts[0]["httpStatus"], &attempts[0]["node"]),
+        (&json!(1), &json!("failed"), &json!(500), &json!(node_id)),
+        "{explained}"
+    );
+    assert_eq!((&attempts[1]["attempt"], &attempts[1]["outcome"]), (&json!(2), &json!("succeeded")), "{explained}");
+    assert!(attempts.iter().all(|a| a["sentAt"].is_string() && a["answeredAt"].is_string()), "{explained}");
+    let sent = explained["timeline"].as_array().unwrap().iter().filter(|m| m["event"] == "sent").count();
+    assert_eq!(sent, 2, "a sent event per attempt: {explained}");
+    let verdict = explained["verdict"].as_str().unwrap();
+    assert!(verdict.starts_with("succeeded on attempt 2"), "{verdict}");
+    assert!(verdict.contains("by a replay") && verdict.contains("1 attempt failed before"), "{verdict}");
+    assert!(!explained["claims"].as_array().unwrap().is_empty(), "{explained}");
+    node.stop().await;
+}
+
+pub async fn a_deleted_timers_fires_are_left_out_of_a_replay_and_counted(stack: Stack) {
+    let (node, _storage) = default_node(stack).await;
+    let (rx, _down) = flaky_receiver().await;
+    let from = now_ms();
+    let id = node
+        .create_ok(json!({"app": "it", "name": "gone", "cron": "* * * * * *", "status": 2,
+                          "retry": {"maxAttempts": 1}, "notifyHTTPParam": {"url": rx.url("/gone")}}))
+        .await;
+    wait_for("two failed fires", || async {
+        let fires = node.fires(id, "it").await;
+        (fires.iter().filter(|f| f["status"] == 3).count() >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(node.act("delTimer", id, "it").await["code"], 0);
+    let to = now_ms();
+    let reply = post(&node, "replayFires", json!({"app": "it", "id": id, "from": from, "to": to})).await;
+    assert_eq!(reply["code"], 0, "{reply}");
+    assert_eq!(reply["result"]["count"], 0, "{reply}");
+    assert!(reply["result"]["leftOutDeleted"].as_u64().unwrap() >= 2, "the answer says how many: {reply}");
+    let whole_app = post(&node, "replayFires", json!({"app": "it", "from": from, "to": to})).await;
+    assert_eq!(whole_app["result"]["leftOutDeleted"], reply["result"]["leftOutDeleted"], "{whole_app}");
+    let before = rx.count();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(rx.count(), before, "nothing is sent for a deleted timer");
     node.stop().await;
 }
 
@@ -187,7 +237,8 @@ pub async fn an_app_paused_during_a_deploy_holds_its_retries(stack: Stack) {
 
     let list = history(&node, id).await;
     let actions: Vec<&str> = list.iter().map(|e| e["action"].as_str().unwrap()).collect();
-    let (resume, pause) = (actions.iter().position(|a| *a == "app-resume"), actions.iter().position(|a| *a == "app-pause"));
+    let (resume, pause) =
+        (actions.iter().position(|a| *a == "app-resume"), actions.iter().position(|a| *a == "app-pause"));
     assert!(matches!((resume, pause), (Some(r), Some(p)) if r < p), "newest first: {list:?}");
     let pause = &list[pause.unwrap()];
     assert_eq!(pause["changes"]["reason"], json!([null, "deploy"]), "{list:?}");
@@ -206,6 +257,7 @@ pub async fn an_app_paused_during_a_deploy_holds_its_retries(stack: Stack) {
 
 crate::on_both_stacks!(
     receiver_down_auto_pause_fix_replay_history,
+    a_deleted_timers_fires_are_left_out_of_a_replay_and_counted,
     a_completed_one_shot_whose_fire_failed_is_replayed,
     an_app_paused_during_a_deploy_holds_its_retries,
 );

@@ -273,8 +273,13 @@ pub struct ReplayFires {
 /// `{"count": N}`: the reply of `replayFires`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Replayed {
-    /// Fires sent again (or, on a dry run, that would be).
+    /// Fires sent again (or, on a dry run, that would be), whatever their
+    /// timer's status now (disabled, completed, paused by failures).
     pub count: u64,
+    /// Matching fires of deleted timers, left out (for one timer, or for
+    /// the whole app when no selector narrows it).
+    #[serde(rename = "leftOutDeleted")]
+    pub left_out_deleted: u64,
 }
 
 /// `POST replayFires`: the failed and missed fires (or the statuses asked)
@@ -303,6 +308,6 @@ pub async fn fires_replay(
         rate_per_sec: input.rate_per_sec,
         dry_run: input.dry_run.unwrap_or(false),
     };
-    let count = state.service.replay(&input.app, &replay, &auth.actor()).await?;
-    Ok(Envelope(Replayed { count }))
+    let done = state.service.replay(&input.app, &replay, &auth.actor()).await?;
+    Ok(Envelope(Replayed { count: done.count, left_out_deleted: done.left_out }))
 }
