@@ -14,18 +14,30 @@
 //!
 //! Each node that has fires of a flow waiting reports its oldest one's run
 //! time (its head) with each turn it asks for. A node whose head is newer
-//! than another live node's is refused (with the wait until the next
-//! token), so the flow's fires leave in run-time order across the cluster,
-//! not only within a node. A node that stops asking (killed) is forgotten
-//! after [`NODE_TTL_MS`]; the slots it held lapse after their TTL.
+//! than another live node's is refused ([`FlowGrant::behind`], with the wait
+//! until the next token where the flow has a rate), so the flow's fires
+//! leave in run-time order across the cluster, not only within a node.
+//!
+//! # Nodes that die
+//!
+//! A node's report also says how many of the flow's slots it holds open;
+//! it is renewed with each turn, and a node holding slots or with fires
+//! waiting takes a turn at least once a second. A report not renewed for
+//! [`NODE_TTL_MS`] (as long as the default `reconciler.node_timeout_ms`:
+//! the node is dead) lapses, and with it every slot of that node (slot ids
+//! start with the node's id and `:`): a killed node's place in the flow's
+//! parallelism is freed within seconds, not after the slots' own TTL (the
+//! callback timeout and a margin), which stays as the last resort.
 
 use async_trait::async_trait;
 
 use crate::Result;
 
-/// How long a node's report of its waiting fires counts without being
-/// renewed. Nodes with waiting fires ask at least once a second.
-pub const NODE_TTL_MS: i64 = 5_000;
+/// How long a node's report (its waiting fires, the slots it holds) counts
+/// without being renewed; then the node is taken for dead and its slots
+/// are freed. Nodes with fires waiting or slots open ask at least once a
+/// second.
+pub const NODE_TTL_MS: i64 = 3_000;
 
 /// One turn of a node at a flow: what it reports and what it asks.
 #[derive(Debug, Clone)]
@@ -50,10 +62,14 @@ pub struct FlowTurn<'a> {
     pub paused: bool,
     /// One id per send wanted now (none: only report); a granted send
     /// holds its id's slot until [`FlowTokens::take`] gives it back in
-    /// `done`, or until `slot_ttl_ms` has passed.
+    /// `done`, until `slot_ttl_ms` has passed, or until the node's report
+    /// lapses. Each id starts with the node's id and `:`.
     pub slots: &'a [String],
     /// Slots of this node's sends that ended, given back.
     pub done: &'a [String],
+    /// How many slots of the flow this node holds open besides `done` (the
+    /// ids asked now not counted): while any, its report is kept alive.
+    pub holding: u64,
     /// How long a slot lasts if never given back, ms.
     pub slot_ttl_ms: u64,
 }
@@ -63,9 +79,13 @@ pub struct FlowTurn<'a> {
 pub struct FlowGrant {
     /// How many of the ids asked for may go (the first ones).
     pub granted: usize,
-    /// When those not granted may ask again, ms from now; `None`: when a
-    /// slot frees (the flow is at its parallelism) or it is resumed.
+    /// When those not granted may ask again, ms from now: the next token of
+    /// the flow's rate; `None`: no time is known (the flow is at its
+    /// parallelism, paused, or behind another node's older fires without a
+    /// rate).
     pub retry_in_ms: Option<u64>,
+    /// Refused because an older fire waits on another node: it goes first.
+    pub behind: bool,
 }
 
 /// A flow's figures across the cluster.

@@ -302,8 +302,8 @@ async fn a_rate_holds_across_three_nodes() {
     );
 }
 
-/// A receiver that takes 1 s over every request and counts how many are
-/// open at once.
+/// A receiver that takes a while (1 s, or longer) over every request and
+/// counts how many are open at once.
 struct SlowReceiver {
     addr: std::net::SocketAddr,
     state: Arc<Slow>,
@@ -314,8 +314,10 @@ struct SlowReceiver {
 struct Slow {
     open: AtomicUsize,
     max_open: AtomicUsize,
-    /// Idempotency keys, in arrival order.
-    keys: Mutex<Vec<String>>,
+    /// Idempotency keys and arrivals (Unix ms), in arrival order.
+    keys: Mutex<Vec<(String, i64)>>,
+    /// How long each request takes.
+    delay: Duration,
 }
 
 /// Closes a request's count when its handler ends or is dropped.
@@ -328,7 +330,8 @@ impl Drop for Open<'_> {
 }
 
 impl SlowReceiver {
-    async fn start() -> Self {
+    /// Taking `delay` over each request.
+    async fn start(delay: Duration) -> Self {
         async fn hook(
             axum::extract::State(state): axum::extract::State<Arc<Slow>>,
             headers: axum::http::HeaderMap,
@@ -337,11 +340,11 @@ impl SlowReceiver {
             let _open = Open(&state.open);
             state.max_open.fetch_max(open, Ordering::SeqCst);
             let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default();
-            state.keys.lock().unwrap().push(key.to_owned());
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            state.keys.lock().unwrap().push((key.to_owned(), now_ms()));
+            tokio::time::sleep(state.delay).await;
             axum::http::StatusCode::OK
         }
-        let state = Arc::new(Slow::default());
+        let state = Arc::new(Slow { delay, ..Slow::default() });
         let app = axum::Router::new().fallback(hook).with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -352,6 +355,11 @@ impl SlowReceiver {
     }
 
     fn keys(&self) -> Vec<String> {
+        self.state.keys.lock().unwrap().iter().map(|(key, _)| key.clone()).collect()
+    }
+
+    /// Idempotency keys and arrivals (Unix ms), in arrival order.
+    fn arrivals(&self) -> Vec<(String, i64)> {
         self.state.keys.lock().unwrap().clone()
     }
 }
@@ -369,7 +377,7 @@ impl Drop for SlowReceiver {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallelism_holds_across_three_nodes() {
     let cluster = Cluster::start("parallelism_holds_across_three_nodes").await;
-    let rx = SlowReceiver::start().await;
+    let rx = SlowReceiver::start(Duration::from_secs(1)).await;
     let flow = cluster.set_flow_limit(1, &rx.addr.to_string(), json!({"parallelism": 2})).await;
     assert_eq!(flow["parallelism"], 2, "{flow}");
 
@@ -490,4 +498,62 @@ async fn a_paused_flow_holds_its_fires_and_a_killed_node_loses_none() {
     assert!(order.windows(2).all(|w| w[0] < w[1]), "in run-time order: {order:?}");
     let statuses = cluster.fire_statuses(&survivors, &ids).await;
     assert!(statuses.values().all(|s| s.as_slice() == [2]), "each one record, succeeded: {statuses:?}");
+}
+
+/// The process id of the node that claimed timer `id`'s fire (from its
+/// owner token, `{host}-{pid}-{suffix}:{seq}`).
+async fn claimed_by(db: &Db, id: i64) -> Option<u32> {
+    use sqlx::Row;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    let row =
+        sqlx::query("SELECT owner FROM t_timer_task WHERE timer_id = $1").bind(id).fetch_one(&pool).await.unwrap();
+    let owner: Option<String> = row.get("owner");
+    owner?.rsplit_once(':')?.0.rsplit('-').nth(1)?.parse().ok()
+}
+
+/// Proves that a node killed while it holds a flow's parallelism slot
+/// frees it within seconds (its report in the flow's state lapses, as the
+/// node counts as dead), not after the slot's lease (the executor's lease,
+/// a minute): nine one-shots due together to a flow with parallelism 1 and
+/// a receiver that answers after 8 s; the node whose call is open is
+/// killed with -9 a second later, and the next call arrives within 6 s of
+/// the kill, from a survivor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_nodes_parallelism_slot_is_freed_within_seconds() {
+    let mut cluster = Cluster::start("a_killed_nodes_parallelism_slot_is_freed_within_seconds").await;
+    let rx = SlowReceiver::start(Duration::from_secs(8)).await;
+    let flow = cluster.set_flow_limit(2, &rx.addr.to_string(), json!({"parallelism": 1})).await;
+    assert_eq!(flow["parallelism"], 1, "{flow}");
+
+    let due = shared_minute() + 2_000;
+    let url = format!("http://{}/hang", rx.addr);
+    let timers: Vec<Value> = (0..9).map(|i| one_shot(&format!("k{i}"), due, &url)).collect();
+    let ids = cluster.create_timers(&timers).await;
+    assert!(now_ms() + LIMITS_SEEN.as_millis() as i64 <= due, "made, and the limit seen, before they are due");
+
+    let deadline = due + 20_000;
+    while rx.arrivals().is_empty() && now_ms() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (first, _) = rx.arrivals().first().cloned().expect("a first call");
+    let first_id: i64 = first.split('_').next().unwrap().parse().unwrap();
+    assert!(ids.contains(&first_id), "{first}");
+    let holder = claimed_by(&cluster.db, first_id).await;
+    let victim = (0..3).find(|i| Some(cluster.pids[*i]) == holder).expect("the sending node");
+    let split = cluster.split(due, due + 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(rx.arrivals().len(), 1, "parallelism 1: one call open: {:?}", rx.arrivals());
+    let killed_at = now_ms();
+    cluster.nodes[victim].kill9();
+    while rx.arrivals().len() < 2 && now_ms() < killed_at + 30_000 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let arrivals = rx.arrivals();
+    eprintln!(
+        "fires by node {split:?}; killed node {victim} holding the slot; arrivals after the kill: {:?}",
+        arrivals.iter().map(|(key, at)| (key.clone(), at - killed_at)).collect::<Vec<_>>()
+    );
+    assert!(arrivals.len() >= 2, "no call after the kill within 30 s: the slot was never freed");
+    let freed_in = arrivals[1].1 - killed_at;
+    assert!(freed_in <= 6_000, "the killed node's slot was freed {freed_in} ms after the kill");
 }

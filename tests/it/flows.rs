@@ -1,8 +1,9 @@
 //! Flow control per key (API 1g), end to end on one node of each stack: a
 //! rate spreads a burst while another flow stays on time, parallelism
 //! caps open callbacks, a paused flow holds its fires and lets them go in
-//! order, a fire that waited past its window is missed, and the API's
-//! refusals. The three-node versions are in `tests/cluster/flows.rs`.
+//! order, fires freed together (a resume, limits removed) arrive in
+//! run-time order, a fire that waited past its window is missed, and the
+//! API's refusals. The three-node versions are in `tests/cluster/flows.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -291,9 +292,78 @@ pub async fn bad_flow_input_is_refused_and_removing_limits_frees_the_flow(stack:
     app.stop().await;
 }
 
+/// How a flow holding its fires lets them go.
+enum Freed {
+    /// `setFlowLimit` with `paused: false`.
+    Resumed,
+    /// `delFlowLimit`.
+    Deleted,
+}
+
+/// Twenty one-shots due 5 ms apart wait on a paused flow with no
+/// parallelism (nothing sent, `getFlows` counts them); once the flow is
+/// freed they all arrive, once each, oldest first, and are recorded
+/// succeeded (before: all were let go at once and raced each other to the
+/// receiver).
+async fn waiting_fires_leave_in_run_time_order(stack: Stack, freed: Freed) {
+    const N: usize = 20;
+    let app = TestNode::spawn(stack).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let key = format!("127.0.0.1:{}", rx.addr.port());
+    set_flow(&app, json!({"app": "it", "key": key, "paused": true})).await;
+    let due = now_ms() + 2_000;
+    let ids = one_shots(&app, "ordered", N, &rx.url("/ordered"), |i| due + i as i64 * 5).await;
+    tokio::time::sleep(Duration::from_millis((due - now_ms() + 1_500).max(0) as u64)).await;
+    wait_for("every fire waiting on the flow", || async {
+        let shown = flows(&app).await;
+        (shown[0]["waiting"].as_u64() == Some(N as u64)).then_some(())
+    })
+    .await;
+    assert_eq!(rx.count(), 0, "a paused flow sends nothing");
+    match freed {
+        Freed::Resumed => {
+            let resumed = app.post("setFlowLimit", json!({"app": "it", "key": key, "paused": false})).await;
+            assert_eq!(resumed["result"]["parallelism"], Value::Null, "{resumed}");
+        }
+        Freed::Deleted => {
+            let deleted = app
+                .http
+                .delete(format!("{}/api/xtimer/delFlowLimit?app=it&key={key}", app.base))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap();
+            assert_eq!(deleted["result"]["deleted"], true, "{deleted}");
+        }
+    }
+    assert!(rx.wait_until(Duration::from_secs(20), |hits| hits.len() >= N).await, "all {N} sent, {}", rx.count());
+    let arrived: Vec<i64> = rx.hits().iter().map(|h| h.run_ms).collect();
+    let expected: Vec<i64> = (0..N).map(|i| due + i as i64 * 5).collect();
+    assert_eq!(arrived, expected, "once each, in run-time order");
+    for id in &ids {
+        wait_for("recorded succeeded", || async { app.fires(*id, "it").await.into_iter().find(|f| f["status"] == 2) })
+            .await;
+    }
+    app.stop().await;
+}
+
+/// [`waiting_fires_leave_in_run_time_order`] when the paused flow resumes.
+pub async fn a_resumed_flow_sends_its_waiting_fires_in_run_time_order(stack: Stack) {
+    waiting_fires_leave_in_run_time_order(stack, Freed::Resumed).await;
+}
+
+/// [`waiting_fires_leave_in_run_time_order`] when the flow's limits are removed.
+pub async fn removing_a_flows_limits_sends_its_waiting_fires_in_run_time_order(stack: Stack) {
+    waiting_fires_leave_in_run_time_order(stack, Freed::Deleted).await;
+}
+
 crate::on_both_stacks!(
     a_rate_spreads_a_burst_and_other_flows_stay_on_time,
     parallelism_caps_open_callbacks,
     a_paused_flow_holds_its_fires_and_sends_them_in_order,
     bad_flow_input_is_refused_and_removing_limits_frees_the_flow,
+    a_resumed_flow_sends_its_waiting_fires_in_run_time_order,
+    removing_a_flows_limits_sends_its_waiting_fires_in_run_time_order,
 );

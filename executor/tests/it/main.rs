@@ -5,6 +5,7 @@
 //! the recorded results.
 
 mod callbacks;
+mod flows;
 mod helpers;
 mod http1;
 mod nodes;

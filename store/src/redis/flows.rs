@@ -38,12 +38,13 @@ impl FlowTokens for RedisStore {
             .arg(u8::from(turn.paused))
             .arg(turn.slot_ttl_ms)
             .arg(NODE_TTL_MS)
+            .arg(turn.holding)
             .arg(turn.done.len());
         for slot in turn.done.iter().chain(turn.slots) {
             call.arg(slot);
         }
-        let (granted, retry): (i64, i64) = call.invoke_async(&mut self.conn.clone()).await?;
-        Ok(FlowGrant { granted: granted.max(0) as usize, retry_in_ms: u64::try_from(retry).ok() })
+        let (granted, retry, behind): (i64, i64, i64) = call.invoke_async(&mut self.conn.clone()).await?;
+        Ok(FlowGrant { granted: granted.max(0) as usize, retry_in_ms: u64::try_from(retry).ok(), behind: behind == 1 })
     }
 
     async fn figures(&self, app: &str, key: &str) -> Result<FlowFigures> {
@@ -55,7 +56,9 @@ impl FlowTokens for RedisStore {
 
     async fn forget(&self, app: &str, key: &str) -> Result<()> {
         let [state, _, _] = self.flow_keys(app, key);
-        // The slots and nodes lapse by themselves; a new limit starts with a fresh bucket.
+        // The slots and nodes lapse by themselves (the nodes' reports keep
+        // the flow's order while its waiting fires drain); a new limit
+        // starts with a fresh bucket.
         let _: i64 = self.conn.clone().del(state).await?;
         Ok(())
     }

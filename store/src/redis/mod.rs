@@ -237,14 +237,18 @@ impl RedisStore {
 
 /// One turn of a node at a flow ([`FlowTokens::take`]), the same steps as
 /// the embedded store's in one script. `KEYS`: the flow's state hash
-/// (`tat`, µs), its open slots (sorted set, score: when each lapses, ms)
-/// and its nodes (hash: node -> `lapses_ms:head_ms:waiting`). `ARGV`:
-/// node, head (-1: none), waiting, interval µs (0: no rate), burst,
-/// parallelism (0: no cap), paused (0/1), slot TTL ms, node TTL ms, number
-/// of slots given back, those slots, then the ids asked for. Runs on the
-/// server's clock, the one every node agrees on. Returns
-/// `{granted, retry_ms}` with `retry_ms` -1 for "when a slot frees".
-const FLOW_TAKE_LUA: &str = r"
+/// (`tat`, µs), its open slots (sorted set, score: when each lapses, ms;
+/// members start with their node's id and `:`) and its nodes (hash: node
+/// -> `lapses_ms:head_ms:waiting`, head 2^53 - 1 when none waits).
+/// `ARGV`: node, head (-1: none), waiting, interval µs (0: no rate),
+/// burst, parallelism (0: no cap), paused (0/1), slot TTL ms, node TTL ms,
+/// slots held, number of slots given back, those slots, then the ids
+/// asked for. A lapsed report is a dead node: its slots go with it. Runs
+/// on the server's clock, the one every node agrees on. Returns `{granted,
+/// retry_ms, behind}` with `retry_ms` -1 for "no time known" and `behind`
+/// 1 when an older fire waits on another node.
+const FLOW_TAKE_LUA: &str = const_format::concatcp!(
+    r"
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
@@ -257,32 +261,34 @@ local parallelism = tonumber(ARGV[6])
 local paused = ARGV[7] == '1'
 local slot_ttl = tonumber(ARGV[8])
 local node_ttl = tonumber(ARGV[9])
-local ndone = tonumber(ARGV[10])
-local first_id = 11 + ndone
+local holding = tonumber(ARGV[10])
+local ndone = tonumber(ARGV[11])
+local first_id = 12 + ndone
 local keep = node_ttl + slot_ttl + 60000
+local no_head = 9007199254740991
+if waiting <= 0 or head < 0 then head = no_head end
+local SLOTS, NODES = KEYS[2], KEYS[3]
+",
+    FLOW_SWEEP_LUA,
+    r"
 local others_older = false
-local nodes = redis.call('HGETALL', KEYS[3])
-for i = 1, #nodes, 2 do
-    local lapses, their = string.match(nodes[i + 1], '^(%-?%d+):(%-?%d+):')
-    if tonumber(lapses) <= now then
-        redis.call('HDEL', KEYS[3], nodes[i])
-    elseif nodes[i] ~= node and head >= 0 and tonumber(their) < head then
-        others_older = true
-    end
+for other, their in pairs(heads) do
+    if other ~= node and their < head then others_older = true end
 end
-if waiting > 0 and head >= 0 then
-    redis.call('HSET', KEYS[3], node, string.format('%d:%d:%d', now + node_ttl, head, waiting))
+local report = string.format('%d:%d:%d', now + node_ttl, head, waiting)
+if head < no_head or holding > 0 then
+    redis.call('HSET', KEYS[3], node, report)
     redis.call('PEXPIRE', KEYS[3], keep)
 else
     redis.call('HDEL', KEYS[3], node)
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-for i = 11, first_id - 1 do
+for i = 12, first_id - 1 do
     redis.call('ZREM', KEYS[2], ARGV[i])
 end
 local want = #ARGV - first_id + 1
 if paused or want <= 0 then
-    return {0, -1}
+    return {0, -1, 0}
 end
 local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or '0')
 local tolerance = interval * (math.max(burst, 1) - 1)
@@ -292,8 +298,8 @@ local function next_ms()
     return math.max(math.ceil(wait / 1000), 1)
 end
 if others_older then
-    if interval > 0 then return {0, math.max(next_ms(), 2)} end
-    return {0, 2}
+    if interval > 0 then return {0, next_ms(), 1} end
+    return {0, -1, 1}
 end
 local room = want
 if parallelism > 0 then
@@ -315,24 +321,60 @@ while granted < room do
 end
 if granted > 0 then
     redis.call('PEXPIRE', KEYS[2], keep)
+    -- It holds slots now: its report stays alive with them.
+    redis.call('HSET', KEYS[3], node, report)
+    redis.call('PEXPIRE', KEYS[3], keep)
 end
 if interval > 0 then
     redis.call('HSET', KEYS[1], 'tat', string.format('%d', tat))
     redis.call('PEXPIRE', KEYS[1], keep)
 end
-return {granted, retry}
+return {granted, retry, 0}
+"
+);
+
+/// The start of both flow scripts: forgets the lapsed reports of the
+/// nodes hash `NODES` and, their nodes dead, those nodes' slots in the
+/// sorted set `SLOTS`; leaves each live node's head in `heads` and the
+/// fires waiting on every live node in `waiting_all`. Needs `now` (ms).
+const FLOW_SWEEP_LUA: &str = r"
+local heads = {}
+local waiting_all = 0
+local dead = {}
+local reports = redis.call('HGETALL', NODES)
+for i = 1, #reports, 2 do
+    local lapses, their, count = string.match(reports[i + 1], '^(%-?%d+):(%-?%d+):(%d+)$')
+    if tonumber(lapses) <= now then
+        redis.call('HDEL', NODES, reports[i])
+        dead[reports[i] .. ':'] = true
+    else
+        heads[reports[i]] = tonumber(their)
+        waiting_all = waiting_all + tonumber(count)
+    end
+end
+if next(dead) ~= nil then
+    for _, id in ipairs(redis.call('ZRANGE', SLOTS, 0, -1)) do
+        for prefix in pairs(dead) do
+            if string.sub(id, 1, #prefix) == prefix then
+                redis.call('ZREM', SLOTS, id)
+                break
+            end
+        end
+    end
+end
 ";
 
-/// A flow's waiting fires and open slots, as [`FLOW_TAKE_LUA`] keeps them.
-/// `KEYS`: as there, but the state hash. Returns `{waiting, in_flight}`.
-const FLOW_FIGURES_LUA: &str = r"
+/// A flow's waiting fires and open slots, as [`FLOW_TAKE_LUA`] keeps them
+/// (dead nodes' slots freed first). `KEYS`: as there, but the state hash.
+/// Returns `{waiting, in_flight}`.
+const FLOW_FIGURES_LUA: &str = const_format::concatcp!(
+    r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local waiting = 0
-local nodes = redis.call('HGETALL', KEYS[2])
-for i = 1, #nodes, 2 do
-    local lapses, _, count = string.match(nodes[i + 1], '^(%-?%d+):(%-?%d+):(%d+)$')
-    if tonumber(lapses) > now then waiting = waiting + tonumber(count) end
-end
-return {waiting, redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')}
-";
+local SLOTS, NODES = KEYS[1], KEYS[2]
+",
+    FLOW_SWEEP_LUA,
+    r"
+return {waiting_all, redis.call('ZCOUNT', SLOTS, '(' .. now, '+inf')}
+"
+);

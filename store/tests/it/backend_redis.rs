@@ -26,7 +26,7 @@ use xtimer_core::fire::FireKey;
 use xtimer_core::shard::{ShardKey, MINUTE_MS};
 use xtimer_store::redis::RedisStore;
 use xtimer_store::shard::SHARD_TTL_MS;
-use xtimer_store::{Error, LockStore, ShardStore};
+use xtimer_store::{Error, FlowGrant, LockStore, ShardStore};
 
 use crate::helpers::{Backend, T0};
 
@@ -502,6 +502,7 @@ fn flow_turn<'a>(node: &'a str, head: Option<i64>, slots: &'a [String]) -> xtime
         paused: false,
         slots,
         done: &[],
+        holding: 0,
         slot_ttl_ms: 30_000,
     }
 }
@@ -555,7 +556,8 @@ async fn flows_share_rate_parallelism_and_order(store: RedisStore) {
     store.take(&older).await.unwrap();
     let mut newer = flow_turn("n1", Some(200), &ids[..1]);
     newer.key = "ordered";
-    assert_eq!(store.take(&newer).await.unwrap().granted, 0, "n2 holds an older fire");
+    let behind = store.take(&newer).await.unwrap();
+    assert_eq!(behind, FlowGrant { granted: 0, retry_in_ms: None, behind: true }, "n2 holds an older fire");
     older.slots = &other;
     assert_eq!(store.take(&older).await.unwrap().granted, 1);
     older.slots = &[];
@@ -567,6 +569,77 @@ async fn flows_share_rate_parallelism_and_order(store: RedisStore) {
     paused.paused = true;
     assert_eq!(store.take(&paused).await.unwrap().granted, 0);
     store.forget(newer.app, newer.key).await.unwrap();
+}
+
+/// A node's slots last while it renews its report (a turn a second, as
+/// a driver holding slots takes); once it stops (killed), they are freed
+/// when its report lapses, `NODE_TTL_MS` after its last turn, not at the
+/// slots' own TTL (a minute here).
+async fn a_dead_nodes_slots_are_freed_when_its_report_lapses(store: RedisStore) {
+    use xtimer_store::flow_tokens::NODE_TTL_MS;
+    use xtimer_store::FlowTokens;
+    let (mine, theirs) = (vec!["n1:0".to_owned()], vec!["n2:0".to_owned()]);
+    let mut n1 = flow_turn("n1", Some(1), &mine);
+    n1.key = "dead";
+    n1.parallelism = Some(1);
+    n1.slot_ttl_ms = 60_000;
+    assert_eq!(store.take(&n1).await.unwrap().granted, 1);
+    let mut renew = flow_turn("n1", None, &[]);
+    renew.key = "dead";
+    renew.parallelism = Some(1);
+    renew.holding = 1;
+    renew.slot_ttl_ms = 60_000;
+    // Its fire went: it reports none waiting, one slot held.
+    store.take(&renew).await.unwrap();
+    let mut n2 = flow_turn("n2", Some(2), &theirs);
+    n2.key = "dead";
+    n2.parallelism = Some(1);
+    n2.slot_ttl_ms = 60_000;
+    // Alive past a report's TTL: n1 renews every half second.
+    let alive = Instant::now();
+    while alive.elapsed() < Duration::from_millis(NODE_TTL_MS as u64 + 500) {
+        let refused = store.take(&n2).await.unwrap();
+        assert_eq!(refused, FlowGrant { granted: 0, retry_in_ms: None, behind: false }, "n1 is alive: its slot holds");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        store.take(&renew).await.unwrap();
+    }
+    let last_renewal = Instant::now();
+    // n1 dies. Its slot shows open until its report lapses, then it is free.
+    let figures = store.figures(n2.app, n2.key).await.unwrap();
+    assert_eq!(figures, xtimer_store::FlowFigures { waiting: 1, in_flight: 1 });
+    let granted = loop {
+        let grant = store.take(&n2).await.unwrap();
+        if grant.granted == 1 {
+            break last_renewal.elapsed();
+        }
+        assert!(last_renewal.elapsed() < Duration::from_secs(10), "n1's slot is never freed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let ttl = Duration::from_millis(NODE_TTL_MS as u64);
+    assert!(granted >= ttl - Duration::from_millis(200), "freed {granted:?} after n1's last turn: too soon");
+    assert!(granted <= ttl + Duration::from_millis(1_000), "freed {granted:?} after n1's last turn");
+    let figures = store.figures(n2.app, n2.key).await.unwrap();
+    assert_eq!(figures, xtimer_store::FlowFigures { waiting: 1, in_flight: 1 }, "n2's slot alone");
+    // A report that holds nothing and waits for nothing is dropped at once.
+    let done = theirs.clone();
+    let mut ended = flow_turn("n2", None, &[]);
+    ended.key = "dead";
+    ended.done = &done;
+    store.take(&ended).await.unwrap();
+    assert_eq!(store.figures(n2.app, n2.key).await.unwrap(), xtimer_store::FlowFigures::default());
+}
+
+#[tokio::test]
+async fn a_dead_nodes_flow_slots_are_freed_when_its_report_lapses_on_redis() {
+    let config = ShardConfig { key_prefix: prefix(), ..ShardConfig::default() };
+    a_dead_nodes_slots_are_freed_when_its_report_lapses(RedisStore::connect(&url(), config).await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn redis_cluster_a_dead_nodes_flow_slots_are_freed_when_its_report_lapses() {
+    let config = ShardConfig { key_prefix: prefix(), ..ShardConfig::default() };
+    let redis = RedisConfig { url: cluster_url(), cluster: true };
+    a_dead_nodes_slots_are_freed_when_its_report_lapses(RedisStore::open(&redis, config).await.unwrap()).await;
 }
 
 #[tokio::test]
