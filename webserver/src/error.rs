@@ -24,6 +24,13 @@ pub use xtimer_core::error::error_chain;
 /// What a 5xx reply says; the cause goes to the log, not to the caller.
 pub const INTERNAL_ERROR_MSG: &str = "internal error: the server failed to handle the request; it has been logged";
 
+/// The message of a 503 while the database or Redis is out of reach.
+pub const UNAVAILABLE_MSG: &str =
+    "the database or Redis cannot be reached for now (a failover or restart under way?): retry in a moment";
+
+/// The `Retry-After` of [`ApiError::Unavailable`], seconds.
+pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
+
 /// Every way a request can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -121,6 +128,11 @@ pub enum ApiError {
     /// The timer or fire store failed. 500.
     #[error("the timer store failed")]
     Store(#[source] xtimer_store::Error),
+    /// The database or Redis cannot be reached for now (a failover, a
+    /// restart, no connection free): the same request may succeed in a
+    /// moment. 503 with `Retry-After`.
+    #[error("{UNAVAILABLE_MSG}")]
+    Unavailable(#[source] xtimer_store::Error),
     /// Expanding an enabled timer into its fires failed. 500.
     #[error("expanding the timer into fires failed")]
     Expand(#[source] xtimer_migrator::Error),
@@ -144,7 +156,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Auth(err) => err.status(),
             Self::LimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Interrupted => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Interrupted | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Store(_) | Self::Expand(_) | Self::Tasks(_) | Self::Randomness(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -181,7 +193,9 @@ impl From<ServiceError> for ApiError {
             ServiceError::NameTaken { app, name } => Self::NameTaken { app, name },
             ServiceError::LimitExceeded { msg, retry_after } => Self::LimitExceeded { msg, retry_after },
             ServiceError::Interrupted => Self::Interrupted,
+            ServiceError::Store(err) if err.is_transient() => Self::Unavailable(err),
             ServiceError::Store(err) => Self::Store(err),
+            ServiceError::Expand(xtimer_migrator::Error::Store(err)) if err.is_transient() => Self::Unavailable(err),
             ServiceError::Expand(err) => Self::Expand(err),
             ServiceError::TaskEngine(err) => Self::Tasks(err),
         }
@@ -191,7 +205,12 @@ impl From<ServiceError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        if let Self::Unavailable(_) = &self {
+            let mut response = error_response(status, UNAVAILABLE_MSG);
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, UNAVAILABLE_RETRY_AFTER_SECS.into());
+            response.extensions_mut().insert(Arc::new(self));
+            response
+        } else if status.is_server_error() {
             let mut response = error_response(status, INTERNAL_ERROR_MSG);
             response.extensions_mut().insert(Arc::new(self));
             response
@@ -250,6 +269,26 @@ mod tests {
     fn chain_names_every_cause() {
         let err = ApiError::Expand(xtimer_migrator::Error::Store(xtimer_store::Error::Corrupt("t_timer 7".into())));
         assert_eq!(error_chain(&err), "expanding the timer into fires failed: corrupt row: t_timer 7");
+    }
+
+    #[test]
+    fn a_store_out_of_reach_is_a_503_with_retry_after_not_a_500() {
+        let cut = xtimer_store::Error::Connect {
+            setting: "database.url",
+            url: "postgres://db:5432/xtimer".into(),
+            source: Box::new(xtimer_store::Error::Corrupt("connection refused".into())),
+        };
+        let response = ApiError::from(cut).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[axum::http::header::RETRY_AFTER], "1");
+        let carried = response.extensions().get::<Arc<ApiError>>().expect("cause carried for the log");
+        assert!(error_chain(carried.as_ref()).contains("connection refused"), "{}", error_chain(carried.as_ref()));
+        let broken = xtimer_store::Error::Corrupt("t_timer 7".into());
+        assert_eq!(
+            ApiError::from(broken).into_response().status(),
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "a defect stays a 500"
+        );
     }
 
     #[test]
