@@ -16,7 +16,18 @@
 //! variables of the environment reach them, and the summary lists them).
 //! The defaults below are the short run of CI, once per stack;
 //! `scripts/chaos` runs the full one (5 minutes at 2,000 fires/s, release
-//! build). Settings, from the environment:
+//! build). CI also runs a short pause-only run on PostgreSQL + Redis
+//! ([`Settings::pauses`]: five SIGSTOPs of 3 s, at 0.1, 0.3, 0.5, 0.7 and
+//! 0.9 s into their second; `scripts/chaos --pauses`), which reads only
+//! `XTIMER_CHAOS_SEED` and `XTIMER_CHAOS_LOGS` (its logs in `<stack>-pauses/`).
+//!
+//! A pause starts at a chosen offset into a wall-clock second (the window
+//! starts on a whole second; successive pauses cycle through
+//! `XTIMER_CHAOS_PAUSE_OFFSETS_MS`), so a run sees the node stopped while it
+//! sends a second's fires, just after, and while it holds the next
+//! second's claims. A duplicate counts as in flight at a pause only if its
+//! first copy reached the receiver before the SIGSTOP took effect (see
+//! [`Event::in_flight`]). Settings, from the environment:
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
@@ -27,6 +38,7 @@
 //! | `XTIMER_CHAOS_GAP_MS` | 8000 | time from a fault's end to the next one's start |
 //! | `XTIMER_CHAOS_NODE_DOWN_MS` | 5000 | how long a killed node stays down |
 //! | `XTIMER_CHAOS_PAUSE_MS` | 10000 | how long a node stays stopped (SIGSTOP .. SIGCONT) |
+//! | `XTIMER_CHAOS_PAUSE_OFFSETS_MS` | `100,300,500,700,900` | where in a wall-clock second each pause starts, ms (0..999), comma-separated, cycled over the run's pauses |
 //! | `XTIMER_CHAOS_CUT_MS` | 10000 | how long a node stays cut from the database or Redis |
 //! | `XTIMER_CHAOS_OUTAGE_MS` | 3000 | how long Redis and the database stay down |
 //! | `XTIMER_CHAOS_SKEW` | `-2s` (PostgreSQL), `+2s` (MariaDB) | clock offsets of nodes 1, 2, … (libfaketime), comma-separated; `none`: none |
@@ -51,20 +63,25 @@ use crate::nodes::ProcNode;
 use crate::proxy::Proxy;
 use crate::servers::{free_port, Mariadb, Postgres, Redis};
 
-/// A fire due from this long before a kill, a pause or a cut from the
-/// database up to [`IN_FLIGHT_AFTER_MS`] after it counts as in flight at
-/// it (claimed, or sent with its result not yet written), and may come
-/// twice.
+/// A fire due from this long before a kill or a cut from the database up
+/// to [`IN_FLIGHT_AFTER_MS`] after it counts as in flight at it (claimed,
+/// or sent with its result not yet written), and may come twice. At a
+/// pause, one due from this long before it counts only if its first copy
+/// arrived before the pause began (see [`Event::in_flight`]).
 const IN_FLIGHT_BEFORE_MS: i64 = 5_000;
 /// See [`IN_FLIGHT_BEFORE_MS`]: fires are claimed up to
 /// `trigger.claim_ahead_ms` and a tenth (550 ms) ahead of their time and
-/// held in memory.
+/// held in memory. (Not for a pause: a stopped node sends nothing, so a
+/// fire it held unsent must not come twice once it continues.)
 const IN_FLIGHT_AFTER_MS: i64 = 1_000;
 /// Fires due from [`IN_FLIGHT_BEFORE_MS`] before a fault starts to this
 /// long after it ends (a node back, a link healed, a server back) are the
 /// fault's: its figures in the summary, and left out of the "calm"
 /// lateness figures.
 const CALM_AFTER_MS: i64 = 10_000;
+/// How long before a pause's planned millisecond its victim is chosen
+/// (the nodes endpoint asked), ms, so the SIGSTOP leaves on time.
+const CHOOSE_AHEAD_MS: i64 = 500;
 /// A fire this late (ms) is listed in the summary's runs of late seconds.
 const LATE_MS: f64 = 1_000.0;
 /// Time between the last timer created and the window's start.
@@ -76,6 +93,11 @@ const QUIET_END_SECS: i64 = 15;
 /// reconciler's grace) for up to two minutes, which would blur the
 /// lateness of the faults after it.
 const DEFAULT_FAULTS: &str = "pause,kill,db-cut,redis-cut,db-restart,redis-restart";
+/// Where in a wall-clock second successive pauses start, ms
+/// (`XTIMER_CHAOS_PAUSE_OFFSETS_MS`), cycled: just after a second's fires
+/// leave, while they are answered, and while the next second's are claimed
+/// and held.
+const DEFAULT_PAUSE_OFFSETS_MS: &str = "100,300,500,700,900";
 
 /// One chaos run at a time in this process (the two stacks' tests would
 /// otherwise share the machine).
@@ -99,6 +121,21 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}: cannot parse `{v}`")),
         Err(_) => default,
     }
+}
+
+/// A comma-separated list of offsets into a second, ms (0..999), not empty.
+fn parse_offsets(name: &str, list: &str) -> Vec<i64> {
+    let offsets: Vec<i64> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(|o| o.parse().unwrap_or_else(|_| panic!("{name}: cannot parse `{o}`")))
+        .collect();
+    assert!(
+        !offsets.is_empty() && offsets.iter().all(|o| (0..1000).contains(o)),
+        "{name}: offsets into a second, 0 to 999 ms, comma-separated, not `{list}`"
+    );
+    offsets
 }
 
 /// The database of a run.
@@ -137,6 +174,8 @@ impl Stack {
 /// The settings of one run (see the module's table).
 #[derive(Debug, Clone)]
 struct Settings {
+    /// What the run is, for the summary: "chaos", "pauses".
+    title: &'static str,
     secs: i64,
     rate: usize,
     nodes: usize,
@@ -144,6 +183,8 @@ struct Settings {
     gap_ms: i64,
     node_down_ms: u64,
     pause_ms: u64,
+    /// Where in a wall-clock second successive pauses start, ms, cycled.
+    pause_offsets_ms: Vec<i64>,
     cut_ms: u64,
     outage_ms: u64,
     /// Clock offsets (libfaketime's `FAKETIME`) of nodes 1, 2, ….
@@ -171,7 +212,10 @@ impl Settings {
             "" | "none" => Vec::new(),
             list => list.split(',').map(|o| o.trim().to_string()).collect(),
         };
+        let offsets =
+            std::env::var("XTIMER_CHAOS_PAUSE_OFFSETS_MS").unwrap_or_else(|_| DEFAULT_PAUSE_OFFSETS_MS.into());
         let s = Self {
+            title: "chaos",
             secs: env_or("XTIMER_CHAOS_SECS", 110),
             rate: env_or("XTIMER_CHAOS_RATE", 300),
             nodes: env_or("XTIMER_CHAOS_NODES", 3),
@@ -179,6 +223,7 @@ impl Settings {
             gap_ms: env_or("XTIMER_CHAOS_GAP_MS", 8_000),
             node_down_ms: env_or("XTIMER_CHAOS_NODE_DOWN_MS", 5_000),
             pause_ms: env_or("XTIMER_CHAOS_PAUSE_MS", 10_000),
+            pause_offsets_ms: parse_offsets("XTIMER_CHAOS_PAUSE_OFFSETS_MS", &offsets),
             cut_ms: env_or("XTIMER_CHAOS_CUT_MS", 10_000),
             outage_ms: env_or("XTIMER_CHAOS_OUTAGE_MS", 3_000),
             skew,
@@ -188,6 +233,46 @@ impl Settings {
             seed: env_or("XTIMER_CHAOS_SEED", clock_seed % 1_000_000),
             logs: std::env::var_os("XTIMER_CHAOS_LOGS").map(|d| std::path::PathBuf::from(d).join(stack.name())),
         };
+        s.check();
+        s
+    }
+
+    /// The pause-only run of CI: five SIGSTOPs of 3 s (the heartbeat's
+    /// `reconciler.node_timeout_ms`: the peers may take the stopped node's
+    /// claims over just before it continues) of the node holding the most
+    /// shards, at 0.1, 0.3, 0.5, 0.7 and 0.9 s into their second, 6 s apart,
+    /// under 300 fires/s on three nodes with the product's defaults and true
+    /// clocks: about 100 s in all. Reads only `XTIMER_CHAOS_SEED` and
+    /// `XTIMER_CHAOS_LOGS` (its logs in `<stack>-pauses/`).
+    fn pauses(stack: Stack) -> Self {
+        let clock_seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        let s = Self {
+            title: "pauses",
+            secs: 62,
+            rate: 300,
+            nodes: 3,
+            faults: vec![Kind::Pause],
+            gap_ms: 6_000,
+            node_down_ms: 5_000,
+            pause_ms: 3_000,
+            pause_offsets_ms: parse_offsets("pause offsets", DEFAULT_PAUSE_OFFSETS_MS),
+            cut_ms: 10_000,
+            outage_ms: 3_000,
+            skew: Vec::new(),
+            app_timers: 10,
+            create_concurrency: 16,
+            settle_secs: 60,
+            seed: env_or("XTIMER_CHAOS_SEED", clock_seed % 1_000_000),
+            logs: std::env::var_os("XTIMER_CHAOS_LOGS")
+                .map(|d| std::path::PathBuf::from(d).join(format!("{}-pauses", stack.name()))),
+        };
+        s.check();
+        s
+    }
+
+    /// Panics on settings that cannot make a run.
+    fn check(&self) {
+        let s = self;
         assert!(s.secs >= 30 && s.rate >= 1 && s.nodes >= 2 && s.gap_ms >= 0, "settings: {s:?}");
         assert!(s.app_timers >= 1 && s.create_concurrency >= 1);
         assert!(
@@ -201,7 +286,6 @@ impl Settings {
                 "XTIMER_CHAOS_SKEW: `{offset}` is not a relative offset such as -2s or +2s"
             );
         }
-        s
     }
 
     /// How long a fault is planned to last, ms (a killed node's restart
@@ -268,7 +352,8 @@ impl Kind {
     }
 
     /// Whether fires in flight when it starts may come twice: a node that
-    /// died, stopped, or cannot write their results, had them claimed or sent.
+    /// died, stopped, or cannot write their results, had them claimed or
+    /// sent (a stopped one: only those it had sent; see [`Event::in_flight`]).
     fn allows_in_flight_duplicates(self) -> bool {
         matches!(self, Self::Kill | Self::Pause | Self::DbCut | Self::DbReset)
     }
@@ -277,6 +362,10 @@ impl Kind {
 /// The plan, as (ms into the window, kind), in order: `faults` over and
 /// over, each starting `gap_ms` after the previous one's planned end, the
 /// first `gap_ms` into the window; none ends in the last [`QUIET_END_SECS`].
+/// A pause starts on the next of `pause_offsets_ms` into a second (the
+/// window starts on a whole second, so that is also its offset into a
+/// wall-clock second), successive pauses taking the offsets in turn: up to
+/// a second later than `gap_ms` after the previous fault.
 fn plan(s: &Settings) -> Vec<(i64, Kind)> {
     let last = (s.secs - QUIET_END_SECS) * 1000;
     let mut events = Vec::new();
@@ -284,12 +373,25 @@ fn plan(s: &Settings) -> Vec<(i64, Kind)> {
     if s.faults.is_empty() {
         return events;
     }
+    let mut pauses = 0;
     for &kind in s.faults.iter().cycle() {
-        let end = t + s.duration_ms(kind);
+        let at = if kind == Kind::Pause {
+            let offset = s.pause_offsets_ms[pauses % s.pause_offsets_ms.len()];
+            let at = t - t.rem_euclid(1000) + offset;
+            if at < t {
+                at + 1000
+            } else {
+                at
+            }
+        } else {
+            t
+        };
+        let end = at + s.duration_ms(kind);
         if end > last {
             break;
         }
-        events.push((t, kind));
+        events.push((at, kind));
+        pauses += usize::from(kind == Kind::Pause);
         t = end + s.gap_ms;
     }
     events
@@ -299,19 +401,40 @@ fn plan(s: &Settings) -> Vec<(i64, Kind)> {
 #[derive(Debug, Clone)]
 struct Event {
     kind: Kind,
-    /// When the node was killed, stopped or cut, or the server stopped, ms.
+    /// When the node was killed, stopped or cut, or the server stopped, ms
+    /// (for a pause: just before the SIGSTOP was sent).
     start_ms: i64,
+    /// A pause: when the SIGSTOP had been delivered (`kill -STOP` returned),
+    /// Unix µs; a copy that reached the receiver before then had been sent
+    /// before the node stood still. Other faults: `start_ms` in µs.
+    stopped_us: i64,
     /// When it was back (answering, continued, healed), ms.
     end_ms: i64,
     label: String,
 }
 
 impl Event {
-    /// Whether a fire due at `run` was in flight when it started (see
-    /// [`IN_FLIGHT_BEFORE_MS`]) and may come twice.
-    fn in_flight(&self, run: i64) -> bool {
-        self.kind.allows_in_flight_duplicates()
-            && (-IN_FLIGHT_BEFORE_MS..=IN_FLIGHT_AFTER_MS).contains(&(run - self.start_ms))
+    /// Whether a fire due at `run` whose first copy reached the receiver at
+    /// `first_us` (Unix µs) was in flight when the fault started and may
+    /// come twice. A kill or a cut from the database: a fire due from
+    /// [`IN_FLIGHT_BEFORE_MS`] before the start to [`IN_FLIGHT_AFTER_MS`]
+    /// after it (claimed, or sent with its result not yet written: a dead
+    /// node's claims are taken over, a cut node cannot write its results).
+    /// A pause: only a fire due from [`IN_FLIGHT_BEFORE_MS`] before it
+    /// whose first copy arrived before the node stood still: it was sent,
+    /// and the node may resend a request its own stall cut short, or a peer
+    /// may take over a fire whose result the stopped node had not written.
+    /// A fire the stopped node held but had not sent must not come twice:
+    /// it sends nothing while stopped, so one copy is a peer's takeover and
+    /// the other the node sending, after SIGCONT, a claim it no longer holds.
+    fn in_flight(&self, run: i64, first_us: i64) -> bool {
+        match self.kind {
+            Kind::Pause => run >= self.start_ms - IN_FLIGHT_BEFORE_MS && first_us < self.stopped_us,
+            kind => {
+                kind.allows_in_flight_duplicates()
+                    && (-IN_FLIGHT_BEFORE_MS..=IN_FLIGHT_AFTER_MS).contains(&(run - self.start_ms))
+            }
+        }
     }
 
     /// Whether a fire due at `run` is the fault's (see [`CALM_AFTER_MS`]).
@@ -511,9 +634,7 @@ impl Pool {
         for (owner, n) in rows {
             // `{host}-{pid}-{suffix}:{n}`
             let node = owner.rsplit_once(':').map_or(owner.as_str(), |(n, _)| n);
-            let pid = node.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
-            let name = pid.and_then(|p| names.get(&p)).cloned().unwrap_or_else(|| node.to_string());
-            *by_node.entry(name).or_default() += n;
+            *by_node.entry(node_name(node, names)).or_default() += n;
         }
         let mut by_node: Vec<_> = by_node.into_iter().collect();
         by_node.sort_by_key(|(_, n)| -n);
@@ -538,11 +659,91 @@ impl Pool {
     }
 }
 
+/// A node's id (`{host}-{pid}-{suffix}`) as the run names it ("node 1",
+/// "node 0 (restart 1)"), else as it is.
+fn node_name(node: &str, names: &HashMap<u32, String>) -> String {
+    let pid = node.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+    pid.and_then(|p| names.get(&p)).cloned().unwrap_or_else(|| node.to_string())
+}
+
+/// A fire's claims and attempts as `explainFire` (asked of the first node
+/// of `bases` that answers) reports them, the nodes named as the run names
+/// them: "claims: node 0 at …, node 2 at … (taken over from node 0);
+/// attempts: 1 by node 2 sent … answered … succeeded".
+async fn explain(bases: &[String], timer: i64, app: &str, run: i64, names: &HashMap<u32, String>) -> String {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let mut last = String::from("no node");
+    for base in bases {
+        let url = format!("{base}/api/xtimer/explainFire?id={timer}&app={app}&runTimer={run}");
+        let reply = match http.get(url).send().await {
+            Ok(r) => r.json::<Value>().await,
+            Err(e) => Err(e),
+        };
+        let v = match reply {
+            Ok(v) if v["code"] == 0 => v,
+            Ok(v) => {
+                last = v.to_string();
+                continue;
+            }
+            Err(e) => {
+                last = e.to_string();
+                continue;
+            }
+        };
+        let r = &v["result"];
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let name = |v: &Value| node_name(v.as_str().unwrap_or("?"), names);
+        let claims: Vec<String> = r["claims"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let from = if c["takenOverFrom"].is_string() {
+                    format!(" (taken over from {})", name(&c["takenOverFrom"]))
+                } else {
+                    String::new()
+                };
+                format!("{} at {}{from}", name(&c["node"]), text(&c["at"]))
+            })
+            .collect();
+        let attempts: Vec<String> = r["attempts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| {
+                format!(
+                    "{} by {} sent {} answered {} {} {}",
+                    a["attempt"],
+                    name(&a["node"]),
+                    text(&a["sentAt"]),
+                    text(&a["answeredAt"]),
+                    a["httpStatus"],
+                    text(&a["outcome"])
+                )
+            })
+            .collect();
+        return format!(
+            "explainFire: claims: {}; attempts: {}; verdict: {}",
+            claims.join(", "),
+            attempts.join(", "),
+            text(&r["verdict"])
+        );
+    }
+    format!("explainFire: {last}")
+}
+
 /// Creates `n` per-second cron timers calling `url`, `app_timers` per app
 /// (`chaos-0`, `chaos-1`, …), `concurrency` calls at once spread over
-/// `bases`; returns their ids. Consecutive timers go to different apps, so
-/// concurrent calls do not queue on one app's lock.
-async fn create_timers(bases: &[String], url: &str, n: usize, app_timers: usize, concurrency: usize) -> Vec<i64> {
+/// `bases`; returns their ids, in order, and each one's app. Consecutive
+/// timers go to different apps, so concurrent calls do not queue on one
+/// app's lock.
+async fn create_timers(
+    bases: &[String],
+    url: &str,
+    n: usize,
+    app_timers: usize,
+    concurrency: usize,
+) -> (Vec<i64>, HashMap<i64, String>) {
     let apps = n.div_ceil(app_timers);
     let t0 = Instant::now();
     let http = reqwest::Client::new();
@@ -557,8 +758,9 @@ async fn create_timers(bases: &[String], url: &str, n: usize, app_timers: usize,
                 if i >= n {
                     return;
                 }
+                let app = format!("chaos-{}", i % apps);
                 let body = json!({
-                    "app": format!("chaos-{}", i % apps), "name": format!("t{i}"),
+                    "app": app, "name": format!("t{i}"),
                     "cron": "* * * * * *", "status": 2, "notifyHTTPParam": {"url": url}
                 });
                 let mut last = String::new();
@@ -586,7 +788,7 @@ async fn create_timers(bases: &[String], url: &str, n: usize, app_timers: usize,
                 }
                 let id = created.unwrap_or_else(|| panic!("createTimer t{i}: {last}"));
                 let mut ids = ids.lock().unwrap();
-                ids.push(id);
+                ids.push((id, app));
                 if ids.len() % 500 == 0 {
                     eprintln!("created {} timers after {:.1} s", ids.len(), t0.elapsed().as_secs_f64());
                 }
@@ -598,7 +800,7 @@ async fn create_timers(bases: &[String], url: &str, n: usize, app_timers: usize,
     }
     let mut ids = std::mem::take(&mut *ids.lock().unwrap());
     ids.sort_unstable();
-    ids
+    (ids.iter().map(|(id, _)| *id).collect(), ids.into_iter().collect())
 }
 
 /// The node holding the most shards, as (slot, shards held), from the
@@ -729,9 +931,9 @@ struct Report {
     delivered: usize,
     /// Fires never received, (timer, run).
     lost: Vec<(i64, i64)>,
-    /// Fires received more than once: (timer, run, times, lateness of the
-    /// first and of the second arrival in ms).
-    duplicates: Vec<(i64, i64, u32, f64, f64)>,
+    /// Fires received more than once: (timer, run, times, first and
+    /// second arrival, Unix µs).
+    duplicates: Vec<(i64, i64, u32, i64, i64)>,
     /// Duplicates in flight at a fault's start, by kind of fault.
     in_flight: BTreeMap<Kind, usize>,
     /// Requests whose `Idempotency-Key` does not match their
@@ -751,14 +953,15 @@ struct Report {
 
 impl Report {
     /// Duplicates that no fault excuses.
-    fn defects(&self, events: &[Event]) -> Vec<(i64, i64, u32, f64, f64)> {
-        self.duplicates.iter().filter(|d| in_flight_at(events, d.1).is_none()).copied().collect()
+    fn defects(&self, events: &[Event]) -> Vec<(i64, i64, u32, i64, i64)> {
+        self.duplicates.iter().filter(|d| in_flight_at(events, d.1, d.3).is_none()).copied().collect()
     }
 }
 
-/// The fault a fire due at `run` was in flight at, if any.
-fn in_flight_at(events: &[Event], run: i64) -> Option<&Event> {
-    events.iter().find(|e| e.in_flight(run))
+/// The fault a fire due at `run`, first received at `first_us`, was in
+/// flight at, if any (see [`Event::in_flight`]).
+fn in_flight_at(events: &[Event], run: i64, first_us: i64) -> Option<&Event> {
+    events.iter().find(|e| e.in_flight(run, first_us))
 }
 
 /// Counts the run from the receiver's hits: every (timer, second) of
@@ -809,13 +1012,13 @@ fn count(hits: &[Hit], ids: &[i64], start: i64, end: i64, events: &[Event]) -> R
             report.delivered += 1;
             let late_ms = |us: i64| (us - run * 1000) as f64 / 1000.0;
             if times > 1 {
-                report.duplicates.push((timer, run, times, late_ms(first_us), late_ms(second_us)));
-                let excused = in_flight_at(events, run);
+                report.duplicates.push((timer, run, times, first_us, second_us));
+                let excused = in_flight_at(events, run, first_us);
                 if let Some(e) = excused {
                     *report.in_flight.entry(e.kind).or_default() += 1;
                 }
                 for &i in &spans {
-                    if events[i].in_flight(run) {
+                    if events[i].in_flight(run, first_us) {
                         report.per_event[i].in_flight += 1;
                     } else if excused.is_none() {
                         report.per_event[i].defects += 1;
@@ -884,7 +1087,7 @@ fn nearest_event(events: &[Event], run: i64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_on_postgres_and_redis_loses_no_fire() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    chaos(Stack::Postgres).await;
+    chaos(Stack::Postgres, Settings::from_env(Stack::Postgres)).await;
 }
 
 /// The chaos run on MariaDB (for MySQL) + Redis.
@@ -893,15 +1096,26 @@ async fn chaos_on_postgres_and_redis_loses_no_fire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_on_mysql_and_redis_loses_no_fire() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    chaos(Stack::Mysql).await;
+    chaos(Stack::Mysql, Settings::from_env(Stack::Mysql)).await;
 }
 
-/// One chaos run on `stack`. Prints a summary, then fails if a fire was
-/// lost, a fire was repeated other than in flight at a kill, a pause or a
-/// cut from the database, or a fire is still pending or running after the
-/// settle time.
-async fn chaos(stack: Stack) {
-    let s = Settings::from_env(stack);
+/// The pause-only run on PostgreSQL + Redis ([`Settings::pauses`]): a node
+/// stopped five times, 3 s each, at 0.1, 0.3, 0.5, 0.7 and 0.9 s into a
+/// second, loses no fire and repeats none it had not sent before it stood
+/// still.
+// The lock only keeps the runs (each on its own runtime) apart.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pauses_at_five_offsets_into_a_second_lose_and_repeat_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    chaos(Stack::Postgres, Settings::pauses(Stack::Postgres)).await;
+}
+
+/// One chaos run on `stack` with `s`. Prints a summary, then fails if a
+/// fire was lost, a fire was repeated other than in flight at a kill, a
+/// pause or a cut from the database, or a fire is still pending or running
+/// after the settle time.
+async fn chaos(stack: Stack, s: Settings) {
     if let Some(dir) = &s.logs {
         std::fs::create_dir_all(dir).expect("the log folder");
     }
@@ -938,19 +1152,21 @@ async fn chaos(stack: Stack) {
         slots.iter().enumerate().filter_map(|(i, sl)| sl.skew.as_ref().map(|o| format!("node {i} {o}"))).collect();
     let skewed = if skewed.is_empty() { "no node".to_string() } else { skewed.join(", ") };
     eprintln!(
-        "chaos on {} + Redis: seed {}, {} nodes, {} per-second timers ({} per app), window {} s, faults {:?}, \
-         {} ms apart (kill: down {} ms; pause {} ms; cuts {} ms; Redis and {} restarts: down {} ms); \
-         clocks skewed: {skewed}; node settings from the environment: {}",
+        "{} on {} + Redis: seed {}, {} nodes, {} per-second timers ({} per app), window {} s, faults {:?}, \
+         {} ms apart (kill: down {} ms; pause {} ms, at {:?} ms into a second; cuts {} ms; \
+         Redis and {} restarts: down {} ms); clocks skewed: {skewed}; node settings from the environment: {}",
+        s.title,
         stack.database(),
         s.seed,
         s.nodes,
         s.rate,
         s.app_timers,
         s.secs,
-        planned.iter().map(|(t, k)| format!("{} at +{:.0} s", k.name(), *t as f64 / 1000.0)).collect::<Vec<_>>(),
+        planned.iter().map(|(t, k)| format!("{} at +{:.1} s", k.name(), *t as f64 / 1000.0)).collect::<Vec<_>>(),
         s.gap_ms,
         s.node_down_ms,
         s.pause_ms,
+        s.pause_offsets_ms,
         s.cut_ms,
         stack.database(),
         s.outage_ms,
@@ -958,7 +1174,7 @@ async fn chaos(stack: Stack) {
     );
 
     let t0 = Instant::now();
-    let ids = create_timers(&bases, &rx.url("/chaos"), s.rate, s.app_timers, s.create_concurrency).await;
+    let (ids, apps) = create_timers(&bases, &rx.url("/chaos"), s.rate, s.app_timers, s.create_concurrency).await;
     let create_s = t0.elapsed().as_secs_f64();
     eprintln!("created {} timers in {create_s:.1} s ({:.0}/s)", ids.len(), ids.len() as f64 / create_s);
 
@@ -997,7 +1213,9 @@ async fn chaos(stack: Stack) {
         if now_ms() > due + 1_000 {
             eprintln!("[{}] {} starts {} ms behind its plan", at(now_ms()), kind.name(), now_ms() - due);
         }
-        tokio::time::sleep(Duration::from_millis((due - now_ms()).max(0) as u64)).await;
+        // A pause is aimed at its millisecond: its victim is chosen first.
+        let choose = if kind == Kind::Pause { due - CHOOSE_AHEAD_MS } else { due };
+        tokio::time::sleep(Duration::from_millis((choose - now_ms()).max(0) as u64)).await;
         // The victim: a random node for a kill; the node holding the most
         // shards (its heartbeat reports them) for a pause or a cut.
         let (i, held) = match kind {
@@ -1015,7 +1233,9 @@ async fn chaos(stack: Stack) {
             Kind::RedisRestart | Kind::DbRestart => (0, 0),
         };
         let clock = slots[i].skew.as_ref().map(|o| format!(", clock {o}")).unwrap_or_default();
+        tokio::time::sleep(Duration::from_millis((due - now_ms()).max(0) as u64)).await;
         let began = now_ms();
+        let mut stopped_us = began * 1000;
         let label = match kind {
             Kind::Kill => {
                 let slot = &mut slots[i];
@@ -1035,9 +1255,18 @@ async fn chaos(stack: Stack) {
             Kind::Pause => {
                 let node = slots[i].node.as_ref().expect("every node is up between events");
                 node.signal("STOP");
+                stopped_us = chrono::Utc::now().timestamp_micros();
                 tokio::time::sleep(Duration::from_millis(s.pause_ms)).await;
                 node.signal("CONT");
-                format!("SIGSTOP of node {i} (pid {}, held {held} shards{clock}) at {}", node.pid(), at(began))
+                format!(
+                    "SIGSTOP of node {i} (pid {}, held {held} shards{clock}) at {}, offset {} ms into its second \
+                     (planned {} ms; stopped by {:.1} ms)",
+                    node.pid(),
+                    at(began),
+                    began.rem_euclid(1000),
+                    due.rem_euclid(1000),
+                    (stopped_us - began / 1000 * 1_000_000) as f64 / 1000.0
+                )
             }
             Kind::DbCut | Kind::RedisCut | Kind::DbReset | Kind::RedisReset => {
                 let slot = &slots[i];
@@ -1070,7 +1299,7 @@ async fn chaos(stack: Stack) {
         };
         let ended = now_ms();
         eprintln!("[{}] {label}, back after {} ms", at(ended), ended - began);
-        events.push(Event { kind, start_ms: began, end_ms: ended, label });
+        events.push(Event { kind, start_ms: began, stopped_us, end_ms: ended, label });
     }
 
     // Wait for every fire of the window to end (delivered, or given up by
@@ -1125,7 +1354,7 @@ async fn chaos(stack: Stack) {
         *lost_by_event.entry(e).or_default() += 1;
     }
 
-    eprintln!("\n== chaos summary: {} + Redis ==", stack.database());
+    eprintln!("\n== {} summary: {} + Redis ==", s.title, stack.database());
     eprintln!(
         "seed {}: {} nodes, {} fires/s ({} per-second timers over {} apps, created in {create_s:.1} s), {} s window; \
          {} faults; clocks skewed: {skewed}; settled {:.1} s after the window",
@@ -1194,14 +1423,28 @@ async fn chaos(stack: Stack) {
             pool.owners(first, last, &names).await
         );
     }
-    for &(timer, run, times, a, b) in defects.iter().step_by((defects.len() / 10).max(1)).take(10) {
+    for &(timer, run, times, a, b) in defects.iter().step_by((defects.len() / 20).max(1)).take(20) {
+        let late = |us: i64| (us - run * 1000) as f64 / 1000.0;
+        // The fault whose start is nearest the first copy's arrival.
+        let fault = events
+            .iter()
+            .min_by_key(|e| (a - e.stopped_us).abs())
+            .map(|e| format!("; first copy {:+.1} ms from {}", (a - e.stopped_us) as f64 / 1000.0, e.label))
+            .unwrap_or_default();
         eprintln!(
-            "  duplicate {timer}_{run} x{times}, arrived {a:.0} and {b:.0} ms after its time ({}): {}",
-            nearest_event(&events, run),
-            pool.fire(timer, run).await
+            "  duplicate {timer}_{run} (due {}, {}) x{times}: arrived {} ({:.1} ms after its time) and {} ({:.1} ms){fault}",
+            rfc3339(run),
+            at(run),
+            rfc3339(a / 1000),
+            late(a),
+            rfc3339(b / 1000),
+            late(b),
         );
+        eprintln!("    row: {}", pool.fire(timer, run).await);
+        let app = apps.get(&timer).map(String::as_str).unwrap_or_default();
+        eprintln!("    {}", explain(&bases, timer, app, run, &names).await);
     }
-    eprintln!("== end of chaos summary ==\n");
+    eprintln!("== end of {} summary ==\n", s.title);
 
     let stack = stack.database();
     assert_eq!(report.expected, expected);
@@ -1220,6 +1463,7 @@ async fn chaos(stack: Stack) {
 #[cfg(test)]
 fn short_settings() -> Settings {
     Settings {
+        title: "chaos",
         secs: 110,
         rate: 300,
         nodes: 3,
@@ -1227,6 +1471,7 @@ fn short_settings() -> Settings {
         gap_ms: 8_000,
         node_down_ms: 5_000,
         pause_ms: 10_000,
+        pause_offsets_ms: vec![100, 300, 500, 700, 900],
         cut_ms: 10_000,
         outage_ms: 3_000,
         skew: vec!["-2s".into()],
@@ -1245,29 +1490,123 @@ fn the_plan_runs_every_fault_once_in_the_short_run_and_spaces_them() {
     assert_eq!(kinds, vec![Kind::Pause, Kind::Kill, Kind::DbCut, Kind::RedisCut, Kind::DbRestart, Kind::RedisRestart]);
     let s = short_settings();
     for pair in short.windows(2) {
-        let ((t0, k0), (t1, _)) = (pair[0], pair[1]);
-        assert_eq!(t1 - (t0 + s.duration_ms(k0)), s.gap_ms, "{short:?}");
+        let ((t0, k0), (t1, k1)) = (pair[0], pair[1]);
+        // `gap_ms` apart; a pause up to a second more, to start on its offset.
+        let gap = t1 - (t0 + s.duration_ms(k0));
+        let most = if k1 == Kind::Pause { s.gap_ms + 999 } else { s.gap_ms };
+        assert!((s.gap_ms..=most).contains(&gap), "{short:?}");
         // The next fault's in-flight window starts after this one ended.
         assert!(t1 - IN_FLIGHT_BEFORE_MS > t0 + s.duration_ms(k0), "{short:?}");
     }
     let (t, k) = *short.last().unwrap();
     assert!(t + s.duration_ms(k) <= (s.secs - QUIET_END_SECS) * 1000);
+    assert_eq!(short[0], (8_100, Kind::Pause), "the pause 100 ms into its second");
 
     let full = plan(&Settings { secs: 300, ..short_settings() });
     for kind in kinds {
         assert!(full.iter().filter(|(_, k)| *k == kind).count() >= 3, "{full:?}");
     }
+    // The window starts on a whole second: successive pauses start 0.1,
+    // 0.3, 0.5 s into a wall-clock second.
+    let offsets: Vec<i64> = full.iter().filter(|(_, k)| *k == Kind::Pause).map(|(t, _)| t % 1000).collect();
+    assert_eq!(offsets, vec![100, 300, 500], "{full:?}");
+}
+
+#[test]
+fn the_pause_run_stops_a_node_five_times_once_at_each_offset_within_a_short_window() {
+    let s = Settings::pauses(Stack::Postgres);
+    let pauses = plan(&s);
+    assert!(pauses.iter().all(|(_, k)| *k == Kind::Pause), "{pauses:?}");
+    let offsets: Vec<i64> = pauses.iter().map(|(t, _)| t % 1000).collect();
+    assert_eq!(offsets, vec![100, 300, 500, 700, 900], "{pauses:?}");
+    assert!(s.skew.is_empty() && s.pause_ms == 3_000 && s.nodes == 3);
+    for pair in pauses.windows(2) {
+        // Each pause's in-flight window starts after the previous one ended.
+        assert!(pair[1].0 - IN_FLIGHT_BEFORE_MS > pair[0].0 + s.pause_ms as i64, "{pauses:?}");
+    }
+    // Short enough for CI: the window, and about 40 s to start, create and settle.
+    assert!(s.secs <= 65, "{s:?}");
+    assert_eq!(s.faults, vec![Kind::Pause]);
+}
+
+#[test]
+fn pause_offsets_parse_and_are_checked() {
+    assert_eq!(parse_offsets("x", " 0, 999 ,250"), vec![0, 999, 250]);
+    for bad in ["", "1000", "-1", "a"] {
+        assert!(std::panic::catch_unwind(|| parse_offsets("x", bad)).is_err(), "{bad}");
+    }
 }
 
 #[test]
 fn a_duplicate_is_excused_only_in_flight_at_a_kill_a_pause_or_a_cut_from_the_database() {
-    let event = |kind| Event { kind, start_ms: 100_000, end_ms: 110_000, label: String::new() };
-    for kind in [Kind::Kill, Kind::Pause, Kind::DbCut, Kind::DbReset] {
+    // The fault began at 100.000 s; a pause's SIGSTOP had taken effect by 100.003 s.
+    let event =
+        |kind| Event { kind, start_ms: 100_000, stopped_us: 100_003_000, end_ms: 110_000, label: String::new() };
+    // First copies (µs) long before the fault, and after it began.
+    let (before, after) = (95_000_000, 100_600_000);
+    // A kill or a cut from the database: a fire due from 5 s before its
+    // start to 1 s after it, whenever its first copy came.
+    for kind in [Kind::Kill, Kind::DbCut, Kind::DbReset] {
         let e = event(kind);
-        assert!(e.in_flight(95_000) && e.in_flight(101_000), "{kind:?}");
-        assert!(!e.in_flight(94_999) && !e.in_flight(101_001) && !e.in_flight(105_000), "{kind:?}");
+        for first in [before, after] {
+            assert!(e.in_flight(95_000, first) && e.in_flight(101_000, first), "{kind:?}");
+            assert!(!e.in_flight(94_999, first) && !e.in_flight(101_001, first), "{kind:?}");
+            assert!(!e.in_flight(105_000, first), "{kind:?}");
+        }
     }
+    // A pause: a fire due from 5 s before it whose first copy arrived
+    // before the node stood still (sent: it may be resent, or taken over).
+    let pause = event(Kind::Pause);
+    assert!(pause.in_flight(95_000, 95_010_000) && pause.in_flight(99_000, 99_040_000));
+    assert!(pause.in_flight(100_000, 100_002_999), "sent in the last moment before the stop");
+    // Sent early, before the pause, by a node whose clock is ahead.
+    assert!(pause.in_flight(101_000, 99_100_000));
+    assert!(!pause.in_flight(94_999, 95_000_000), "due too long before the pause");
+    // Not a fire whose first copy came after the node stood still: it was
+    // not sent before; one copy is a peer's takeover, the other the node
+    // sending, after SIGCONT, a fire it no longer held. The old rule
+    // excused any fire due up to 1 s after the start.
+    assert!(!pause.in_flight(100_000, 100_003_000));
+    assert!(!pause.in_flight(100_500, 100_600_000), "due 0.5 s after the SIGSTOP, first copy after it");
+    assert!(!pause.in_flight(101_000, 104_000_000), "due 1 s after the SIGSTOP, first copy after the SIGCONT");
+    assert!(!pause.in_flight(99_900, 100_010_000), "due before the SIGSTOP, first copy after it");
     for kind in [Kind::RedisCut, Kind::RedisReset, Kind::RedisRestart, Kind::DbRestart] {
-        assert!(!event(kind).in_flight(100_000), "{kind:?}");
+        for first in [before, after] {
+            assert!(!event(kind).in_flight(100_000, first), "{kind:?}");
+        }
     }
+}
+
+#[test]
+fn the_count_takes_a_pause_duplicate_first_received_after_the_sigstop_for_a_defect() {
+    let hit = |timer: i64, run: i64, arrival_us: i64| Hit {
+        key: format!("{timer}_{run}"),
+        run_ms: run,
+        arrival_us,
+        method: axum::http::Method::POST,
+        uri: axum::http::Uri::from_static("/chaos"),
+        headers: None,
+        body: Default::default(),
+    };
+    let pause =
+        Event { kind: Kind::Pause, start_ms: 100_000, stopped_us: 100_003_000, end_ms: 103_000, label: String::new() };
+    let (start, end) = (98_000, 102_000);
+    let mut hits = Vec::new();
+    for run in (start..end).step_by(1000) {
+        for timer in [1, 2] {
+            hits.push(hit(timer, run, run * 1000 + 5_000));
+        }
+    }
+    // Timer 1's fire of 99 s: sent before the stop, and again after (resent, or taken over).
+    hits.push(hit(1, 99_000, 103_100_000));
+    // Timer 2's fire of 100 s: held by the stopped node; its first copy
+    // (at 100.005 s) came after the stop, then the node sent it after SIGCONT.
+    hits.push(hit(2, 100_000, 103_050_000));
+    let report = count(&hits, &[1, 2], start, end, std::slice::from_ref(&pause));
+    assert_eq!((report.expected, report.delivered, report.lost.len()), (8, 8, 0));
+    assert_eq!(report.duplicates.len(), 2);
+    assert_eq!(report.in_flight.get(&Kind::Pause), Some(&1));
+    let defects = report.defects(std::slice::from_ref(&pause));
+    assert_eq!(defects, vec![(2, 100_000, 2, 100_005_000, 103_050_000)]);
+    assert_eq!((report.per_event[0].in_flight, report.per_event[0].defects), (1, 1));
 }
