@@ -18,7 +18,7 @@ use xtimer_executor::flows::FlowLimitsWatch;
 use xtimer_executor::notify::NOTIFY_SWEEP_PERIOD;
 use xtimer_executor::traces::FireTraces;
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, NotifySweeper, Reconciler, Wiring};
-use xtimer_migrator::{Expander, Finisher, Migrator, Retention};
+use xtimer_migrator::{Expander, Finisher, Migrator, Retention, StatsRollup};
 use xtimer_scheduler::Scheduler;
 use xtimer_service::{Parts, ServiceConfig, TimerService};
 use xtimer_store::{ShardLeases, Stores};
@@ -258,6 +258,8 @@ impl Node {
         loops.spawn("asyncflow governor", |s| governor.run(s));
         let retention = Retention::new(config.retention.clone(), &stores, &ctx);
         loops.spawn("retention", |s| retention.run(s));
+        let rollup = StatsRollup::new(&stores, &ctx);
+        loops.spawn("timer figures", |s| rollup.run(s));
         let finisher = Finisher::new(&stores, &ctx);
         loops.spawn("finisher", |s| async move {
             finisher.run(s).await;

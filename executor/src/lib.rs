@@ -258,6 +258,8 @@ struct Inner {
     /// Sends the notifications fires owe (also the sweep's).
     notifier: notify::Notifier,
     metrics: fire_metrics::FireMetrics,
+    /// Paced fires (backfilled, replayed) claimed and not sent yet.
+    paced: fire_metrics::PacedFires,
     claim_seq: AtomicU64,
     /// This node's stalls.
     pause: Arc<PauseWatch>,
@@ -350,6 +352,7 @@ impl Executor {
             results,
             notifier,
             metrics: fire_metrics::FireMetrics::default(),
+            paced: fire_metrics::PacedFires::new(ctx.clock.clone()),
             claim_seq: AtomicU64::new(0),
             pause: ctx.pause.clone(),
             liveness: ctx.liveness.clone(),
@@ -510,9 +513,16 @@ impl ExecutorHandle {
         if claimed.is_empty() {
             return Ok(());
         }
+        self.note_paced(claimed.iter().map(|c| c.task_id));
         let timers = self.load_timers(&claimed).await?;
         self.dispatch_timed(claimed, timers, held, |fire| send_at.get(&fire.task_id).copied().unwrap_or(i64::MIN));
         Ok(())
+    }
+
+    /// Notes claimed fires `task_ids` as paced (backfilled, replayed):
+    /// their first send is counted apart, not in the lateness.
+    pub fn note_paced(&self, task_ids: impl IntoIterator<Item = i64>) {
+        self.inner.paced.note(task_ids);
     }
 
     /// [`Self::dispatch`] with the fires' timers already read.
@@ -785,12 +795,15 @@ impl ExecutorHandle {
             Ok(sent) => sent,
             Err(not_sent) => return self.not_sent(timer, fire, not_sent).await,
         };
-        if attempt == 1 && !fire.replay {
-            inner.metrics.lateness(cost);
+        // A paced fire's first send (a backfilled fire's first attempt, a
+        // replay's) is counted apart: it is late by design.
+        let paced = inner.paced.take(fire.task_id);
+        if paced || attempt == 1 {
+            inner.metrics.first_send(paced || fire.replay, cost);
         }
         // The first attempt's lateness owes the timer's onLate, with that
-        // attempt's result whatever it is (a replay is late by design).
-        let late = (attempt == 1 && !fire.replay && notify::is_late(timer, cost)).then_some(cost);
+        // attempt's result whatever it is (a paced fire is late by design).
+        let late = (attempt == 1 && !paced && !fire.replay && notify::is_late(timer, cost)).then_some(cost);
         if !answer.asked.is_empty() {
             // Before the result: a one-shot moved on must not look ended.
             self.steer(timer, &mut answer).await;

@@ -195,6 +195,11 @@ impl Reconciler {
             crate::fire_metrics::fires_ended(FireStatus::Skipped, outcome.skipped);
             report.skipped += outcome.skipped;
             report.fired += outcome.claimed.len() as u64;
+            // Backfilled and replayed ones are counted apart when sent.
+            let paced: HashSet<i64> = overdue.iter().filter(|o| o.backfill).map(|o| o.task_id).collect();
+            if !paced.is_empty() {
+                self.executor.note_paced(outcome.claimed.iter().map(|c| c.task_id).filter(|id| paced.contains(id)));
+            }
             reclaimed.extend(outcome.claimed);
             if !full {
                 break;

@@ -12,6 +12,7 @@
 //! - [`calendars`]: the calendars timers exclude, read and compiled for expansion.
 //! - [`retention`]: the loop that deletes fire records past their keep time.
 //! - [`finisher`]: the loop that completes timers with nothing left as soon as their last fire ends.
+//! - [`stats`]: the loop that rolls up the per-timer figures by the hour.
 //! - [`error`]: this crate's error type.
 //!
 //! Every step, under a cluster-wide lock, it inserts the fires in
@@ -39,6 +40,7 @@ pub mod expand;
 pub mod finisher;
 pub mod retention;
 pub mod spread;
+pub mod stats;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -58,6 +60,7 @@ pub use calendars::CalendarBook;
 pub use error::{Error, Result};
 pub use finisher::Finisher;
 pub use retention::Retention;
+pub use stats::StatsRollup;
 
 /// The migrator loop: every step, under a cluster-wide lock, expands every
 /// enabled timer through its [`Expander`]. Clones share everything.

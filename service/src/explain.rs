@@ -17,12 +17,12 @@ use crate::error::Result;
 use crate::history::MAX_HISTORY;
 use crate::{checks, ServiceError, TimerKey, TimerService};
 
-/// The window the per-timer figures cover: the last 24 hours.
+/// The window the per-timer figures cover: the last 24 hours, from the
+/// start of the hour they began in (the figures are kept by the hour), so
+/// 24 to 25 hours. Their read costs the same at any rate: at most an
+/// hour row per hour rolled up, and the fires of the hour or two not
+/// rolled up yet ([`xtimer_store::FireRepo::timer_figures`]).
 pub const STATS_WINDOW_MS: i64 = 86_400_000;
-/// Most fires the per-timer figures read: the newest this many of the
-/// window (one range of the `(timer_id, run_timer)` index), so a timer
-/// firing every second (86,400 a day) costs a bounded read.
-pub const STATS_MAX_FIRES: u32 = 10_000;
 
 /// Why a scheduled time fired as it did, or did not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,8 +90,7 @@ impl Moment {
     }
 }
 
-/// A timer's figures over the last [`STATS_WINDOW_MS`] (at most the
-/// newest [`STATS_MAX_FIRES`] fires of it).
+/// A timer's figures over the last [`STATS_WINDOW_MS`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TimerStats {
     /// Fires due in the window (every status).
@@ -132,27 +131,23 @@ impl TimerService {
         }
     }
 
-    /// `timer`'s figures over the last day.
+    /// `timer`'s figures over the last day: every fire counted by status
+    /// (paced ones too: backfilled or replayed), the lateness of those
+    /// sent that were not paced (late by design, they would drown it). Its
+    /// percentiles are nearest-rank over the fixed buckets of
+    /// [`xtimer_store::LATE_BUCKET_BOUNDS_MS`], each reported as the upper
+    /// bound of its bucket (never more than the largest lateness seen).
     pub async fn stats(&self, timer: &Timer) -> Result<TimerStats> {
         let now = self.0.clock.now_ms();
-        let outcomes = self.0.fires.outcomes_between(timer.id, now - STATS_WINDOW_MS, now, STATS_MAX_FIRES).await?;
-        let mut stats = TimerStats { fires: outcomes.len() as u64, ..TimerStats::default() };
-        let mut late = Vec::new();
-        for o in &outcomes {
-            match o.status {
-                FireStatus::Succeeded => stats.succeeded += 1,
-                FireStatus::Failed => stats.failed += 1,
-                FireStatus::Missed => stats.missed += 1,
-                _ => {}
-            }
-            if matches!(o.status, FireStatus::Succeeded | FireStatus::Failed) {
-                late.push(o.cost_time.max(0));
-            }
-        }
-        late.sort_unstable();
-        stats.late_p50_ms = percentile(&late, 50);
-        stats.late_p99_ms = percentile(&late, 99);
-        Ok(stats)
+        let figures = self.0.fires.timer_figures(timer.id, now - STATS_WINDOW_MS, now).await?;
+        Ok(TimerStats {
+            fires: figures.fires,
+            succeeded: figures.succeeded,
+            failed: figures.failed,
+            missed: figures.missed,
+            late_p50_ms: figures.late_percentile(50),
+            late_p99_ms: figures.late_percentile(99),
+        })
     }
 
     /// Why `timer` has no fire record at `t`: each reason tested in turn.
@@ -548,27 +543,9 @@ fn describe(schedule: &Schedule) -> String {
     }
 }
 
-/// The nearest-rank `p`th percentile of sorted `values`.
-fn percentile(values: &[i64], p: usize) -> Option<i64> {
-    if values.is_empty() {
-        return None;
-    }
-    let rank = (values.len() * p).div_ceil(100).max(1);
-    values.get(rank - 1).copied()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        assert_eq!(percentile(&[], 50), None);
-        assert_eq!(percentile(&[7], 99), Some(7));
-        let hundred: Vec<i64> = (1..=100).collect();
-        assert_eq!((percentile(&hundred, 50), percentile(&hundred, 99)), (Some(50), Some(99)));
-        assert_eq!(percentile(&[1, 2, 3], 50), Some(2));
-    }
 
     #[test]
     fn a_claim_token_names_its_node() {

@@ -240,9 +240,10 @@ impl TimerService {
     }
 
     /// The fires that ended since `since_ms`, at most `limit`, newest first
-    /// (the console's overview).
-    pub async fn ended_fires(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>> {
-        Ok(self.0.fires.ended_since(since_ms, limit).await?)
+    /// (the console's overview), each with whether it was paced
+    /// (backfilled or replayed: late by design).
+    pub async fn ended_fires(&self, since_ms: i64, limit: u32) -> Result<Vec<(Fire, bool)>> {
+        Ok(self.0.fires.ended_since_paced(since_ms, limit).await?)
     }
 
     /// The timers of `ids` that exist, deleted ones included (to name the

@@ -15,7 +15,7 @@ use crate::mysql::fires::{claim_mysql, insert_mysql, reclaim_mysql, record_mysql
 use crate::postgres::fires::{claim_pg, insert_pg, reclaim_pg, record_pg_alone, record_pg_on, release_pg};
 use crate::repo::{
     BackfillFire, ClaimOutcome, FireDetail, FireLog, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue,
-    PartitionReport,
+    PartitionReport, TimerFigures,
 };
 use crate::sql::{
     claim_taken_over, code, fire_from_row, fire_status, key_from_row, lease_judged_at, numbers, opt_text, page_bound,
@@ -23,7 +23,7 @@ use crate::sql::{
 };
 use crate::sqlite::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite_alone, record_sqlite_on};
 use crate::usage::Tx;
-use crate::{fire_log, mysql, partition, placement, Database, Result};
+use crate::{fire_log, mysql, partition, placement, timer_stats, Database, Result};
 
 /// The start of the statement that owes the `onMissed` of fires just
 /// marked missed ([`OWE_MISSED_FROM`] goes on after the binds of its send
@@ -129,6 +129,14 @@ const ENDED_SINCE: &str = formatcp!(
     succeeded = code::SUCCEEDED,
     failed = code::FAILED
 );
+/// [`ENDED_SINCE`], each with whether it was paced (backfilled or replayed).
+const ENDED_SINCE_PACED: &str = formatcp!(
+    "SELECT {FIRE_COLUMNS}, CAST(CASE WHEN backfill_at IS NULL AND replayed = 0 THEN 0 ELSE 1 END AS BIGINT) AS paced
+     FROM t_timer_task WHERE status IN ({succeeded}, {failed}) AND run_timer >= $1
+     ORDER BY run_timer DESC LIMIT $2",
+    succeeded = code::SUCCEEDED,
+    failed = code::FAILED
+);
 
 #[async_trait]
 impl FireRepo for Database {
@@ -187,9 +195,17 @@ impl FireRepo for Database {
             Self::Mysql(_) => ("INSERT IGNORE", ""),
             _ => ("INSERT", " ON CONFLICT (timer_id, run_timer) DO NOTHING"),
         };
+        // Hours already rolled up gain fires: their figures are counted
+        // from the fires again until rolled up anew (marked first, as a
+        // replay's).
+        let stale =
+            timer_stats::mark_hours_stale(self, fires.iter().map(|f| (f.fire.key.timer_id, f.fire.key.run_ms)), now_ms);
         on_db!(self, write, pool => {
             let mut inserted = 0;
             let mut tx = pool.begin().await?;
+            if let Some(stale) = &stale {
+                sqlx::query(stale).execute(&mut *tx).await?;
+            }
             for chunk in fires.chunks(MAX_PARAMS / 6) {
                 let mut qb = QueryBuilder::new(format!(
                     "{insert} INTO t_timer_task (timer_id, app, run_timer, backfill_at, create_time, modify_time) "
@@ -248,8 +264,18 @@ impl FireRepo for Database {
                 pending = code::PENDING,
                 ids = numbers(chunk.iter().map(|(id, _)| *id)),
             );
+            // The hours of the fires replayed are counted from their
+            // fires again until rolled up anew: their outcomes change. The
+            // mark first, in the replay's transaction: the roll-up takes
+            // the same locks in the same order.
+            let (stale, oldest) =
+                timer_stats::mark_fires_stale(self, &chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>(), now_ms);
             replayed += on_db!(self, write, pool => {
-                sqlx::query(&pool.sql(&sql)).bind(now_ms).execute(pool).await?.rows_affected()
+                let mut tx = pool.begin().await?;
+                sqlx::query(&pool.sql(&stale)).bind(oldest).execute(&mut *tx).await?;
+                let done = sqlx::query(&pool.sql(&sql)).bind(now_ms).execute(&mut *tx).await?.rows_affected();
+                tx.commit().await?;
+                done
             });
         }
         Ok(replayed)
@@ -668,6 +694,33 @@ impl FireRepo for Database {
                 })
                 .collect()
         })
+    }
+
+    async fn ended_since_paced(&self, since_ms: i64, limit: u32) -> Result<Vec<(Fire, bool)>> {
+        on_db!(self, read, pool => sqlx::query(&pool.sql(ENDED_SINCE_PACED))
+            .bind(since_ms)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(|row| Ok((fire_from_row(row)?, row.try_get::<i64, _>("paced")? != 0)))
+            .collect())
+    }
+
+    async fn timer_figures(&self, timer_id: i64, from_ms: i64, to_ms: i64) -> Result<TimerFigures> {
+        Database::timer_figures(self, timer_id, from_ms, to_ms).await
+    }
+
+    async fn roll_up_hour(&self, settled_ms: i64, oldest_hour_ms: i64) -> Result<Option<i64>> {
+        Database::roll_up_hour(self, settled_ms, oldest_hour_ms).await
+    }
+
+    async fn reroll_stale_hours(&self, from_hour_ms: i64, limit: u32) -> Result<u64> {
+        Database::reroll_stale_hours(self, from_hour_ms, limit).await
+    }
+
+    async fn forget_rolled_hours(&self, before_ms: i64, limit: u32) -> Result<u64> {
+        Database::forget_rolled_hours(self, before_ms, limit).await
     }
 
     async fn list_fires_in(

@@ -19,7 +19,8 @@
 //! - `timers`, `fires`, `nodes`, `notify`, [`auth`], [`tasks`], `calendars`,
 //!   `apps`, `flows`, `history`: one file per repository; `plan` (the
 //!   writes of an expansion plan), `placement` (spread send times),
-//!   [`usage`] (what each app uses, kept as its timers change), `fence`.
+//!   [`usage`] (what each app uses, kept as its timers change), `fence`,
+//!   `timer_stats` (the per-timer figures rolled up by the hour).
 //! - `sql`: what the dialects share: status codes, column lists, SQL
 //!   fragments, row decoding, and per repository the statements and rows
 //!   its dialect code shares (`sql::notify`, `sql::tasks`, ...).
@@ -66,6 +67,7 @@ pub mod shard;
 mod sql;
 pub mod sqlite;
 pub mod tasks;
+mod timer_stats;
 mod timers;
 pub mod usage;
 
@@ -85,7 +87,7 @@ pub use repo::HistoryEntry;
 pub use repo::{
     AttemptRecord, BackfillFire, ClaimOutcome, ClaimRecord, FireDetail, FireLog, FireOutcome, FireRepo, FireResult,
     FireWindow, NewFire, NextRun, NodeRepo, NotifyRepo, Overdue, OwedKind, OwedNotification, PartitionReport,
-    PlannedFire, Recorded, TimerQuery, TimerRepo,
+    PlannedFire, Recorded, TimerFigures, TimerQuery, TimerRepo, LATE_BUCKETS, LATE_BUCKET_BOUNDS_MS, STATS_HOUR_MS,
 };
 pub use repo::{Quota, Refusal};
 pub use shard::ShardStore;
@@ -197,6 +199,12 @@ impl Stores {
     /// The WAL checkpointer a node runs on SQLite; none on the servers.
     pub fn checkpointer(&self, period: std::time::Duration) -> Option<sqlite::Checkpointer> {
         self.database.checkpointer(period)
+    }
+
+    /// The database under the repositories (tools and tests that need SQL
+    /// of their own).
+    pub fn database(&self) -> &Database {
+        &self.database
     }
 
     /// Closes the database for a clean stop (see [`Database::close`]).

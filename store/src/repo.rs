@@ -347,6 +347,72 @@ pub struct FireOutcome {
     pub cost_time: i64,
 }
 
+/// Upper bounds, ms (inclusive), of the buckets of the per-timer lateness
+/// histogram ([`TimerFigures::late`]); one bucket more takes every fire
+/// later than the last bound.
+pub const LATE_BUCKET_BOUNDS_MS: [i64; 26] = [
+    0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700, 1_000, 1_500, 2_000, 3_000, 5_000, 10_000,
+    30_000, 60_000,
+];
+/// Buckets of the per-timer lateness histogram: one per bound of
+/// [`LATE_BUCKET_BOUNDS_MS`], and the last, unbounded one.
+pub const LATE_BUCKETS: usize = LATE_BUCKET_BOUNDS_MS.len() + 1;
+/// The hours the per-timer figures are rolled up by, ms.
+pub const STATS_HOUR_MS: i64 = 3_600_000;
+
+/// One timer's fires in a window, counted ([`FireRepo::timer_figures`]):
+/// the hours rolled up summed, and the fires of the others counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimerFigures {
+    /// Fires run in the window, every status.
+    pub fires: u64,
+    /// Of them, succeeded.
+    pub succeeded: u64,
+    /// Failed (every attempt).
+    pub failed: u64,
+    /// Missed (the misfire policy).
+    pub missed: u64,
+    /// Paced: backfilled or replayed, whatever their status. Late by
+    /// design, they are left out of [`Self::late`].
+    pub paced: u64,
+    /// The lateness (`cost_time`) of the fires sent (succeeded or failed)
+    /// that were not paced, by bucket of [`LATE_BUCKET_BOUNDS_MS`].
+    pub late: [u64; LATE_BUCKETS],
+    /// The largest of those latenesses, ms.
+    pub late_max: Option<i64>,
+    /// What the read cost: rolled-up hours read.
+    pub rolled_hours: u64,
+    /// What the read cost: fire rows counted (those of the hours not
+    /// rolled up, or whose roll-up a change made stale).
+    pub raw_fires: u64,
+}
+
+impl TimerFigures {
+    /// The nearest-rank `p`th percentile (1-100) of [`Self::late`]: the
+    /// upper bound of the bucket the fire of that rank falls in, never more
+    /// than the largest lateness seen ([`Self::late_max`], which also
+    /// answers for the unbounded bucket). `None` when no fire was sent.
+    pub fn late_percentile(&self, p: u64) -> Option<i64> {
+        let sent: u64 = self.late.iter().sum();
+        if sent == 0 {
+            return None;
+        }
+        let rank = (sent * p.clamp(1, 100)).div_ceil(100).max(1);
+        let mut seen = 0;
+        let bucket = self.late.iter().position(|n| {
+            seen += n;
+            seen >= rank
+        })?;
+        let max = self.late_max.unwrap_or(i64::MAX).max(0);
+        Some(LATE_BUCKET_BOUNDS_MS.get(bucket).map_or(max, |bound| (*bound).min(max)))
+    }
+
+    /// The bucket of [`Self::late`] a lateness of `late_ms` falls in.
+    pub fn bucket_of(late_ms: i64) -> usize {
+        LATE_BUCKET_BOUNDS_MS.partition_point(|bound| *bound < late_ms)
+    }
+}
+
 /// What [`FireRepo::maintain_partitions`] did, by partition name.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PartitionReport {
@@ -608,6 +674,53 @@ pub trait FireRepo: Send + Sync {
     ) -> Result<Vec<FireOutcome>> {
         Ok(Vec::new())
     }
+    /// Fires of every timer that ended succeeded or failed since
+    /// `since_ms`, as [`Self::ended_since`], each with whether it was paced
+    /// (backfilled or replayed), so lateness figures can leave those out.
+    /// The default knows replayed ones only.
+    async fn ended_since_paced(&self, since_ms: i64, limit: u32) -> Result<Vec<(Fire, bool)>> {
+        let fires = self.ended_since(since_ms, limit).await?;
+        Ok(fires
+            .into_iter()
+            .map(|f| {
+                let paced = f.replayed;
+                (f, paced)
+            })
+            .collect())
+    }
+    /// Timer `timer_id`'s figures from the start of the hour of `from_ms`
+    /// to `to_ms` (run times, both ends in): the rows of its hours rolled
+    /// up ([`Self::roll_up_hour`]) summed, and its fires counted in the
+    /// hours that are not (the last hour or two), or whose roll-up a
+    /// replay or a backfill made stale. One statement (a second while an
+    /// hour is stale); it reads at most an hour row per hour of the window
+    /// and the fires of the hours not rolled up. The default knows no fire.
+    async fn timer_figures(&self, _timer_id: i64, _from_ms: i64, _to_ms: i64) -> Result<TimerFigures> {
+        Ok(TimerFigures::default())
+    }
+    /// Rolls up the next hour of fires (every timer's, by run time) not
+    /// rolled up yet, no older than `oldest_hour_ms`, if it ended at or
+    /// before `settled_ms`: one row per timer with fires that hour, in one
+    /// statement, and the hour marked rolled. Returns the hour rolled, or
+    /// `None` when none is due (or another node rolled it meanwhile). The
+    /// default rolls none.
+    async fn roll_up_hour(&self, _settled_ms: i64, _oldest_hour_ms: i64) -> Result<Option<i64>> {
+        Ok(None)
+    }
+    /// Rolls up again at most `limit` hours of a timer, from
+    /// `from_hour_ms` on, whose roll-up is stale: a replay or a backfill
+    /// changed its fires, or some were still under way when it was rolled
+    /// (one that still has such fires stays stale). Returns how many. The
+    /// default has none.
+    async fn reroll_stale_hours(&self, _from_hour_ms: i64, _limit: u32) -> Result<u64> {
+        Ok(0)
+    }
+    /// Forgets at most `limit` rows of the oldest rolled-up hour that
+    /// began before `before_ms` (0: none left); returns how many. The
+    /// default keeps none.
+    async fn forget_rolled_hours(&self, _before_ms: i64, _limit: u32) -> Result<u64> {
+        Ok(0)
+    }
 }
 
 /// Nodes (`t_node`): who is in the cluster and what each holds.
@@ -781,4 +894,46 @@ pub struct HistoryEntry {
     pub by: String,
     /// The changed fields' old and new values, a JSON object of pairs.
     pub changes: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(latenesses: &[i64]) -> TimerFigures {
+        let mut f = TimerFigures::default();
+        for late in latenesses {
+            f.late[TimerFigures::bucket_of(*late)] += 1;
+        }
+        f.late_max = latenesses.iter().copied().max();
+        f
+    }
+
+    #[test]
+    fn lateness_percentiles_are_nearest_rank_by_bucket_bound() {
+        assert_eq!(figures(&[]).late_percentile(50), None);
+        assert_eq!(figures(&[7]).late_percentile(99), Some(7));
+        // 4 falls in (3, 5]: reported 5, unless nothing later was seen.
+        assert_eq!(figures(&[4]).late_percentile(50), Some(4), "never past the largest seen");
+        assert_eq!(figures(&[4, 9]).late_percentile(50), Some(5));
+        let hundred: Vec<i64> = (1..=100).collect();
+        let f = figures(&hundred);
+        // The 50th is 50, in (30, 50]; the 99th is 99, in (70, 100].
+        assert_eq!((f.late_percentile(50), f.late_percentile(99)), (Some(50), Some(100)));
+        assert_eq!(figures(&[1, 2, 3]).late_percentile(50), Some(2));
+        // Past the last bound: the largest seen.
+        assert_eq!(figures(&[10, 90_000]).late_percentile(99), Some(90_000));
+        assert_eq!(figures(&[-5]).late_percentile(50), Some(0), "early counts as on time");
+    }
+
+    #[test]
+    fn each_lateness_falls_in_the_bucket_of_the_first_bound_not_below_it() {
+        assert_eq!(TimerFigures::bucket_of(-1), 0);
+        assert_eq!(TimerFigures::bucket_of(0), 0);
+        assert_eq!(TimerFigures::bucket_of(1), 1);
+        assert_eq!(TimerFigures::bucket_of(4), 4);
+        assert_eq!(TimerFigures::bucket_of(5), 4);
+        assert_eq!(TimerFigures::bucket_of(60_000), LATE_BUCKETS - 2);
+        assert_eq!(TimerFigures::bucket_of(60_001), LATE_BUCKETS - 1);
+    }
 }

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use xtimer::receiver::Receiver;
 
-use crate::helpers::{every_second, wait_for, Stack, TestNode};
+use crate::helpers::{every_second, now_ms, wait_for, Stack, Storage, TestNode, PATIENCE};
 
 /// The value of the sample `name{labels}` (`labels` exactly as rendered,
 /// e.g. `outcome="succeeded"`; empty for none), or 0 when it is absent.
@@ -107,4 +107,37 @@ async fn asyncflow_tasks_are_counted_by_type_and_status(stack: Stack) {
     node.stop().await;
 }
 
-crate::on_both_stacks!(metrics_move_with_fires, asyncflow_tasks_are_counted_by_type_and_status);
+/// Backfilled fires are late by design (100 s here): counted in
+/// `xtimer_paced_fires_total`, left out of the lateness, in the metrics
+/// and in the timer's figures.
+async fn backfilled_fires_are_counted_apart_from_the_lateness(stack: Stack) {
+    // The reconciler as shipped: it sends backfilled fires.
+    let mut storage = Storage::new(stack).await;
+    storage.config.reconciler = xtimer_core::config::ReconcilerConfig::default();
+    let node = TestNode::spawn_with(storage.config.clone()).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let paced_before = sample(&scrape(&node).await, "xtimer_paced_fires_total", "");
+    let id = node.create_ok(every_second("metrics-backfilled", &rx, json!({}))).await;
+    let start = (now_ms() / 1_000 - 100) * 1_000;
+    let reply = node.post("backfillTimer", json!({"id": id, "app": "it", "from": start, "to": start + 10_000})).await;
+    assert_eq!(reply["result"]["count"], 10, "{reply}");
+    wait_for("the ten backfilled fires counted apart", || async {
+        let text = scrape(&node).await;
+        (sample(&text, "xtimer_paced_fires_total", "") >= paced_before + 10.0).then_some(())
+    })
+    .await;
+    let ended = |h: &[xtimer::receiver::Hit]| h.iter().filter(|h| h.run_ms > start + 20_000).count();
+    assert!(rx.wait_until(PATIENCE, |h| ended(h) >= 3).await, "fires on the schedule too");
+    let got = node.get(&format!("getTimer?id={id}&app=it")).await;
+    let stats = &got["result"]["stats"];
+    assert!(stats["fires"].as_u64().unwrap() >= 13, "the backfilled fires count as fires: {got}");
+    let p99 = stats["lateP99Ms"].as_i64().unwrap_or_else(|| panic!("{got}"));
+    assert!(p99 < 50_000, "the backfilled fires' 100 s are not the lateness: {stats}");
+    node.stop().await;
+}
+
+crate::on_both_stacks!(
+    metrics_move_with_fires,
+    asyncflow_tasks_are_counted_by_type_and_status,
+    backfilled_fires_are_counted_apart_from_the_lateness
+);

@@ -45,6 +45,7 @@ pub async fn mysql() -> Backend {
     backend.timers = repo.clone();
     backend.nodes = repo.clone();
     backend.notifications = repo.clone();
+    backend.db = (*repo).clone();
     backend.fires = repo;
     backend
 }

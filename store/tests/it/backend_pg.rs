@@ -40,6 +40,7 @@ pub async fn postgres() -> Backend {
     backend.timers = repo.clone();
     backend.nodes = repo.clone();
     backend.notifications = repo.clone();
+    backend.db = (*repo).clone();
     backend.fires = repo;
     backend
 }

@@ -9,7 +9,9 @@ use xtimer_core::config::{DatabaseConfig, ShardConfig};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_core::Clock;
-use xtimer_store::{FireRepo, FireResult, LockStore, NewFire, NodeRepo, NotifyRepo, ShardStore, Stores, TimerRepo};
+use xtimer_store::{
+    Database, FireRepo, FireResult, LockStore, NewFire, NodeRepo, NotifyRepo, ShardStore, Stores, TimerRepo,
+};
 
 /// 2026-03-01 12:34:00 UTC: a minute boundary every test starts at.
 pub const T0: i64 = 1_772_368_440_000;
@@ -26,6 +28,9 @@ pub struct Backend {
     pub locks: Arc<dyn LockStore>,
     pub nodes: Arc<dyn NodeRepo>,
     pub notifications: Arc<dyn NotifyRepo>,
+    /// The database under the repositories, for fixtures written in SQL
+    /// (more rows than a test should make through claims and results).
+    pub db: Database,
     pub clock: Arc<ManualClock>,
     /// Keeps the backend's storage (temp dir, schema, key prefix) alive.
     _keep: Box<dyn Any + Send + Sync>,
@@ -48,6 +53,7 @@ pub async fn embedded() -> Backend {
         .await
         .expect("embedded stores open");
     Backend {
+        db: stores.database().clone(),
         timers: stores.timers,
         fires: stores.fires,
         shards: stores.shards,

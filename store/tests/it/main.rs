@@ -25,6 +25,7 @@ mod locks;
 mod notify;
 mod plans;
 mod shards;
+mod stats;
 mod tasks;
 mod timers;
 
@@ -93,6 +94,10 @@ macro_rules! conformance_suite {
                     list_fires_is_newest_first_with_filter_and_total,
                     fire_at_reads_a_fire_by_its_scheduled_time_with_its_owner,
                     outcomes_between_reads_one_timers_range_newest_first,
+                }
+                stats {
+                    a_day_of_a_timer_firing_every_second_rolls_up_into_its_figures,
+                    paced_fires_are_counted_apart_and_a_change_after_the_roll_up_shows_at_once,
                 }
                 plans {
                     a_plan_of_the_current_definition_inserts_its_fires_once,

@@ -1,6 +1,9 @@
 //! `GET /ui/api/overview`: what the console's lateness page shows, from
 //! the fire records of the last hour (every node's): p50 and p99 lateness
 //! per minute, and the timers whose fires failed, most failures first.
+//! Paced fires (backfilled or replayed) are late by design: the lateness
+//! leaves them out and counts them on their own (`paced`); their failures
+//! count among the failing timers'.
 //! With `?app=`, only that app's fires count (the console marks the
 //! failing timers of an app's list with it).
 //!
@@ -37,6 +40,9 @@ pub struct Overview {
     pub failing: Vec<FailingTimer>,
     /// True when the window held more than [`MAX_FIRES`] fires.
     pub sampled: bool,
+    /// Paced fires (backfilled or replayed) in the window, left out of
+    /// `minutes`.
+    pub paced: usize,
 }
 
 /// Lateness of the fires of one minute (by run time).
@@ -92,11 +98,12 @@ pub async fn overview_get(
     let from_ms = now - WINDOW_MS;
     let fires = state.service.ended_fires(from_ms, MAX_FIRES).await?;
     let sampled = fires.len() == MAX_FIRES as usize;
-    let fires: Vec<Fire> = fires
+    let fires: Vec<(Fire, bool)> = fires
         .into_iter()
-        .filter(|f| authorize(&auth, &f.app).is_ok() && query.app.as_ref().is_none_or(|app| *app == f.app))
+        .filter(|(f, _)| authorize(&auth, &f.app).is_ok() && query.app.as_ref().is_none_or(|app| *app == f.app))
         .collect();
-    let minutes = per_minute(&fires);
+    let (minutes, paced) = lateness_on_schedule(&fires);
+    let fires: Vec<Fire> = fires.into_iter().map(|(f, _)| f).collect();
     let mut failing = failing_timers(&fires);
     let ids: Vec<i64> = failing.iter().map(|f| f.timer_id).collect();
     let names: HashMap<i64, String> =
@@ -104,11 +111,19 @@ pub async fn overview_get(
     for f in &mut failing {
         f.name = names.get(&f.timer_id).cloned().unwrap_or_default();
     }
-    Ok(Envelope(Overview { from_ms, minutes, failing, sampled }))
+    Ok(Envelope(Overview { from_ms, minutes, failing, sampled, paced }))
 }
 
-/// p50 and p99 of `cost_time` per minute of run time, oldest first.
-pub fn per_minute(fires: &[Fire]) -> Vec<MinuteLateness> {
+/// [`per_minute`] of the fires on their schedule, and how many paced
+/// ones (backfilled or replayed, marked `true`) were left out.
+pub fn lateness_on_schedule(fires: &[(Fire, bool)]) -> (Vec<MinuteLateness>, usize) {
+    let paced = fires.iter().filter(|(_, paced)| *paced).count();
+    (per_minute(fires.iter().filter(|(_, paced)| !paced).map(|(f, _)| f)), paced)
+}
+
+/// p50 and p99 of `cost_time` per minute of run time, oldest first (of
+/// fires on their schedule: the caller leaves paced ones out).
+pub fn per_minute<'a>(fires: impl IntoIterator<Item = &'a Fire>) -> Vec<MinuteLateness> {
     let mut by_minute: BTreeMap<i64, (Vec<i64>, usize)> = BTreeMap::new();
     for f in fires {
         let entry = by_minute.entry(f.run_ms.div_euclid(60_000) * 60_000).or_default();
@@ -212,6 +227,30 @@ mod tests {
         assert_eq!((failing[0].timer_id, failing[0].failed, failing[0].fires), (2, 2, 2));
         assert_eq!(failing[0].last_output, "out 60500", "the newest failure's output");
         assert!(failing[0].last_failed, "its newest fire failed");
+    }
+
+    #[test]
+    fn paced_fires_are_left_out_of_the_lateness_and_counted() {
+        let mut backfilled = fire(1, 30_000, FireStatus::Succeeded, 3_600_000);
+        backfilled.task_id = 1;
+        let mut replayed = fire(1, 90_000, FireStatus::Succeeded, 7_200_000);
+        replayed.replayed = true;
+        let fires = vec![
+            (replayed, true),
+            (fire(1, 60_000, FireStatus::Succeeded, 4), false),
+            (backfilled, true),
+            (fire(1, 20_000, FireStatus::Succeeded, 2), false),
+        ];
+        let (minutes, paced) = lateness_on_schedule(&fires);
+        assert_eq!(paced, 2);
+        assert_eq!(
+            minutes,
+            [
+                MinuteLateness { minute_ms: 0, fires: 1, failed: 0, p50_ms: 2, p99_ms: 2 },
+                MinuteLateness { minute_ms: 60_000, fires: 1, failed: 0, p50_ms: 4, p99_ms: 4 },
+            ],
+            "the hours-late paced fires are not in the chart"
+        );
     }
 
     #[test]

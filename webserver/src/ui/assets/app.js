@@ -982,7 +982,7 @@ async function latenessPage() {
   const fires = o.minutes.reduce((n, m) => n + m.fires, 0);
   main.innerHTML = `<h1>Lateness, last hour</h1>
     <div class="chart" id="chart">${chart(o)}<div class="legend"><span><i style="background:#2f6fde"></i>p50</span>
-    <span><i style="background:#c6362f"></i>p99</span><span class="muted">${fires} fires${o.sampled ? " (the newest 50,000)" : ""}; lateness = callback leaving minus its scheduled time</span></div></div>
+    <span><i style="background:#c6362f"></i>p99</span><span class="muted">${fires} fires${o.sampled ? " (the newest 50,000)" : ""}; lateness = callback leaving minus its scheduled time${o.paced ? `; ${o.paced} backfilled or replayed fires left out (late by design)` : ""}</span></div></div>
     <h2>Timers whose recent fires failed</h2>
     <table id="failing"><thead><tr><th>Timer</th><th>App</th><th>Failed</th><th>Last failure</th><th>Last output</th></tr></thead>
     <tbody>${failing || `<tr><td colspan="5" class="muted">No failed fire in the last hour.</td></tr>`}</tbody></table>`;
