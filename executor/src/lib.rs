@@ -771,6 +771,15 @@ impl ExecutorHandle {
             Ok(slot) => slot,
             Err(not_sent) => return self.not_sent(timer, fire, not_sent).await,
         };
+        // A fire that waited for its flow may come out into a pause of its app.
+        if slot.is_some() {
+            if let Some(reason) = inner.app_pauses.reason(&timer.app, fire.key.run_ms).await {
+                drop(slot);
+                let output = format!("app paused: {reason}");
+                self.send_missed(timer, fire, FireStatus::Skipped, &output, 0).await;
+                return FireOutcome::Skipped;
+            }
+        }
         let answer = match (&timer.notify, &cached.target) {
             (Notify::Http(notify), _) if notify.template => {
                 let key = fire.idempotency_key();

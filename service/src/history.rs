@@ -57,7 +57,7 @@ impl TimerService {
         let app_wide = self.0.timers.app_history(&key.app, created, MAX_HISTORY).await?;
         if !app_wide.is_empty() {
             entries.extend(app_wide);
-            entries.sort_by(|a, b| b.at_ms.cmp(&a.at_ms));
+            entries.sort_by_key(|e| std::cmp::Reverse(e.at_ms));
             entries.truncate(MAX_HISTORY as usize);
         }
         Ok(entries)

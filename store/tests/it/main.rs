@@ -24,6 +24,7 @@ mod helpers;
 mod locks;
 mod notify;
 mod plans;
+mod replays;
 mod shards;
 mod stats;
 mod tasks;
@@ -94,6 +95,12 @@ macro_rules! conformance_suite {
                     list_fires_is_newest_first_with_filter_and_total,
                     fire_at_reads_a_fire_by_its_scheduled_time_with_its_owner,
                     outcomes_between_reads_one_timers_range_newest_first,
+                }
+                replays {
+                    a_replayed_fire_is_claimed_whatever_its_timers_status_but_deleted,
+                    paced_fires_are_found_a_pass_ahead,
+                    earlier_attempts_and_takeovers_are_kept,
+                    the_stores_own_status_changes_are_in_the_history,
                 }
                 stats {
                     a_day_of_a_timer_firing_every_second_rolls_up_into_its_figures,
