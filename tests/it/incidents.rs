@@ -255,7 +255,59 @@ pub async fn an_app_paused_during_a_deploy_holds_its_retries(stack: Stack) {
     node.stop().await;
 }
 
+/// A spread timer edited while two nodes plan its minute: fillers created
+/// through both nodes at once stay flat (one a second), the edited timer
+/// is placed again inside its new window, and every fire arrives once, on
+/// its placed time. (On the embedded default one node plans.)
+pub async fn a_spread_timer_edited_while_two_nodes_plan(stack: Stack) {
+    let (a, storage) = default_node(stack).await;
+    let b = match stack {
+        Stack::Embedded => None,
+        _ => Some(TestNode::spawn_with(storage.config.clone()).await),
+    };
+    let other = b.as_ref().unwrap_or(&a);
+    let rx = Receiver::start(false).await.unwrap();
+    let at = (now_ms() / 1000 + 25) * 1000;
+    let body = |name: String, spread: i64| {
+        json!({"app": "it", "name": name, "everyMs": 3_600_000, "anchorAt": at, "spreadMs": spread, "status": 2,
+               "notifyHTTPParam": {"url": rx.url("/hook")}, "retry": {"maxAttempts": 1, "backoffMs": 0}})
+    };
+    let half = |from: usize| -> Vec<Value> { (from..from + 15).map(|i| body(format!("filler-{i}"), 30_000)).collect() };
+    let (one, two) = tokio::join!(
+        post(&a, "createTimers", json!({ "timers": half(0) })),
+        post(other, "createTimers", json!({ "timers": half(15) }))
+    );
+    assert_eq!((one["code"].as_i64(), two["code"].as_i64()), (Some(0), Some(0)), "{one} {two}");
+    let id = a.create_ok(body("edited".into(), 50_000)).await;
+    let reply = post(other, "updateTimer", json!({"id": id, "app": "it", "spreadMs": 5_000})).await;
+    assert_eq!(reply["code"], 0, "{reply}");
+    assert!(now_ms() < at - 1_000, "edited before the window opens");
+
+    let n = 31;
+    let until = Duration::from_millis((at + 31_000 - now_ms()).max(0) as u64) + PATIENCE;
+    assert!(rx.wait_until(until, |hits| hits.len() >= n).await, "every fire arrives: {}", rx.hits().len());
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let hits = rx.hits();
+    assert_eq!(hits.len(), n, "each fire once");
+    let edited = hits.iter().find(|h| h.key == format!("{id}_{at}")).expect("the edited timer's fire");
+    assert!((at..at + 5_000).contains(&edited.run_ms), "placed in its new window: +{} ms", edited.run_ms - at);
+    let mut per_second = std::collections::BTreeMap::new();
+    for h in hits.iter().filter(|h| h.key != edited.key) {
+        *per_second.entry((h.run_ms - at) / 1_000).or_insert(0) += 1;
+    }
+    assert!(per_second.values().all(|&c| c == 1), "two planners placed the fillers flat: {per_second:?}");
+    assert!(per_second.keys().all(|s| (0..30).contains(s)), "inside their window: {per_second:?}");
+    for h in &hits {
+        assert!(h.lateness_ms() < 1_000.0, "sent on its placed time: {} ms late", h.lateness_ms());
+    }
+    if let Some(b) = b {
+        b.stop().await;
+    }
+    a.stop().await;
+}
+
 crate::on_both_stacks!(
+    a_spread_timer_edited_while_two_nodes_plan,
     receiver_down_auto_pause_fix_replay_history,
     a_deleted_timers_fires_are_left_out_of_a_replay_and_counted,
     a_completed_one_shot_whose_fire_failed_is_replayed,
