@@ -50,8 +50,7 @@ pub struct ExplainView {
 pub struct AttemptView {
     /// Its number, 1 first (a replay continues the count).
     pub attempt: u32,
-    /// The node that made it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The node that made it (null when not known).
     pub node: Option<String>,
     /// When it was sent, RFC 3339.
     #[serde(skip_serializing_if = "Option::is_none")]
