@@ -21,7 +21,7 @@
 //! given up, it is deleted.
 //!
 //! A node that stops or crashes owing one leaves it in the database; the
-//! [`NotifySweeper`] of every node takes the ones whose lease lapsed (one
+//! [`NotifySweeper`](crate::NotifySweeper) of every node takes the ones whose lease lapsed (one
 //! taker each: a lease with an owner token, as for fire claims) and sends
 //! them the same way. A node stopping hard gives the ones it is waiting to
 //! retry back at once.
@@ -41,13 +41,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use xtimer_core::fire::{ClaimedFire, FireStatus};
-use xtimer_core::period::Period;
 use xtimer_core::timer::{HttpNotify, Timer};
 use xtimer_core::SharedClock;
 use xtimer_store::{NotifyRepo, OwedKind, OwedNotification, TimerRepo};
 
 use crate::callback::{self, Answer, Target};
-use crate::{Callbacks, ExecutorHandle, Result};
+use crate::secrets::Callbacks;
 
 /// Sends of one owed notification, at most, counted across nodes.
 pub const FAILURE_NOTIFY_ATTEMPTS: u32 = 3;
@@ -63,7 +62,7 @@ const LEASE_MARGIN_MS: i64 = 5_000;
 pub const NOTIFY_SWEEP_PERIOD: Duration = Duration::from_secs(5);
 
 /// Most notifications one sweep takes.
-const SWEEP_PAGE: u32 = 100;
+pub(crate) const SWEEP_PAGE: u32 = 100;
 
 /// The notification a failed fire owes when its timer has an `onFailure`
 /// (none otherwise), held by the fire's claim owner: stored with the fire's
@@ -136,7 +135,7 @@ pub(crate) struct NotifierParts {
 /// Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Notifier {
-    parts: Arc<NotifierParts>,
+    pub(crate) parts: Arc<NotifierParts>,
 }
 
 /// One notification's request, made once for all its sends.
@@ -304,57 +303,4 @@ fn idempotency_key(owed: &OwedNotification) -> String {
         timer_modified: 0,
     };
     format!("{}_{}", fire.idempotency_key(), owed.kind.suffix())
-}
-
-/// Sends the notifications whose sender stopped or crashed: every
-/// [`NOTIFY_SWEEP_PERIOD`] it takes those whose lease lapsed and sends them
-/// (any number of nodes may sweep at once: each notification has one taker).
-pub struct NotifySweeper {
-    executor: ExecutorHandle,
-    period: Duration,
-}
-
-impl NotifySweeper {
-    /// A sweeper sending through `executor`'s HTTP client, every `period`.
-    pub fn new(executor: &ExecutorHandle, period: Duration) -> Self {
-        Self { executor: executor.clone(), period }
-    }
-
-    /// Sweeps every period until `shutdown`.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        let mut period = Period::new(self.period);
-        while period.tick(&shutdown).await {
-            match self.run_once().await {
-                Ok(0) => {}
-                Ok(taken) => {
-                    tracing::info!(taken, "Sending alert notifies left owed by another node or a missed mark.")
-                }
-                Err(err) => tracing::warn!(error = %err, "Sweeping owed alert notifies failed."),
-            }
-        }
-        Ok(())
-    }
-
-    /// One pass: takes the notifications whose lease lapsed (a page at
-    /// most) and sends each in its own task; returns how many it took.
-    pub async fn run_once(&self) -> Result<usize> {
-        self.executor.take_owed().await
-    }
-}
-
-impl ExecutorHandle {
-    /// Takes the notifications whose lease lapsed, or that no one holds (a
-    /// page at most), and sends each in its own task; how many it took.
-    pub(crate) async fn take_owed(&self) -> Result<usize> {
-        let inner = &self.inner;
-        let notifier = &inner.notifier;
-        let now = inner.clock.now_ms();
-        let owner = self.owner_token();
-        let taken = notifier.parts.notes.take_owed(&owner, notifier.lease_until(now), now, SWEEP_PAGE).await?;
-        let n = taken.len();
-        for owed in taken {
-            notifier.send(owed);
-        }
-        Ok(n)
-    }
 }
