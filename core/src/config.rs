@@ -747,29 +747,12 @@ fn unknown_variable(name: &str, defaults: &toml::Value) -> String {
             }
         }
     }
-    let nearest = settings.iter().min_by_key(|s| edit_distance(s, name)).filter(|s| edit_distance(s, name) <= 4);
-    match nearest {
+    match crate::suggest::nearest(name, settings.iter().map(String::as_str), 4) {
         Some(setting) => format!(
             "{name} names no setting (a setting is XTIMER_<SECTION>__<FIELD>, two underscores): did you mean {setting}?"
         ),
         None => format!("{name} names no setting (a setting is XTIMER_<SECTION>__<FIELD>, two underscores)"),
     }
-}
-
-/// Levenshtein distance between two short ASCII names.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b = b.as_bytes();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.bytes().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let next = (diagonal + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
-            diagonal = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 const ALIASES: &[(&str, &str, &str)] = &[("reconciler", "misfire_window_ms", "misfire_threshold_ms")];
@@ -945,7 +928,6 @@ mod tests {
             ("XTIMER_TEST_REDIS_URL", "redis://127.0.0.1:1"),
         ]);
         assert_eq!(Config::load(None, &fine).unwrap(), Config::default());
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 
     #[test]

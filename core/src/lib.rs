@@ -19,6 +19,7 @@
 //! - [`pause`]: the node's own stalls (a `SIGSTOP`, a frozen VM), so claims held across one are checked again.
 //! - [`cache`]: [`TtlCache`], the bounded cache with expiry on the injected clock.
 //! - [`handover`]: one-shot timers' definitions passed from their expansion to their fire.
+//! - [`suggest`]: "did you mean ...?": the known name nearest to a mistyped one.
 //! - [`config`]: the one configuration tree, loaded from defaults, a file and the environment.
 //! - [`error`]: the domain error type.
 //! - [`metrics`]: the names (and lateness buckets) of the exported metrics.
@@ -42,6 +43,7 @@ pub mod schedule;
 pub mod shard;
 pub mod signature;
 pub mod steering;
+pub mod suggest;
 pub mod target_policy;
 pub mod task;
 pub mod template;

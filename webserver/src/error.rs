@@ -90,12 +90,14 @@ pub enum ApiError {
     #[error("the create was interrupted before its answer: retry it (a 409 then means it was stored)")]
     Interrupted,
     /// No route has this path. 404.
-    #[error("no route for {method} {path}")]
+    #[error("no route for {method} {path}{hint}")]
     NoRoute {
         /// The request method.
         method: String,
         /// The request path.
         path: String,
+        /// `: did you mean ...?` when a route is near, else empty.
+        hint: String,
     },
     /// The path exists but not with this method. 405.
     #[error("method {method} is not allowed on {path}{}", allow_hint(allow))]

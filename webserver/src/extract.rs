@@ -230,13 +230,68 @@ where
 }
 
 fn parse_query<T: DeserializeOwned>(uri: &Uri) -> Result<T, ApiError> {
-    Query::<T>::try_from_uri(uri).map(|Query(value)| value).map_err(query_rejection)
+    Query::<T>::try_from_uri(uri).map(|Query(value)| value).map_err(|rejection| match rejection {
+        QueryRejection::FailedToDeserializeQueryString(err) => {
+            let message = unknown_field_in_words(&in_words(&missing_in_words(&inner_text(&err))));
+            ApiError::Invalid(format!("query string: {}", value_in_words(&message, uri)))
+        }
+        other => query_rejection(other),
+    })
+}
+
+/// A query parameter that did not parse as the number or boolean it
+/// takes, said with its name, what it takes and the value given (`id:
+/// must be a whole number, got `abc``) rather than in the parser's words
+/// (`id: invalid digit found in string`). Any other message is kept.
+pub fn value_in_words(message: &str, uri: &Uri) -> String {
+    const PARSE_ERRORS: [(&str, &str); 7] = [
+        ("invalid digit found in string", "must be a whole number"),
+        ("cannot parse integer from empty string", "must be a whole number"),
+        ("number too large to fit in target type", "must be a whole number that fits in 64 bits"),
+        ("number too small to fit in target type", "must be a whole number that fits in 64 bits"),
+        ("invalid float literal", "must be a number"),
+        ("cannot parse float from empty string", "must be a number"),
+        ("provided string was not `true` or `false`", "must be true or false"),
+    ];
+    let Some((field, problem)) = message.split_once(": ") else { return message.to_owned() };
+    let Some((_, takes)) = PARSE_ERRORS.iter().find(|(error, _)| *error == problem) else {
+        return message.to_owned();
+    };
+    let given = Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .ok()
+        .and_then(|Query(pairs)| pairs.into_iter().find(|(name, _)| name == field).map(|(_, value)| value));
+    match given {
+        Some(value) => format!("{field}: {takes}, got `{}`", value.chars().take(64).collect::<String>()),
+        None => format!("{field}: {takes}"),
+    }
+}
+
+/// serde's refusal of an unknown field (`notifyHttpParam: unknown field
+/// `notifyHttpParam`, expected one of `app`, `name`, ... at line 1 column
+/// 20`) said with the field most likely meant, when one is near (a case
+/// slip or a typo): `notifyHttpParam: unknown field `notifyHttpParam`:
+/// did you mean `notifyHTTPParam`?`. Without a near one, the list of
+/// fields is kept. Any other message is kept.
+pub fn unknown_field_in_words(message: &str) -> String {
+    const UNKNOWN: &str = "unknown field `";
+    let Some(at) = message.find(UNKNOWN) else { return message.to_owned() };
+    let rest = &message[at + UNKNOWN.len()..];
+    let Some((field, after)) = rest.split_once('`') else { return message.to_owned() };
+    let Some(expected) = after.strip_prefix(", expected ") else { return message.to_owned() };
+    let expected = expected.split(" at line ").next().unwrap_or_default();
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match xtimer_core::suggest::nearest(field, known.iter().copied(), xtimer_core::suggest::typo_distance(field)) {
+        Some(meant) => format!("{}{UNKNOWN}{field}`: did you mean `{meant}`?", &message[..at]),
+        None => message.to_owned(),
+    }
 }
 
 /// Maps a `Json` rejection to a 400 (413 when the body is over `limit`).
 pub fn json_rejection(rejection: JsonRejection, limit: BodyLimit) -> ApiError {
     match rejection {
-        JsonRejection::JsonDataError(err) => ApiError::Invalid(in_words(&missing_in_words(&inner_text(&err)))),
+        JsonRejection::JsonDataError(err) => {
+            ApiError::Invalid(unknown_field_in_words(&in_words(&missing_in_words(&inner_text(&err)))))
+        }
         JsonRejection::JsonSyntaxError(err) => {
             ApiError::Invalid(format!("request body is not valid JSON: {}", inner_text(&err)))
         }
@@ -302,7 +357,8 @@ fn in_words(message: &str) -> String {
 pub fn query_rejection(rejection: QueryRejection) -> ApiError {
     match rejection {
         QueryRejection::FailedToDeserializeQueryString(err) => {
-            ApiError::Invalid(format!("query string: {}", in_words(&missing_in_words(&inner_text(&err)))))
+            let message = unknown_field_in_words(&in_words(&missing_in_words(&inner_text(&err))));
+            ApiError::Invalid(format!("query string: {message}"))
         }
         other => ApiError::Invalid(other.body_text()),
     }
@@ -340,7 +396,25 @@ fn inner_text(err: &dyn StdError) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::missing_in_words;
+    use super::{missing_in_words, unknown_field_in_words};
+
+    #[test]
+    fn an_unknown_field_near_a_known_one_is_said_with_the_one_meant() {
+        assert_eq!(
+            unknown_field_in_words(
+                "notifyHttpParam: unknown field `notifyHttpParam`, expected one of `app`, `name`, `notifyHTTPParam` \
+                 at line 1 column 30"
+            ),
+            "notifyHttpParam: unknown field `notifyHttpParam`: did you mean `notifyHTTPParam`?"
+        );
+        assert_eq!(
+            unknown_field_in_words("idd: unknown field `idd`, expected `id` or `app`"),
+            "idd: unknown field `idd`: did you mean `id`?"
+        );
+        let far = "schedule: unknown field `schedule`, expected one of `app`, `name` at line 1 column 9";
+        assert_eq!(unknown_field_in_words(far), far);
+        assert_eq!(unknown_field_in_words("name: invalid type"), "name: invalid type");
+    }
 
     #[test]
     fn a_missing_field_is_named_by_its_path_and_said_to_be_required() {

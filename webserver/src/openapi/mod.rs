@@ -257,6 +257,7 @@ pub const ROUTES: &[RouteDoc] = &[
     route("GET", "/healthz", "Liveness: the process serves HTTP.", none, None, "Health"),
     route("GET", "/metrics", "Prometheus text format.", none, None, "text"),
     route("GET", "/openapi.json", "This document.", none, None, "Object"),
+    route("GET", "/", "Leads to the web console: a redirect to /ui.", none, None, "redirect"),
     route("GET", "/ui", "The web console.", none, None, "html"),
     route("GET", "/ui/", "The web console.", none, None, "html"),
     route("GET", "/ui/app.js", "The console's script.", none, None, "text"),
@@ -405,6 +406,10 @@ fn operation(r: &RouteDoc, primary: bool) -> utoipa::openapi::path::Operation {
     let error = ResponseBuilder::new()
         .description("an error: code is the HTTP status, msg names the field and the problem, result null")
         .content("application/json", ContentBuilder::new().schema(Some(Ref::from_schema_name("Error"))).build());
+    if r.reply == "redirect" {
+        let see = ResponseBuilder::new().description("a redirect (Location: /ui) to the web console");
+        return op.response("307", see.build()).response("default", error.build()).build();
+    }
     op.response("200", ok.build()).response("default", error.build()).build()
 }
 

@@ -2,7 +2,8 @@
 //! JavaScript embedded in the binary, no build step) over the timer API,
 //! the nodes route, the `/v1` task API and [`overview`].
 //!
-//! Pages (hash routes of one document; `/ui` opens the first):
+//! Pages (hash routes of one document; `/ui` opens the first, and `/`
+//! leads there):
 //!
 //! - `#/apps`: the apps the token may see (timers, enabled, paused), with
 //!   pause (until, reason) and resume;
@@ -33,7 +34,7 @@
 pub mod overview;
 
 use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
 
@@ -46,6 +47,7 @@ const APP_CSS: &str = include_str!("assets/app.css");
 /// The console's routes: the page, its assets and its overview data.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/", get(|| async { Redirect::temporary("/ui") }))
         .route("/ui", get(index))
         .route("/ui/", get(index))
         .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))

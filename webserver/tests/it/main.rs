@@ -12,6 +12,7 @@ mod lingering_close;
 mod listing;
 mod newcomer;
 mod openapi;
+mod refusals;
 mod server;
 mod slow_clients;
 mod validation;

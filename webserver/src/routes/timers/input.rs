@@ -18,7 +18,6 @@ use xtimer_asyncflow::task_id::check_task_type;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::config::LimitsConfig;
 use xtimer_core::cron::{parse_timezone, CronSchedule};
-use xtimer_core::fire::FireStatus;
 use xtimer_core::timer::{
     AsyncflowNotify, HttpNotify, LateAlert, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule,
     TimerStatus, Timing,
@@ -28,6 +27,10 @@ pub use xtimer_core::when::{
 };
 
 use crate::ApiError;
+
+mod queries;
+
+pub use queries::{AppTimersQuery, Page, TimerRef, TimerTasksQuery};
 
 crate::of_app!(CreateTimer, TimerRef, AppTimersQuery, TimerTasksQuery);
 
@@ -785,13 +788,24 @@ fn check_url(p: &mut Problems, url: &str, field: &str) {
     if no_scheme && format!("http://{url}").parse::<Uri>().is_ok_and(|u| u.host().is_some()) {
         return p.push(field, format!("`{url}` has no scheme: add `http://`: `http://{url}`"));
     }
+    // Another scheme (`file:///etc/passwd`) is named before the URL is
+    // parsed: the parser refuses some of them (no host) as a bad format.
+    let scheme = url.split_once(':').map(|(s, _)| s).filter(|s| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    });
+    if let Some(s) = scheme.filter(|s| !no_scheme || !url[s.len() + 1..].starts_with(|c: char| c.is_ascii_digit())) {
+        if !s.eq_ignore_ascii_case("http") && !s.eq_ignore_ascii_case("https") {
+            return p.push(field, wrong_scheme(s));
+        }
+    }
     let uri = match url.parse::<Uri>() {
         Ok(uri) => uri,
         Err(err) => return p.push(field, format!("`{url}` is not a valid URL: {err}")),
     };
     match uri.scheme_str() {
         Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https") => {}
-        Some(s) => return p.push(field, format!("must use http or https, got `{s}`")),
+        Some(s) => return p.push(field, wrong_scheme(s)),
         None => {
             return p.push(field, format!("`{url}` is not an absolute http or https URL such as `http://host/path`"))
         }
@@ -799,6 +813,11 @@ fn check_url(p: &mut Problems, url: &str, field: &str) {
     if uri.host().is_none_or(str::is_empty) {
         p.push(field, format!("`{url}` names no host"));
     }
+}
+
+/// The problem of a callback URL of scheme `scheme`.
+fn wrong_scheme(scheme: &str) -> String {
+    format!("must use http or https, got `{scheme}`: only http and https URLs can be called")
 }
 
 fn check_headers(p: &mut Problems, headers: &BTreeMap<String, String>, limits: &LimitsConfig, field: &str) {
@@ -900,134 +919,4 @@ fn no_retry_statuses(p: &mut Problems, list: Vec<i64>) -> Option<Vec<u16>> {
     statuses.sort_unstable();
     statuses.dedup();
     Some(statuses)
-}
-
-/// Query `id`, `app` of the routes acting on one timer (also the JSON body
-/// of `delTimer`).
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct TimerRef {
-    /// Timer id.
-    pub id: i64,
-    /// The app the timer must belong to.
-    pub app: String,
-}
-
-/// Query of `getAppTimers`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct AppTimersQuery {
-    /// The app whose timers to list.
-    pub app: String,
-    /// 1-based page number; defaults to 1.
-    #[serde(default)]
-    pub page_index: Option<i64>,
-    /// Timers per page, 1..=500; defaults to 20.
-    #[serde(default)]
-    pub page_size: Option<i64>,
-    /// Only timers whose name contains this, any case.
-    #[serde(default)]
-    pub q: Option<String>,
-    /// Only timers in this status (1, 2 or 4).
-    #[serde(default)]
-    pub status: Option<i64>,
-    /// Only timers whose labels meet this selector.
-    #[serde(default)]
-    pub selector: Option<String>,
-}
-
-/// Query of `getTimerTasks`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct TimerTasksQuery {
-    /// Timer id.
-    pub id: i64,
-    /// The app the timer must belong to.
-    pub app: String,
-    /// Only fires with this status (0..=5).
-    #[serde(default)]
-    pub status: Option<i64>,
-    /// `true`: the planned fires (pending, not yet due), soonest first;
-    /// otherwise the fires already due, newest first.
-    #[serde(default)]
-    pub upcoming: Option<bool>,
-    /// 1-based page number; defaults to 1.
-    #[serde(default)]
-    pub page_index: Option<i64>,
-    /// Fires per page, 1..=500; defaults to 20.
-    #[serde(default)]
-    pub page_size: Option<i64>,
-}
-
-/// A validated page: rows to skip and to return.
-pub use xtimer_service::Page;
-
-impl AppTimersQuery {
-    /// Checks `app` and the paging.
-    pub fn validate(&self) -> Result<Page, ApiError> {
-        let mut p = Problems::default();
-        check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
-        let page = page(&mut p, self.page_index, self.page_size);
-        match page {
-            Some(page) if p.0.is_empty() => Ok(page),
-            _ => Err(p.into_error()),
-        }
-    }
-}
-
-impl TimerTasksQuery {
-    /// Checks `app`, `status` and the paging.
-    pub fn validate(&self) -> Result<(Option<FireStatus>, Page), ApiError> {
-        let mut p = Problems::default();
-        check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
-        let status = match self.status {
-            None => None,
-            Some(code) => {
-                let status = FireStatus::from_code(code);
-                if status.is_none() {
-                    p.push(
-                        "status",
-                        format!(
-                            "must be 0 (pending), 1 (running), 2 (succeeded), 3 (failed), 4 (skipped) or \
-                             5 (missed), got {code}"
-                        ),
-                    );
-                }
-                status
-            }
-        };
-        let page = page(&mut p, self.page_index, self.page_size);
-        match page {
-            Some(page) if p.0.is_empty() => Ok((status, page)),
-            _ => Err(p.into_error()),
-        }
-    }
-}
-
-fn page(p: &mut Problems, index: Option<i64>, size: Option<i64>) -> Option<Page> {
-    let index = index.unwrap_or(1);
-    let size = size.unwrap_or(DEFAULT_PAGE_SIZE);
-    let mut ok = true;
-    if index < 1 {
-        p.push("pageIndex", format!("must be at least 1, got {index}"));
-        ok = false;
-    }
-    if !(1..=MAX_PAGE_SIZE).contains(&size) {
-        p.push("pageSize", format!("must be 1 to {MAX_PAGE_SIZE}, got {size}"));
-        ok = false;
-    }
-    if !ok {
-        return None;
-    }
-    // SQLite takes the offset as an i64.
-    match (index - 1).checked_mul(size) {
-        Some(offset) => Some(Page { offset: offset as u64, limit: size as u64 }),
-        None => {
-            p.push("pageIndex", format!("{index} is too large"));
-            None
-        }
-    }
 }

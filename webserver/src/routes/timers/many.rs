@@ -9,7 +9,7 @@ use xtimer_service::many::{AppView, BulkAction, BulkOutcome, Search};
 use xtimer_service::replay::Replay;
 
 use super::input::TimerRef;
-use super::preview::parse_instant;
+use super::preview::{parse_instant, parse_time_or_duration};
 use crate::auth::AuthContext;
 use crate::extract::{ApiJson, ApiQuery, ForApp};
 use crate::{ApiError, AppState, Envelope};
@@ -128,7 +128,8 @@ pub async fn timers_bulk(
 pub struct PauseApp {
     /// The app.
     pub app: String,
-    /// When it resumes by itself (RFC 3339 or Unix ms); absent: at `resumeApp`.
+    /// When it resumes by itself: a duration from now (`30m`, `2h`, `1d`),
+    /// RFC 3339 or Unix ms; absent: at `resumeApp`.
     #[serde(default)]
     #[schema(schema_with = crate::openapi::schemas::time)]
     pub until: Option<Value>,
@@ -164,9 +165,14 @@ pub async fn app_pause(
 ) -> Result<Envelope<AppPaused>, ApiError> {
     let until = match &input.until {
         None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(parse_instant("until", text)?),
+        Some(Value::String(text)) => Some(parse_time_or_duration("until", text, state.clock.now_ms())?),
         Some(Value::Number(n)) => Some(parse_instant("until", &n.to_string())?),
-        Some(_) => return Err(ApiError::invalid("until", "must be an RFC 3339 time string or Unix milliseconds")),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "until",
+                "must be a duration from now (`30m`, `2h`), an RFC 3339 time string or Unix milliseconds",
+            ))
+        }
     };
     let pause = state.service.pause_app(&input.app, until, input.reason, &auth.actor()).await?;
     Ok(Envelope(AppPaused {

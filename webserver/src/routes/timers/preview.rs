@@ -175,3 +175,70 @@ pub fn parse_instant(field: &str, text: &str) -> Result<i64, ApiError> {
         )
     })
 }
+
+/// A span of time from now as the console and README offer it: a whole
+/// number and a unit, `ms`, `s`, `m` (or `min`), `h` or `d`, one or more
+/// (`30m`, `2h`, `1h30m`), in milliseconds.
+pub fn duration_ms(text: &str) -> Option<i64> {
+    let mut rest = text.trim();
+    let mut total: i64 = 0;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let number: i64 = rest[..digits].parse().ok()?;
+        rest = rest[digits..].trim_start();
+        let letters = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+        let unit = match &rest[..letters] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" | "min" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return None,
+        };
+        rest = rest[letters..].trim_start();
+        total = total.checked_add(number.checked_mul(unit)?)?;
+    }
+    Some(total)
+}
+
+/// A time to come, given as a duration from `now_ms` (`30m`, `2h`), an
+/// RFC 3339 time or Unix milliseconds; a 400 naming `field` and the three
+/// forms otherwise.
+pub fn parse_time_or_duration(field: &str, text: &str, now_ms: i64) -> Result<i64, ApiError> {
+    if let Some(ms) = duration_ms(text) {
+        if text.trim().parse::<i64>().is_err() {
+            return now_ms.checked_add(ms).ok_or_else(|| ApiError::invalid(field, format!("`{text}` is too long")));
+        }
+    }
+    parse_instant(field, text.trim()).map_err(|_| {
+        ApiError::invalid(
+            field,
+            format!(
+                "`{}` is neither a duration from now (`30m`, `2h`, `1d`), an RFC 3339 time such as \
+                 `2026-12-01T09:00:00Z`, nor Unix milliseconds",
+                text.chars().take(64).collect::<String>()
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::duration_ms;
+
+    #[test]
+    fn durations_as_the_console_offers_them() {
+        assert_eq!(duration_ms("30m"), Some(1_800_000));
+        assert_eq!(duration_ms("2h"), Some(7_200_000));
+        assert_eq!(duration_ms("1h30m"), Some(5_400_000));
+        assert_eq!(duration_ms("1d"), Some(86_400_000));
+        assert_eq!(duration_ms("500ms"), Some(500));
+        assert_eq!(duration_ms("2 h"), Some(7_200_000));
+        assert_eq!(duration_ms("2x"), None);
+        assert_eq!(duration_ms(""), None);
+        assert_eq!(duration_ms("h"), None);
+    }
+}
