@@ -14,7 +14,7 @@ use xtimer_core::config::{DatabaseConfig, MigratorConfig, RedisConfig, ShardConf
 use xtimer_core::node::NodeContext;
 use xtimer_core::timer::{HttpNotify, MisfirePolicy, NewTimer, Notify, RetryPolicy, Schedule, Timer, TimerStatus};
 use xtimer_migrator::Migrator;
-use xtimer_store::{NextRun, Quota, Refusal, Stores, TimerQuery, TimerRepo};
+use xtimer_store::{Change, NextRun, Quota, Refusal, Stores, TimerQuery, TimerRepo};
 
 /// 2026-01-01T00:00:00Z.
 const T0: i64 = 1_767_225_600_000;
@@ -66,8 +66,9 @@ impl TimerRepo for UpdateAfterRead {
         status: TimerStatus,
         now_ms: i64,
         quota: &Quota,
+        change: Change<'_>,
     ) -> xtimer_store::Result<bool> {
-        self.real.set_status_within(id, status, now_ms, quota).await
+        self.real.set_status_within(id, status, now_ms, quota, change).await
     }
     async fn forget_minutes(&self, before_minute: i64) -> xtimer_store::Result<u64> {
         self.real.forget_minutes(before_minute).await
@@ -96,10 +97,19 @@ impl TimerRepo for UpdateAfterRead {
     ) -> xtimer_store::Result<Vec<(i64, TimerStatus)>> {
         self.real.find_timer_ids(app, query, after_id, limit).await
     }
-    async fn update_timer(&self, id: i64, timer: &NewTimer, now_ms: i64, quota: &Quota) -> xtimer_store::Result<bool> {
-        self.real.update_timer(id, timer, now_ms, quota).await
+    async fn update_timer(
+        &self,
+        id: i64,
+        timer: &NewTimer,
+        now_ms: i64,
+        quota: &Quota,
+        change: Change<'_>,
+        changes: &serde_json::Value,
+    ) -> xtimer_store::Result<bool> {
+        self.real.update_timer(id, timer, now_ms, quota, change, changes).await
     }
-    async fn pause_if_failing(
+    #[allow(clippy::too_many_arguments)]
+    async fn pause_if_failing_as(
         &self,
         timer_id: i64,
         task_id: i64,
@@ -107,8 +117,9 @@ impl TimerRepo for UpdateAfterRead {
         since_ms: i64,
         reason: &str,
         now_ms: i64,
+        change: Change<'_>,
     ) -> xtimer_store::Result<bool> {
-        self.real.pause_if_failing(timer_id, task_id, n, since_ms, reason, now_ms).await
+        self.real.pause_if_failing_as(timer_id, task_id, n, since_ms, reason, now_ms, change).await
     }
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> xtimer_store::Result<Vec<Timer>> {
         self.real.enabled_timers(after_id, limit).await
@@ -169,7 +180,10 @@ async fn race(old: &str, new: &str) -> Race {
     let request = Migrator::new(MigratorConfig::default(), &stores, &NodeContext::new(clock.clone(), "web", "x"), None);
     let (timers, fires, new) = (stores.timers.clone(), stores.fires.clone(), timer("t", new));
     let update: Hook = Box::pin(async move {
-        assert!(timers.update_timer(created.id, &new, NOW, &Quota::default()).await.unwrap());
+        assert!(timers
+            .update_timer(created.id, &new, NOW, &Quota::default(), Change::system("update"), &serde_json::json!({}))
+            .await
+            .unwrap());
         fires.delete_pending_from(created.id, NOW).await.unwrap();
         let stored = Timer { create_time: created.create_time, ..new.stored(created.id, NOW) };
         request.expander().expand_timer(&stored).await.unwrap();

@@ -2,7 +2,7 @@
 //! (`getTimerHistory`): noted beside each use case that changes a timer.
 
 use serde_json::{json, Map, Value};
-use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
+use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer};
 use xtimer_store::HistoryEntry;
 
 use crate::error::Result;
@@ -98,13 +98,6 @@ impl TimerService {
             tracing::warn!(action, timers = entries.len(), error = %xtimer_core::error::error_chain(&err), "Noting a timer change failed.");
         }
     }
-}
-
-/// `{"status": [old, new]}`.
-pub(crate) fn status_change(old: TimerStatus, new: TimerStatus) -> Changes {
-    let mut changes = Changes::new();
-    changes.insert("status".into(), json!([old.code(), new.code()]));
-    changes
 }
 
 /// The fields `new` changes of `old`, as the API names them, each `[old, new]`.

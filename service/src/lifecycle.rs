@@ -6,8 +6,9 @@ use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
-use crate::history::{diff, status_change, Changes};
+use crate::history::{diff, Changes};
 use crate::{TimerKey, TimerService};
+use xtimer_store::{Change, Quota};
 
 /// What `backfill` is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +34,10 @@ impl TimerService {
     /// [`Self::enable`], noted in the history as `action`.
     pub(crate) async fn enable_as(&self, key: &TimerKey, action: &str) -> Result<Timer> {
         let mut timer = self.get(key).await?;
-        let was = timer.status;
         let now = self.0.clock.now_ms();
-        match self.0.timers.set_status_within(key.id, TimerStatus::Enabled, now, &self.quota()).await {
+        let by = key.by.name();
+        let change = Change { action, by: &by };
+        match self.0.timers.set_status_within(key.id, TimerStatus::Enabled, now, &self.quota(), change).await {
             Ok(true) => {}
             Ok(false) => return Err(key.not_found()),
             Err(xtimer_store::Error::Refused { app, refusal, .. }) => {
@@ -49,9 +51,6 @@ impl TimerService {
         timer.modify_time = now;
         timer.pause_reason = None;
         self.0.expander.expand_timer(&timer).await?;
-        if was != TimerStatus::Enabled {
-            self.note(timer.id, &timer.app, action, &key.by, status_change(was, TimerStatus::Enabled)).await;
-        }
         Ok(timer)
     }
 
@@ -67,16 +66,16 @@ impl TimerService {
         self.set_status(key, TimerStatus::Deleted, "delete").await
     }
 
-    /// Sets the status of the timer [`Self::get`] finds, noting it as
-    /// `action` when it changes; not found if it was deleted in between
-    /// (the store refuses to change a deleted timer).
+    /// Sets the status of the timer [`Self::get`] finds, the store noting
+    /// it as `action` when it changes; not found if it was deleted in
+    /// between (the store refuses to change a deleted timer).
     pub(crate) async fn set_status(&self, key: &TimerKey, status: TimerStatus, action: &str) -> Result<()> {
-        let was = self.get(key).await?.status;
-        if !self.0.timers.set_timer_status(key.id, status, self.0.clock.now_ms()).await? {
+        self.get(key).await?;
+        let by = key.by.name();
+        let change = Change { action, by: &by };
+        let now = self.0.clock.now_ms();
+        if !self.0.timers.set_status_within(key.id, status, now, &Quota::default(), change).await? {
             return Err(key.not_found());
-        }
-        if was != status {
-            self.note(key.id, &key.app, action, &key.by, status_change(was, status)).await;
         }
         Ok(())
     }
@@ -122,7 +121,10 @@ impl TimerService {
         let mut new = edit(&stored, now)?;
         self.settle_timing(&mut new, stored.create_time, None).await?;
         self.check_changed_targets(&new, &stored).await?;
-        match self.0.timers.update_timer(stored.id, &new, now, &self.quota()).await {
+        let changes = serde_json::Value::Object(diff(&stored, &new));
+        let by = key.by.name();
+        let change = Change { action, by: &by };
+        match self.0.timers.update_timer(stored.id, &new, now, &self.quota(), change, &changes).await {
             Ok(true) => {}
             Ok(false) => return Err(key.not_found().into()),
             Err(xtimer_store::Error::Refused { app, refusal, .. }) => {
@@ -140,10 +142,6 @@ impl TimerService {
         let timer = Timer { create_time: stored.create_time, ..new.stored(stored.id, now) };
         if timer.status == TimerStatus::Enabled {
             self.0.expander.expand_timer(&timer).await.map_err(ServiceError::from)?;
-        }
-        let changes = diff(&stored, &new);
-        if !changes.is_empty() {
-            self.note(timer.id, &timer.app, action, &key.by, changes).await;
         }
         Ok(timer)
     }

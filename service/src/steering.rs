@@ -1,13 +1,12 @@
 //! What receivers ask of their timers in their answers' headers (API 1e),
 //! carried out as any other change: a one-shot's next run through
 //! [`TimerService::update`] (checked, the app's limits applied, its fire
-//! planned) and a pause through the store, its reason kept.
+//! planned) and a pause through the store, its reason kept and noted.
 
 use xtimer_core::steering::{NotDone, Steering};
 use xtimer_core::timer::{Schedule, Timer, TimerStatus};
 
 use crate::error::ServiceError;
-use crate::history::status_change;
 use crate::{Actor, TimerKey, TimerService};
 
 #[async_trait::async_trait]
@@ -33,12 +32,8 @@ impl Steering for TimerService {
     async fn pause(&self, timer: &Timer, reason: &str) -> Result<(), NotDone> {
         let now = self.0.clock.now_ms();
         match self.0.timers.pause_with_reason(timer.id, reason, now).await {
-            Ok(true) => {
-                let mut changes = status_change(TimerStatus::Enabled, TimerStatus::Disabled);
-                changes.insert("pauseReason".into(), serde_json::json!([null, reason]));
-                self.note(timer.id, &timer.app, "pause", &Actor::Receiver, changes).await;
-                Ok(())
-            }
+            // The store notes it (`pause`, by the receiver, with its reason).
+            Ok(true) => Ok(()),
             Ok(false) => Err(NotDone("the timer is not enabled".into())),
             Err(err) => Err(NotDone(xtimer_core::error::error_chain(&err))),
         }

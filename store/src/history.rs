@@ -11,10 +11,27 @@
 use const_format::formatcp;
 
 use crate::db::{on_db, Dialect};
-use crate::repo::HistoryEntry;
 use crate::sql::{code, Columns};
 use crate::usage::{on_tx, Tx};
 use crate::{Database, Result};
+
+/// One change to a timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// The timer.
+    pub timer_id: i64,
+    /// Its app.
+    pub app: String,
+    /// When, Unix ms.
+    pub at_ms: i64,
+    /// `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
+    /// `backfill`, `bulk`, `pause`, `complete`, `app-pause`, ...
+    pub action: String,
+    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`, `system`.
+    pub by: String,
+    /// The changed fields' old and new values, a JSON object of pairs.
+    pub changes: String,
+}
 
 /// Who the history names for a change xtimer made on its own.
 pub const BY_SYSTEM: &str = "system";
@@ -42,10 +59,9 @@ const FORGET: &str = formatcp!(
 );
 
 impl Database {
-    /// Writes `entries`: on PostgreSQL in one statement of one array per
-    /// column (one prepared statement whatever the count), elsewhere in one
-    /// statement per [`ROWS_PER_STATEMENT`]. One statement is its own
-    /// transaction; more are written in one.
+    /// Writes `entries` in one transaction: on PostgreSQL in one statement
+    /// of one array per column (one prepared statement whatever the count),
+    /// elsewhere as [`record_in`] writes them.
     pub(crate) async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
@@ -62,27 +78,9 @@ impl Database {
                 .await?;
             return Ok(());
         }
-        on_db!(self, write, pool => {
-            let mut tx = if entries.len() > ROWS_PER_STATEMENT { Some(pool.begin().await?) } else { None };
-            for chunk in entries.chunks(ROWS_PER_STATEMENT) {
-                let mut qb = sqlx::QueryBuilder::new(INSERT);
-                qb.push_values(chunk, |mut row, e| {
-                    row.push_bind(e.timer_id)
-                        .push_bind(e.app.as_str())
-                        .push_bind(e.at_ms)
-                        .push_bind(e.action.as_str())
-                        .push_bind(e.by.as_str())
-                        .push_bind(e.changes.as_str());
-                });
-                match &mut tx {
-                    Some(tx) => qb.build().execute(&mut **tx).await?,
-                    None => qb.build().execute(pool).await?,
-                };
-            }
-            if let Some(tx) = tx {
-                tx.commit().await?;
-            }
-        });
+        let mut tx = Tx::begin(self).await?;
+        record_in(&mut tx, entries).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -146,20 +144,42 @@ pub(crate) async fn record_in(tx: &mut Tx, entries: &[HistoryEntry]) -> Result<(
     Ok(())
 }
 
-/// An entry of a change xtimer made on its own (`by: "system"`).
-pub(crate) fn system_entry(
-    timer_id: i64,
-    app: &str,
-    at_ms: i64,
-    action: &str,
-    changes: serde_json::Value,
-) -> HistoryEntry {
-    HistoryEntry {
-        timer_id,
-        app: app.to_owned(),
-        at_ms,
-        action: action.to_owned(),
-        by: BY_SYSTEM.to_owned(),
-        changes: changes.to_string(),
+/// Who makes a change to a timer, and how the history names it: the
+/// store writes the entry in the change's own transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change<'a> {
+    /// `enable`, `disable`, `delete`, `update`, `pause`, `bulk`, ...
+    pub action: &'a str,
+    /// `app:<name>`, `admin`, `anonymous`, `receiver` or [`BY_SYSTEM`].
+    pub by: &'a str,
+}
+
+impl<'a> Change<'a> {
+    /// A change xtimer makes on its own (`by: "system"`).
+    pub fn system(action: &'a str) -> Self {
+        Self { action, by: BY_SYSTEM }
+    }
+
+    /// The history entry of this change to timer `timer_id` of `app`.
+    pub(crate) fn entry(self, timer_id: i64, app: &str, at_ms: i64, changes: &serde_json::Value) -> HistoryEntry {
+        HistoryEntry {
+            timer_id,
+            app: app.to_owned(),
+            at_ms,
+            action: self.action.to_owned(),
+            by: self.by.to_owned(),
+            changes: changes.to_string(),
+        }
+    }
+}
+
+/// The action a status change is named by when no caller names it.
+pub fn status_action(status: xtimer_core::timer::TimerStatus) -> &'static str {
+    use xtimer_core::timer::TimerStatus;
+    match status {
+        TimerStatus::Enabled => "enable",
+        TimerStatus::Disabled => "disable",
+        TimerStatus::Deleted => "delete",
+        TimerStatus::Completed => "complete",
     }
 }

@@ -10,6 +10,7 @@ use xtimer_core::labels::Selector;
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
+use crate::history::{status_action, Change, HistoryEntry};
 use crate::{Error, Result};
 
 /// Which of an app's timers a search or a bulk action takes (API 1f).
@@ -45,8 +46,16 @@ pub trait TimerRepo: Send + Sync {
     /// Sets a timer's status, keeping its app's usage; enabling is checked
     /// against `quota` ([`Error::Refused`]). False when the id does not
     /// exist or is deleted. Enabling marks it for expansion at the next
-    /// migrator step.
-    async fn set_status_within(&self, id: i64, status: TimerStatus, now_ms: i64, quota: &Quota) -> Result<bool>;
+    /// migrator step. A change of status is noted in the timer's history
+    /// as `change` in the same transaction.
+    async fn set_status_within(
+        &self,
+        id: i64,
+        status: TimerStatus,
+        now_ms: i64,
+        quota: &Quota,
+        change: Change<'_>,
+    ) -> Result<bool>;
     /// Forgets the one-shot counts of minutes before `before_minute` (Unix minutes).
     async fn forget_minutes(&self, before_minute: i64) -> Result<u64>;
 
@@ -65,9 +74,10 @@ pub trait TimerRepo: Send + Sync {
     async fn create_timers(&self, timers: &[NewTimer], now_ms: i64) -> Result<Vec<i64>> {
         self.create_timers_within(timers, now_ms, &Quota::default()).await
     }
-    /// [`TimerRepo::set_status_within`] without a quota.
+    /// [`TimerRepo::set_status_within`] without a quota, noted as xtimer's
+    /// own change.
     async fn set_timer_status(&self, id: i64, status: TimerStatus, now_ms: i64) -> Result<bool> {
-        self.set_status_within(id, status, now_ms, &Quota::default()).await
+        self.set_status_within(id, status, now_ms, &Quota::default(), Change::system(status_action(status))).await
     }
     /// One timer by id, deleted ones included.
     async fn get_timer(&self, id: i64) -> Result<Option<Timer>>;
@@ -116,13 +126,37 @@ pub trait TimerRepo: Send + Sync {
     /// its fires already made are left alone (see
     /// [`FireRepo::delete_pending_from`]).
     /// The new definition's load is checked against `quota` and the
-    /// app's usage kept ([`Error::Refused`]).
-    async fn update_timer(&self, id: i64, timer: &NewTimer, now_ms: i64, quota: &Quota) -> Result<bool>;
+    /// app's usage kept ([`Error::Refused`]). `changes` (the changed
+    /// fields, `{"field": [old, new]}`) are noted in the timer's history as
+    /// `change` in the same transaction, unless there are none.
+    async fn update_timer(
+        &self,
+        id: i64,
+        timer: &NewTimer,
+        now_ms: i64,
+        quota: &Quota,
+        change: Change<'_>,
+        changes: &serde_json::Value,
+    ) -> Result<bool>;
     /// Disables enabled timer `timer_id` and records `reason` if fire
     /// `task_id` (counted as failed, whatever its row says yet) and the
     /// `n - 1` fires that ended before it since `since_ms` all failed;
     /// true when it did (`pauseAfterFailures`). The disable is noted in
-    /// the timer's history (`by: "system"`) in the same transaction.
+    /// the timer's history as `change` (with its reason) in the same
+    /// transaction.
+    #[allow(clippy::too_many_arguments)]
+    async fn pause_if_failing_as(
+        &self,
+        timer_id: i64,
+        task_id: i64,
+        n: u32,
+        since_ms: i64,
+        reason: &str,
+        now_ms: i64,
+        change: Change<'_>,
+    ) -> Result<bool>;
+    /// [`TimerRepo::pause_if_failing_as`], noted as a `disable` by xtimer
+    /// itself (`pauseAfterFailures`).
     async fn pause_if_failing(
         &self,
         timer_id: i64,
@@ -131,7 +165,10 @@ pub trait TimerRepo: Send + Sync {
         since_ms: i64,
         reason: &str,
         now_ms: i64,
-    ) -> Result<bool>;
+    ) -> Result<bool> {
+        let change = Change::system("disable");
+        self.pause_if_failing_as(timer_id, task_id, n, since_ms, reason, now_ms, change).await
+    }
     /// Writes changes to timers (`getTimerHistory`). The default keeps none.
     async fn record_history(&self, _entries: &[HistoryEntry]) -> Result<()> {
         Ok(())
@@ -150,10 +187,12 @@ pub trait TimerRepo: Send + Sync {
         Ok(0)
     }
     /// Disables enabled timer `timer_id`, recording `reason` (its
-    /// receiver asked, `X-Xtimer-Pause`); true when it did.
+    /// receiver asked, `X-Xtimer-Pause`, noted as a `pause` by the
+    /// receiver); true when it did.
     async fn pause_with_reason(&self, timer_id: i64, reason: &str, now_ms: i64) -> Result<bool> {
         // One failed fire in a row of one: always, for an enabled timer.
-        self.pause_if_failing(timer_id, 0, 1, i64::MAX, reason, now_ms).await
+        let change = Change { action: "pause", by: "receiver" };
+        self.pause_if_failing_as(timer_id, 0, 1, i64::MAX, reason, now_ms, change).await
     }
     /// Enabled timers with id > `after_id`, by id, at most `limit`.
     async fn enabled_timers(&self, after_id: i64, limit: u32) -> Result<Vec<Timer>>;
@@ -876,24 +915,6 @@ pub enum Refusal {
     /// The app's busiest minute would reach `fires` (this timer's own share
     /// is `own`), more than `max`.
     TooManyFires { fires: u64, own: u64, max: u64 },
-}
-
-/// One change to a timer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryEntry {
-    /// The timer.
-    pub timer_id: i64,
-    /// Its app.
-    pub app: String,
-    /// When, Unix ms.
-    pub at_ms: i64,
-    /// `create`, `update`, `enable`, `disable`, `delete`, `trigger`,
-    /// `backfill`, `bulk`, `pause`, `complete`, `app-pause`, ...
-    pub action: String,
-    /// Who: `app:<name>`, `admin`, `anonymous`, `receiver`, `system`.
-    pub by: String,
-    /// The changed fields' old and new values, a JSON object of pairs.
-    pub changes: String,
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
 use crate::db::{on_db, Dialect};
+use crate::history::{self, Change, HistoryEntry};
 use crate::mysql::timers::{complete_fired_once_mysql, scoped_mysql, set_next_runs_mysql, DELETING_ONCE_APPS_MYSQL};
-use crate::repo::HistoryEntry;
 use crate::repo::{Quota, Refusal};
 use crate::repo::{TimerQuery, TimerRepo};
 use crate::sql::timers::{scoped, DUE_WINDOW_MS, NOTHING_LEFT};
@@ -26,7 +26,7 @@ use crate::sql::{
 };
 use crate::sqlite::timers::{page_unless_too_big, set_next_runs_sqlite, timers_as_json};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
-use crate::{history, Database, Error, Result};
+use crate::{Database, Error, Result};
 
 /// The columns of a timer's definition, in the order [`bind_definition!`]
 /// binds them: every write of a timer (create in each dialect, update) sets
@@ -207,7 +207,14 @@ impl TimerRepo for Database {
         Ok(ids)
     }
 
-    async fn set_status_within(&self, id: i64, status: TimerStatus, now_ms: i64, quota: &Quota) -> Result<bool> {
+    async fn set_status_within(
+        &self,
+        id: i64,
+        status: TimerStatus,
+        now_ms: i64,
+        quota: &Quota,
+        change: Change<'_>,
+    ) -> Result<bool> {
         let mut tx = Tx::begin(self).await?;
         let Some((timer, peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
         if timer.status == TimerStatus::Deleted {
@@ -238,11 +245,23 @@ impl TimerRepo for Database {
             .await?
             .rows_affected());
         usage.write(&mut tx).await?;
+        if timer.status != status {
+            let changes = serde_json::json!({ "status": [timer.status.code(), status.code()] });
+            history::record_in(&mut tx, &[change.entry(id, &timer.app, now_ms, &changes)]).await?;
+        }
         tx.commit().await?;
         Ok(true)
     }
 
-    async fn update_timer(&self, id: i64, t: &NewTimer, now_ms: i64, quota: &Quota) -> Result<bool> {
+    async fn update_timer(
+        &self,
+        id: i64,
+        t: &NewTimer,
+        now_ms: i64,
+        quota: &Quota,
+        change: Change<'_>,
+        changes: &serde_json::Value,
+    ) -> Result<bool> {
         let mut tx = Tx::begin(self).await?;
         let Some((old, old_peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
         if old.status == TimerStatus::Deleted {
@@ -279,6 +298,9 @@ impl TimerRepo for Database {
         if old.labels != t.labels {
             write_labels(&mut tx, id, &old.app, &t.labels).await?;
         }
+        if changes.as_object().is_some_and(|fields| !fields.is_empty()) {
+            history::record_in(&mut tx, &[change.entry(id, &old.app, now_ms, changes)]).await?;
+        }
         tx.commit().await?;
         Ok(true)
     }
@@ -299,7 +321,7 @@ impl TimerRepo for Database {
         Database::forget_history(self, before_ms).await
     }
 
-    async fn pause_if_failing(
+    async fn pause_if_failing_as(
         &self,
         timer_id: i64,
         task_id: i64,
@@ -307,6 +329,7 @@ impl TimerRepo for Database {
         since_ms: i64,
         reason: &str,
         now_ms: i64,
+        change: Change<'_>,
     ) -> Result<bool> {
         let mut tx = Tx::begin(self).await?;
         let Some((timer, peak, mut usage)) = locked_timer(&mut tx, timer_id, now_ms).await? else { return Ok(false) };
@@ -332,8 +355,7 @@ impl TimerRepo for Database {
             "status": [code::TIMER_ENABLED, code::TIMER_DISABLED],
             "pauseReason": [null, reason],
         });
-        let entry = history::system_entry(timer_id, &timer.app, now_ms, "disable", changes);
-        history::record_in(&mut tx, &[entry]).await?;
+        history::record_in(&mut tx, &[change.entry(timer_id, &timer.app, now_ms, &changes)]).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -909,7 +931,7 @@ fn ended_entry(id: i64, app: &str, status: i64, now_ms: i64) -> HistoryEntry {
     let (action, reason) =
         if status == code::TIMER_DELETED { ("delete", "deleteAfterRun") } else { ("complete", "no fire left to send") };
     let changes = serde_json::json!({ "status": [code::TIMER_ENABLED, status], "reason": [null, reason] });
-    history::system_entry(id, app, now_ms, action, changes)
+    Change::system(action).entry(id, app, now_ms, &changes)
 }
 
 /// A timer, its stored peak and its app's usage, read in `tx`: the app

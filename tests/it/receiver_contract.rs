@@ -198,6 +198,8 @@ pub async fn a_receiver_steers_its_timer(stack: Stack) {
     let pause = &history["result"]["list"][0];
     assert_eq!((&pause["action"], &pause["by"]), (&json!("pause"), &json!("receiver")), "{history}");
     assert_eq!(pause["changes"]["pauseReason"], json!([null, "quota"]));
+    let actions: Vec<&Value> = history["result"]["list"].as_array().unwrap().iter().map(|e| &e["action"]).collect();
+    assert_eq!(actions, [&json!("pause"), &json!("create")], "the pause is noted once: {history}");
     let fire = fire_of(&app, paused, |f| f["status"] == 2).await;
     assert!(fire["output"].as_str().unwrap().contains("; paused: quota (X-Xtimer-Pause)"), "{fire}");
 

@@ -19,6 +19,9 @@ pub const T0: i64 = 1_772_368_440_000;
 /// The app most fixtures live in.
 pub const APP: &str = "conformance";
 
+/// A change made by the admin, as the history names it.
+pub const ADMIN: xtimer_store::Change<'static> = xtimer_store::Change { action: "test", by: "admin" };
+
 /// One backend's stores, seen only through their traits, and the clock that
 /// drives every expiry in them.
 pub struct Backend {

@@ -101,6 +101,7 @@ macro_rules! conformance_suite {
                     paced_fires_are_found_a_pass_ahead,
                     earlier_attempts_and_takeovers_are_kept,
                     the_stores_own_status_changes_are_in_the_history,
+                    every_status_change_is_noted_by_whoever_made_it_in_its_transaction,
                 }
                 stats {
                     a_day_of_a_timer_firing_every_second_rolls_up_into_its_figures,

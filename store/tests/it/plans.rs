@@ -29,7 +29,11 @@ fn plan(b: &Backend, timer: &Timer, offsets: &[i64]) -> Vec<PlannedFire> {
 async fn update_to(b: &Backend, timer: &Timer, cron: &str) -> Timer {
     let mut new = new_timer(APP, &timer.name, TimerStatus::Enabled);
     new.schedule = Schedule::Cron { expr: cron.into(), timezone: "UTC".into() };
-    assert!(b.timers.update_timer(timer.id, &new, b.now(), &Quota::default()).await.unwrap());
+    assert!(b
+        .timers
+        .update_timer(timer.id, &new, b.now(), &Quota::default(), crate::helpers::ADMIN, &serde_json::json!({}))
+        .await
+        .unwrap());
     b.fires.delete_pending_from(timer.id, b.now()).await.unwrap();
     b.timers.get_timer(timer.id).await.unwrap().unwrap()
 }

@@ -7,6 +7,7 @@
 use xtimer_core::fire::FireStatus;
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::TimerStatus;
+use xtimer_store::{Change, Quota};
 
 use crate::helpers::{claim_all, fire, insert, key, result, succeeded, timer, Backend, T0};
 
@@ -136,4 +137,43 @@ pub async fn the_stores_own_status_changes_are_in_the_history(b: Backend) {
     assert_eq!((entry.action.as_str(), entry.by.as_str()), ("disable", "system"));
     let changes: serde_json::Value = serde_json::from_str(&entry.changes).unwrap();
     assert_eq!(changes, serde_json::json!({"status": [2, 1], "pauseReason": [null, "why"]}));
+}
+
+pub async fn every_status_change_is_noted_by_whoever_made_it_in_its_transaction(b: Backend) {
+    let t = timer(&b, "t", TimerStatus::Enabled).await;
+    let by_app = Change { action: "disable", by: "app:it" };
+    assert!(b.timers.set_status_within(t.id, TimerStatus::Disabled, b.now(), &Quota::default(), by_app).await.unwrap());
+    assert!(b.timers.set_status_within(t.id, TimerStatus::Disabled, b.now(), &Quota::default(), by_app).await.unwrap());
+    let mut new = t.def.clone();
+    new.name = "renamed".into();
+    new.status = TimerStatus::Disabled;
+    let changes = serde_json::json!({"name": ["t", "renamed"]});
+    let admin = Change { action: "update", by: "admin" };
+    assert!(b.timers.update_timer(t.id, &new, b.now(), &Quota::default(), admin, &changes).await.unwrap());
+    let unchanged = serde_json::json!({});
+    assert!(b.timers.update_timer(t.id, &new, b.now(), &Quota::default(), admin, &unchanged).await.unwrap());
+    assert!(b.timers.set_timer_status(t.id, TimerStatus::Enabled, b.now()).await.unwrap());
+    assert!(b.timers.pause_with_reason(t.id, "quota", b.now()).await.unwrap());
+    assert!(!b.timers.pause_with_reason(t.id, "again", b.now()).await.unwrap(), "already paused");
+    // A change refused (a full quota) notes nothing.
+    let full = Quota { timers_per_app: 0, fires_per_minute_per_app: 0 };
+    let refused = Change { action: "enable", by: "app:it" };
+    assert!(b.timers.set_status_within(t.id, TimerStatus::Enabled, b.now(), &full, refused).await.is_err());
+
+    let history = b.timers.timer_history(t.id, 10).await.unwrap();
+    let noted: Vec<(&str, &str, serde_json::Value)> = history
+        .iter()
+        .rev()
+        .map(|e| (e.action.as_str(), e.by.as_str(), serde_json::from_str(&e.changes).unwrap()))
+        .collect();
+    assert_eq!(
+        noted,
+        vec![
+            ("disable", "app:it", serde_json::json!({"status": [2, 1]})),
+            ("update", "admin", changes),
+            ("enable", "system", serde_json::json!({"status": [1, 2]})),
+            ("pause", "receiver", serde_json::json!({"status": [2, 1], "pauseReason": [null, "quota"]})),
+        ],
+        "one entry per change, none for a change that changed nothing or was refused"
+    );
 }

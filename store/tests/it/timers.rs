@@ -1,9 +1,10 @@
 //! `TimerRepo` conformance.
 
+use serde_json::json;
 use xtimer_core::timer::{MisfirePolicy, RetryPolicy, Schedule, TimerStatus};
 use xtimer_store::{Error, Quota, Refusal};
 
-use crate::helpers::{claim_all, insert, new_timer, succeeded, timer, Backend, APP};
+use crate::helpers::{claim_all, insert, new_timer, succeeded, timer, Backend, ADMIN, APP};
 
 pub async fn created_timer_reads_back_field_for_field(b: Backend) {
     let mut input = new_timer(APP, "cron", TimerStatus::Enabled);
@@ -335,7 +336,7 @@ pub async fn the_timer_quota_counts_live_timers_in_and_across_calls(b: Backend) 
     // Another app has its own count; a deleted timer frees its place.
     let other = b.timers.create_each(&[new_timer("other", "a", TimerStatus::Enabled)], b.now(), &quota).await.unwrap();
     assert!(other[0].is_ok());
-    assert!(b.timers.set_status_within(a, TimerStatus::Deleted, b.now(), &quota).await.unwrap());
+    assert!(b.timers.set_status_within(a, TimerStatus::Deleted, b.now(), &quota, ADMIN).await.unwrap());
     let again = b.timers.create_each(&[new_timer(APP, "d", TimerStatus::Enabled)], b.now(), &quota).await.unwrap();
     assert!(again[0].is_ok(), "{again:?}");
     // All or none: a batch past the quota stores nothing and names its first refused item.
@@ -355,7 +356,7 @@ pub async fn fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots(b: Backe
     assert_eq!(refused[0], Err(Refusal::TooManyFires { fires: 120, own: 60, max: 100 }));
     let made = t.create_each(&[every_second("s2", TimerStatus::Disabled)], b.now(), &quota).await.unwrap();
     let Ok(s2) = made[0] else { panic!("{made:?}") };
-    match t.set_status_within(s2, TimerStatus::Enabled, b.now(), &quota).await {
+    match t.set_status_within(s2, TimerStatus::Enabled, b.now(), &quota, ADMIN).await {
         Err(Error::Refused { refusal: Refusal::TooManyFires { fires: 120, .. }, .. }) => {}
         other => panic!("{other:?}"),
     }
@@ -379,11 +380,11 @@ pub async fn fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots(b: Backe
     assert_eq!(refused[0], Err(Refusal::TooManyFires { fires: 101, own: 1, max: 100 }));
 
     // Disabling frees what a timer added; enabling an enabled one is a no-op.
-    assert!(t.set_status_within(s1, TimerStatus::Disabled, b.now(), &quota).await.unwrap());
+    assert!(t.set_status_within(s1, TimerStatus::Disabled, b.now(), &quota, ADMIN).await.unwrap());
     let made = t.create_each(&[one_a_minute], b.now(), &quota).await.unwrap();
     let Ok(m) = made[0] else { panic!("40 + 1 <= 100 once s1 is off: {made:?}") };
-    assert!(t.set_status_within(m, TimerStatus::Enabled, b.now(), &quota).await.unwrap());
-    match t.set_status_within(s2, TimerStatus::Enabled, b.now(), &quota).await {
+    assert!(t.set_status_within(m, TimerStatus::Enabled, b.now(), &quota, ADMIN).await.unwrap());
+    match t.set_status_within(s2, TimerStatus::Enabled, b.now(), &quota, ADMIN).await {
         Err(Error::Refused { refusal: Refusal::TooManyFires { fires: 101, own: 60, .. }, .. }) => {}
         other => panic!("60 + 1 + 40 > 100: {other:?}"),
     }
@@ -493,17 +494,17 @@ pub async fn update_replaces_the_definition_and_marks_it_for_expansion(b: Backen
     if let xtimer_core::timer::Notify::Http(http) = &new.notify {
         new.on_failure = Some(http.clone());
     }
-    assert!(b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap());
+    assert!(b.timers.update_timer(t.id, &new, b.now(), &Quota::default(), ADMIN, &json!({})).await.unwrap());
     let got = b.timers.get_timer(t.id).await.unwrap().unwrap();
     assert_eq!(got, xtimer_core::timer::Timer { create_time: t.create_time, ..new.stored(t.id, b.now()) });
     assert!(b.timers.due_timers(b.now(), 10).await.unwrap().iter().any(|d| d.id == t.id), "expanded at the next step");
     new.name = "taken".into();
-    let err = b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap_err();
+    let err = b.timers.update_timer(t.id, &new, b.now(), &Quota::default(), ADMIN, &json!({})).await.unwrap_err();
     assert!(matches!(err, Error::NameTaken { .. }), "{err:?}");
     assert!(b.timers.set_timer_status(t.id, TimerStatus::Deleted, b.now()).await.unwrap());
     new.name = "again".into();
     assert!(
-        !b.timers.update_timer(t.id, &new, b.now(), &Quota::default()).await.unwrap(),
+        !b.timers.update_timer(t.id, &new, b.now(), &Quota::default(), ADMIN, &json!({})).await.unwrap(),
         "a deleted timer is not updated"
     );
 }

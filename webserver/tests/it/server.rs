@@ -8,7 +8,7 @@ use serde_json::json;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
-use xtimer_store::{ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, Quota, TimerQuery, TimerRepo};
+use xtimer_store::{Change, ClaimOutcome, FireRepo, FireResult, NewFire, Overdue, Quota, TimerQuery, TimerRepo};
 use xtimer_webserver::error::INTERNAL_ERROR_MSG;
 
 use crate::helpers::{cron_timer, once_timer, spawn_app, spawn_app_with, Fakes, NOW_MS};
@@ -85,10 +85,27 @@ impl TimerRepo for BrokenTimers {
     async fn forget_minutes(&self, _: i64) -> xtimer_store::Result<u64> {
         self.fail()
     }
-    async fn update_timer(&self, _: i64, _: &NewTimer, _: i64, _: &Quota) -> xtimer_store::Result<bool> {
+    async fn update_timer(
+        &self,
+        _: i64,
+        _: &NewTimer,
+        _: i64,
+        _: &Quota,
+        _: Change<'_>,
+        _: &serde_json::Value,
+    ) -> xtimer_store::Result<bool> {
         self.fail()
     }
-    async fn pause_if_failing(&self, _: i64, _: i64, _: u32, _: i64, _: &str, _: i64) -> xtimer_store::Result<bool> {
+    async fn pause_if_failing_as(
+        &self,
+        _: i64,
+        _: i64,
+        _: u32,
+        _: i64,
+        _: &str,
+        _: i64,
+        _: Change<'_>,
+    ) -> xtimer_store::Result<bool> {
         self.fail()
     }
     async fn get_timer(&self, _: i64) -> xtimer_store::Result<Option<Timer>> {
@@ -109,7 +126,14 @@ impl TimerRepo for BrokenTimers {
     ) -> xtimer_store::Result<Vec<(i64, TimerStatus)>> {
         self.fail()
     }
-    async fn set_status_within(&self, _: i64, _: TimerStatus, _: i64, _: &Quota) -> xtimer_store::Result<bool> {
+    async fn set_status_within(
+        &self,
+        _: i64,
+        _: TimerStatus,
+        _: i64,
+        _: &Quota,
+        _: Change<'_>,
+    ) -> xtimer_store::Result<bool> {
         self.fail()
     }
     async fn enabled_timers(&self, _: i64, _: u32) -> xtimer_store::Result<Vec<Timer>> {
