@@ -10,13 +10,13 @@
 //! casts. A statement that really differs (a batch insert, a claim, an
 //! upsert, anything with dialect-only syntax) is a function in that
 //! dialect's module (`crate::sqlite::fires`, `crate::postgres::fires`, ...),
-//! which the repository calls per dialect.
+//! which the repository calls per dialect. Connecting the backend a URL
+//! names is in [`crate::backend`]; how MySQL reads a shared statement, in
+//! [`crate::mysql`].
 
 use std::borrow::Cow;
 
-use xtimer_core::config::DatabaseConfig;
-
-use crate::{mysql, postgres, redact, sqlite, Error, Result};
+use crate::{Error, Result};
 
 /// Runs `$body` with `$pool` bound to the write pool (`write`) or a read
 /// pool (`read`) of any dialect of a [`Database`]. The body is compiled
@@ -57,18 +57,6 @@ macro_rules! as_written {
 }
 as_written!(sqlx::SqlitePool, sqlx::SqliteConnection, sqlx::PgPool, sqlx::PgConnection);
 
-impl Dialect for sqlx::MySqlPool {
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-        Cow::Owned(mysql::statement(text))
-    }
-}
-
-impl Dialect for sqlx::MySqlConnection {
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-        Cow::Owned(mysql::statement(text))
-    }
-}
-
 /// The SQL database a node runs on, as pools.
 #[derive(Debug, Clone)]
 pub enum Database {
@@ -83,21 +71,6 @@ pub enum Database {
 }
 
 impl Database {
-    /// Connects the database `config.url` names (`sqlite://PATH`,
-    /// `postgres://...` or `mysql://...`) and applies its schema.
-    pub async fn connect(config: &DatabaseConfig) -> Result<Self> {
-        let url = config.url.as_str();
-        if url.starts_with("sqlite:") {
-            sqlite::connect(config).await
-        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            postgres::connect(config, None).await
-        } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
-            mysql::connect(config, None).await
-        } else {
-            Err(Error::UnsupportedUrl(redact(url)))
-        }
-    }
-
     /// Closes every connection, for a clean stop. On SQLite the WAL is
     /// copied into the database file first, and closing the last
     /// connection removes the `-wal` and `-shm` files: a stopped node
@@ -113,14 +86,6 @@ impl Database {
             }
             Self::Postgres(pool) => pool.close().await,
             Self::Mysql(pool) => pool.close().await,
-        }
-    }
-
-    /// The WAL checkpointer a node runs on SQLite; none on the servers.
-    pub fn checkpointer(&self, period: std::time::Duration) -> Option<sqlite::Checkpointer> {
-        match self {
-            Self::Sqlite { read, .. } => Some(sqlite::Checkpointer::new(read.clone(), period)),
-            Self::Postgres(_) | Self::Mysql(_) => None,
         }
     }
 }

@@ -10,11 +10,12 @@
 //!   [`flow_tokens`] ([`FlowTokens`]): what nodes share besides the database.
 //! - [`lease`]: the shard lease protocol (acquire, renew, finish, release),
 //!   [`ShardLeases`], and [`PassLease`], the turn of a singleton pass.
-//! - [`error`]: this crate's error type.
+//! - [`error`]: this crate's error type; `redact`: URLs with their
+//!   passwords hidden, for logs and errors.
 //!
 //! The SQL repositories, written once for the three dialects on
 //! [`Database`] ([`db`]: the pools and the one way every repository reaches
-//! them):
+//! them, naming no backend; `backend`: connecting the one a URL names):
 //!
 //! - `timers`, `fires`, `nodes`, `notify`, [`auth`], [`tasks`], `calendars`,
 //!   `apps`, `flows`, `history`: one file per repository; `plan` (the
@@ -40,6 +41,7 @@
 
 mod apps;
 pub mod auth;
+mod backend;
 pub mod backup;
 mod calendars;
 pub mod db;
@@ -61,6 +63,7 @@ mod placement;
 mod plan;
 pub mod postgres;
 pub use postgres::partition;
+mod redact;
 pub mod redis;
 pub mod repo;
 pub mod shard;
@@ -80,10 +83,11 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use flow_tokens::{FlowFigures, FlowGrant, FlowTokens, FlowTurn};
 pub use flows::{FlowLimit, FlowRepo};
-pub use history::{status_action, Change, HistoryEntry};
 pub use lease::{PassLease, ShardLeases};
 pub use lock::LockStore;
 pub use memory::{MemoryFlowTokens, MemoryLocks, MemoryShards};
+pub use redact::redact;
+pub use repo::HistoryEntry;
 pub use repo::{
     AttemptRecord, BackfillFire, ClaimOutcome, ClaimRecord, FireDetail, FireLog, FireOutcome, FireRepo, FireResult,
     FireWindow, NewFire, NextRun, NodeRepo, NotifyRepo, Overdue, OwedKind, OwedNotification, PartitionReport,
@@ -210,24 +214,5 @@ impl Stores {
     /// Closes the database for a clean stop (see [`Database::close`]).
     pub async fn close(&self) {
         self.database.close().await
-    }
-}
-
-/// A URL with its password replaced by `***`, for logs and errors; each
-/// of a comma-separated list (a Redis Cluster's nodes).
-pub fn redact(url: &str) -> String {
-    url.split(',').map(redact_one).collect::<Vec<_>>().join(",")
-}
-
-fn redact_one(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
     }
 }

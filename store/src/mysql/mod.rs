@@ -19,6 +19,7 @@ pub(crate) mod plan;
 pub(crate) mod tasks;
 pub(crate) mod timers;
 
+use std::borrow::Cow;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection};
 use xtimer_core::config::DatabaseConfig;
 
+use crate::db::Dialect;
 use crate::{redact, Database, Error, Result};
 
 /// How long connecting may take before the server counts as unreachable.
@@ -143,6 +145,19 @@ fn io_error(kind: std::io::ErrorKind, message: String) -> Error {
 /// `name` as a quoted MySQL identifier (backticks work whatever the sql_mode).
 fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
+}
+
+/// A shared statement reads on MySQL as [`statement`] writes it.
+impl Dialect for sqlx::MySqlPool {
+    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
+        Cow::Owned(statement(text))
+    }
+}
+
+impl Dialect for sqlx::MySqlConnection {
+    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
+        Cow::Owned(statement(text))
+    }
 }
 
 /// A shared statement as MySQL reads it: each `$n` placeholder becomes `?`
