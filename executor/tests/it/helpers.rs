@@ -148,6 +148,38 @@ fn new_timer(name: &str, schedule: Schedule, url: &str) -> NewTimer {
     }
 }
 
+/// Which database a [`Harness`] runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    /// A SQLite file in the harness's temporary folder.
+    Sqlite,
+    /// A fresh database on the PostgreSQL server of `XTIMER_TEST_DATABASE_URL`.
+    Postgres,
+    /// A fresh database on the MySQL server of `XTIMER_TEST_MYSQL_URL`.
+    Mysql,
+}
+
+impl Db {
+    /// Every database a test runs on.
+    pub const ALL: [Db; 3] = [Db::Sqlite, Db::Postgres, Db::Mysql];
+
+    /// The URL of a fresh database (`scripts/test` starts the servers).
+    async fn fresh(self, dir: &tempfile::TempDir) -> String {
+        let (var, default) = match self {
+            Db::Sqlite => return format!("sqlite://{}", dir.path().join("xtimer.db").display()),
+            Db::Postgres => ("XTIMER_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:15432/postgres"),
+            Db::Mysql => ("XTIMER_TEST_MYSQL_URL", "mysql://root@127.0.0.1:13306/mysql"),
+        };
+        let admin = std::env::var(var).unwrap_or_else(|_| default.into());
+        let name = format!("exec_{}_{}", std::process::id(), NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+        xtimer_store::db::create_database(&admin, &name)
+            .await
+            .unwrap_or_else(|e| panic!("the server at {var} (scripts/test starts one): {e}"))
+    }
+}
+
+static NEXT_DB: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// An executor (and its running recorder), a reconciler over it, the
 /// stores they share and a receiver.
 pub struct Harness {
@@ -184,8 +216,13 @@ impl Harness {
     /// Everything on a fresh database, the node's heartbeats as `liveness`
     /// tells (and its stalls in [`Harness::pause`]).
     pub async fn start_node(config: ReconcilerConfig, callbacks: Callbacks, liveness: Arc<Liveness>) -> Self {
+        Self::start_on(Db::Sqlite, config, callbacks, liveness).await
+    }
+
+    /// [`Harness::start_node`] on a fresh database of `db`.
+    pub async fn start_on(db: Db, config: ReconcilerConfig, callbacks: Callbacks, liveness: Arc<Liveness>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("xtimer.db").display());
+        let url = db.fresh(&dir).await;
         let repo = Arc::new(Database::connect(&DatabaseConfig { url, max_connections: 4 }).await.expect("db"));
         let clock = Arc::new(ManualClock::new(T0));
         let locks = Arc::new(MemoryLocks::new(clock.clone()));

@@ -15,7 +15,7 @@ use xtimer_core::timer::{MisfirePolicy, RetryPolicy, TimerStatus};
 use xtimer_executor::Callbacks;
 use xtimer_store::{FireRepo, NodeRepo};
 
-use crate::helpers::{eventually, reconciler_config, Harness, LEASE_MS, T0};
+use crate::helpers::{eventually, reconciler_config, Db, Harness, LEASE_MS, T0};
 
 /// Node `id`'s heartbeat row, last written at `at_ms`.
 fn node(id: &str, at_ms: i64) -> NodeInfo {
@@ -118,7 +118,14 @@ async fn a_callback_cut_short_by_a_stall_of_the_node_is_sent_again_not_failed() 
 /// the node's belief.
 #[tokio::test(flavor = "current_thread")]
 async fn a_claim_whose_lease_could_have_lapsed_is_checked_before_it_is_sent() {
-    let h = Harness::start(reconciler_config()).await;
+    for db in Db::ALL {
+        a_claim_whose_lease_could_have_lapsed_is_checked_on(db).await;
+    }
+}
+
+/// [`a_claim_whose_lease_could_have_lapsed_is_checked_before_it_is_sent`] on `db`.
+async fn a_claim_whose_lease_could_have_lapsed_is_checked_on(db: Db) {
+    let h = Harness::start_on(db, reconciler_config(), Callbacks::default(), Arc::new(Liveness::steady())).await;
     let t = h.timer("lapsed", TimerStatus::Enabled, MisfirePolicy::FireAll).await;
     let keys = h.fires(&t, &[-2_000, -1_000]).await;
     let held = h.executor.held_now();
@@ -138,8 +145,8 @@ async fn a_claim_whose_lease_could_have_lapsed_is_checked_before_it_is_sent() {
     h.receiver.wait_for(&keys[1..]).await;
     h.wait_for_status(&keys[1..], FireStatus::Succeeded).await;
     h.wait_idle().await;
-    assert_eq!(h.receiver.hits(keys[0]), 0, "the fire node-b took over is not sent by node-a");
-    assert_eq!(h.receiver.hits(keys[1]), 1, "node-a's own claim, checked and renewed, is sent");
+    assert_eq!(h.receiver.hits(keys[0]), 0, "{db:?}: the fire node-b took over is not sent by node-a");
+    assert_eq!(h.receiver.hits(keys[1]), 1, "{db:?}: node-a's own claim, checked and renewed, is sent");
     let first = h.fire(keys[0]).await;
-    assert_eq!(first.status, FireStatus::Running, "node-b's claim stands: {first:?}");
+    assert_eq!(first.status, FireStatus::Running, "{db:?}: node-b's claim stands: {first:?}");
 }
