@@ -9,7 +9,7 @@ pub enum Error {
     /// A timer (the `index`-th of a call) was refused by a limit or a
     /// taken name; nothing of the call was stored.
     #[error("timer {index} of app `{app}` refused: {refusal:?}")]
-    Refused { app: String, index: usize, refusal: crate::repo::Refusal },
+    Refused { app: String, index: usize, refusal: Refusal },
     /// A database URL this build cannot serve.
     #[error("unsupported database url `{0}`: expected sqlite://PATH or postgres://USER@HOST:PORT/DB")]
     UnsupportedUrl(String),
@@ -119,3 +119,16 @@ fn transient_sqlx(err: &sqlx::Error) -> bool {
 
 /// Result with the store error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why the store did not take a timer (or a change of status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another timer of the app that is not deleted has the name.
+    NameTaken,
+    /// The app holds `has` timers; with `adding` more (this one and those
+    /// before it in the same call) it would pass `max`.
+    TooManyTimers { has: u64, adding: u64, max: u64 },
+    /// The app's busiest minute would reach `fires` (this timer's own share
+    /// is `own`), more than `max`.
+    TooManyFires { fires: u64, own: u64, max: u64 },
+}

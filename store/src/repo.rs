@@ -13,6 +13,8 @@ use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 use crate::history::{status_action, Change, HistoryEntry};
 use crate::{Error, Result};
 
+pub use crate::error::Refusal;
+
 /// Which of an app's timers a search or a bulk action takes (API 1f).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TimerQuery {
@@ -904,18 +906,6 @@ impl Default for Quota {
     }
 }
 
-/// Why the store did not take a timer (or a change of status).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// Another timer of the app that is not deleted has the name.
-    NameTaken,
-    /// The app holds `has` timers; with `adding` more (this one and those
-    /// before it in the same call) it would pass `max`.
-    TooManyTimers { has: u64, adding: u64, max: u64 },
-    /// The app's busiest minute would reach `fires` (this timer's own share
-    /// is `own`), more than `max`.
-    TooManyFires { fires: u64, own: u64, max: u64 },
-}
 
 #[cfg(test)]
 mod tests {
