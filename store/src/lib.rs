@@ -83,11 +83,11 @@ pub use db::Database;
 pub use error::{Error, Result};
 pub use flow_tokens::{FlowFigures, FlowGrant, FlowTokens, FlowTurn};
 pub use flows::{FlowLimit, FlowRepo};
+pub use history::{status_action, Change, HistoryEntry};
 pub use lease::{PassLease, ShardLeases};
 pub use lock::LockStore;
 pub use memory::{MemoryFlowTokens, MemoryLocks, MemoryShards};
 pub use redact::redact;
-pub use repo::HistoryEntry;
 pub use repo::{
     AttemptRecord, BackfillFire, ClaimOutcome, ClaimRecord, FireDetail, FireLog, FireOutcome, FireRepo, FireResult,
     FireWindow, NewFire, NextRun, NodeRepo, NotifyRepo, Overdue, OwedKind, OwedNotification, PartitionReport,
