@@ -906,7 +906,6 @@ impl Default for Quota {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
