@@ -10,6 +10,8 @@
 //!   [`flow_tokens`] ([`FlowTokens`]): what nodes share besides the database.
 //! - [`lease`]: the shard lease protocol (acquire, renew, finish, release),
 //!   [`ShardLeases`], and [`PassLease`], the turn of a singleton pass.
+//! - `change`: a change to a timer as its history keeps it
+//!   ([`HistoryEntry`], [`Change`]).
 //! - [`error`]: this crate's error type; `redact`: URLs with their
 //!   passwords hidden, for logs and errors.
 //!
@@ -44,6 +46,7 @@ pub mod auth;
 mod backend;
 pub mod backup;
 mod calendars;
+mod change;
 pub mod db;
 pub mod error;
 mod fence;

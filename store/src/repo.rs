@@ -10,7 +10,7 @@ use xtimer_core::labels::Selector;
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
-use crate::history::{status_action, Change, HistoryEntry};
+use crate::change::{status_action, Change, HistoryEntry};
 use crate::{Error, Result};
 
 pub use crate::error::Refusal;
