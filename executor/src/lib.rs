@@ -5,22 +5,22 @@
 //!
 //! - [`Executor`]: the claim loop (`run`) fed by the trigger, and its
 //!   wiring ([`Wiring`]).
-//! - [`ExecutorHandle`] ([`handle`]): the shared state every room of a
+//! - [`ExecutorHandle`] (`handle`): the shared state every room of a
 //!   fire's path works on; it dispatches claimed fires (also for the
 //!   reconciler and tests) and tracks in-flight work for shutdown.
 //!
 //! A fire's path, one room (module) each, one entry each:
 //!
-//! - [`claim`]: batches of due fires are claimed in one transaction
+//! - `claim`: batches of due fires are claimed in one transaction
 //!   (compare-and-set pending -> running; a fire someone else holds is
 //!   simply not returned); late ones follow their misfire policy; a claim
 //!   held across a stall is checked before it is sent.
-//! - [`dispatch`]: each fire leaves at its time (late ones in run-time
+//! - `dispatch`: each fire leaves at its time (late ones in run-time
 //!   order per timer), retries at theirs.
-//! - [`admission`]: the app's pause, the timer's overlap policy, its flow's
+//! - `admission`: the app's pause, the timer's overlap policy, its flow's
 //!   turn, the bulkheads and the executor's concurrency.
-//! - [`attempt`]: the callback (or the asyncflow task) of one attempt.
-//! - [`outcome`]: the answer settled: recorded, retried or failed, with
+//! - `attempt`: the callback (or the asyncflow task) of one attempt.
+//! - `outcome`: the answer settled: recorded, retried or failed, with
 //!   the notifications it owes and what the receiver asked.
 //!
 //! Around them:
@@ -30,7 +30,7 @@
 //!   results not yet written the executor stops claiming.
 //! - [`notify`]: the notifications fires owe (`onFailure`, `onMissed`,
 //!   `onLate`), stored with their results and sent by the node that
-//!   recorded them, or by another's [`NotifySweeper`] ([`notify_sweeper`])
+//!   recorded them, or by another's [`NotifySweeper`] (`notify_sweeper`)
 //!   after a crash.
 //! - [`Reconciler`]: sweeps SQL for fires the shard index missed.
 //! - [`callback`]: the HTTP request of a fire, its signature and target check.

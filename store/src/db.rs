@@ -11,7 +11,7 @@
 //! upsert, anything with dialect-only syntax) is a function in that
 //! dialect's module (`crate::sqlite::fires`, `crate::postgres::fires`, ...),
 //! which the repository calls per dialect. Connecting the backend a URL
-//! names is in [`crate::backend`]; how MySQL reads a shared statement, in
+//! names is in `backend`; how MySQL reads a shared statement, in
 //! [`crate::mysql`].
 
 use std::borrow::Cow;
