@@ -172,7 +172,7 @@ impl Node {
 
         let listener = tokio::net::TcpListener::bind(&config.server.listen)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.server.listen))?;
+            .map_err(|e| anyhow::anyhow!("{}", listen_failure(&config.server.listen, &e)))?;
         let addr = listener.local_addr()?;
         // Replies go out at once instead of waiting on Nagle's algorithm for the client's ACK.
         let listener = listener.tap_io(|tcp| {
@@ -324,4 +324,17 @@ impl Node {
         self.telemetry.shutdown().await;
         tracing::info!(node_id = self.node_id, "xtimer stopped.");
     }
+}
+
+/// Why `serve` cannot listen on `addr`, and how to pick another address:
+/// `--listen`, `XTIMER_LISTEN` or `server.listen` in the config file.
+pub fn listen_failure(addr: &str, err: &std::io::Error) -> String {
+    let why = match err.kind() {
+        std::io::ErrorKind::AddrInUse => format!("{err}: the port is taken (another xtimer, or another program?)"),
+        _ => err.to_string(),
+    };
+    format!(
+        "cannot listen on {addr}: {why}; listen elsewhere with `--listen 127.0.0.1:8181` (or XTIMER_LISTEN, or \
+         `listen` under [server] in the config file)"
+    )
 }

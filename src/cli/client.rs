@@ -91,7 +91,7 @@ impl Client {
             let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
             req = req.header(reqwest::header::CONTENT_TYPE, "application/json").body(bytes);
         }
-        let resp = req.send().await.map_err(|e| Failure::unreachable(format!("cannot reach {url}: {e}")))?;
+        let resp = req.send().await.map_err(|e| Failure::unreachable(unreachable(&self.base, &url, &e)))?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| Failure::unreachable(format!("reading the reply of {url}: {e}")))?;
         let envelope: Value = serde_json::from_str(&text).map_err(|_| Failure {
@@ -111,5 +111,27 @@ impl Client {
             status
         };
         Err(Failure { msg: format!("{msg} (HTTP {})", status.as_u16()), code: exit_code(status) })
+    }
+}
+
+/// Why `url` could not be called, and, when no server answers at `base`,
+/// what to do: start one, or name the one to call.
+fn unreachable(base: &str, url: &str, err: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut why = err.to_string();
+    let mut cause = err.source();
+    while let Some(err) = cause {
+        why = format!("{why}: {err}");
+        cause = err.source();
+    }
+    if err.is_connect() {
+        format!(
+            "cannot reach {url}: no xtimer server answers at {base} ({why}): start one with `xtimer serve`, or \
+             name the one to call with `--server http://HOST:PORT` (or XTIMER_SERVER)"
+        )
+    } else if err.is_timeout() {
+        format!("cannot reach {url}: no answer in time ({why}); is {base} an xtimer server? (`--server`)")
+    } else {
+        format!("cannot reach {url}: {why}")
     }
 }

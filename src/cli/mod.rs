@@ -8,11 +8,13 @@
 //! - [`apply`]: `apply` and `export`, timers as code (YAML or JSON files).
 //! - [`client`]: the HTTP call, its envelope and exit codes.
 //! - [`timer`]: the `timer` subcommands.
+//! - [`describe`]: a timer in words: its schedule, whatever its kind, and every field.
 //! - [`preview`]: `cron preview` without a server.
 //! - [`table`]: plain-text tables.
 
 pub mod apply;
 pub mod client;
+pub mod describe;
 pub mod preview;
 pub mod table;
 pub mod timer;

@@ -9,6 +9,7 @@ use reqwest::Method;
 use serde_json::{json, Map, Value};
 
 use super::client::{Client, Failure};
+use super::describe::{self, describe};
 use super::{finish, list_of, table, text, Remote};
 
 /// Timers per `createTimers` call of a bulk import (the API's most).
@@ -69,9 +70,10 @@ pub enum TimerCommand {
     Fires {
         #[command(flatten)]
         timer: TimerRef,
-        /// Only fires of this status (0 pending ... 5 missed).
+        /// Only fires of this status: its name (pending, running,
+        /// succeeded, failed, skipped, missed) or its code (0 to 5).
         #[arg(long)]
-        status: Option<i64>,
+        status: Option<String>,
         /// The planned fires, soonest first.
         #[arg(long)]
         upcoming: bool,
@@ -230,7 +232,7 @@ async fn execute(client: &Client, command: TimerCommand) -> Result<(Value, Strin
             let mut query = by_ref(&timer);
             query.push(("pageSize", page_size.to_string()));
             if let Some(status) = status {
-                query.push(("status", status.to_string()));
+                query.push(("status", status));
             }
             if upcoming {
                 query.push(("upcoming", "true".into()));
@@ -241,7 +243,7 @@ async fn execute(client: &Client, command: TimerCommand) -> Result<(Value, Strin
                 .map(|f| {
                     vec![
                         text(&f["taskId"]),
-                        run_time(&f["runTimer"]),
+                        describe::time(&f["runTimer"]),
                         fire_status(&f["status"]).into(),
                         text(&f["attempt"]),
                         text(&f["costTime"]),
@@ -350,45 +352,14 @@ fn read_json(path: &PathBuf) -> Result<Value, Failure> {
 }
 
 fn timer_row(t: &Value) -> Vec<String> {
-    let schedule = if t["cron"].is_string() { text(&t["cron"]) } else { format!("once at {}", text(&t["runAt"])) };
     vec![
         text(&t["id"]),
         text(&t["name"]),
         timer_status(&t["status"]).into(),
-        schedule,
+        describe::schedule(t),
         text(&t["timezone"]),
         text(&t["nextRunTime"]),
     ]
-}
-
-/// A timer as `key: value` lines.
-fn describe(t: &Value) -> String {
-    let (kind, schedule) =
-        if t["cron"].is_string() { ("cron", text(&t["cron"])) } else { ("run at", text(&t["runAt"])) };
-    let notify = &t["notifyHTTPParam"];
-    let target = if notify.is_object() {
-        format!("{} {}", text(&notify["method"]), text(&notify["url"]))
-    } else {
-        format!("asyncflow task {}", text(&t["notifyAsyncflowParam"]["taskType"]))
-    };
-    let rows = [
-        ("id", text(&t["id"])),
-        ("app", text(&t["app"])),
-        ("name", text(&t["name"])),
-        ("status", timer_status(&t["status"]).into()),
-        (kind, schedule),
-        ("timezone", text(&t["timezone"])),
-        ("callback", target),
-        (
-            "retry",
-            format!("{} attempts, {} ms backoff", text(&t["retry"]["maxAttempts"]), text(&t["retry"]["backoffMs"])),
-        ),
-        ("misfire", text(&t["misfire"])),
-        ("next fire", text(&t["nextRunTime"])),
-        ("created", text(&t["createTime"])),
-        ("modified", text(&t["modifyTime"])),
-    ];
-    rows.iter().map(|(k, v)| format!("{k:<10} {v}\n")).collect()
 }
 
 /// A timer status code as a word.
@@ -413,14 +384,6 @@ pub fn fire_status(code: &Value) -> &'static str {
         Some(5) => "missed",
         _ => "unknown",
     }
-}
-
-/// Unix milliseconds as RFC 3339 UTC.
-fn run_time(ms: &Value) -> String {
-    ms.as_i64()
-        .and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_else(|| text(ms))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod apply;
 mod asyncflow;
 mod bench;
 mod cli;
+mod cli_words;
 mod echo;
 mod explain;
 mod fires;
