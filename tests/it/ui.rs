@@ -206,7 +206,7 @@ async fn every_console_page_shows_the_nodes_timers_and_fires() {
     // The first page: the apps, without typing anything.
     let dom = browse(&browser, &ui, "apps").await;
     let apps = section(&dom, "apps");
-    assert!(apps.contains("billing 3 2 running"), "{apps}");
+    assert!(apps.contains("billing 3 2 no"), "the Paused column says whether it is: {apps}");
 
     let dom = browse(&browser, &format!("{ui}#/app/billing"), "timers").await;
     let timers = section(&dom, "timers");
@@ -441,7 +441,7 @@ async fn the_console_searches_by_label_acts_on_the_search_and_pauses_an_app() {
     let ui = format!("{}/ui", node.base);
 
     let dom = browse(&browser, &ui, "many-apps").await;
-    assert!(section(&dom, "apps").contains("it 5 5 running"), "{}", section(&dom, "apps"));
+    assert!(section(&dom, "apps").contains("it 5 5 no"), "{}", section(&dom, "apps"));
 
     let search = format!("{ui}#/app/it?selector=team%3Da");
     let dom = browse(&browser, &search, "many-search").await;
@@ -865,6 +865,127 @@ async fn the_console_shows_a_task_types_tasks_by_status_and_one_task() {
         "{log}"
     );
     assert!(log.contains("2 charge retry 2026-11-27T11:49:00Z 2026-11-27T11:49:03Z 3s timeout trace-1"), "{log}");
+    node.stop().await;
+}
+
+/// `POST /api/xtimer/{route}`'s result, asserting success.
+async fn post(node: &TestNode, route: &str, body: Value) -> Value {
+    let url = format!("{}/api/xtimer/{route}", node.base);
+    let reply: Value = node.http.post(url).json(&body).send().await.unwrap().json().await.unwrap();
+    assert_eq!(reply["code"], 0, "{route}: {reply}");
+    reply["result"].clone()
+}
+
+/// What `measure=ID` recorded for the element `id`: `[top, left, width,
+/// height]` in CSS pixels.
+fn measured(dom: &str, id: &str) -> Vec<i64> {
+    let raw = dom.split("data-measured=\"").nth(1).unwrap_or_else(|| panic!("nothing measured: {dom}"));
+    let json = raw[..raw.find('"').unwrap()].replace("&quot;", "\"");
+    let boxes: Value = serde_json::from_str(&json).unwrap();
+    let text = boxes[id].as_str().unwrap_or_else(|| panic!("{id} not measured: {boxes}"));
+    text.split(',').map(|n| n.parse().unwrap()).collect()
+}
+
+/// Every display tells the truth (issue 52): a disabled timer's next
+/// times say they will not go out; the history shows a backfill's window
+/// as times; counts agree with their nouns ("1 fire"); the Apps table's
+/// Paused column says whether and until when; a refused selector is said
+/// once, without moving the form; the lateness chart's labels are whole;
+/// the App field's example reads as an example.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_tells_the_truth() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let node = TestNode::spawn_with(test_config(&dir.path().join("truth.db"))).await;
+    let rx = Receiver::start(false).await.unwrap();
+    let hook = json!({"url": rx.url("/hook")});
+    let off = node
+        .create_ok(json!({"app": "truth", "name": "off", "cron": "0 0 9 * * *", "labels": {"team": "a"},
+            "notifyHTTPParam": hook}))
+        .await;
+    let five = node
+        .create_ok(json!({"app": "truth", "name": "five", "cron": "0 */5 * * * *", "status": 2,
+            "labels": {"team": "a"}, "notifyHTTPParam": hook}))
+        .await;
+    node.create_ok(json!({"app": "held", "name": "h", "cron": "0 0 9 * * *", "notifyHTTPParam": hook})).await;
+    let paused = post(&node, "pauseApp", json!({"app": "held", "until": "2h", "reason": "deploy"})).await;
+    let until = paused["pausedUntil"].as_i64().unwrap();
+    let to = now_ms() / 60_000 * 60_000 - 60_000;
+    let from = to - 15 * 60_000;
+    post(&node, "backfillTimer", json!({"id": five, "app": "truth", "from": from, "to": to})).await;
+    let ui = format!("{}/ui", node.base);
+
+    // Apps: paused or not, and until when.
+    let dom = browse(&browser, &ui, "truth-apps").await;
+    let apps = section(&dom, "apps");
+    assert!(apps.contains("truth 2 1 no"), "{apps}");
+    let shown = format!("held 1 0 paused until {}: deploy", utc(until / 1000 * 1000));
+    assert!(apps.contains(&shown), "{shown:?} in {apps}");
+    assert!(!apps.contains("running"), "{apps}");
+
+    // A disabled timer: no next fire, and its schedule's times flagged.
+    let dom = browse(&browser, &format!("{ui}#/timer/truth/{off}"), "truth-disabled").await;
+    assert_eq!(element(&dom, "next-fire"), "none while disabled");
+    let flagged = element(&dom, "next-disabled");
+    assert!(flagged.starts_with("The timer is disabled: these times will not go out"), "{flagged}");
+    assert!(section(&dom, "next-fires").matches("+00:00").count() >= 5, "{}", section(&dom, "next-fires"));
+
+    // The backfill's window as times; the fires counted in words.
+    let dom = browse_sized(&browser, &format!("{ui}#/timer/truth/{five}"), "truth-history", 1500).await;
+    let history = section(&dom, "change-history");
+    let window = format!("window : – → {} to {}", utc(from), utc(to));
+    assert!(history.contains(&window), "{window:?} in {history}");
+    assert!(!history.contains(&from.to_string()), "no raw Unix ms: {history}");
+    assert!(element(&dom, "next-disabled").is_empty(), "an enabled timer's times are not flagged");
+
+    // The forecast: one fire in its peak second, not "1 fires".
+    let dom = browse_sized(&browser, &format!("{ui}#/app/truth"), "truth-forecast", 1500).await;
+    let forecast = section(&dom, "forecast-summary");
+    assert!(forecast.contains("Peak 1 fire in one second"), "{forecast}");
+    assert!(forecast.contains("fires in 10 minutes"), "{forecast}");
+    assert!(!dom.contains(" 1 fires"), "{forecast}");
+
+    // A refused selector: said once, under its field, and the form stays put.
+    let good = browse(&browser, &format!("{ui}#/app/truth?selector=team%3Da&measure=selector,bulk"), "truth-sel").await;
+    let bad_url = format!("{ui}#/app/truth?selector=team%20in%20(a&measure=selector,bulk");
+    let bad = browse(&browser, &bad_url, "truth-bad-selector").await;
+    assert!(
+        element(&bad, "selector-error").starts_with("selector: at character"),
+        "{}",
+        element(&bad, "selector-error")
+    );
+    assert_eq!(text(&bad).matches("selector: at character").count(), 1, "said once: {}", text(&bad));
+    assert_eq!(measured(&bad, "selector"), measured(&good, "selector"), "the field does not move");
+    assert_eq!(measured(&bad, "bulk")[0], measured(&good, "bulk")[0], "nor what follows the form");
+
+    // The App field's example is a placeholder, styled as one.
+    let dom = browse(&browser, &format!("{ui}#/new"), "truth-new").await;
+    assert!(dom.contains("placeholder=\"e.g. billing\""), "{dom}");
+    let css = node.http.get(format!("{ui}/app.css")).send().await.unwrap().text().await.unwrap();
+    assert!(css.contains("::placeholder {"), "placeholders are styled as examples");
+
+    // The lateness chart with a p99 over 100 s: every y label is whole,
+    // inside the chart (its box starts at x >= 0).
+    let index = node.http.get(&ui).send().await.unwrap().text().await.unwrap();
+    let probe = index.replace("\"/ui/", &format!("\"{ui}/")).replace(
+        "</body>",
+        "<div id=\"probe\"></div><script>addEventListener(\"load\", () => { const now = Date.now();
+          const box = document.getElementById(\"probe\");
+          box.innerHTML = `<div class=\"chart\">${chart({ fromMs: now - 3600000, sampled: false, paced: 0,
+            minutes: [{ minuteMs: now - 600000, p50Ms: 40000, p99Ms: 123456, fires: 1 }] })}</div>`;
+          const xs = [...box.querySelectorAll(\".ytick\")].map((t) => t.getBBox().x);
+          box.dataset.ticks = xs.length; box.dataset.minx = Math.min(...xs); });</script></body>",
+    );
+    let page = dir.path().join("probe.html");
+    std::fs::write(&page, probe).unwrap();
+    let dom = browse(&browser, &format!("file://{}", page.display()), "truth-axis").await;
+    let attr = |name: &str| -> f64 {
+        let raw = dom.split(&format!("data-{name}=\"")).nth(1).unwrap_or_else(|| panic!("no {name}: {dom}"));
+        raw[..raw.find('"').unwrap()].parse().unwrap()
+    };
+    assert_eq!(attr("ticks"), 5.0);
+    assert!(attr("minx") >= 0.0, "a y label starts left of the chart, clipped: x = {}", attr("minx"));
+    assert!(dom.contains("200,000 ms"), "the top label: {dom}");
     node.stop().await;
 }
 

@@ -107,7 +107,7 @@ function untilValue(text) {
 async function appsPage(params) {
   const apps = (await timerApi("getApps", {})).list;
   const rows = apps.map((a) => `<tr><td><a href="${appHref(a.app)}">${esc(a.app)}</a></td><td>${a.timers}</td><td>${a.enabled}</td>
-    <td>${a.paused ? `${badge("paused")} ${esc(pauseWords(a))}` : badge("active", "running")}</td>
+    <td class="paused-cell">${a.paused ? `${badge("paused")} ${esc(pauseWords(a))}` : `<span class="muted">no</span>`}</td>
     <td>${a.paused ? `<button class="plain" id="resume-${esc(a.app)}" data-resume="${esc(a.app)}">Resume</button>`
       : `<button class="plain" data-pause="${esc(a.app)}">Pause…</button>`}</td></tr>`).join("");
   main.innerHTML = `<h1>Apps</h1>
@@ -220,8 +220,15 @@ async function timerList(app, filter, page) {
     result = await timerApi("getAppTimers", Object.assign({ app, pageIndex: page, pageSize: PAGE_SIZE }, filter));
   } catch (err) {
     if (err instanceof NeedsToken || !/^(selector|q|status)\b/.test(err.message)) throw err;
-    if (err.message.startsWith("selector")) document.getElementById("selector-error").textContent = err.message;
-    box.innerHTML = `<p class="error" id="search-error">The search was refused: ${esc(err.message)}</p>`;
+    // A selector's problem is said once, under its field (which keeps its
+    // place: the message does not move the form); any other's, here.
+    if (err.message.startsWith("selector")) {
+      document.getElementById("selector-error").textContent = err.message;
+      document.querySelector('[data-field="selector"]').classList.add("invalid");
+      box.innerHTML = `<p class="muted" id="search-error">No timers listed: the label selector above was refused.</p>`;
+    } else {
+      box.innerHTML = `<p class="error" id="search-error">The search was refused: ${esc(err.message)}</p>`;
+    }
     return null;
   }
   // The timers whose fires failed in the last hour, to mark them.
@@ -232,7 +239,7 @@ async function timerList(app, filter, page) {
   const health = (t) => {
     const f = failing.get(t.id);
     if (!f) return "";
-    const words = `${f.failed} of ${f.fires} fires failed in the last hour; last: ${f.lastOutput}`;
+    const words = `${f.failed} of ${plural(f.fires, "fire")} failed in the last hour; last: ${f.lastOutput}`;
     return f.lastFailed ? ` <span class="badge s-failed" title="${esc(words)}">failing</span> <span class="muted small">${f.failed}/${f.fires} failed (1 h)</span>`
       : ` <span class="badge s-warn" title="${esc(words)}">${f.failed}/${f.fires} failed (1 h)</span>`;
   };
@@ -558,7 +565,7 @@ async function newTimerPage(params) {
     <form id="creator" class="timer-form" novalidate>
       <div class="form-errors" id="creator-errors" hidden></div>
       <fieldset><legend>App</legend><label class="field" data-field="app"><span>App</span>
-        <input id="f-app" name="app" value="${attr(app)}" list="app-names" placeholder="billing"><span class="field-error"></span></label>
+        <input id="f-app" name="app" value="${attr(app)}" list="app-names" placeholder="e.g. billing"><span class="field-error"></span></label>
         <datalist id="app-names"></datalist></fieldset>
       ${timerFields("f", defaults, false)}
       <div class="actions"><button id="create-submit">Create timer</button></div>
@@ -592,8 +599,8 @@ async function newTimerPage(params) {
 async function forecastSection(app) {
   const f = await timerApi("getForecast", { app, seconds: 600 });
   document.getElementById("forecast").innerHTML = `<div class="chart">${bars(f)}</div>
-    <dl id="forecast-summary"><dt>Peak</dt><dd>${f.peak.fires ? `${f.peak.fires} fires in one second, at ${time(f.peak.runTimer)}` : "none"}</dd>
-    <dt>Total</dt><dd>${f.total} fires in ${f.perSecond.length / 60} minutes from ${time(f.from)}</dd></dl>`;
+    <dl id="forecast-summary"><dt>Peak</dt><dd>${f.peak.fires ? `${plural(f.peak.fires, "fire")} in one second, at ${time(f.peak.runTimer)}` : "none"}</dd>
+    <dt>Total</dt><dd>${plural(f.total, "fire")} in ${plural(f.perSecond.length / 60, "minute")} from ${time(f.from)}</dd></dl>`;
 }
 
 function bars(f) {
@@ -776,7 +783,7 @@ async function timerPage(app, id) {
     <div class="cols"><div><h2>Definition</h2><dl id="definition">
       <dt>Schedule</dt><dd><code>${esc(schedule(t))}</code>${t.everyMs ? ` <span class="muted">(${t.everyMs} ms from ${time(t.anchorAt)})</span>` : ""}</dd>
       <dt>Time zone</dt><dd>${esc(t.timezone)}</dd>
-      <dt>Next fire</dt><dd id="next-fire">${nextFire(t)}</dd>
+      <dt>Next fire</dt><dd id="next-fire">${t.status === 1 ? `<span class="muted">none while disabled</span>` : nextFire(t)}</dd>
       <dt>Labels</dt><dd>${labelChips(app, t.labels) || "none"}</dd>
       <dt>Starts</dt><dd>${t.startAt ? time(t.startAt) : "at creation"}</dd>
       <dt>Ends before</dt><dd>${t.endAt ? time(t.endAt) : "no end"}</dd>
@@ -933,8 +940,17 @@ async function changeHistory(app, id) {
     const text = v === null || v === undefined ? "–" : typeof v === "string" ? v : JSON.stringify(v);
     return text.length > 120 ? text.slice(0, 119) + "…" : text;
   };
+  // A time (a backfill's or replay's `window`, `startAt`, `runAt`...) as a
+  // time, not as Unix ms.
+  const isMs = (v) => typeof v === "number" && v > 1e11 && v < 1e14;
+  const timed = (field) => field === "window" || /^(runAt|startAt|endAt|anchorAt|until|pausedUntil)/.test(field);
+  const value = (field, v) => {
+    if (timed(field) && isMs(v)) return time(v);
+    if (timed(field) && Array.isArray(v) && v.length === 2 && v.every(isMs)) return `${time(v[0])} to ${time(v[1])}`;
+    return short(v);
+  };
   const changes = (c) => Object.entries(c || {}).map(([field, pair]) => Array.isArray(pair) && pair.length === 2
-    ? `<div><b>${esc(field)}</b>: ${esc(short(pair[0]))} → ${esc(short(pair[1]))}</div>` : `<div><b>${esc(field)}</b>: ${esc(short(pair))}</div>`).join("");
+    ? `<div><b>${esc(field)}</b>: ${esc(value(field, pair[0]))} → ${esc(value(field, pair[1]))}</div>` : `<div><b>${esc(field)}</b>: ${esc(value(field, pair))}</div>`).join("");
   const rows = list.map((e) => `<tr><td>${esc(typeof e.at === "number" ? time(e.at) : e.at)}</td><td>${esc(e.action)}</td><td>${esc(e.by)}</td>
     <td class="out">${changes(e.changes) || "-"}</td></tr>`).join("");
   box.innerHTML = `<table id="change-history"><thead><tr><th>At</th><th>Action</th><th>By</th><th>Changes</th></tr></thead>
@@ -945,7 +961,7 @@ const NOTES = { gap: "DST gap: moved past the skipped hour", overlap: "DST overl
 async function nextFires(t) {
   const box = document.getElementById("next");
   if (!t.cron && !t.everyMs) { box.innerHTML = `<p>Once, at ${esc(t.runAt)}.</p>`; return; }
-  if (t.maxFires && !t.firesLeft) { box.innerHTML = `<p>No scheduled time left (${t.maxFires} fires used).</p>`; return; }
+  if (t.maxFires && !t.firesLeft) { box.innerHTML = `<p>No scheduled time left (${plural(t.maxFires, "fire")} used).</p>`; return; }
   const q = { timezone: t.timezone, count: 10 };
   if (t.cron) q.cron = t.cron; else Object.assign(q, { everyMs: t.everyMs, anchorAt: t.anchorAt });
   if (t.startAt > Date.now()) q.startAt = t.startAt;
@@ -961,7 +977,10 @@ async function nextFires(t) {
     list = upcoming.list.map((f) => ({ runTimer: f.runTimer, runTime: time(f.runTimer), note: null }));
   }
   const rows = list.map((f) => `<tr><td>${esc(f.runTime)}</td><td>${f.note ? `<span class="note">${esc(NOTES[f.note] || f.note.replace(/^excluded:/, "not fired: excluded by calendar "))}</span>` : ""}</td></tr>`).join("");
-  box.innerHTML = `<table id="next-fires"><thead><tr><th>Run time (${esc(t.timezone)})</th><th>Note</th></tr></thead><tbody>${rows || `<tr><td colspan="2" class="muted">None planned.</td></tr>`}</tbody></table>`;
+  // A disabled timer's schedule still has times; none of them goes out.
+  const disabled = t.status === 1 && list.length
+    ? `<p class="note" id="next-disabled">The timer is disabled: these times will not go out unless it is enabled first.</p>` : "";
+  box.innerHTML = `${disabled}<table id="next-fires"><thead><tr><th>Run time (${esc(t.timezone)})</th><th>Note</th></tr></thead><tbody>${rows || `<tr><td colspan="2" class="muted">None planned.</td></tr>`}</tbody></table>`;
 }
 
 function fireTable(list, total) {
@@ -970,7 +989,7 @@ function fireTable(list, total) {
     <td>${badge(FIRE_STATUS[f.status])}</td><td>${esc(f.attempt)}</td><td>${esc(f.costTime)}</td><td class="out">${esc(f.output)}</td></tr>`).join("");
   return `<table id="fires"><thead><tr><th>Run time</th><th>Status</th><th>Attempts</th><th>Late (ms)</th><th>Output</th></tr></thead>
     <tbody>${rows || `<tr><td colspan="5" class="muted">No fire yet.</td></tr>`}</tbody></table>
-    <p class="muted">${list.length} of ${total} fires, newest first.</p>`;
+    <p class="muted">${list.length} of ${plural(total, "fire")}, newest first.</p>`;
 }
 
 // ---- Lateness and failing timers -------------------------------------------
@@ -982,7 +1001,7 @@ async function latenessPage() {
   const fires = o.minutes.reduce((n, m) => n + m.fires, 0);
   main.innerHTML = `<h1>Lateness, last hour</h1>
     <div class="chart" id="chart">${chart(o)}<div class="legend"><span><i style="background:#2f6fde"></i>p50</span>
-    <span><i style="background:#c6362f"></i>p99</span><span class="muted">${fires} fires${o.sampled ? " (the newest 50,000)" : ""}; lateness = callback leaving minus its scheduled time${o.paced ? `; ${o.paced} backfilled or replayed fires left out (late by design)` : ""}</span></div></div>
+    <span><i style="background:#c6362f"></i>p99</span><span class="muted">${plural(fires, "fire")}${o.sampled ? " (the newest 50,000)" : ""}; lateness = callback leaving minus its scheduled time${o.paced ? `; ${o.paced} backfilled or replayed ${o.paced === 1 ? "fire" : "fires"} left out (late by design)` : ""}</span></div></div>
     <h2>Timers whose recent fires failed</h2>
     <table id="failing"><thead><tr><th>Timer</th><th>App</th><th>Failed</th><th>Last failure</th><th>Last output</th></tr></thead>
     <tbody>${failing || `<tr><td colspan="5" class="muted">No failed fire in the last hour.</td></tr>`}</tbody></table>`;
@@ -999,14 +1018,17 @@ function gridStep(max) {
 const tickLabel = (v) => Number(v.toPrecision(6)).toLocaleString("en-US", { maximumFractionDigits: 6 });
 
 function chart(o) {
-  const W = 1000, H = 240, L = 60, B = 30, T = 10;
+  const W = 1000, H = 240, B = 30, T = 10;
   const from = o.fromMs - (o.fromMs % 60000), span = 61 * 60000;
   const step = gridStep(Math.max(1, ...o.minutes.map((m) => m.p99Ms))), max = step * 4;
+  // The left margin holds the longest y label whole ("100,000 ms": at 11
+  // px, under 7 units a character).
+  const L = Math.max(60, 12 + 7 * Math.max(...[0, 1, 2, 3, 4].map((i) => `${tickLabel(step * i)} ms`.length)));
   const x = (ms) => L + ((ms - from) / span) * (W - L - 10);
   const y = (v) => T + (1 - v / max) * (H - T - B);
   const line = (key, color) => o.minutes.length
     ? `<polyline fill="none" stroke="${color}" stroke-width="2" points="${o.minutes.map((m) => `${x(m.minuteMs).toFixed(1)},${y(m[key]).toFixed(1)}`).join(" ")}"/>` +
-      o.minutes.map((m) => `<circle cx="${x(m.minuteMs).toFixed(1)}" cy="${y(m[key]).toFixed(1)}" r="2.5" fill="${color}"><title>${time(m.minuteMs)}: ${key === "p50Ms" ? "p50" : "p99"} ${m[key]} ms (${m.fires} fires)</title></circle>`).join("")
+      o.minutes.map((m) => `<circle cx="${x(m.minuteMs).toFixed(1)}" cy="${y(m[key]).toFixed(1)}" r="2.5" fill="${color}"><title>${time(m.minuteMs)}: ${key === "p50Ms" ? "p50" : "p99"} ${m[key]} ms (${plural(m.fires, "fire")})</title></circle>`).join("")
     : "";
   const ticks = [0, 1, 2, 3, 4].map((i) => { const v = step * i, at = y(v).toFixed(1); return `<line class="grid" x1="${L}" x2="${W - 10}" y1="${at}" y2="${at}" stroke="#eceff3"/>
     <text class="ytick" x="${L - 6}" y="${at}" dy="4" text-anchor="end" font-size="11" fill="#6b7383">${tickLabel(v)} ms</text>`; }).join("");
@@ -1157,13 +1179,15 @@ async function route() {
 // (navigator.webdriver: headless Chromium with --enable-automation, as the
 // tests run it), never from a link a person opens: `set.<element id>=value`
 // fills inputs, then `click=<id>,<id>` clicks buttons in order, each once
-// it exists and the calls of the one before have ended.
+// it exists and the calls of the one before have ended; `measure=<id>,...`
+// then records where those elements stand.
 let automated = false;
 async function automate(params) {
   if (automated || !navigator.webdriver || !params) return;
   const sets = [...params].filter(([k]) => k.startsWith("set."));
   const clicks = (params.get("click") || "").split(",").filter(Boolean);
-  if (!sets.length && !clicks.length) return;
+  const measures = (params.get("measure") || "").split(",").filter(Boolean);
+  if (!sets.length && !clicks.length && !measures.length) return;
   automated = true;
   const element = async (id) => {
     for (let i = 0; i < 100; i++) {
@@ -1187,6 +1211,15 @@ async function automate(params) {
     el.click();
     await settle();
   }
+  // `measure=<id>,<id>`: where each element stands once the page settled
+  // (`top,left,width,height` in CSS pixels), for layout checks.
+  await settle();
+  const boxes = {};
+  for (const id of measures) {
+    const el = document.getElementById(id);
+    if (el) { const r = el.getBoundingClientRect(); boxes[id] = [r.top, r.left, r.width, r.height].map(Math.round).join(","); }
+  }
+  if (measures.length) document.body.dataset.measured = JSON.stringify(boxes);
   document.body.dataset.automation = "done";
 }
 
