@@ -62,6 +62,14 @@ async fn a_status_is_taken_by_name_and_a_wrong_value_names_what_it_takes() {
         "query string: status: must be one of 1, 2, 4 or disabled, enabled, completed, got `paused`"
     );
 
+    // The document says a status is a string (a name or a code).
+    let doc = app.get("/openapi.json").await.body;
+    for path in ["/api/xtimer/getTimerTasks", "/api/xtimer/getAppTimers"] {
+        let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
+        let status = params.iter().find(|p| p["name"] == "status").unwrap();
+        assert!(status["schema"]["type"].to_string().contains("string"), "{path}: {status}");
+    }
+
     // A number that is not one: its name, what it takes, what was given.
     let reply = app.get("/api/xtimer/getTimer?id=abc&app=a").await;
     assert_eq!(reply.err(StatusCode::BAD_REQUEST), "query string: id: must be a whole number, got `abc`");

@@ -118,6 +118,8 @@ pub struct AppTimersQuery {
     /// Only timers in this status: 1, 2 or 4, or its name (disabled,
     /// enabled, completed).
     #[serde(default, deserialize_with = "timer_status")]
+    #[param(value_type = Option<String>)]
+    #[schema(value_type = Option<String>)]
     pub status: Option<i64>,
     /// Only timers whose labels meet this selector.
     #[serde(default)]
@@ -136,6 +138,8 @@ pub struct TimerTasksQuery {
     /// Only fires with this status: 0..=5, or its name (pending, running,
     /// succeeded, failed, skipped, missed).
     #[serde(default, deserialize_with = "fire_status")]
+    #[param(value_type = Option<String>)]
+    #[schema(value_type = Option<String>)]
     pub status: Option<i64>,
     /// `true`: the planned fires (pending, not yet due), soonest first;
     /// otherwise the fires already due, newest first.
