@@ -27,6 +27,13 @@ async fn a_mistyped_field_is_answered_with_the_one_meant() {
     let reply = app.get("/api/xtimer/getTimer?idd=1&app=a").await;
     assert_eq!(reply.err(StatusCode::BAD_REQUEST), "query string: idd: unknown field `idd`: did you mean `id`?");
 
+    // An item of a batch, by its place.
+    let mut item = cron_timer("a", "u");
+    item["runat"] = json!(NOW_MS + 60_000);
+    let body = json!({"timers": [cron_timer("a", "v"), item]});
+    let msg = app.post_json("/api/xtimer/createTimers", &body).await.err(StatusCode::BAD_REQUEST).to_owned();
+    assert!(msg.starts_with("timers[1]: unknown field `runat`: did you mean `runAt`?"), "{msg}");
+
     // Nothing near: the fields are listed, as before.
     let far = patched(&cron_timer("a", "t"), "/schedule", Some(json!("x")));
     let msg = app.create(&far).await.err(StatusCode::BAD_REQUEST).to_owned();

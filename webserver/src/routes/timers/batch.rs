@@ -107,7 +107,7 @@ fn validate_all(state: &AppState, items: Vec<Value>, now: i64) -> Result<Vec<New
 /// (`timers[3].name: is required`).
 pub(super) fn item_of(i: usize, value: Value) -> Result<CreateTimer, String> {
     serde_json::from_value::<CreateTimer>(value).map_err(|err| {
-        let said = err.to_string();
+        let said = crate::extract::unknown_field_in_words(&err.to_string());
         let worded = crate::extract::missing_in_words(&said);
         if worded == said {
             format!("timers[{i}]: {said}")
