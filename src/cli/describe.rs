@@ -38,11 +38,11 @@ pub fn time(ms: &Value) -> String {
         .unwrap_or_else(|| text(ms))
 }
 
-/// A timer's schedule in one cell: `cron 0 9 * * *`, `once at
-/// 2030-01-01T00:00:00.000Z`, `every 5m`.
+/// A timer's schedule in one cell: its cron expression (`0 9 * * *`),
+/// `once at 2030-01-01T00:00:00.000Z` or `every 5m`.
 pub fn schedule(t: &Value) -> String {
     if let Some(expr) = t["cron"].as_str() {
-        format!("cron {expr}")
+        expr.to_owned()
     } else if let Some(every) = t["everyMs"].as_i64() {
         format!("every {}", span(every))
     } else if t["runAt"].is_string() {
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn every_kind_of_schedule_reads_as_words() {
-        assert_eq!(schedule(&json!({"cron": "0 9 * * *"})), "cron 0 9 * * *");
+        assert_eq!(schedule(&json!({"cron": "0 9 * * *"})), "0 9 * * *");
         assert_eq!(schedule(&json!({"everyMs": 300_000})), "every 5m");
         assert_eq!(schedule(&json!({"runAt": "2030-01-01T00:00:00.000Z"})), "once at 2030-01-01T00:00:00.000Z");
         assert_eq!(span(5_400_000), "1h30m");
