@@ -78,7 +78,10 @@ impl Heartbeat {
 
     /// One report: the node's clock set to the database's, then its row.
     pub async fn run_once(&mut self) -> xtimer_store::Result<()> {
-        sync_clock(self.nodes.as_ref(), &self.db_clock).await?;
+        if let Err(err) = sync_clock(self.nodes.as_ref(), &self.db_clock).await {
+            self.liveness.beat_failed();
+            return Err(err);
+        }
         let now = self.clock.now_ms();
         self.info.heartbeat_at = now;
         self.info.shards = self.trigger.held().iter().map(ToString::to_string).collect();

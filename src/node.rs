@@ -118,8 +118,14 @@ impl Node {
         let (feed_tx, feed_rx) = broadcast::channel(1024);
 
         // Heartbeats come every third of the node timeout; a gap of half of
-        // it means this node was not beating steadily.
-        let liveness = Arc::new(Liveness::new(config.reconciler.node_timeout_ms as i64 / 2));
+        // it means this node was not beating steadily. Where nodes share the
+        // shards (Redis), one whose heartbeats have not reached the database
+        // for the node timeout (the others judge it dead then) gives its
+        // shards up to them.
+        let node_timeout = config.reconciler.node_timeout_ms as i64;
+        let liveness = Liveness::new(node_timeout / 2);
+        let liveness =
+            Arc::new(if config.redis.url.is_empty() { liveness } else { liveness.stepping_back_after(node_timeout) });
         let ctx = NodeContext::new(clock.clone(), node_id.clone(), prefix.clone()).with_liveness(liveness.clone());
         let migrator = Migrator::new(config.migrator.clone(), &stores, &ctx, Some(feed_tx));
         let expander = migrator.expander();
@@ -308,23 +314,43 @@ impl Node {
     /// Stops in order: stop claiming (and serving), let in-flight callbacks
     /// finish within the grace period, cancel what is left (its claims are
     /// given back), then flush recorded results.
+    ///
+    /// The whole stop is bounded: `server.shutdown_grace_ms` plus
+    /// [`SHUTDOWN_AFTER_GRACE`], whatever its database or Redis does (a
+    /// node that lost its database stops as quickly as one that did not;
+    /// what it could not record is taken over by the others, as after a
+    /// kill).
     pub async fn shutdown(mut self) {
+        let deadline = tokio::time::Instant::now() + self.grace + SHUTDOWN_AFTER_GRACE;
+        let grace_end = tokio::time::Instant::now() + self.grace;
         self.stop_claiming.cancel();
-        while self.loops.join_next().await.is_some() {}
+        let loops = async { while self.loops.join_next().await.is_some() {} };
+        if tokio::time::timeout_at(grace_end, loops).await.is_err() {
+            tracing::warn!("Some loops did not stop within the grace period; left behind.");
+            self.loops.abort_all();
+        }
         self.task_writer_stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(30), self.task_writer).await;
-        if tokio::time::timeout(self.grace, self.executor.idle()).await.is_err() {
+        let _ = tokio::time::timeout_at(deadline, self.task_writer).await;
+        if tokio::time::timeout_at(grace_end, self.executor.idle()).await.is_err() {
             tracing::warn!(in_flight = self.executor.in_flight(), "Grace period over; cancelling in-flight fires.");
         }
         self.hard_stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.executor.idle()).await;
+        let idle_by = deadline.min(tokio::time::Instant::now() + Duration::from_secs(5));
+        let _ = tokio::time::timeout_at(idle_by, self.executor.idle()).await;
         drop(self.executor);
-        let _ = tokio::time::timeout(Duration::from_secs(30), self.recorder).await;
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.stores.close()).await;
+        if tokio::time::timeout_at(deadline, self.recorder).await.is_err() {
+            tracing::warn!("Results not recorded by the shutdown bound; other nodes take those fires over.");
+        }
+        let close_by = deadline.max(tokio::time::Instant::now() + Duration::from_secs(1));
+        let _ = tokio::time::timeout_at(close_by, self.stores.close()).await;
         self.telemetry.shutdown().await;
         tracing::info!(node_id = self.node_id, "xtimer stopped.");
     }
 }
+
+/// How long a stop may take beyond `server.shutdown_grace_ms`: to record
+/// the results of the fires cancelled at its end and close the stores.
+pub const SHUTDOWN_AFTER_GRACE: Duration = Duration::from_secs(5);
 
 /// Why `serve` cannot listen on `addr`, and how to pick another address:
 /// `--listen`, `XTIMER_LISTEN` or `server.listen` in the config file.

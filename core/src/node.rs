@@ -136,6 +136,12 @@ pub struct Liveness {
     /// Ms after `base` of the last heartbeat written, by the monotonic
     /// clock: `NEVER`, or `ALWAYS` for a node that is steady by fiat.
     last_ok_mono: AtomicI64,
+    /// [`Self::last_ok_mono`] kept through failures: ms after `base` of the
+    /// last heartbeat written (0, its creation, before the first).
+    last_written_mono: AtomicI64,
+    /// How long without a heartbeat written before the node steps back
+    /// ([`Self::stepped_back`]), ms; `i64::MAX`: never.
+    step_back_after: i64,
 }
 
 /// [`Liveness::last_ok_mono`]: no heartbeat written since the last failure.
@@ -152,7 +158,16 @@ impl Liveness {
             max_gap: max_gap_ms,
             base: tokio::time::Instant::now(),
             last_ok_mono: AtomicI64::new(NEVER),
+            last_written_mono: AtomicI64::new(0),
+            step_back_after: i64::MAX,
         }
+    }
+
+    /// The same, the node stepping back once no heartbeat has reached the
+    /// database for `after_ms` ([`Self::stepped_back`]).
+    pub fn stepping_back_after(mut self, after_ms: i64) -> Self {
+        self.step_back_after = after_ms;
+        self
     }
 
     /// Beating steadily since forever (tests and tools without a heartbeat loop).
@@ -163,12 +178,16 @@ impl Liveness {
             max_gap: i64::MAX,
             base: tokio::time::Instant::now(),
             last_ok_mono: AtomicI64::new(ALWAYS),
+            last_written_mono: AtomicI64::new(0),
+            step_back_after: i64::MAX,
         }
     }
 
     /// A heartbeat was written at `now_ms`.
     pub fn beat_ok(&self, now_ms: i64) {
-        self.last_ok_mono.store(self.base.elapsed().as_millis() as i64, Ordering::Release);
+        let mono = self.base.elapsed().as_millis() as i64;
+        self.last_ok_mono.store(mono, Ordering::Release);
+        self.last_written_mono.store(mono, Ordering::Release);
         let last = self.last_ok.swap(now_ms, Ordering::AcqRel);
         if last == i64::MIN || now_ms.saturating_sub(last) > self.max_gap {
             self.beating_since.store(now_ms, Ordering::Release);
@@ -192,6 +211,18 @@ impl Liveness {
             ALWAYS => false,
             last => self.base.elapsed().as_millis() as i64 - last > self.max_gap,
         }
+    }
+
+    /// Whether this node has lost its database: no heartbeat written for
+    /// longer than its step-back time, by the monotonic clock. Such a node
+    /// holds no shard (it renews none and takes none), so their fires go
+    /// out on time from the nodes that still reach it, instead of late
+    /// through their reconcilers; it takes shards again once a heartbeat
+    /// goes through. Never, unless set ([`Self::stepping_back_after`]).
+    pub fn stepped_back(&self) -> bool {
+        self.step_back_after != i64::MAX
+            && self.base.elapsed().as_millis() as i64 - self.last_written_mono.load(Ordering::Acquire)
+                > self.step_back_after
     }
 
     /// When the current steady run of heartbeats began, at `now_ms`; none
@@ -237,5 +268,24 @@ mod tests {
         l.beat_ok(10_500);
         assert_eq!(l.steady_for(10_600), Some(100));
         assert!(Liveness::steady().steady_for(0).unwrap() > 1_000_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_node_steps_back_after_its_step_back_time_without_a_heartbeat_and_returns_with_one() {
+        let l = Liveness::new(1_500).stepping_back_after(3_000);
+        let never = Liveness::new(1_500);
+        assert!(!l.stepped_back(), "a node just started has time for its first heartbeat");
+        tokio::time::advance(std::time::Duration::from_millis(2_000)).await;
+        l.beat_ok(2_000);
+        tokio::time::advance(std::time::Duration::from_millis(2_900)).await;
+        l.beat_failed();
+        assert!(!l.stepped_back(), "a failed heartbeat alone is not enough: 2.9 s since the last written");
+        tokio::time::advance(std::time::Duration::from_millis(200)).await;
+        assert!(l.stepped_back(), "3.1 s without a heartbeat written");
+        l.beat_ok(5_100);
+        assert!(!l.stepped_back(), "back with the first heartbeat written");
+        tokio::time::advance(std::time::Duration::from_secs(3_600)).await;
+        assert!(!never.stepped_back(), "never, unless set");
+        assert!(!Liveness::steady().stepped_back());
     }
 }

@@ -13,15 +13,19 @@
 //! Locks are short leases (`lease_ms`) that the trigger renews while it
 //! works, so a dead node's shards are taken over within seconds; a finished
 //! shard's lock is kept past two minutes as its done marker, so the
-//! previous-minute pass skips it.
+//! previous-minute pass skips it. A node that has lost its database
+//! ([`Liveness::stepped_back`]) takes no shard until it reaches it again.
 
 pub mod error;
 
 use rand::seq::SliceRandom;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::SchedulerConfig;
-use xtimer_core::node::NodeContext;
+
+use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::period::Period;
 use xtimer_core::shard::{minute_of, ShardKey, ShardLease, MINUTE_MS};
 use xtimer_core::SharedClock;
@@ -46,6 +50,9 @@ pub struct Scheduler {
     buckets: u32,
     leases: ShardLeases,
     clock: SharedClock,
+    liveness: Arc<Liveness>,
+    /// Whether the last tick found the node stepped back (logged once).
+    stepped_back: AtomicBool,
     won: mpsc::Sender<ShardLease>,
 }
 
@@ -59,7 +66,15 @@ impl Scheduler {
         ctx: &NodeContext,
         won: mpsc::Sender<ShardLease>,
     ) -> Self {
-        Self { config, buckets, leases, clock: ctx.clock.clone(), won }
+        Self {
+            config,
+            buckets,
+            leases,
+            clock: ctx.clock.clone(),
+            liveness: ctx.liveness.clone(),
+            stepped_back: AtomicBool::new(false),
+            won,
+        }
     }
 
     /// Ticks until `shutdown`.
@@ -82,10 +97,23 @@ impl Scheduler {
     }
 
     /// One tick: returns the shards won. Buckets are tried in random order;
-    /// at most [`Scheduler::per_tick`] of the next minute's.
+    /// at most [`Scheduler::per_tick`] of the next minute's. None while the
+    /// node has lost its database: the nodes that reach it take them.
     pub async fn run_once(&self) -> Result<Vec<ShardKey>> {
         let now = self.clock.now_ms();
         let mut won = Vec::new();
+        let stepped_back = self.liveness.stepped_back();
+        if stepped_back != self.stepped_back.swap(stepped_back, Ordering::Relaxed) {
+            match stepped_back {
+                true => tracing::warn!(
+                    "No heartbeat reaches the database: this node gives its shards up and takes none until one does."
+                ),
+                false => tracing::info!("Heartbeats reach the database again: this node takes shards again."),
+            }
+        }
+        if stepped_back {
+            return Ok(won);
+        }
         let mut buckets: Vec<u32> = (0..self.buckets).collect();
         let current = minute_of(now);
         for minute_ms in due_minutes(now, self.config.lookahead_ms) {
@@ -168,6 +196,32 @@ mod tests {
         let mut taken = b.run_once().await.unwrap();
         taken.sort();
         assert_eq!(taken, vec![ShardKey { minute_ms: T0, bucket: 0 }, ShardKey { minute_ms: T0, bucket: 1 }]);
+    }
+}
+
+#[cfg(test)]
+mod stepping_back {
+    use std::sync::Arc;
+
+    use xtimer_core::clock::ManualClock;
+    use xtimer_store::{LockStore, MemoryLocks};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_node_without_its_database_takes_no_shard_until_a_heartbeat_goes_through() {
+        let clock = Arc::new(ManualClock::new(1_767_225_600_000 + 10_000));
+        let locks: Arc<dyn LockStore> = Arc::new(MemoryLocks::new(clock.clone()));
+        let (tx, _rx) = mpsc::channel(64);
+        let config = SchedulerConfig::default();
+        let liveness = Arc::new(Liveness::new(1_500).stepping_back_after(3_000));
+        let ctx = NodeContext::new(clock.clone(), "a", "t").with_liveness(liveness.clone());
+        let leases = ShardLeases::new(locks, &ctx, config.lease_ms, config.done_ttl_ms);
+        let node = Scheduler::new(config, 2, leases, &ctx, tx);
+        tokio::time::advance(std::time::Duration::from_millis(3_100)).await;
+        assert!(node.run_once().await.unwrap().is_empty(), "no heartbeat written for 3.1 s");
+        liveness.beat_ok(1_767_225_600_000 + 10_000);
+        assert_eq!(node.run_once().await.unwrap().len(), 4, "previous and current minute, two buckets");
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod flows;
 mod nodes;
+mod proxy;
 mod servers;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -120,6 +121,7 @@ on_both_databases!(
     kill_9_of_a_node_mid_minute_loses_nothing_and_its_fires_are_taken_over,
     redis_flushall_mid_run_loses_nothing_and_repeats_nothing,
     a_database_down_for_ten_seconds_delays_fires_but_loses_and_repeats_none,
+    a_node_that_lost_its_database_steps_back_and_the_others_fire_on_time,
 );
 
 fn now_ms() -> i64 {
@@ -332,6 +334,74 @@ async fn a_database_down_for_ten_seconds_delays_fires_but_loses_and_repeats_none
     assert!(out.lost.is_empty(), "lost: {:?}", &out.lost[..out.lost.len().min(10)]);
     assert!(out.duplicates.is_empty(), "duplicates: {:?}", out.duplicates);
     assert_eq!(out.not_succeeded, 0);
+}
+
+/// Two nodes with the defaults; node A reaches the database through a fault
+/// proxy that goes silent (sockets open, no byte moves: a dead route, or a
+/// Galera node dropped from its cluster), while both still reach Redis. A
+/// steps back within a few seconds: the fires of the shards it held go out
+/// on time from B, not seconds late through B's reconciler. Healed, A takes
+/// shards again; cut again and asked to stop, it stops within its bound.
+async fn a_node_that_lost_its_database_steps_back_and_the_others_fire_on_time(kind: Kind) {
+    let (db, redis) = (Db::start(kind), Redis::start().await);
+    let rx = Receiver::start(false).await.unwrap();
+    let upstream = db.url().split_once("://").unwrap().1.rsplit_once('@').map_or(db.url(), |(_, h)| h);
+    let upstream: std::net::SocketAddr = upstream.split('/').next().unwrap().parse().unwrap();
+    let link = proxy::Proxy::start(upstream).await;
+    let mut a = ProcNode::start(&link.url_for(db.url()), &redis.url, &[]).await;
+    let b = ProcNode::start(db.url(), &redis.url, &[]).await;
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(b.create_every_second(&format!("t{i}"), &rx.url("/hook")).await);
+    }
+    let both_hold = async { a.shards_held().await > 0 && b.shards_held().await > 0 };
+    let mut shared = both_hold.await;
+    for _ in 0..90 {
+        if shared {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        shared = a.shards_held().await > 0 && b.shards_held().await > 0;
+    }
+    assert!(shared, "both nodes hold shards before the cut");
+
+    let cut_at = now_ms();
+    link.cut_silent();
+    // Stepped back within the node timeout (3 s) and a tick or two.
+    let from = (cut_at / 1000 + 6) * 1000;
+    let to = from + 10_000;
+    let expected: HashSet<String> =
+        ids.iter().flat_map(|id| (from..to).step_by(1000).map(move |run| format!("{id}_{run}"))).collect();
+    let in_window = |h: &xtimer::receiver::Hit| h.run_ms >= from && h.run_ms < to;
+    rx.wait_until(Duration::from_millis((to - now_ms()).max(0) as u64 + 30_000), |hits| {
+        hits.iter().filter(|h| in_window(h)).map(|h| &h.key).collect::<HashSet<_>>().len() >= expected.len()
+    })
+    .await;
+    let hits: Vec<_> = rx.hits().into_iter().filter(in_window).collect();
+    let got: HashSet<&String> = hits.iter().map(|h| &h.key).collect();
+    assert_eq!(got.len(), expected.len(), "every fire of the 10 s after the step-back arrived");
+    let late: Vec<f64> = hits.iter().map(|h| h.lateness_ms()).filter(|ms| *ms > 1_000.0).collect();
+    assert!(late.is_empty(), "{kind:?}: {} of {} fires over 1 s late: {late:?}", late.len(), hits.len());
+
+    link.heal().await;
+    // B holds this minute's shards; A shares the next one's from its lookahead on.
+    let mut back = false;
+    for _ in 0..80 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if a.shards_held().await > 0 {
+            back = true;
+            break;
+        }
+    }
+    assert!(back, "{kind:?}: healed, node A takes shards again");
+
+    link.cut_silent();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Its bound: `server.shutdown_grace_ms` (10 s) plus 5 s; 3 s more for
+    // the process to exit on a busy machine.
+    let stopped = a.terminate_within(Duration::from_secs(30)).await;
+    assert!(stopped.is_some_and(|took| took <= Duration::from_secs(18)), "{kind:?}: stopped after {stopped:?}");
+    eprintln!("{kind:?}: a node without its database stopped in {stopped:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -78,6 +78,21 @@ impl ProcNode {
         assert!(status.is_ok_and(|s| s.success()), "kill -{signal} {}", self.child.id());
     }
 
+    /// SIGTERM, then how long the process took to exit; `None` if it had
+    /// not within `bound`.
+    #[allow(dead_code)]
+    pub async fn terminate_within(&mut self, bound: Duration) -> Option<Duration> {
+        let asked = std::time::Instant::now();
+        self.signal("TERM");
+        while asked.elapsed() < bound {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return Some(asked.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
     /// SIGKILL: no shutdown, no release, no flush.
     pub fn kill9(&mut self) {
         self.child.kill().unwrap();

@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use xtimer_core::config::TriggerConfig;
 use xtimer_core::fire::FireKey;
-use xtimer_core::node::NodeContext;
+use xtimer_core::node::{Liveness, NodeContext};
 use xtimer_core::shard::{ShardKey, ShardLease};
 use xtimer_core::SharedClock;
 use xtimer_store::{ShardLeases, ShardStore};
@@ -57,6 +57,8 @@ struct Shared {
     leases: ShardLeases,
     shards: Arc<dyn ShardStore>,
     clock: SharedClock,
+    /// Whether the node has lost its database: it then gives its shards up.
+    liveness: Arc<Liveness>,
     wheel: Arc<Wheel<FireKey>>,
     /// Shards this node holds, with the fires already put in the wheel.
     held: DashMap<ShardKey, HashSet<FireKey>>,
@@ -77,6 +79,7 @@ impl Trigger {
             leases,
             shards,
             clock: ctx.clock.clone(),
+            liveness: ctx.liveness.clone(),
             wheel: Arc::new(Wheel::new()),
             held: DashMap::new(),
         };
@@ -180,7 +183,8 @@ impl Shared {
     /// renewing the lease; then marks it done. A shard whose lease is lost,
     /// or could not be renewed before it may have passed to another node
     /// (a cut from Redis, a stall of this node), is dropped: its fires
-    /// leave the wheel.
+    /// leave the wheel. So is one held while the node has lost its
+    /// database (its lease released, so another node takes it at once).
     async fn work(self: Arc<Self>, lease: ShardLease, shutdown: CancellationToken) {
         let shard = lease.shard;
         let lease_ms = self.leases.lease_ms() as i64;
@@ -198,6 +202,12 @@ impl Shared {
             // One last poll after the minute catches additions of its last second.
             if now >= shard.end_ms() + repoll {
                 break true;
+            }
+            if self.liveness.stepped_back() {
+                tracing::debug!(%shard, "Shard given up: no heartbeat reaches the database; the other nodes take it.");
+                let budget = Duration::from_millis(renew_every.max(1) as u64);
+                let _ = tokio::time::timeout(budget, self.leases.release(&lease)).await;
+                break false;
             }
             // The lease may lapse from `renewed_at + lease_ms` on: the shard
             // is given up half a renewal period before that.
@@ -340,6 +350,59 @@ mod tests {
         assert!(due_rx.try_recv().is_err(), "none of its fires went to the executor");
         stop.cancel();
         locks.cut.store(false, Ordering::SeqCst);
+        running.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_node_that_lost_its_database_gives_its_shards_up_and_another_takes_them_at_once() {
+        let t0 = 1_767_268_800_000;
+        let clock: SharedClock = Arc::new(TokioClock::new(t0));
+        // Heartbeats every second, stepping back after 3 s without one written.
+        let liveness = Arc::new(Liveness::new(1_500).stepping_back_after(3_000));
+        let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test").with_liveness(liveness.clone());
+        let locks = Arc::new(MemoryLocks::new(clock.clone()));
+        let config = ShardConfig { buckets: 1, ..ShardConfig::default() };
+        let shards = Arc::new(MemoryShards::new(config, clock.clone()));
+        let keys: Vec<FireKey> = (1..=3).map(|timer_id| FireKey { timer_id, run_ms: t0 + 40_000 }).collect();
+        shards.add(&keys).await.unwrap();
+        let leases = ShardLeases::new(locks.clone(), &ctx, 3_000, 130_000);
+        let shard = ShardKey::of(1, t0 + 40_000, 1);
+        let lease = leases.acquire(shard).await.unwrap().expect("the shard is free");
+
+        let (won_tx, won_rx) = mpsc::channel(4);
+        let (_feed_tx, feed_rx) = broadcast::channel(4);
+        let (due_tx, mut due_rx) = mpsc::channel(4);
+        let channels = TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx };
+        let trigger = Trigger::new(TriggerConfig::default(), leases, shards, &ctx, channels);
+        let (wheel, held) = (trigger.wheel(), trigger.handle());
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(trigger.run(stop.clone()));
+        won_tx.send(lease).await.unwrap();
+        // Heartbeats go through for 5 s, then fail (the database is gone;
+        // Redis still answers).
+        for second in 1..=5 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            liveness.beat_ok(t0 + second * 1_000);
+        }
+        assert_eq!((wheel.len(), held.held()), (3, vec![shard]), "held while the database answers");
+        let lost_at = clock.now_ms();
+        let mut given_up_at = None;
+        for _ in 0..1_000 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            liveness.beat_failed();
+            if held.held().is_empty() {
+                given_up_at = Some(clock.now_ms());
+                break;
+            }
+        }
+        let after = given_up_at.expect("the shard was given up") - lost_at;
+        assert!((3_000..=4_100).contains(&after), "given up {after} ms after the last heartbeat");
+        assert!(wheel.is_empty(), "its fires left the wheel");
+        assert!(due_rx.try_recv().is_err(), "none of its fires went to the executor");
+        let other = NodeContext::new(clock.clone(), "node-b", "xtimer-test");
+        let taken = ShardLeases::new(locks.clone(), &other, 3_000, 130_000).acquire(shard).await.unwrap();
+        assert!(taken.is_some(), "released, not left to lapse: another node takes it at once");
+        stop.cancel();
         running.await.unwrap();
     }
 }
