@@ -47,6 +47,7 @@ mod backend;
 pub mod backup;
 mod calendars;
 mod change;
+pub mod conflict;
 pub mod db;
 pub mod error;
 mod fence;

@@ -1,8 +1,10 @@
 //! Opening MySQL 8 (or MariaDB 10.11), for clusters that run on it:
 //! connecting with clear errors, the session settings every statement
 //! relies on, an optional database per connection (tests get a fresh one
-//! each), and the schema migration (under the server's named lock, so
-//! nodes starting at once apply it once). The repositories themselves are
+//! each), and the schema migration (under a lock row, so nodes starting
+//! at once apply it once, on one server or across a Galera cluster: see
+//! `migrate_lock`). On a Galera node every session waits for the
+//! cluster's writes before it reads (see `galera`). The repositories themselves are
 //! written once for every dialect (see [`crate::db`]); [`statement`] is how
 //! a shared statement reads on MySQL.
 //!
@@ -14,6 +16,8 @@
 //! UPDATE`; no `RETURNING`.
 
 pub(crate) mod fires;
+pub(crate) mod galera;
+pub(crate) mod migrate_lock;
 pub(crate) mod notify;
 pub(crate) mod plan;
 pub(crate) mod tasks;
@@ -40,33 +44,18 @@ const MIGRATE_LOCK_WAIT: Duration = Duration::from_secs(120);
 const SESSION: &str = "SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'); \
      SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
 
-/// Times a transaction is run again after InnoDB rolled it back as a
-/// deadlock's victim.
-const DEADLOCK_RETRIES: u32 = 3;
-
-/// Runs `transaction`, and runs it again (at most [`DEADLOCK_RETRIES`]
-/// times) when InnoDB rolled it back as a deadlock's victim (SQLSTATE
-/// 40001): its work was undone whole, so running it again is safe. Claims
-/// lock only the rows they take (`SKIP LOCKED`, `READ COMMITTED`), yet two
-/// claims that update the status index at once can still deadlock inside
-/// InnoDB; the victim's fires would otherwise wait for the reconciler.
-pub async fn retry_deadlocks<T, F, Fut>(mut transaction: F) -> Result<T>
+/// Runs `transaction`, and runs it again when it lost a conflict and was
+/// rolled back whole (a deadlock's victim, a Galera certification
+/// failure): see [`crate::conflict::retry`]. Claims lock only the rows
+/// they take (`SKIP LOCKED`, `READ COMMITTED`), yet two claims that update
+/// the status index at once can still deadlock inside InnoDB; the victim's
+/// fires would otherwise wait for the reconciler.
+pub async fn retry_deadlocks<T, F, Fut>(transaction: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let mut retries = 0;
-    loop {
-        match transaction().await {
-            Err(Error::Database(sqlx::Error::Database(err)))
-                if err.code().as_deref() == Some("40001") && retries < DEADLOCK_RETRIES =>
-            {
-                retries += 1;
-                tracing::debug!(retries, error = %err, "A MySQL transaction was a deadlock's victim; running it again.");
-            }
-            other => return other,
-        }
-    }
+    crate::conflict::retry(transaction).await
 }
 
 /// Connects and applies `migrations/mysql`; with `database`, every
@@ -89,37 +78,42 @@ pub async fn connect(config: &DatabaseConfig, database: Option<&str>) -> Result<
 
     let mut conn = connect_one(&options, &config.url).await?;
     conn.execute(SESSION).await?;
-    migrate(&mut conn).await?;
+    let galera = galera::is_galera(&mut conn).await?;
+    if galera {
+        tracing::info!("The MySQL server is a Galera node: reads wait for the cluster's writes (wsrep_sync_wait = 1).");
+    }
+    galera::sync_reads(&mut conn, galera).await?;
+    migrate(&mut conn, &options).await?;
     let _ = conn.close().await;
 
     let pool = MySqlPoolOptions::new()
         .max_connections(config.max_connections)
-        .after_connect(|conn, _| Box::pin(async move { conn.execute(SESSION).await.map(|_| ()) }))
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                conn.execute(SESSION).await?;
+                galera::sync_reads(conn, galera).await
+            })
+        })
         .connect_with(options)
         .await?;
     Ok(Database::Mysql(pool))
 }
 
-/// Applies `migrations/mysql` under a named lock of the server (per
-/// database), so nodes starting at once apply each migration once. sqlx's
-/// own lock asks for an endless wait, which MariaDB does not take (it
-/// returns at once, unlocked), so the lock here has a timeout instead.
-async fn migrate(conn: &mut MySqlConnection) -> Result<()> {
-    const LOCK: &str = "CONCAT('xtimer_migrate_', LEFT(DATABASE(), 40))";
-    let locked: Option<i64> = sqlx::query_scalar(&format!("SELECT GET_LOCK({LOCK}, {})", MIGRATE_LOCK_WAIT.as_secs()))
-        .fetch_one(&mut *conn)
-        .await?;
-    if locked != Some(1) {
-        return Err(io_error(
-            std::io::ErrorKind::TimedOut,
-            format!("another node held the schema migration lock for over {MIGRATE_LOCK_WAIT:?}"),
-        ));
-    }
+/// Applies `migrations/mysql` under the lock row of `migrate_lock` (per
+/// database), so nodes starting at once apply each migration once, on one
+/// server or on the nodes of a Galera cluster (`GET_LOCK` holds on one
+/// Galera node only). The applied migrations are read after the lock is
+/// taken, so a node that waited finds those another node applied
+/// meanwhile, and applies none twice. `options` open the connection that
+/// renews the lock while migrations run.
+async fn migrate(conn: &mut MySqlConnection, options: &MySqlConnectOptions) -> Result<()> {
+    let lock = migrate_lock::MigrationLock::take(conn, Some(options), SESSION, MIGRATE_LOCK_WAIT).await?;
     let mut migrator = sqlx::migrate!("../migrations/mysql");
     migrator.set_locking(false);
     let applied = migrator.run_direct(&mut *conn).await;
-    let _ = sqlx::query(&format!("SELECT RELEASE_LOCK({LOCK})")).execute(&mut *conn).await;
-    Ok(applied?)
+    let released = lock.release(conn).await;
+    applied?;
+    released
 }
 
 /// Opens one connection: a refused or unresolvable server fails now with

@@ -255,6 +255,56 @@ async fn nodes_starting_at_once_create_and_migrate_one_database() {
     assert_eq!(database_of, database);
 }
 
+/// A migrator that crashed holding the lock row (no renewal) holds the
+/// others back until its lock expires, no longer; the row is gone after.
+#[tokio::test]
+async fn a_crashed_migrators_lock_row_is_taken_over_once_expired() {
+    use sqlx::Connection;
+    let database = format!("t_{:016x}", rand::random::<u64>());
+    let url = database_url();
+    let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE `{database}`")).execute(&mut conn).await.unwrap();
+    sqlx::query(&format!(
+        "CREATE TABLE `{database}`.t_migration_lock (id INT NOT NULL PRIMARY KEY, owner VARCHAR(100) NOT NULL, \
+         expires_at BIGINT NOT NULL)"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO `{database}`.t_migration_lock VALUES \
+         (1, 'crashed', CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + 1500)"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let config = DatabaseConfig { url, max_connections: 2 };
+    let db = mysql::connect(&config, Some(&database)).await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(1_000), "waited for the lock to expire: {waited:?}");
+    assert!(waited < Duration::from_secs(10), "then took it over: {waited:?}");
+    let applied: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success").fetch_one(pool(&db)).await.unwrap();
+    assert_eq!(applied as usize, sqlx::migrate!("../migrations/mysql").iter().count());
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t_migration_lock").fetch_one(pool(&db)).await.unwrap();
+    assert_eq!(rows, 0, "the lock released");
+}
+
+/// Plain MariaDB (or MySQL 8) is no Galera node: sessions read as ever.
+#[tokio::test]
+async fn a_server_that_is_not_a_galera_node_sets_no_sync_wait() {
+    let db = fresh(2).await;
+    let wsrep: Option<(String, String)> =
+        sqlx::query_as("SHOW VARIABLES LIKE 'wsrep_on'").fetch_optional(pool(&db)).await.unwrap();
+    if let Some((_, on)) = wsrep {
+        assert_eq!(on, "OFF", "the test server is no Galera node");
+        let wait: (String, String) =
+            sqlx::query_as("SHOW SESSION VARIABLES LIKE 'wsrep_sync_wait'").fetch_one(pool(&db)).await.unwrap();
+        assert_eq!(wait.1, "0", "untouched");
+    }
+}
+
 #[tokio::test]
 async fn a_deadlock_victim_is_run_again() {
     use std::sync::atomic::{AtomicU32, Ordering};
