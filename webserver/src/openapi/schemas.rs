@@ -18,3 +18,35 @@ pub fn time() -> Schema {
             .build(),
     )
 }
+
+/// [`time`] with what the field means (a `schema_with` schema drops the
+/// field's doc comment).
+fn time_that(what: &str) -> Schema {
+    match time() {
+        Schema::OneOf(mut one_of) => {
+            one_of.description = Some(format!("{what} RFC 3339 with an offset, or Unix milliseconds."));
+            Schema::OneOf(one_of)
+        }
+        other => other,
+    }
+}
+
+/// A timer's `runAt`.
+pub fn run_at() -> Schema {
+    time_that("One-shot time; exactly one of `cron`, `runAt` and `everyMs`.")
+}
+
+/// A timer's `anchorAt`.
+pub fn anchor_at() -> Schema {
+    time_that("Where the interval (`everyMs`) counts from; defaults to `startAt`, else the time of creation.")
+}
+
+/// A timer's `startAt`.
+pub fn start_at() -> Schema {
+    time_that("No scheduled fire before this time; none when absent.")
+}
+
+/// A timer's `endAt`.
+pub fn end_at() -> Schema {
+    time_that("No scheduled fire at or after this time; none when absent.")
+}

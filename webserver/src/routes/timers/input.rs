@@ -72,12 +72,12 @@ pub struct CreateTimer {
     pub app: String,
     /// Name, unique per app among timers that are not deleted, 1..=256 characters.
     pub name: String,
-    /// Cron expression; exactly one of `cron` and `runAt`.
+    /// Cron expression; exactly one of `cron`, `runAt` and `everyMs`.
     #[serde(default)]
     pub cron: Option<String>,
     /// One-shot time: RFC 3339 with offset, or Unix milliseconds.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::schemas::time)]
+    #[schema(schema_with = crate::openapi::schemas::run_at)]
     pub run_at: Option<Value>,
     /// IANA time zone of `cron`; defaults to UTC. Checked but unused for `runAt`,
     /// whose offset says it all.
@@ -129,7 +129,10 @@ pub struct CreateTimer {
     /// while the one before it is still running.
     #[serde(default)]
     pub overlap: Option<String>,
-    /// Labels (`{"team": "billing"}`), for search and bulk actions.
+    /// Labels (`{"team": "billing"}`), for search and bulk actions: at most
+    /// [`xtimer_core::labels::MAX_LABELS`], keys up to
+    /// [`xtimer_core::labels::MAX_KEY_CHARS`] characters, values up to
+    /// [`xtimer_core::labels::MAX_VALUE_CHARS`]; none by default.
     #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
     /// An interval timer instead of `cron`/`runAt`: every this many ms, at
@@ -139,15 +142,15 @@ pub struct CreateTimer {
     /// Where the interval counts from (RFC 3339 or ms); default `startAt`,
     /// else now.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::schemas::time)]
+    #[schema(schema_with = crate::openapi::schemas::anchor_at)]
     pub anchor_at: Option<Value>,
     /// No scheduled fire before this time (RFC 3339 or ms).
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::schemas::time)]
+    #[schema(schema_with = crate::openapi::schemas::start_at)]
     pub start_at: Option<Value>,
     /// No scheduled fire at or after this time (RFC 3339 or ms).
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::schemas::time)]
+    #[schema(schema_with = crate::openapi::schemas::end_at)]
     pub end_at: Option<Value>,
     /// Only the first this many scheduled times fire, 1..=[`MAX_FIRES_LIMIT`].
     #[serde(default)]
@@ -156,10 +159,13 @@ pub struct CreateTimer {
     /// scheduled + spreadMs)`, 0..=[`MAX_SPREAD_MS`].
     #[serde(default)]
     pub spread_ms: Option<i64>,
-    /// Names of the app's calendars whose days and ranges do not fire.
+    /// Names of the app's calendars whose days and ranges do not fire, at
+    /// most [`MAX_EXCLUDED_CALENDARS`]; none by default.
     #[serde(default)]
     pub exclude_calendars: Option<Vec<String>>,
-    /// This timer's catch-up window, ms.
+    /// This timer's catch-up window, ms, [`MIN_MISFIRE_THRESHOLD_MS`] to
+    /// [`MAX_MISFIRE_THRESHOLD_MS`]: a fire later than this follows
+    /// `misfire`; the reconciler's `misfire_threshold_ms` when absent.
     #[serde(default)]
     pub misfire_threshold_ms: Option<i64>,
 }
