@@ -507,14 +507,13 @@ async fn a_postgres_start_logs_no_notice_of_the_migrations_table() {
     }
 }
 
-/// The README's `xtimer cron preview` lines that show their output print
-/// that output, with no server (those with `--exclude-calendars` ask one,
-/// and are left out).
+/// The `xtimer cron preview` lines of the command line's page
+/// (`docs/cli.md`) that show their output print that output, with no
+/// server (those with `--exclude-calendars` ask one, and are left out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_previews_print_what_it_shows() {
-    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme.split("\n## The command line\n").nth(1).expect("README has The command line");
-    let lines: Vec<&str> = section.split("\n## ").next().unwrap().lines().collect();
+    let page = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md")).unwrap();
+    let lines: Vec<&str> = page.split("\n## ").next().unwrap().lines().collect();
     let mut checked = 0;
     for (i, line) in lines.iter().enumerate() {
         let Some(command) = line.strip_prefix("xtimer cron preview ") else { continue };
@@ -526,10 +525,10 @@ async fn the_readmes_previews_print_what_it_shows() {
         let args: Vec<&str> = ["cron", "preview"].into_iter().chain(words.iter().map(String::as_str)).collect();
         let out = xtimer("http://127.0.0.1:1", &args).await;
         assert_eq!(code(&out), exit::OK, "{line}: {}", stderr(&out));
-        assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), shown, "README: {line}");
+        assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), shown, "docs/cli.md: {line}");
         checked += 1;
     }
-    assert!(checked >= 1, "no preview with its output in the README's command-line section");
+    assert!(checked >= 1, "no preview with its output in docs/cli.md");
 }
 
 /// `line` split as a shell splits it: words, `'quoted words'`, and no

@@ -1,7 +1,7 @@
 //! The receiver kit (API 1e) against real signed callbacks from a running
 //! node: the `xtimer-receiver` crate's axum extractor, its `v2` signature
 //! over the fire's headers, and its dedupe, which records a key only once
-//! the work succeeded; and the README's Python and Node.js snippets, run
+//! the work succeeded; and the Python and Node.js snippets of docs/security.md, run
 //! with the machine's `python3` and `node`. Signing does not depend on the
 //! storage, so these run on the embedded stack only.
 
@@ -214,17 +214,18 @@ async fn a_failed_attempt_is_done_by_its_retry_not_answered_409() {
     node.stop().await;
 }
 
-/// A fenced code block of the README's signed-callbacks section: the one
-/// in `lang` holding the `xtimer: verify` marker line.
+/// A fenced code block of the security page's signed-callbacks section
+/// (`docs/security.md`): the one in `lang` holding the `xtimer: verify`
+/// marker line.
 fn readme_snippet(lang: &str) -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/security.md")).unwrap();
     let fence = format!("```{lang}\n");
     readme
         .split(&fence)
         .skip(1)
         .filter_map(|rest| rest.split_once("\n```").map(|(code, _)| code))
         .find(|code| code.lines().next().is_some_and(|first| first.contains("xtimer: verify")))
-        .unwrap_or_else(|| panic!("README.md has no ```{lang} block starting with an `xtimer: verify` line"))
+        .unwrap_or_else(|| panic!("docs/security.md has no ```{lang} block starting with an `xtimer: verify` line"))
         .to_owned()
         + "\n"
 }
@@ -266,7 +267,7 @@ fn require(program: &str, what: &str) {
     let found = std::process::Command::new(program).arg("--version").output().is_ok_and(|o| o.status.success());
     assert!(
         found,
-        "`{program}` ({what}) is not installed: the README's snippet is tested with it (.ci/run installs it)"
+        "`{program}` ({what}) is not installed: docs/security.md's snippet is tested with it (.ci/run installs it)"
     );
 }
 
