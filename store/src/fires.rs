@@ -23,7 +23,7 @@ use crate::sql::{
 };
 use crate::sqlite::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite_alone, record_sqlite_on};
 use crate::usage::Tx;
-use crate::{fire_log, mysql, partition, placement, timer_stats, Database, Result};
+use crate::{conflict, fire_log, partition, placement, timer_stats, Database, Result};
 
 /// The start of the statement that owes the `onMissed` of fires just
 /// marked missed ([`OWE_MISSED_FROM`] goes on after the binds of its send
@@ -144,11 +144,15 @@ impl FireRepo for Database {
         if fires.is_empty() {
             return Ok(0);
         }
-        match self {
-            Self::Sqlite { write, .. } => insert_sqlite(write, fires, now_ms).await,
-            Self::Postgres(pool) => insert_pg(pool, fires, now_ms).await,
-            Self::Mysql(pool) => insert_mysql(pool, fires, now_ms).await,
-        }
+        // One statement, or one transaction: a conflict's loser runs again.
+        conflict::retry(|| async {
+            match self {
+                Self::Sqlite { write, .. } => insert_sqlite(write, fires, now_ms).await,
+                Self::Postgres(pool) => insert_pg(pool, fires, now_ms).await,
+                Self::Mysql(pool) => insert_mysql(pool, fires, now_ms).await,
+            }
+        })
+        .await
     }
 
     async fn insert_planned_fires(&self, fires: &[crate::repo::PlannedFire], now_ms: i64) -> Result<u64> {
@@ -174,15 +178,18 @@ impl FireRepo for Database {
     }
 
     async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool> {
-        let done = on_db!(self, write, pool => sqlx::query(&pool.sql(insert_manual(self)))
-            .bind(fire.key.timer_id)
-            .bind(&fire.app)
-            .bind(fire.key.run_ms)
-            .bind(now_ms)
-            .bind(now_ms)
-            .execute(pool)
-            .await?
-            .rows_affected());
+        let done = conflict::retry(|| async {
+            Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(insert_manual(self)))
+                .bind(fire.key.timer_id)
+                .bind(&fire.app)
+                .bind(fire.key.run_ms)
+                .bind(now_ms)
+                .bind(now_ms)
+                .execute(pool)
+                .await?
+                .rows_affected()))
+        })
+        .await?;
         Ok(done == 1)
     }
 
@@ -402,12 +409,16 @@ impl FireRepo for Database {
             return Ok(ClaimOutcome::default());
         }
         let claimant = Claimant { owner, lease_ms, now_ms };
-        match self {
-            Self::Sqlite { write, .. } => claim_sqlite(write, keys, claimant).await,
-            Self::Postgres(pool) => claim_pg(pool, keys, claimant).await,
-            // A deadlock's victim was undone whole: it runs again.
-            Self::Mysql(pool) => mysql::retry_deadlocks(|| claim_mysql(pool, keys, claimant)).await,
-        }
+        // A conflict's loser (a deadlock's victim, a Galera certification
+        // failure) was undone whole: it runs again.
+        conflict::retry(|| async {
+            match self {
+                Self::Sqlite { write, .. } => claim_sqlite(write, keys, claimant).await,
+                Self::Postgres(pool) => claim_pg(pool, keys, claimant).await,
+                Self::Mysql(pool) => claim_mysql(pool, keys, claimant).await,
+            }
+        })
+        .await
     }
 
     async fn reclaim(
@@ -428,14 +439,14 @@ impl FireRepo for Database {
         if !running.is_empty() {
             self.keep_attempts(&running.iter().map(|(id, ..)| *id).collect::<Vec<_>>()).await?;
         }
-        let outcome = match self {
-            Self::Sqlite { write, .. } => reclaim_sqlite(write, task_ids, claimant, alive_since_ms).await?,
-            Self::Postgres(pool) => reclaim_pg(pool, task_ids, claimant, alive_since_ms).await?,
-            Self::Mysql(pool) => {
-                let reclaim = || reclaim_mysql(pool, task_ids, claimant, alive_since_ms);
-                mysql::retry_deadlocks(reclaim).await?
+        let outcome = conflict::retry(|| async {
+            match self {
+                Self::Sqlite { write, .. } => reclaim_sqlite(write, task_ids, claimant, alive_since_ms).await,
+                Self::Postgres(pool) => reclaim_pg(pool, task_ids, claimant, alive_since_ms).await,
+                Self::Mysql(pool) => reclaim_mysql(pool, task_ids, claimant, alive_since_ms).await,
             }
-        };
+        })
+        .await?;
         if !running.is_empty() {
             let won: HashSet<i64> = outcome.claimed.iter().map(|c| c.task_id).collect();
             let taken: Vec<(i64, i64, &str, &str)> = running
@@ -465,20 +476,25 @@ impl FireRepo for Database {
         // A single round (the usual case) is one statement with no
         // transaction where the dialect allows. A result that overwrites
         // an earlier attempt keeps that attempt first, in its transaction.
+        // Either way one statement or one transaction: a conflict's loser
+        // runs again.
         let keeps = results.iter().any(fire_log::overwrites_an_attempt);
-        let alone = match self {
-            _ if keeps => None,
-            Self::Sqlite { write, .. } => record_sqlite_alone(write, results, now_ms).await?,
-            Self::Postgres(pool) => record_pg_alone(pool, results, now_ms).await?,
-            Self::Mysql(_) => None,
-        };
-        if let Some(written) = alone {
-            return Ok(written);
-        }
-        let mut tx = Tx::begin(self).await?;
-        let written = record_on(&mut tx, results, now_ms).await?;
-        tx.commit().await?;
-        Ok(written)
+        conflict::retry(|| async {
+            let alone = match self {
+                _ if keeps => None,
+                Self::Sqlite { write, .. } => record_sqlite_alone(write, results, now_ms).await?,
+                Self::Postgres(pool) => record_pg_alone(pool, results, now_ms).await?,
+                Self::Mysql(_) => None,
+            };
+            if let Some(written) = alone {
+                return Ok(written);
+            }
+            let mut tx = Tx::begin(self).await?;
+            let written = record_on(&mut tx, results, now_ms).await?;
+            tx.commit().await?;
+            Ok(written)
+        })
+        .await
     }
 
     async fn release(&self, claims: &[ClaimedFire], now_ms: i64) -> Result<u64> {
@@ -488,32 +504,36 @@ impl FireRepo for Database {
         // A retry given back keeps the attempt before it, with its node.
         let answered: Vec<i64> = claims.iter().filter(|c| c.attempt >= 1).map(|c| c.task_id).collect();
         self.keep_attempts(&answered).await?;
-        match self {
-            Self::Postgres(pool) => release_pg(pool, claims, now_ms).await,
-            // One statement per fire, in one transaction.
-            db => on_db!(db, write, pool => {
-                const SQL: &str = formatcp!(
-                    "UPDATE t_timer_task SET status = {}, owner = NULL, lease_until = NULL, modify_time = $1
-                     WHERE task_id = $2 AND owner = $3 AND status = {}",
-                    code::PENDING,
-                    code::RUNNING
-                );
-                let sql = pool.sql(SQL);
-                let mut released = 0;
-                let mut tx = pool.begin().await?;
-                for c in claims {
-                    released += sqlx::query(&sql)
-                        .bind(now_ms)
-                        .bind(c.task_id)
-                        .bind(&c.owner)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                }
-                tx.commit().await?;
-                Ok(released)
-            }),
-        }
+        // One transaction (one statement on PostgreSQL): a conflict's loser runs again.
+        conflict::retry(|| async {
+            match self {
+                Self::Postgres(pool) => release_pg(pool, claims, now_ms).await,
+                // One statement per fire, in one transaction.
+                db => on_db!(db, write, pool => {
+                    const SQL: &str = formatcp!(
+                        "UPDATE t_timer_task SET status = {}, owner = NULL, lease_until = NULL, modify_time = $1
+                         WHERE task_id = $2 AND owner = $3 AND status = {}",
+                        code::PENDING,
+                        code::RUNNING
+                    );
+                    let sql = pool.sql(SQL);
+                    let mut released = 0;
+                    let mut tx = pool.begin().await?;
+                    for c in claims {
+                        released += sqlx::query(&sql)
+                            .bind(now_ms)
+                            .bind(c.task_id)
+                            .bind(&c.owner)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                    }
+                    tx.commit().await?;
+                    Ok(released)
+                }),
+            }
+        })
+        .await
     }
 
     async fn confirm_claims(
@@ -531,32 +551,36 @@ impl FireRepo for Database {
             return Ok(0);
         }
         let mysql = matches!(self, Self::Mysql(_));
-        on_db!(self, write, pool => {
-            let mut marked = 0;
-            let mut tx = pool.begin().await?;
-            for chunk in task_ids.chunks(MAX_PARAMS / 2) {
-                let mut qb = QueryBuilder::new(formatcp!("UPDATE t_timer_task SET status = {}, output = ", code::MISSED));
-                qb.push_bind(output).push(", modify_time = ").push_bind(now_ms);
-                qb.push(formatcp!(" WHERE status = {} AND ", code::PENDING));
-                push_id_list(&mut qb, chunk.iter().copied());
-                let done = qb.build().execute(&mut *tx).await?.rows_affected();
-                marked += done;
-                if done > 0 {
-                    // The onMissed each one marked owes: anyone's to send
-                    // at once (no owner, its lease ended).
-                    let mut qb = QueryBuilder::new(if mysql { OWE_MISSED_MYSQL } else { OWE_MISSED });
-                    qb.push_bind(now_ms).push(", ").push_bind(now_ms).push(OWE_MISSED_FROM).push_bind(now_ms);
-                    qb.push(" AND f.");
+        // One transaction: a conflict's loser runs again.
+        conflict::retry(|| async {
+            on_db!(self, write, pool => {
+                let mut marked = 0;
+                let mut tx = pool.begin().await?;
+                for chunk in task_ids.chunks(MAX_PARAMS / 2) {
+                    let mut qb = QueryBuilder::new(formatcp!("UPDATE t_timer_task SET status = {}, output = ", code::MISSED));
+                    qb.push_bind(output).push(", modify_time = ").push_bind(now_ms);
+                    qb.push(formatcp!(" WHERE status = {} AND ", code::PENDING));
                     push_id_list(&mut qb, chunk.iter().copied());
-                    if !mysql {
-                        qb.push(" ON CONFLICT (task_id, kind) DO NOTHING");
+                    let done = qb.build().execute(&mut *tx).await?.rows_affected();
+                    marked += done;
+                    if done > 0 {
+                        // The onMissed each one marked owes: anyone's to send
+                        // at once (no owner, its lease ended).
+                        let mut qb = QueryBuilder::new(if mysql { OWE_MISSED_MYSQL } else { OWE_MISSED });
+                        qb.push_bind(now_ms).push(", ").push_bind(now_ms).push(OWE_MISSED_FROM).push_bind(now_ms);
+                        qb.push(" AND f.");
+                        push_id_list(&mut qb, chunk.iter().copied());
+                        if !mysql {
+                            qb.push(" ON CONFLICT (task_id, kind) DO NOTHING");
+                        }
+                        qb.build().execute(&mut *tx).await?;
                     }
-                    qb.build().execute(&mut *tx).await?;
                 }
-            }
-            tx.commit().await?;
-            Ok(marked)
+                tx.commit().await?;
+                Ok(marked)
+            })
         })
+        .await
     }
 
     async fn overdue(

@@ -42,14 +42,19 @@ impl NotifyRepo for Database {
             return Ok(Recorded { written: self.record(results, now_ms).await?, owed: Vec::new() });
         }
         let owing = Owing { owed, lease_until, now_ms };
-        let mut tx = Tx::begin(self).await?;
-        let written = record_on(&mut tx, results, now_ms).await?;
-        let stored = match &mut tx {
-            Tx::Sqlite(c) => owe_sqlite(c, &owing).await?,
-            Tx::Postgres(c) => owe_pg(c, &owing).await?,
-            Tx::Mysql(c) => owe_mysql(c, &owing).await?,
-        };
-        tx.commit().await?;
+        // One transaction: a conflict's loser runs again.
+        let (written, stored) = crate::conflict::retry(|| async {
+            let mut tx = Tx::begin(self).await?;
+            let written = record_on(&mut tx, results, now_ms).await?;
+            let stored = match &mut tx {
+                Tx::Sqlite(c) => owe_sqlite(c, &owing).await?,
+                Tx::Postgres(c) => owe_pg(c, &owing).await?,
+                Tx::Mysql(c) => owe_mysql(c, &owing).await?,
+            };
+            tx.commit().await?;
+            Ok((written, stored))
+        })
+        .await?;
         let owed = owed.iter().zip(stored).filter(|(_, stored)| *stored).map(|(n, _)| n.clone()).collect();
         Ok(Recorded { written, owed })
     }

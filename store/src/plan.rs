@@ -32,7 +32,7 @@ pub(crate) async fn insert_fires(db: &Database, fires: &[PlannedFire], now_ms: i
     }
     match db {
         Database::Sqlite { write, .. } => insert_sqlite(write, fires, now_ms).await,
-        Database::Postgres(pool) => insert_pg(pool, fires, now_ms).await,
+        Database::Postgres(pool) => crate::conflict::retry(|| insert_pg(pool, fires, now_ms)).await,
         Database::Mysql(pool) => insert_mysql(pool, fires, now_ms).await,
     }
 }
@@ -44,7 +44,7 @@ pub(crate) async fn set_next_runs(db: &Database, next: &[NextRun]) -> Result<()>
     }
     match db {
         Database::Sqlite { write, .. } => set_next_runs_sqlite(write, next).await,
-        Database::Postgres(pool) => set_next_runs_pg(pool, next).await,
-        Database::Mysql(pool) => set_next_runs_mysql(pool, next).await,
+        Database::Postgres(pool) => crate::conflict::retry(|| set_next_runs_pg(pool, next)).await,
+        Database::Mysql(pool) => crate::conflict::retry(|| set_next_runs_mysql(pool, next)).await,
     }
 }

@@ -32,7 +32,7 @@ use crate::sql::tasks::{
 };
 use crate::sql::{opt_text, text};
 use crate::sqlite::tasks::hold_fair_sqlite;
-use crate::{Database, Error, Result};
+use crate::{conflict, Database, Error, Result};
 
 /// Rows per SQLite insert statement: a batch is split greedily into these, so a
 /// few statement shapes stay prepared whatever the batch size (a new shape
@@ -237,42 +237,46 @@ impl TaskStore {
             table_name(task_type, pos)
         );
         let (head, suffix) = match &self.db {
-            Database::Postgres(pool) => return insert_unnest(pool, &head, tasks, now_ms).await,
+            Database::Postgres(pool) => return conflict::retry(|| insert_unnest(pool, &head, tasks, now_ms)).await,
             Database::Mysql(_) => (head.replacen("INSERT INTO", "INSERT IGNORE INTO", 1), ""),
             Database::Sqlite { .. } => (head, " ON CONFLICT (task_id) DO NOTHING"),
         };
         // SQLite and MySQL: the batch in one transaction, split into
-        // statements of the [`INSERT_SIZES`] shapes.
-        on_db!(&self.db, write, pool => {
-            let mut tx = pool.begin().await?;
-            let mut rest = tasks;
-            while !rest.is_empty() {
-                let size = INSERT_SIZES.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
-                let (chunk, tail) = rest.split_at(size);
-                rest = tail;
-                let mut qb = QueryBuilder::new(head.as_str());
-                qb.push_values(chunk, |mut b, t| {
-                    b.push_bind(&t.user_id)
-                        .push_bind(&t.task_id)
-                        .push_bind(&t.task_type)
-                        .push_bind(&t.task_stage)
-                        .push_bind(i64::from(t.status))
-                        .push_bind(t.priority.unwrap_or(0))
-                        .push_bind(t.crt_retry_num)
-                        .push_bind(t.max_retry_num)
-                        .push_bind(t.max_retry_interval)
-                        .push_bind(&t.schedule_log)
-                        .push_bind(&t.context)
-                        .push_bind(t.order_time)
-                        .push_bind(now_ms)
-                        .push_bind(now_ms);
-                });
-                qb.push(suffix);
-                qb.build().execute(&mut *tx).await?;
-            }
-            tx.commit().await?;
-            Ok(())
+        // statements of the [`INSERT_SIZES`] shapes; a conflict's loser
+        // runs again (PostgreSQL's one statement too).
+        conflict::retry(|| async {
+            on_db!(&self.db, write, pool => {
+                let mut tx = pool.begin().await?;
+                let mut rest = tasks;
+                while !rest.is_empty() {
+                    let size = INSERT_SIZES.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
+                    let (chunk, tail) = rest.split_at(size);
+                    rest = tail;
+                    let mut qb = QueryBuilder::new(head.as_str());
+                    qb.push_values(chunk, |mut b, t| {
+                        b.push_bind(&t.user_id)
+                            .push_bind(&t.task_id)
+                            .push_bind(&t.task_type)
+                            .push_bind(&t.task_stage)
+                            .push_bind(i64::from(t.status))
+                            .push_bind(t.priority.unwrap_or(0))
+                            .push_bind(t.crt_retry_num)
+                            .push_bind(t.max_retry_num)
+                            .push_bind(t.max_retry_interval)
+                            .push_bind(&t.schedule_log)
+                            .push_bind(&t.context)
+                            .push_bind(t.order_time)
+                            .push_bind(now_ms)
+                            .push_bind(now_ms);
+                    });
+                    qb.push(suffix);
+                    qb.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            })
         })
+        .await
     }
 
     /// Whether the table at `pos` has a pending task due by `now_s`: a
@@ -334,15 +338,15 @@ impl TaskStore {
             let t = table_name(task_type, p);
             match &self.db {
                 Database::Mysql(pool) if fair => {
-                    held.extend(hold_fair_mysql(pool, &t, want, now_ms).await?);
+                    held.extend(conflict::retry(|| hold_fair_mysql(pool, &t, want, now_ms)).await?);
                     continue;
                 }
                 Database::Mysql(pool) => {
-                    held.extend(hold_mysql(pool, &t, want, now_ms).await?);
+                    held.extend(conflict::retry(|| hold_mysql(pool, &t, want, now_ms)).await?);
                     continue;
                 }
                 Database::Postgres(pool) if fair => {
-                    held.extend(hold_fair_postgres(pool, &t, want, now_ms).await?);
+                    held.extend(conflict::retry(|| hold_fair_postgres(pool, &t, want, now_ms)).await?);
                     continue;
                 }
                 Database::Sqlite { write, read } if fair => {
@@ -358,8 +362,11 @@ impl TaskStore {
                 processing = TaskStatus::Processing.code(),
                 pending = TaskStatus::Pending.code(),
             );
-            let mut rows = on_db!(&self.db, write, pool => sqlx::query(&sql).bind(now_ms).bind(now_s)
-                .bind(want as i64).fetch_all(pool).await?.iter().map(task_from_row).collect::<Result<Vec<_>>>()?);
+            let mut rows = conflict::retry(|| async {
+                on_db!(&self.db, write, pool => sqlx::query(&sql).bind(now_ms).bind(now_s)
+                    .bind(want as i64).fetch_all(pool).await?.iter().map(task_from_row).collect::<Result<Vec<_>>>())
+            })
+            .await?;
             rows.sort_by_key(|t| t.data.order_time);
             held.extend(rows.into_iter().map(|t| t.data));
         }
@@ -378,33 +385,37 @@ impl TaskStore {
     pub async fn set(&self, task_type: &str, pos: u32, update: &TaskData, now_ms: i64) -> Result<SetOutcome> {
         let t = table_name(task_type, pos);
         // The builder is dialect-typed: the same statement is built for each.
-        let outcome = on_db!(&self.db, write, pool => {
-            let mut qb = QueryBuilder::new(format!("UPDATE \"{t}\" SET modify_time = "));
-            qb.push_bind(now_ms);
-            let text = |qb: &mut QueryBuilder<_>, col: &str, v: &String| {
-                if !v.is_empty() {
-                    qb.push(format!(", {col} = ")).push_bind(v.clone());
-                }
-            };
-            text(&mut qb, "user_id", &update.user_id);
-            text(&mut qb, "task_stage", &update.task_stage);
-            text(&mut qb, "schedule_log", &update.schedule_log);
-            text(&mut qb, "task_context", &update.context);
-            let num = |qb: &mut QueryBuilder<_>, col: &str, v: i64| {
-                if v != 0 {
-                    qb.push(format!(", {col} = ")).push_bind(v);
-                }
-            };
-            num(&mut qb, "status", i64::from(update.status));
-            num(&mut qb, "priority", update.priority.unwrap_or(0));
-            num(&mut qb, "crt_retry_num", update.crt_retry_num);
-            num(&mut qb, "max_retry_num", update.max_retry_num);
-            num(&mut qb, "max_retry_interval", update.max_retry_interval);
-            num(&mut qb, "order_time", update.order_time);
-            qb.push(" WHERE task_id = ").push_bind(update.task_id.clone());
-            qb.push(format!(" AND status NOT IN ({}, {})", TaskStatus::Success.code(), TaskStatus::Failed.code()));
-            qb.build().execute(pool).await?.rows_affected()
-        });
+        // One statement: a conflict's loser runs again.
+        let outcome = conflict::retry(|| async {
+            Ok(on_db!(&self.db, write, pool => {
+                let mut qb = QueryBuilder::new(format!("UPDATE \"{t}\" SET modify_time = "));
+                qb.push_bind(now_ms);
+                let text = |qb: &mut QueryBuilder<_>, col: &str, v: &String| {
+                    if !v.is_empty() {
+                        qb.push(format!(", {col} = ")).push_bind(v.clone());
+                    }
+                };
+                text(&mut qb, "user_id", &update.user_id);
+                text(&mut qb, "task_stage", &update.task_stage);
+                text(&mut qb, "schedule_log", &update.schedule_log);
+                text(&mut qb, "task_context", &update.context);
+                let num = |qb: &mut QueryBuilder<_>, col: &str, v: i64| {
+                    if v != 0 {
+                        qb.push(format!(", {col} = ")).push_bind(v);
+                    }
+                };
+                num(&mut qb, "status", i64::from(update.status));
+                num(&mut qb, "priority", update.priority.unwrap_or(0));
+                num(&mut qb, "crt_retry_num", update.crt_retry_num);
+                num(&mut qb, "max_retry_num", update.max_retry_num);
+                num(&mut qb, "max_retry_interval", update.max_retry_interval);
+                num(&mut qb, "order_time", update.order_time);
+                qb.push(" WHERE task_id = ").push_bind(update.task_id.clone());
+                qb.push(format!(" AND status NOT IN ({}, {})", TaskStatus::Success.code(), TaskStatus::Failed.code()));
+                qb.build().execute(pool).await?.rows_affected()
+            }))
+        })
+        .await?;
         if outcome > 0 {
             return Ok(SetOutcome::Updated);
         }

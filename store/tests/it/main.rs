@@ -18,6 +18,7 @@ mod backend_mysql;
 mod backend_pg;
 mod backend_redis;
 mod calendars;
+mod conflicts;
 mod fires;
 mod flows;
 mod helpers;
