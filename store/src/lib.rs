@@ -66,6 +66,7 @@ mod notify;
 mod placement;
 mod plan;
 pub mod postgres;
+mod primary;
 pub use postgres::partition;
 mod redact;
 pub mod redis;

@@ -547,3 +547,117 @@ async fn two_nodes_spread_three_thousand_aligned_crons_over_their_minute() {
     eprintln!("3,000 aligned crons spread over a minute by two nodes: peak {peak} a second");
     assert!(peak <= 60, "at most 60 arrive in any one second: {per_second:?}");
 }
+
+/// `createTimer` of a one-shot an hour away through `base`: the HTTP
+/// status, and the envelope.
+async fn create_one_shot(base: &str, name: &str) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({
+        "app": "cluster", "name": name, "runAt": now_ms() + 3_600_000, "status": 2,
+        "notifyHTTPParam": {"url": "http://127.0.0.1:9/never"}
+    });
+    let reply = reqwest::Client::new()
+        .post(format!("{base}/api/xtimer/createTimer"))
+        .timeout(Duration::from_secs(15))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status().as_u16();
+    (status, reply.json().await.unwrap_or_default())
+}
+
+/// A `database.url` naming a standby first and its primary second, as a
+/// libpq multi-host URL: the node writes to the primary (the standby is in
+/// recovery). The primary crashes and, 8 s later, the standby is promoted:
+/// the node follows it, with no restart; creates meanwhile answer 503 (not
+/// 500), every create acknowledged before the crash is kept, and the
+/// per-second timer fires again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_host_url_follows_the_standby_promoted_after_the_primary_crashed() {
+    let primary = Postgres::start();
+    let standby = Postgres::standby_of(&primary);
+    let redis = Redis::start().await;
+    let rx = Receiver::start(false).await.unwrap();
+    let url =
+        format!("postgres://postgres@{},{}/postgres?target_session_attrs=read-write", standby.host(), primary.host());
+    let node = ProcNode::start(&url, &redis.url, &[]).await;
+    node.create_every_second("steady", &rx.url("/hook")).await;
+    assert!(rx.wait_until(Duration::from_secs(20), |hits| hits.len() >= 3).await, "fires flow");
+    let mut acked = Vec::new();
+    for i in 0..5 {
+        let (status, reply) = create_one_shot(&node.base, &format!("before-{i}")).await;
+        assert_eq!((status, &reply["code"]), (200, &serde_json::json!(0)), "{reply}");
+        acked.push(reply["result"]["id"].as_i64().unwrap());
+    }
+    // Asynchronous replication: wait until the standby replayed every write.
+    let lsn = |url: String, sql: &'static str| async move {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let lsn: String = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        lsn
+    };
+    let written = lsn(primary.url.clone(), "SELECT pg_current_wal_lsn()::text").await;
+    for _ in 0..100 {
+        let replayed = lsn(standby.url.clone(), "SELECT pg_last_wal_replay_lsn()::text").await;
+        let caught_up: bool = {
+            let pool = sqlx::PgPool::connect(&standby.url).await.unwrap();
+            let done = sqlx::query_scalar("SELECT $1::pg_lsn >= $2::pg_lsn")
+                .bind(&replayed)
+                .bind(&written)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+            done
+        };
+        if caught_up {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let crashed_at = now_ms();
+    primary.crash();
+    // Creates go on from the crash, one at a time, until one goes through.
+    let creating = {
+        let base = node.base.clone();
+        tokio::spawn(async move {
+            let mut answers = BTreeMap::new();
+            for i in 0..150 {
+                let (status, reply) = create_one_shot(&base, &format!("after-{i}")).await;
+                *answers.entry(status).or_insert(0) += 1;
+                if status == 200 && reply["code"] == 0 {
+                    return (answers, Some(now_ms()));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            (answers, None)
+        })
+    };
+    // Longer than a call waits for a connection (5 s): the calls meanwhile answer 503.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    standby.promote();
+    let promoted_at = now_ms();
+    let (answers, recovered_at) = creating.await.unwrap();
+    let recovered_at =
+        recovered_at.unwrap_or_else(|| panic!("no create went through after the promotion: {answers:?}"));
+    assert!(answers.keys().all(|s| [200, 503].contains(s)), "only 503 while no primary, then 200: {answers:?}");
+    assert!(answers.contains_key(&503), "a call with no primary for 5 s answers 503: {answers:?}");
+    for id in acked {
+        let reply: serde_json::Value = reqwest::get(format!("{}/api/xtimer/getTimer?id={id}&app=cluster", node.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(reply["code"], 0, "a create acknowledged before the crash is kept: {reply}");
+    }
+    let flowing = rx.wait_until(Duration::from_secs(30), |hits| hits.iter().any(|h| h.run_ms > recovered_at)).await;
+    assert!(flowing, "the per-second timer fires again after the failover");
+    eprintln!(
+        "primary crashed, standby promoted 8 s later: creates through {} ms after the crash ({} ms after the \
+         promotion); answers {answers:?}",
+        recovered_at - crashed_at,
+        recovered_at - promoted_at
+    );
+}

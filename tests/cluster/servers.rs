@@ -65,6 +65,65 @@ impl Postgres {
         pg
     }
 
+    /// A streaming standby of `primary` (`pg_basebackup -R`), started on a
+    /// free port: read-only until [`Postgres::promote`].
+    #[allow(dead_code)]
+    pub fn standby_of(primary: &Postgres) -> Self {
+        let dir = tempfile::Builder::new().prefix("xtimer-pg-standby").tempdir().unwrap();
+        let data = dir.path().join("data");
+        if is_root() {
+            Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
+            Command::new("chown").arg("postgres").arg(dir.path()).status().unwrap();
+        }
+        let port = primary.port.to_string();
+        let out = pg_command(
+            &primary.bin.join("pg_basebackup"),
+            &["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-D", data.to_str().unwrap(), "-R", "-X", "stream"],
+        )
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "pg_basebackup: {}", String::from_utf8_lossy(&out.stderr));
+        let port = free_port();
+        let standby = Self {
+            url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+            bin: primary.bin.clone(),
+            data,
+            port,
+            _dir: dir,
+        };
+        standby.up();
+        standby
+    }
+
+    /// `host:port` of the server.
+    #[allow(dead_code)]
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Promotes a standby to primary (`pg_ctl promote`, waiting for it).
+    #[allow(dead_code)]
+    pub fn promote(&self) {
+        let out = pg_command(&self.bin.join("pg_ctl"), &["-D", self.data.to_str().unwrap(), "-w", "promote"])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pg_ctl promote: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Kills the server as a crash would (immediate stop: no checkpoint,
+    /// connections dropped).
+    #[allow(dead_code)]
+    pub fn crash(&self) {
+        let out =
+            pg_command(&self.bin.join("pg_ctl"), &["-D", self.data.to_str().unwrap(), "-m", "immediate", "-w", "stop"])
+                .stdout(Stdio::null())
+                .output()
+                .unwrap();
+        assert!(out.status.success(), "pg_ctl stop -m immediate: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// Starts the server (again).
     pub fn up(&self) {
         let opts = format!(

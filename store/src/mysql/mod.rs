@@ -32,7 +32,7 @@ use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection};
 use xtimer_core::config::DatabaseConfig;
 
 use crate::db::Dialect;
-use crate::{redact, Database, Error, Result};
+use crate::{primary, redact, Database, Error, Result};
 
 /// How long connecting may take before the server counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,10 +65,18 @@ where
 /// An unreachable server is an [`Error::Database`] naming the (redacted)
 /// URL and the cause: at once when refused, after 10 s when nothing answers.
 pub async fn connect(config: &DatabaseConfig, database: Option<&str>) -> Result<Database> {
-    let mut options = MySqlConnectOptions::from_str(&config.url)?
-        .charset("utf8mb4")
-        .timezone(Some("+00:00".into()))
-        .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
+    let hosts = match primary::split_hosts(&config.url) {
+        Some(urls) => {
+            let hosts = primary::Hosts::new(&urls, options_for, is_primary)?;
+            let index = hosts.wait_for_primary(&config.url, CONNECT_TIMEOUT).await?;
+            Some((hosts, index))
+        }
+        None => None,
+    };
+    let mut options = match &hosts {
+        Some((hosts, index)) => hosts.options(*index),
+        None => options_for(&config.url)?,
+    };
     if let Some(database) = database {
         let mut conn = connect_one(&options, &config.url).await?;
         conn.execute(&*format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(database))).await?;
@@ -86,17 +94,32 @@ pub async fn connect(config: &DatabaseConfig, database: Option<&str>) -> Result<
     migrate(&mut conn, &options).await?;
     let _ = conn.close().await;
 
-    let pool = MySqlPoolOptions::new()
-        .max_connections(config.max_connections)
-        .after_connect(move |conn, _| {
-            Box::pin(async move {
-                conn.execute(SESSION).await?;
-                galera::sync_reads(conn, galera).await
-            })
+    let pool = MySqlPoolOptions::new().max_connections(config.max_connections).after_connect(move |conn, _| {
+        Box::pin(async move {
+            conn.execute(SESSION).await?;
+            galera::sync_reads(conn, galera).await
         })
-        .connect_with(options)
-        .await?;
+    });
+    let pool = primary::dropping_stale(pool, &hosts).connect_with(options).await?;
+    primary::watch(&pool, hosts);
     Ok(Database::Mysql(pool))
+}
+
+/// The connect options of `url`.
+fn options_for(url: &str) -> Result<MySqlConnectOptions> {
+    Ok(MySqlConnectOptions::from_str(url)?
+        .charset("utf8mb4")
+        .timezone(Some("+00:00".into()))
+        .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1)))
+}
+
+/// Whether the server takes writes: `read_only` off (MySQL's
+/// `super_read_only` implies it; MariaDB has only `read_only`).
+fn is_primary(conn: &mut MySqlConnection) -> primary::BoxFuture<'_, sqlx::Result<bool>> {
+    Box::pin(async move {
+        let read_only: i64 = sqlx::query_scalar("SELECT CAST(@@global.read_only AS SIGNED)").fetch_one(conn).await?;
+        Ok(read_only == 0)
+    })
 }
 
 /// Applies `migrations/mysql` under the lock row of `migrate_lock` (per

@@ -17,7 +17,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection};
 use xtimer_core::config::DatabaseConfig;
 
-use crate::{redact, Database, Error, Result};
+use crate::{primary, redact, Database, Error, Result};
 
 /// How long connecting (TCP, TLS, start-up) may take before it counts as
 /// unreachable; also bounds waiting for a server that is still starting up.
@@ -37,12 +37,19 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// when nothing answers; not a pool's bare "timed out" after retrying a
 /// refused connection for half a minute.
 pub async fn connect(config: &DatabaseConfig, schema: Option<&str>) -> Result<Database> {
-    let mut options =
-        PgConnectOptions::from_str(&config.url)?.log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
-    if let Some(schema) = schema {
-        // A start-up parameter, so every pooled connection gets it with no extra round trip.
-        options = options.options([("search_path", startup_escape(&quote_ident(schema)))]);
-    }
+    let options_of = |url: &str| options_for(url, schema);
+    let hosts = match primary::split_hosts(&config.url) {
+        Some(urls) => {
+            let hosts = primary::Hosts::new(&urls, options_of, is_primary)?;
+            let index = hosts.wait_for_primary(&config.url, CONNECT_TIMEOUT).await?;
+            Some((hosts, index))
+        }
+        None => None,
+    };
+    let options = match &hosts {
+        Some((hosts, index)) => hosts.options(*index),
+        None => options_of(&config.url)?,
+    };
 
     // The migration's connection hears warnings, not notices: each start
     // would log sqlx's `CREATE TABLE IF NOT EXISTS _sqlx_migrations` answer,
@@ -70,8 +77,26 @@ pub async fn connect(config: &DatabaseConfig, schema: Option<&str>) -> Result<Da
     // Closing politely is a courtesy; the migration is committed either way.
     let _ = conn.close().await;
 
-    let pool = PgPoolOptions::new().max_connections(config.max_connections).connect_with(options).await?;
+    let pool = PgPoolOptions::new().max_connections(config.max_connections);
+    let pool = primary::dropping_stale(pool, &hosts).connect_with(options).await?;
+    primary::watch(&pool, hosts);
     Ok(Database::Postgres(pool))
+}
+
+/// The connect options of `url`; with `schema`, every connection uses it.
+fn options_for(url: &str, schema: Option<&str>) -> Result<PgConnectOptions> {
+    let mut options =
+        PgConnectOptions::from_str(url)?.log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1));
+    if let Some(schema) = schema {
+        // A start-up parameter, so every pooled connection gets it with no extra round trip.
+        options = options.options([("search_path", startup_escape(&quote_ident(schema)))]);
+    }
+    Ok(options)
+}
+
+/// Whether the server takes writes (it is not a standby in recovery).
+fn is_primary(conn: &mut PgConnection) -> primary::BoxFuture<'_, sqlx::Result<bool>> {
+    Box::pin(sqlx::query_scalar("SELECT NOT pg_is_in_recovery()").fetch_one(conn))
 }
 
 /// Opens one connection: a refused or unresolvable server fails now with

@@ -386,3 +386,15 @@ async fn a_plan_waits_for_an_update_in_flight_and_then_writes_nothing() {
     let due = db.due_timers(T0 + 60_000, 10).await.unwrap();
     assert_eq!(due.len(), 1, "the updated timer is still marked for expansion");
 }
+
+/// A multi-host URL whose first host is down: the node connects to the
+/// next one that takes writes (`read_only` off), and works.
+#[tokio::test]
+async fn a_multi_host_url_connects_past_a_host_that_is_down() {
+    let url = crate::backend_pg::with_a_dead_host_first(&database_url());
+    let database = format!("t_{:016x}", rand::random::<u64>());
+    let db = mysql::connect(&DatabaseConfig { url, max_connections: 2 }, Some(&database)).await.unwrap();
+    let created = db.create_timer(&new_timer(APP, "multi-host", TimerStatus::Enabled), T0).await.unwrap();
+    assert_eq!(db.get_timer(created.id).await.unwrap().map(|t| t.id), Some(created.id));
+    db.close().await;
+}

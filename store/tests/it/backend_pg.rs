@@ -473,3 +473,24 @@ async fn a_finisher_pass_after_a_bulk_create_analyzes_the_timers_first() {
         .unwrap();
     assert_eq!(estimate, 3_000.0, "the planner counts the new rows");
 }
+
+/// `url` with a host that refuses connections (a free port) put before its own.
+pub fn with_a_dead_host_first(url: &str) -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (userinfo, hosts) = rest.rsplit_once('@').map_or((String::new(), rest), |(u, h)| (format!("{u}@"), h));
+    format!("{scheme}://{userinfo}127.0.0.1:{port},{hosts}")
+}
+
+/// A libpq multi-host URL whose first host is down: the node connects to
+/// the next one that takes writes, and works.
+#[tokio::test]
+async fn a_multi_host_url_connects_past_a_host_that_is_down() {
+    let url = with_a_dead_host_first(&database_url());
+    let url = format!("{url}{}target_session_attrs=read-write", if url.contains('?') { '&' } else { '?' });
+    let schema = format!("t_{:016x}", rand::random::<u64>());
+    let db = postgres::connect(&DatabaseConfig { url, max_connections: 2 }, Some(&schema)).await.unwrap();
+    let created = db.create_timer(&helpers::new_timer(APP, "multi-host", TimerStatus::Enabled), T0).await.unwrap();
+    assert_eq!(db.get_timer(created.id).await.unwrap().map(|t| t.id), Some(created.id));
+    db.close().await;
+}
