@@ -71,6 +71,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// A connection failed or timed out (`kind`), said as `message`.
+    pub(crate) fn io(kind: std::io::ErrorKind, message: String) -> Self {
+        Self::Database(sqlx::Error::Io(std::io::Error::new(kind, message)))
+    }
+
     /// The database, or the way to it, failed for now: unreachable, a
     /// connection lost, no connection free, a lock or a deadlock, a server
     /// shutting down or read-only. The same statement may succeed later.

@@ -67,7 +67,7 @@ impl MigrationLock {
                 Err(err) => return Err(err),
             }
             if Instant::now() >= deadline {
-                return Err(super::io_error(
+                return Err(Error::io(
                     std::io::ErrorKind::TimedOut,
                     format!("another node held the schema migration lock for over {wait:?}"),
                 ));

@@ -145,18 +145,14 @@ async fn connect_one(options: &MySqlConnectOptions, url: &str) -> Result<MySqlCo
     match tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect_with(options)).await {
         Ok(Ok(conn)) => Ok(conn),
         Ok(Err(sqlx::Error::Io(e))) => {
-            Err(io_error(e.kind(), format!("cannot connect to MySQL at {}: {e}", redact(url))))
+            Err(Error::io(e.kind(), format!("cannot connect to MySQL at {}: {e}", redact(url))))
         }
         Ok(Err(e)) => Err(e.into()),
-        Err(_) => Err(io_error(
+        Err(_) => Err(Error::io(
             std::io::ErrorKind::TimedOut,
             format!("connecting to MySQL at {} timed out after {CONNECT_TIMEOUT:?}", redact(url)),
         )),
     }
-}
-
-fn io_error(kind: std::io::ErrorKind, message: String) -> Error {
-    Error::Database(sqlx::Error::Io(std::io::Error::new(kind, message)))
 }
 
 /// `name` as a quoted MySQL identifier (backticks work whatever the sql_mode).

@@ -110,7 +110,7 @@ async fn connect_one(options: &PgConnectOptions, url: &str) -> Result<PgConnecti
             Ok(Ok(conn)) => return Ok(conn),
             Ok(Err(error)) => error,
             Err(_) => {
-                return Err(io_error(
+                return Err(Error::io(
                     std::io::ErrorKind::TimedOut,
                     format!("connecting to PostgreSQL at {} timed out after {CONNECT_TIMEOUT:?}", redact(url)),
                 ))
@@ -121,7 +121,7 @@ async fn connect_one(options: &PgConnectOptions, url: &str) -> Result<PgConnecti
         if !starting || tokio::time::Instant::now() + backoff >= deadline {
             return Err(match error {
                 sqlx::Error::Io(e) => {
-                    io_error(e.kind(), format!("cannot connect to PostgreSQL at {}: {e}", redact(url)))
+                    Error::io(e.kind(), format!("cannot connect to PostgreSQL at {}: {e}", redact(url)))
                 }
                 other => other.into(),
             });
@@ -130,10 +130,6 @@ async fn connect_one(options: &PgConnectOptions, url: &str) -> Result<PgConnecti
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
     }
-}
-
-fn io_error(kind: std::io::ErrorKind, message: String) -> Error {
-    Error::Database(sqlx::Error::Io(std::io::Error::new(kind, message)))
 }
 
 /// Creates `schema` unless it exists. Checking first lets a role without
