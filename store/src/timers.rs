@@ -26,7 +26,7 @@ use crate::sql::{
 };
 use crate::sqlite::timers::{page_unless_too_big, set_next_runs_sqlite, timers_as_json};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
-use crate::{Database, Error, Result};
+use crate::{conflict, Database, Error, Result};
 
 /// The columns of a timer's definition, in the order [`bind_definition!`]
 /// binds them: every write of a timer (create in each dialect, update) sets
@@ -182,29 +182,41 @@ impl TimerRepo for Database {
         now_ms: i64,
         quota: &Quota,
     ) -> Result<Vec<std::result::Result<i64, Refusal>>> {
-        let (tx, outcomes) = insert_checked(self, timers, now_ms, quota).await?;
-        tx.commit().await?;
-        Ok(outcomes)
+        // One transaction: a conflict's loser (a deadlock, a Galera
+        // certification failure) was rolled back whole and runs again.
+        conflict::retry(|| async {
+            let (tx, outcomes) = insert_checked(self, timers, now_ms, quota).await?;
+            tx.commit().await?;
+            Ok(outcomes)
+        })
+        .await
     }
 
     async fn create_timers_within(&self, timers: &[NewTimer], now_ms: i64, quota: &Quota) -> Result<Vec<i64>> {
         if timers.is_empty() {
             return Ok(Vec::new());
         }
-        let (tx, outcomes) = insert_checked(self, timers, now_ms, quota).await?;
-        let mut ids = Vec::with_capacity(outcomes.len());
-        for (index, outcome) in outcomes.into_iter().enumerate() {
-            match outcome {
-                Ok(id) => ids.push(id),
-                // Dropping the transaction rolls the whole batch back.
-                Err(Refusal::NameTaken) => {
-                    return Err(Error::NameTaken { app: timers[index].app.clone(), name: timers[index].name.clone() })
+        // One transaction: a conflict's loser runs again.
+        conflict::retry(|| async {
+            let (tx, outcomes) = insert_checked(self, timers, now_ms, quota).await?;
+            let mut ids = Vec::with_capacity(outcomes.len());
+            for (index, outcome) in outcomes.into_iter().enumerate() {
+                match outcome {
+                    Ok(id) => ids.push(id),
+                    // Dropping the transaction rolls the whole batch back.
+                    Err(Refusal::NameTaken) => {
+                        return Err(Error::NameTaken {
+                            app: timers[index].app.clone(),
+                            name: timers[index].name.clone(),
+                        })
+                    }
+                    Err(refusal) => return Err(Error::Refused { app: timers[index].app.clone(), index, refusal }),
                 }
-                Err(refusal) => return Err(Error::Refused { app: timers[index].app.clone(), index, refusal }),
             }
-        }
-        tx.commit().await?;
-        Ok(ids)
+            tx.commit().await?;
+            Ok(ids)
+        })
+        .await
     }
 
     async fn set_status_within(
@@ -215,42 +227,46 @@ impl TimerRepo for Database {
         quota: &Quota,
         change: Change<'_>,
     ) -> Result<bool> {
-        let mut tx = Tx::begin(self).await?;
-        let Some((timer, peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
-        if timer.status == TimerStatus::Deleted {
-            return Ok(false);
-        }
-        let load = load_of(&timer.schedule, peak, now_ms);
-        if timer.status != status {
-            if counts_as_timer(timer.status) && !counts_as_timer(status) {
-                usage.remove_timer();
+        // One transaction: a conflict's loser runs again.
+        conflict::retry(|| async {
+            let mut tx = Tx::begin(self).await?;
+            let Some((timer, peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
+            if timer.status == TimerStatus::Deleted {
+                return Ok(false);
             }
-            if timer.status == TimerStatus::Enabled {
-                usage.disable(load);
-            }
-            if status == TimerStatus::Enabled {
-                if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
-                    return Err(Error::Refused { app: timer.def.app, index: 0, refusal });
+            let load = load_of(&timer.schedule, peak, now_ms);
+            if timer.status != status {
+                if counts_as_timer(timer.status) && !counts_as_timer(status) {
+                    usage.remove_timer();
+                }
+                if timer.status == TimerStatus::Enabled {
+                    usage.disable(load);
+                }
+                if status == TimerStatus::Enabled {
+                    if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
+                        return Err(Error::Refused { app: timer.def.app, index: 0, refusal });
+                    }
                 }
             }
-        }
-        on_tx!(&mut tx, c => sqlx::query(&c.sql(SET_STATUS))
-            .bind(status.code())
-            .bind(now_ms)
-            .bind(status.code())
-            .bind(status.code())
-            .bind(peak_column(load))
-            .bind(id)
-            .execute(&mut *c)
-            .await?
-            .rows_affected());
-        usage.write(&mut tx).await?;
-        if timer.status != status {
-            let changes = serde_json::json!({ "status": [timer.status.code(), status.code()] });
-            history::record_in(&mut tx, &[change.entry(id, &timer.app, now_ms, &changes)]).await?;
-        }
-        tx.commit().await?;
-        Ok(true)
+            on_tx!(&mut tx, c => sqlx::query(&c.sql(SET_STATUS))
+                .bind(status.code())
+                .bind(now_ms)
+                .bind(status.code())
+                .bind(status.code())
+                .bind(peak_column(load))
+                .bind(id)
+                .execute(&mut *c)
+                .await?
+                .rows_affected());
+            usage.write(&mut tx).await?;
+            if timer.status != status {
+                let changes = serde_json::json!({ "status": [timer.status.code(), status.code()] });
+                history::record_in(&mut tx, &[change.entry(id, &timer.app, now_ms, &changes)]).await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn update_timer(
@@ -262,47 +278,51 @@ impl TimerRepo for Database {
         change: Change<'_>,
         changes: &serde_json::Value,
     ) -> Result<bool> {
-        let mut tx = Tx::begin(self).await?;
-        let Some((old, old_peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
-        if old.status == TimerStatus::Deleted {
-            return Ok(false);
-        }
-        let load = Load::of(&t.schedule, now_ms);
-        if old.status == TimerStatus::Enabled {
-            usage.disable(load_of(&old.schedule, old_peak, now_ms));
-        }
-        if t.status == TimerStatus::Enabled {
-            if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
+        // One transaction: a conflict's loser runs again.
+        conflict::retry(|| async {
+            let mut tx = Tx::begin(self).await?;
+            let Some((old, old_peak, mut usage)) = locked_timer(&mut tx, id, now_ms).await? else { return Ok(false) };
+            if old.status == TimerStatus::Deleted {
+                return Ok(false);
+            }
+            let load = Load::of(&t.schedule, now_ms);
+            if old.status == TimerStatus::Enabled {
+                usage.disable(load_of(&old.schedule, old_peak, now_ms));
+            }
+            if t.status == TimerStatus::Enabled {
+                if let Err(refusal) = usage.enable(&mut tx, load, quota).await? {
+                    return Err(Error::Refused { app: old.def.app, index: 0, refusal });
+                }
+            } else if let Err(refusal) = alone_within(load, quota) {
                 return Err(Error::Refused { app: old.def.app, index: 0, refusal });
             }
-        } else if let Err(refusal) = alone_within(load, quota) {
-            return Err(Error::Refused { app: old.def.app, index: 0, refusal });
-        }
-        let res = on_tx!(&mut tx, c => bind_definition!(sqlx::query(&c.sql(&UPDATE)), bind, t)
-            .bind(now_ms)
-            .bind(peak_column(load))
-            .bind(t.status.code())
-            .bind(id)
-            .execute(&mut *c)
-            .await
-            .map(|done| done.rows_affected()));
-        match res {
-            Ok(1) => {}
-            Ok(_) => return Ok(false),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(Error::NameTaken { app: old.def.app, name: t.name.clone() })
+            let res = on_tx!(&mut tx, c => bind_definition!(sqlx::query(&c.sql(&UPDATE)), bind, t)
+                .bind(now_ms)
+                .bind(peak_column(load))
+                .bind(t.status.code())
+                .bind(id)
+                .execute(&mut *c)
+                .await
+                .map(|done| done.rows_affected()));
+            match res {
+                Ok(1) => {}
+                Ok(_) => return Ok(false),
+                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                    return Err(Error::NameTaken { app: old.def.app, name: t.name.clone() })
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
-        }
-        usage.write(&mut tx).await?;
-        if old.labels != t.labels {
-            write_labels(&mut tx, id, &old.app, &t.labels).await?;
-        }
-        if changes.as_object().is_some_and(|fields| !fields.is_empty()) {
-            history::record_in(&mut tx, &[change.entry(id, &old.app, now_ms, changes)]).await?;
-        }
-        tx.commit().await?;
-        Ok(true)
+            usage.write(&mut tx).await?;
+            if old.labels != t.labels {
+                write_labels(&mut tx, id, &old.app, &t.labels).await?;
+            }
+            if changes.as_object().is_some_and(|fields| !fields.is_empty()) {
+                history::record_in(&mut tx, &[change.entry(id, &old.app, now_ms, changes)]).await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
@@ -331,33 +351,39 @@ impl TimerRepo for Database {
         now_ms: i64,
         change: Change<'_>,
     ) -> Result<bool> {
-        let mut tx = Tx::begin(self).await?;
-        let Some((timer, peak, mut usage)) = locked_timer(&mut tx, timer_id, now_ms).await? else { return Ok(false) };
-        let earlier = i64::from(n.saturating_sub(1));
-        let done = on_tx!(&mut tx, c => sqlx::query(&c.sql(PAUSE_IF_FAILING))
-            .bind(reason)
-            .bind(now_ms)
-            .bind(timer_id)
-            .bind(timer_id)
-            .bind(task_id)
-            .bind(since_ms)
-            .bind(earlier)
-            .bind(earlier)
-            .execute(&mut *c)
-            .await?
-            .rows_affected());
-        if done != 1 {
-            return Ok(false);
-        }
-        usage.disable(load_of(&timer.schedule, peak, now_ms));
-        usage.write(&mut tx).await?;
-        let changes = serde_json::json!({
-            "status": [code::TIMER_ENABLED, code::TIMER_DISABLED],
-            "pauseReason": [null, reason],
-        });
-        history::record_in(&mut tx, &[change.entry(timer_id, &timer.app, now_ms, &changes)]).await?;
-        tx.commit().await?;
-        Ok(true)
+        // One transaction: a conflict's loser runs again.
+        conflict::retry(|| async {
+            let mut tx = Tx::begin(self).await?;
+            let Some((timer, peak, mut usage)) = locked_timer(&mut tx, timer_id, now_ms).await? else {
+                return Ok(false);
+            };
+            let earlier = i64::from(n.saturating_sub(1));
+            let done = on_tx!(&mut tx, c => sqlx::query(&c.sql(PAUSE_IF_FAILING))
+                .bind(reason)
+                .bind(now_ms)
+                .bind(timer_id)
+                .bind(timer_id)
+                .bind(task_id)
+                .bind(since_ms)
+                .bind(earlier)
+                .bind(earlier)
+                .execute(&mut *c)
+                .await?
+                .rows_affected());
+            if done != 1 {
+                return Ok(false);
+            }
+            usage.disable(load_of(&timer.schedule, peak, now_ms));
+            usage.write(&mut tx).await?;
+            let changes = serde_json::json!({
+                "status": [code::TIMER_ENABLED, code::TIMER_DISABLED],
+                "pauseReason": [null, reason],
+            });
+            history::record_in(&mut tx, &[change.entry(timer_id, &timer.app, now_ms, &changes)]).await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn forget_minutes(&self, before_minute: i64) -> Result<u64> {
