@@ -170,7 +170,11 @@ impl Stores {
         } else {
             let store = redis::RedisStore::open(redis, shard.clone()).await.map_err(at("redis.url", &redis.url))?;
             let store = Arc::new(store.with_clock(clock));
-            let kind = if redis::is_cluster(redis) { "Redis Cluster" } else { "Redis" };
+            let kind = match (redis::is_sentinel(redis), redis::is_cluster(redis)) {
+                (true, _) => "Redis under Sentinel",
+                (_, true) => "Redis Cluster",
+                _ => "Redis",
+            };
             (store.clone(), store.clone(), store, format!("{kind} at {}", redact(&redis.url)))
         };
         let mut stores = Self::over(database, shards, locks, format!("{sql} with {index}"));

@@ -19,7 +19,7 @@ use sqlx::Row;
 use xtimer::receiver::Receiver;
 
 use nodes::ProcNode;
-use servers::{Mariadb, Postgres, Redis, RedisCluster};
+use servers::{Mariadb, Postgres, Redis, RedisCluster, RedisSentinel};
 
 /// Which database server a test runs on.
 #[derive(Debug, Clone, Copy)]
@@ -660,4 +660,48 @@ async fn a_multi_host_url_follows_the_standby_promoted_after_the_primary_crashed
         recovered_at - crashed_at,
         recovered_at - promoted_at
     );
+}
+
+/// Redis under Sentinel (`redis+sentinel://`): two nodes with the defaults
+/// and 20 per-second timers; the master is killed with SIGKILL and Sentinel
+/// promotes its replica. The nodes follow it: no fire of the window around
+/// the kill is lost or sent twice, and fires flow again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_under_sentinel_a_killed_master_is_followed_to_its_promoted_replica() {
+    let db = Db::start(Kind::Postgres);
+    let mut redis = RedisSentinel::start().await;
+    let rx = Receiver::start(false).await.unwrap();
+    let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(nodes[0].create_every_second(&format!("t{i}"), &rx.url("/hook")).await);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let killed_at = now_ms();
+    redis.kill_master();
+    let (from, to) = ((killed_at / 1000 - 2) * 1000, (killed_at / 1000 + 15) * 1000);
+    let expected: HashSet<String> =
+        ids.iter().flat_map(|id| (from..to).step_by(1000).map(move |run| format!("{id}_{run}"))).collect();
+    let in_window = |h: &xtimer::receiver::Hit| h.run_ms >= from && h.run_ms < to;
+    rx.wait_until(Duration::from_millis((to - now_ms()).max(0) as u64 + 60_000), |hits| {
+        hits.iter().filter(|h| in_window(h)).map(|h| &h.key).collect::<HashSet<_>>().len() >= expected.len()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let hits: Vec<_> = rx.hits().into_iter().filter(in_window).collect();
+    let mut seen: HashMap<&String, usize> = HashMap::new();
+    for h in &hits {
+        *seen.entry(&h.key).or_default() += 1;
+    }
+    let lost = expected.iter().filter(|k| !seen.contains_key(k)).count();
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    let late_after = hits.iter().filter(|h| h.run_ms >= killed_at + 8_000 && h.lateness_ms() > 1_000.0).count();
+    eprintln!(
+        "Sentinel failover: {} fires, {lost} lost, {} twice, {late_after} over 1 s late from 8 s after the kill",
+        hits.len(),
+        twice.len()
+    );
+    assert_eq!(lost, 0, "no fire lost to the failover");
+    assert!(twice.is_empty(), "none sent twice: {twice:?}");
+    assert_eq!(late_after, 0, "the nodes follow the promoted replica: fires on time again");
 }

@@ -358,6 +358,93 @@ impl Drop for Redis {
     }
 }
 
+/// A Redis master, its replica and one Sentinel watching them (quorum 1,
+/// the master judged down after 1 s), no persistence.
+#[allow(dead_code)]
+pub struct RedisSentinel {
+    /// `redis+sentinel://127.0.0.1:PORT/mymaster`.
+    pub url: String,
+    master: Option<std::process::Child>,
+    _replica: ChildGuard,
+    _sentinel: ChildGuard,
+    _dir: tempfile::TempDir,
+}
+
+/// A child process killed when dropped.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[allow(dead_code)]
+impl RedisSentinel {
+    /// Starts the three, and waits until the replica has synced.
+    pub async fn start() -> Self {
+        let (master_port, replica_port, sentinel_port) = (free_port(), free_port(), free_port());
+        let master = Redis::spawn(master_port).await;
+        let replica = Command::new("redis-server")
+            .args(["--port", &replica_port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--replicaof", "127.0.0.1", &master_port.to_string()])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {sentinel_port}\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 {master_port} 1\n\
+                 sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
+            ),
+        )
+        .unwrap();
+        let sentinel = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server --sentinel");
+        for _ in 0..200 {
+            let info =
+                Command::new("redis-cli").args(["-p", &replica_port.to_string(), "INFO", "replication"]).output();
+            let synced = info.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("master_link_status:up"));
+            let watching = Command::new("redis-cli")
+                .args(["-p", &sentinel_port.to_string(), "SENTINEL", "get-master-addr-by-name", "mymaster"])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&master_port.to_string()));
+            if synced && watching {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Self {
+            url: format!("redis+sentinel://127.0.0.1:{sentinel_port}/mymaster"),
+            master: Some(master),
+            _replica: ChildGuard(replica),
+            _sentinel: ChildGuard(sentinel),
+            _dir: dir,
+        }
+    }
+
+    /// Kills the master with SIGKILL: Sentinel promotes the replica.
+    pub fn kill_master(&mut self) {
+        if let Some(mut master) = self.master.take() {
+            let _ = master.kill();
+            let _ = master.wait();
+        }
+    }
+}
+
+impl Drop for RedisSentinel {
+    fn drop(&mut self) {
+        self.kill_master();
+    }
+}
+
 /// A free port P whose cluster bus port, P + 10000, is free too.
 fn free_cluster_port() -> u16 {
     loop {

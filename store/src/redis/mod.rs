@@ -52,6 +52,7 @@
 
 mod flows;
 mod locks;
+mod sentinel;
 mod shards;
 
 use std::sync::Arc;
@@ -112,6 +113,7 @@ pub struct RedisStore {
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(sentinel::SentinelConnection),
 }
 
 impl ConnectionLike for Connection {
@@ -119,6 +121,7 @@ impl ConnectionLike for Connection {
         match self {
             Self::Single(conn) => conn.req_packed_command(cmd),
             Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -131,6 +134,7 @@ impl ConnectionLike for Connection {
         match self {
             Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -138,6 +142,7 @@ impl ConnectionLike for Connection {
         match self {
             Self::Single(conn) => conn.get_db(),
             Self::Cluster(conn) => conn.get_db(),
+            Self::Sentinel(conn) => conn.get_db(),
         }
     }
 }
@@ -148,9 +153,25 @@ pub fn cluster_nodes(url: &str) -> Vec<&str> {
     url.split(',').map(str::trim).filter(|node| !node.is_empty()).collect()
 }
 
-/// Whether `redis` names a cluster: `redis.cluster` set, or several URLs.
+/// Whether `redis` names a cluster: `redis.cluster` set, or several URLs
+/// (not sentinels).
 pub fn is_cluster(redis: &RedisConfig) -> bool {
-    redis.cluster || cluster_nodes(&redis.url).len() > 1
+    !is_sentinel(redis) && (redis.cluster || cluster_nodes(&redis.url).len() > 1)
+}
+
+/// Whether `redis` names a master under Sentinel (`redis+sentinel://`).
+pub fn is_sentinel(redis: &RedisConfig) -> bool {
+    sentinel::is_sentinel(&redis.url)
+}
+
+/// How a connection to one server times out and reconnects.
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(CONNECTION_TIMEOUT)
+        .set_response_timeout(RESPONSE_TIMEOUT)
+        .set_number_of_retries(RECONNECT_RETRIES)
+        .set_factor(2)
+        .set_max_delay(RECONNECT_MAX_DELAY_MS)
 }
 
 /// The lock scripts, hashed once; invoked with `EVALSHA`, falling back to
@@ -172,7 +193,10 @@ impl RedisStore {
     /// Connects to the server or cluster `redis` names (see [`is_cluster`]);
     /// key names use `config.key_prefix`.
     pub async fn open(redis: &RedisConfig, config: ShardConfig) -> Result<Self> {
-        if is_cluster(redis) {
+        if is_sentinel(redis) {
+            let conn = sentinel::SentinelConnection::open(&redis.url, manager_config()).await?;
+            Ok(Self::over(Connection::Sentinel(conn), config))
+        } else if is_cluster(redis) {
             Self::connect_cluster(&cluster_nodes(&redis.url), config).await
         } else {
             Self::connect(&redis.url, config).await
@@ -187,13 +211,7 @@ impl RedisStore {
     /// or the server cannot be reached within a few seconds.
     pub async fn connect(url: &str, config: ShardConfig) -> Result<Self> {
         let client = redis::Client::open(url)?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(CONNECTION_TIMEOUT)
-            .set_response_timeout(RESPONSE_TIMEOUT)
-            .set_number_of_retries(RECONNECT_RETRIES)
-            .set_factor(2)
-            .set_max_delay(RECONNECT_MAX_DELAY_MS);
-        let conn = ConnectionManager::new_with_config(client, manager_config).await?;
+        let conn = ConnectionManager::new_with_config(client, manager_config()).await?;
         Ok(Self::over(Connection::Single(conn), config))
     }
 
