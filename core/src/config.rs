@@ -88,7 +88,11 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// `sqlite://PATH` (created if missing). Defaults to `sqlite://xtimer.db` in the working directory.
+    /// `sqlite://PATH` (created if missing), `postgres://...` or
+    /// `mysql://...`; a server URL may name several hosts
+    /// (`postgres://h1:5432,h2:5432/xtimer`): the node uses the one that
+    /// takes writes and follows a failover. Defaults to `sqlite://xtimer.db`
+    /// in the working directory.
     pub url: String,
     /// Connection pool size. Defaults to 8.
     pub max_connections: u32,
@@ -107,6 +111,7 @@ pub struct RedisConfig {
     /// `redis://HOST:PORT[/DB]`; empty runs the embedded in-process index
     /// and locks (one node only). A Redis Cluster: several comma-separated
     /// `redis://HOST:PORT` URLs of its nodes (or one, with `cluster`).
+    /// Under Sentinel: `redis+sentinel://S1:26379,S2:26379/MASTER`.
     /// Defaults to empty.
     pub url: String,
     /// Whether `url` names a node of a Redis Cluster (implied by several
