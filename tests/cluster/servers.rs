@@ -456,12 +456,14 @@ fn free_cluster_port() -> u16 {
     }
 }
 
-/// A Redis Cluster of three masters, no replicas, no persistence.
+/// A Redis Cluster of three masters (each with its replicas, if asked),
+/// no persistence.
 pub struct RedisCluster {
     /// The masters' URLs, comma-separated: a `redis.url` naming the cluster.
     pub url: String,
     masters: Vec<String>,
-    children: Vec<std::process::Child>,
+    /// Every server: its port and process.
+    children: Vec<(u16, std::process::Child)>,
     _dir: tempfile::TempDir,
 }
 
@@ -470,19 +472,27 @@ impl RedisCluster {
     /// `redis-cli --cluster create`; returns once every node reports the
     /// cluster ok.
     pub async fn start() -> Self {
+        Self::start_with_replicas(0).await
+    }
+
+    /// [`RedisCluster::start`] with `replicas` replicas per master, and a
+    /// node timeout of 1 s (a dead master's replica is promoted within a
+    /// few seconds).
+    pub async fn start_with_replicas(replicas: usize) -> Self {
         let dir = tempfile::Builder::new().prefix("xtimer-redis-cluster").tempdir().unwrap();
-        let (mut masters, mut children, mut addrs) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..3 {
+        let (mut children, mut addrs) = (Vec::new(), Vec::new());
+        for _ in 0..3 * (1 + replicas) {
             let port = free_cluster_port();
             let config = dir.path().join(format!("nodes-{port}.conf"));
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
                 .args(["--cluster-enabled", "yes", "--cluster-config-file", config.to_str().unwrap()])
+                .args(["--cluster-node-timeout", "1000"])
                 .args(["--dir", dir.path().to_str().unwrap()])
                 .stdout(Stdio::null())
                 .spawn()
                 .expect("redis-server on PATH (apt-get install redis-server)");
-            children.push(child);
+            children.push((port, child));
             for _ in 0..100 {
                 if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
                     break;
@@ -490,26 +500,45 @@ impl RedisCluster {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             addrs.push(format!("127.0.0.1:{port}"));
-            masters.push(format!("redis://127.0.0.1:{port}"));
         }
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .expect("redis-cli on PATH");
         assert!(out.status.success(), "redis-cli --cluster create: {}", String::from_utf8_lossy(&out.stdout));
-        let cluster = Self { url: masters.join(","), masters, children, _dir: dir };
-        for master in &cluster.masters {
+        let all: Vec<String> = addrs.iter().map(|a| format!("redis://{a}")).collect();
+        let masters = all.iter().take(3).cloned().collect::<Vec<_>>();
+        let mut cluster = Self { url: masters.join(","), masters, children, _dir: dir };
+        cluster.wait_ok(&all).await;
+        // The masters as the cluster made them (replicas assigned by redis-cli).
+        cluster.masters = all.into_iter().filter(|node| cluster.cli(node, &["ROLE"]).starts_with("master")).collect();
+        cluster.url = cluster.masters.join(",");
+        cluster
+    }
+
+    /// Waits until every node of `nodes` reports the cluster ok.
+    async fn wait_ok(&self, nodes: &[String]) {
+        for node in nodes {
             for attempt in 0.. {
-                if cluster.cli(master, &["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+                if self.cli(node, &["CLUSTER", "INFO"]).contains("cluster_state:ok") {
                     break;
                 }
-                assert!(attempt < 200, "{master}: cluster not ok");
+                assert!(attempt < 400, "{node}: cluster not ok");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        cluster
+    }
+
+    /// Kills master `index` with SIGKILL: its replica is promoted.
+    #[allow(dead_code)]
+    pub fn kill_master(&mut self, index: usize) {
+        let port: u16 = self.masters[index].rsplit(':').next().unwrap().parse().unwrap();
+        if let Some((_, child)) = self.children.iter_mut().find(|(p, _)| *p == port) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     fn cli(&self, master: &str, args: &[&str]) -> String {
@@ -531,7 +560,7 @@ impl RedisCluster {
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
-        for child in &mut self.children {
+        for (_, child) in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
         }
