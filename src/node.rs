@@ -240,6 +240,9 @@ impl Node {
             Ok::<_, anyhow::Error>(())
         });
         loops.spawn("migrator", |s| migrator.clone().run(s));
+        if let Some(rebuild) = xtimer_migrator::IndexRebuild::new(&stores, &ctx, expander.clone()) {
+            loops.spawn("index rebuild", |s| rebuild.run(s));
+        }
         loops.spawn("heartbeat", |s| heartbeat.run(s));
         let upkeep = xtimer_webserver::metrics::MetricsUpkeep::new();
         loops.spawn("metrics upkeep", |s| async move {

@@ -13,6 +13,8 @@
 //! - [`retention`]: the loop that deletes fire records past their keep time.
 //! - [`finisher`]: the loop that completes timers with nothing left as soon as their last fire ends.
 //! - [`stats`]: the loop that rolls up the per-timer figures by the hour.
+//! - [`rebuild`]: the loop that notices that the shard index (Redis) lost
+//!   writes and rebuilds it from the database at once.
 //! - [`error`]: this crate's error type.
 //!
 //! Every step, under a cluster-wide lock, it inserts the fires in
@@ -23,7 +25,8 @@
 //! pending fire of that window into the shard store.
 //! Re-indexing from SQL each step makes the shard index self-healing: an
 //! index that lost data (restart of the embedded store, a flushed Redis) is
-//! whole again within one step.
+//! whole again within one step; [`IndexRebuild`] notices a Redis that lost
+//! writes within a second and rebuilds it at once.
 //!
 //! A step plans from timers as it read them, and an `updateTimer` may
 //! commit before the plan is written. Every fire and next fire position it
@@ -38,6 +41,7 @@ pub mod calendars;
 pub mod error;
 pub mod expand;
 pub mod finisher;
+pub mod rebuild;
 pub mod retention;
 pub mod spread;
 pub mod stats;
@@ -59,6 +63,7 @@ use xtimer_store::{BackfillFire, FireRepo, NewFire, NextRun, PassLease, PlannedF
 pub use calendars::CalendarBook;
 pub use error::{Error, Result};
 pub use finisher::Finisher;
+pub use rebuild::IndexRebuild;
 pub use retention::Retention;
 pub use stats::StatsRollup;
 

@@ -99,7 +99,7 @@ pub use repo::{
     PlannedFire, Recorded, TimerFigures, TimerQuery, TimerRepo, LATE_BUCKETS, LATE_BUCKET_BOUNDS_MS, STATS_HOUR_MS,
 };
 pub use repo::{Quota, Refusal};
-pub use shard::ShardStore;
+pub use shard::{IndexMark, IndexMarks, ShardStore};
 pub use sql::SKIPPED_OUTPUT;
 pub use tasks::TaskStore;
 
@@ -132,6 +132,9 @@ pub struct Stores {
     /// The flows' shared limits state: in Redis beside the shard index,
     /// else in process.
     pub flow_tokens: Arc<dyn FlowTokens>,
+    /// The shard index's marker, by which nodes notice that it lost
+    /// writes: Redis's; `None` for the embedded index, which loses none.
+    pub marks: Option<Arc<dyn IndexMarks>>,
     database: Database,
     /// Human-readable description of the backends, for the start-up log.
     pub description: String,
@@ -160,6 +163,7 @@ impl Stores {
             Database::Postgres(_) => format!("PostgreSQL at {}", redact(&db.url)),
             Database::Mysql(_) => format!("MySQL at {}", redact(&db.url)),
         };
+        let mut marks: Option<Arc<dyn IndexMarks>> = None;
         let (shards, locks, flow_tokens, index): Shared = if redis.url.is_empty() {
             (
                 Arc::new(MemoryShards::new(shard.clone(), clock.clone())),
@@ -175,10 +179,12 @@ impl Stores {
                 (_, true) => "Redis Cluster",
                 _ => "Redis",
             };
+            marks = Some(store.clone());
             (store.clone(), store.clone(), store, format!("{kind} at {}", redact(&redis.url)))
         };
         let mut stores = Self::over(database, shards, locks, format!("{sql} with {index}"));
         stores.flow_tokens = flow_tokens;
+        stores.marks = marks;
         Ok(stores)
     }
 
@@ -204,6 +210,7 @@ impl Stores {
             shards,
             locks,
             flow_tokens: Arc::new(MemoryFlowTokens::new(Arc::new(xtimer_core::clock::SystemClock))),
+            marks: None,
             database,
             description,
         }

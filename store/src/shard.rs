@@ -25,3 +25,30 @@ pub trait ShardStore: Send + Sync {
     /// The bucket count fires are spread over.
     fn buckets(&self) -> u32;
 }
+
+/// What a check of the shard index's marker found ([`IndexMarks::check`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexMark {
+    /// The epoch the last rebuild wrote; `None` when the marker is gone
+    /// (the index was flushed, or its server restarted empty).
+    pub epoch: Option<String>,
+    /// This node's checks as the index counts them: one more than at the
+    /// node's previous check, unless the index lost that check's write
+    /// (it failed over to a replica that had not received it), and with
+    /// it whatever was written just before.
+    pub seq: i64,
+}
+
+/// The marker by which nodes notice that a shard index which can lose
+/// writes (Redis: a `FLUSHALL`, a restart without persistence, a failover
+/// to a replica that missed the last writes) has lost some, so that one of
+/// them rebuilds it from the database. The embedded index never loses a
+/// write while its process lives, and has none.
+#[async_trait]
+pub trait IndexMarks: Send + Sync {
+    /// Reads the epoch and counts this check of `node_id` (the count
+    /// outlives a silent node by minutes, not forever).
+    async fn check(&self, node_id: &str) -> Result<IndexMark>;
+    /// Writes `epoch`: the index has just been rebuilt whole.
+    async fn set_epoch(&self, epoch: &str) -> Result<()>;
+}

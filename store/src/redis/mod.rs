@@ -52,6 +52,7 @@
 
 mod flows;
 mod locks;
+mod marker;
 mod sentinel;
 mod shards;
 
