@@ -1,16 +1,20 @@
 //! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every dialect;
 //! only the batch insert, the completion of one-shots (MySQL has no
 //! `RETURNING`), the read by many ids and the batch move of next fire times
-//! differ: the insert per dialect below (`InsertRows`), the rest in the
-//! backend modules' `timers`. A timer's definition columns are listed once
-//! (`DEFINITION`, `bind_definition!`).
+//! differ: the insert per dialect in `create`, the rest in the backend
+//! modules' `timers`. A timer's definition columns are listed once, in
+//! `definition`; labels are written in `labels`, searches built in `search`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+mod create;
+mod definition;
+mod labels;
+mod search;
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use const_format::formatcp;
-use sqlx::{MySql, QueryBuilder, Row, Sqlite};
-use xtimer_core::labels::{Labels, Requirement};
+use sqlx::{QueryBuilder, Row};
 use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
@@ -20,71 +24,15 @@ use crate::mysql::timers::{complete_fired_once_mysql, scoped_mysql, set_next_run
 use crate::repo::{Quota, Refusal};
 use crate::repo::{TimerQuery, TimerRepo};
 use crate::sql::timers::{scoped, DUE_WINDOW_MS, NOTHING_LEFT};
-use crate::sql::{
-    code, padded, page_bound, push_list, schedule_columns, text, timer_from_row, timing_column, MAX_PARAMS,
-    TIMER_COLUMNS,
-};
+use crate::sql::{code, padded, page_bound, push_list, schedule_columns, timer_from_row, timing_column, TIMER_COLUMNS};
 use crate::sqlite::timers::{page_unless_too_big, set_next_runs_sqlite, timers_as_json};
 use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
 use crate::{conflict, Database, Error, Result};
 
-/// The columns of a timer's definition, in the order [`bind_definition!`]
-/// binds them: every write of a timer (create in each dialect, update) sets
-/// them from this one list.
-const DEFINITION: &str = "name, status, kind, cron, timezone, run_at, notify, retry, misfire, delete_after_run, \
-     on_failure, pause_after_failures, overlap, every_ms, timing, on_missed, on_late";
-/// Binds `$t`'s definition in [`DEFINITION`] order with `$q.$bind(..)`:
-/// `bind` on a query, `push_bind` on a `VALUES` row.
-macro_rules! bind_definition {
-    ($q:expr, $bind:ident, $t:expr) => {{
-        let t: &NewTimer = $t;
-        let (kind, cron, timezone, run_at, every_ms) = schedule_columns(&t.schedule);
-        $q.$bind(t.name.as_str())
-            .$bind(t.status.code())
-            .$bind(kind)
-            .$bind(cron)
-            .$bind(timezone)
-            .$bind(run_at)
-            .$bind(json(&t.notify))
-            .$bind(json(&t.retry))
-            .$bind(t.misfire.as_str())
-            .$bind(i64::from(t.delete_after_run))
-            .$bind(t.on_failure.as_ref().map(json))
-            .$bind(t.pause_after_failures.map(i64::from))
-            .$bind(t.overlap.as_str())
-            .$bind(every_ms)
-            .$bind(timing_column(&t.timing))
-            .$bind(t.on_missed.as_ref().map(json))
-            .$bind(t.on_late.as_ref().map(json))
-    }};
-}
-
-// `next_run` starts at the timer's first fire (`NewTimer::first_next_run`):
-// a timer due before the migrator's horizon is expanded at its next step at
-// the latest (its creator normally expands it at once); one due later is
-// not read until then.
-const INSERT: &str =
-    formatcp!("INSERT INTO t_timer (app, {DEFINITION}, create_time, modify_time, next_run, peak_fpm) ");
-
-/// Stores a timer's new definition: [`DEFINITION`] as `$1` to `$n`, then
-/// the modify time, its peak load, its status again (enabling, or keeping
-/// enabled, marks it for expansion at once) and its id.
-static UPDATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let set: Vec<String> = DEFINITION.split(", ").enumerate().map(|(i, c)| format!("{c} = ${}", i + 1)).collect();
-    let n = set.len();
-    format!(
-        "UPDATE t_timer SET {}, modify_time = ${}, peak_fpm = ${}, pause_reason = NULL,
-             next_run = CASE WHEN ${} = {enabled} THEN 0 ELSE next_run END
-         WHERE timer_id = ${} AND status <> {deleted}",
-        set.join(", "),
-        n + 1,
-        n + 2,
-        n + 3,
-        n + 4,
-        enabled = code::TIMER_ENABLED,
-        deleted = code::TIMER_DELETED
-    )
-});
+use create::{alone_within, insert_checked};
+use definition::{bind_definition, json, UPDATE};
+use labels::write_labels;
+use search::Search;
 
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
 /// SQLite: the timers of the ids in `$1`, a JSON array.
@@ -168,11 +116,6 @@ const ENABLED: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND timer_id > $1 ORDER BY timer_id LIMIT $2",
     code::TIMER_ENABLED
 );
-
-/// A definition's JSON column.
-fn json<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_string(value).expect("a timer's definition serializes")
-}
 
 #[async_trait]
 impl TimerRepo for Database {
@@ -593,317 +536,6 @@ impl TimerRepo for Database {
     }
 }
 
-/// Begins a transaction and inserts `timers` in it, each checked against
-/// its app's usage (read and locked per app, in app order); the
-/// transaction, to commit, and the outcome of each, in input order. A
-/// refused timer is not inserted and not counted; the others are.
-async fn insert_checked(
-    db: &Database,
-    timers: &[NewTimer],
-    now_ms: i64,
-    quota: &Quota,
-) -> Result<(Tx, Vec<std::result::Result<i64, Refusal>>)> {
-    let apps: BTreeSet<&str> = timers.iter().map(|t| t.app.as_str()).collect();
-    let (mut begun, mut usages) = usage::begin_with_usages(db, &apps, now_ms).await?;
-    let tx = &mut begun;
-    if apps.len() > 1 {
-        // What each enable would read, read ahead for every app at once.
-        let enabled = || timers.iter().filter(|t| t.status == TimerStatus::Enabled);
-        let loads = || enabled().map(|t| (t.app.as_str(), Load::of(&t.schedule, now_ms)));
-        let crons = loads().filter(|(_, l)| matches!(l, Load::Cron(peak) if *peak > 0)).map(|(app, _)| app).collect();
-        let minutes =
-            loads().filter_map(|(app, l)| if let Load::Minute(m) = l { Some((app, m)) } else { None }).collect();
-        usage::read_ahead(tx, &mut usages, &crons, &minutes).await?;
-    }
-    let mut checked = Vec::with_capacity(timers.len());
-    let mut outcomes: Vec<std::result::Result<i64, Refusal>> = Vec::with_capacity(timers.len());
-    for t in timers {
-        let usage = usages.get_mut(t.app.as_str()).expect("every app's usage was read");
-        let load = Load::of(&t.schedule, now_ms);
-        let mut outcome = usage.add_timer(quota).map(|()| 0);
-        if outcome.is_ok() {
-            // A disabled timer is checked alone: one that could never be
-            // enabled is refused now rather than at its enable.
-            let checked = match (t.status, load) {
-                (TimerStatus::Enabled, _) => usage.enable(tx, load, quota).await?,
-                _ => alone_within(load, quota),
-            };
-            if let Err(refusal) = checked {
-                usage.remove_timer();
-                outcome = Err(refusal);
-            }
-        }
-        if outcome.is_ok() {
-            checked.push((t, load));
-        }
-        outcomes.push(outcome);
-    }
-    let inserted = on_tx!(tx, c => insert_rows(c, &checked, now_ms).await?);
-    // The first of a name in the call gets its row; a name taken before, or
-    // by an earlier item of the call, is refused and uncounted.
-    let mut ids: HashMap<(&str, &str), i64> =
-        inserted.iter().map(|(id, app, name)| ((app.as_str(), name.as_str()), *id)).collect();
-    let mut checked = checked.into_iter();
-    for (t, outcome) in timers.iter().zip(outcomes.iter_mut()) {
-        if outcome.is_err() {
-            continue;
-        }
-        let (_, load) = checked.next().expect("one checked entry per accepted timer");
-        match ids.remove(&(t.app.as_str(), t.name.as_str())) {
-            Some(id) => *outcome = Ok(id),
-            None => {
-                let usage = usages.get_mut(t.app.as_str()).expect("every app's usage was read");
-                usage.remove_timer();
-                if t.status == TimerStatus::Enabled {
-                    usage.disable(load);
-                }
-                *outcome = Err(Refusal::NameTaken);
-            }
-        }
-    }
-    usage::write_all(tx, usages.into_values()).await?;
-    for (t, outcome) in timers.iter().zip(&outcomes) {
-        if let (Ok(id), false) = (outcome, t.labels.is_empty()) {
-            write_labels(tx, *id, &t.app, &t.labels).await?;
-        }
-    }
-    Ok((begun, outcomes))
-}
-
-const SET_LABELS: &str = "UPDATE t_timer SET labels = $1 WHERE timer_id = $2";
-const DELETE_LABELS: &str = "DELETE FROM t_timer_label WHERE timer_id = $1";
-const INSERT_LABEL: &str = "INSERT INTO t_timer_label (timer_id, app, lkey, lvalue) VALUES ($1, $2, $3, $4)";
-
-/// Stores timer `id`'s labels: the JSON column it is read back from, and a
-/// row per label that selectors find it by.
-async fn write_labels(tx: &mut Tx, id: i64, app: &str, labels: &Labels) -> Result<()> {
-    let json = (!labels.is_empty()).then(|| serde_json::to_string(labels).expect("labels serialize"));
-    on_tx!(tx, c => {
-        sqlx::query(&c.sql(SET_LABELS)).bind(json).bind(id).execute(&mut *c).await?;
-        sqlx::query(&c.sql(DELETE_LABELS)).bind(id).execute(&mut *c).await?;
-        for (key, value) in labels {
-            sqlx::query(&c.sql(INSERT_LABEL)).bind(id).bind(app).bind(key).bind(value).execute(&mut *c).await?;
-        }
-    });
-    Ok(())
-}
-
-/// The `WHERE` of a search of one app's timers that are not deleted, its
-/// values bound in order (`$1`, `$2`, ...; the status and ids, numbers,
-/// are written in).
-struct Search {
-    sql: String,
-    binds: Vec<String>,
-}
-
-impl Search {
-    fn new(app: &str, query: &TimerQuery) -> Self {
-        let mut search = Self { sql: String::new(), binds: Vec::new() };
-        let app_value = search.bind(app.to_owned());
-        search.sql = format!("app = {app_value} AND status <> {}", code::TIMER_DELETED);
-        if let Some(status) = query.status {
-            search.sql.push_str(&format!(" AND status = {}", status.code()));
-        }
-        if let Some(q) = query.q.as_deref().filter(|q| !q.is_empty()) {
-            let escaped: String = q
-                .to_lowercase()
-                .chars()
-                .flat_map(|c| match c {
-                    '%' | '_' | '!' => vec!['!', c],
-                    c => vec![c],
-                })
-                .collect();
-            let pattern = search.bind(format!("%{escaped}%"));
-            search.sql.push_str(&format!(" AND LOWER(name) LIKE {pattern} ESCAPE '!'"));
-        }
-        if let Some(ids) = &query.ids {
-            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
-            let list = if list.is_empty() { "NULL".to_owned() } else { list.join(",") };
-            search.sql.push_str(&format!(" AND timer_id IN ({list})"));
-        }
-        for requirement in &query.selector.0 {
-            let (negated, key, values) = match requirement {
-                Requirement::In(key, values) => (false, key, Some(values)),
-                Requirement::NotIn(key, values) => (true, key, Some(values)),
-                Requirement::Exists(key) => (false, key, None),
-                Requirement::Absent(key) => (true, key, None),
-            };
-            // A label the timers must have is looked up in the label index
-            // (app, key, value), which drives the search; one they must not
-            // have is probed per timer by its key ((timer_id, key)).
-            let mut label = if negated {
-                let key = search.bind(key.clone());
-                format!(" AND NOT EXISTS (SELECT 1 FROM t_timer_label l WHERE l.timer_id = t_timer.timer_id AND l.lkey = {key}")
-            } else {
-                let app = search.bind(app.to_owned());
-                let key = search.bind(key.clone());
-                format!(
-                    " AND timer_id IN (SELECT l.timer_id FROM t_timer_label l WHERE l.app = {app} AND l.lkey = {key}"
-                )
-            };
-            if let Some(values) = values {
-                let values: Vec<String> = values.iter().map(|v| search.bind(v.clone())).collect();
-                label.push_str(&format!(" AND l.lvalue IN ({})", values.join(", ")));
-            }
-            label.push(')');
-            search.sql.push_str(&label);
-        }
-        search
-    }
-
-    /// Adds a value; its placeholder.
-    fn bind(&mut self, value: String) -> String {
-        self.binds.push(value);
-        format!("${}", self.binds.len())
-    }
-}
-
-/// A timer that is not enabled, checked alone: a cron whose own peak passes
-/// the limit could never be enabled, so it is refused now.
-fn alone_within(load: Load, quota: &Quota) -> std::result::Result<(), Refusal> {
-    match load {
-        Load::Cron(own) if own > quota.fires_per_minute_per_app => {
-            Err(Refusal::TooManyFires { fires: own, own, max: quota.fires_per_minute_per_app })
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Rows of the timers: the stored columns (and the load's peak) of each.
-trait InsertRows {
-    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>>;
-}
-
-/// Inserts `timers` in order, skipping any whose name is taken; returns
-/// `(timer_id, app, name)` of each row made.
-async fn insert_rows<C: InsertRows>(
-    c: &mut C,
-    timers: &[(&NewTimer, Load)],
-    now_ms: i64,
-) -> Result<Vec<(i64, String, String)>> {
-    if timers.is_empty() {
-        return Ok(Vec::new());
-    }
-    c.insert_rows(timers, now_ms).await
-}
-
-const ON_NAME_TAKEN: &str = formatcp!(
-    " ON CONFLICT (app, name) WHERE status <> {} DO NOTHING RETURNING timer_id, app, name",
-    code::TIMER_DELETED
-);
-
-/// SQLite: multi-row `VALUES` statements.
-impl InsertRows for sqlx::SqliteConnection {
-    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
-        let mut made = Vec::with_capacity(timers.len());
-        for chunk in timers.chunks(MAX_PARAMS / 22) {
-            let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
-            qb.push_values(chunk, |mut b, (t, load)| {
-                b.push_bind(t.app.as_str());
-                bind_definition!(b, push_bind, t)
-                    .push_bind(now_ms)
-                    .push_bind(now_ms)
-                    .push_bind(t.first_next_run(now_ms))
-                    .push_bind(peak_column(*load));
-            });
-            qb.push(ON_NAME_TAKEN);
-            for row in qb.build().fetch_all(&mut *self).await? {
-                made.push((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
-            }
-        }
-        Ok(made)
-    }
-}
-
-/// PostgreSQL: one `INSERT ... SELECT FROM UNNEST` of one array per column,
-/// rows in input order.
-impl InsertRows for sqlx::PgConnection {
-    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
-        let schedules: Vec<_> = timers.iter().map(|(t, _)| schedule_columns(&t.schedule)).collect();
-        // One array per column: app, then [`DEFINITION`] in its order.
-        let sql = formatcp!(
-            "{INSERT} SELECT app, {DEFINITION}, $21, $21, next_run, peak
-             FROM UNNEST($1::text[], $2::text[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                         $8::text[], $9::text[], $10::text[], $11::smallint[], $12::text[], $13::integer[],
-                         $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[], $19::bigint[],
-                         $20::bigint[])
-                  WITH ORDINALITY AS v(app, {DEFINITION}, next_run, peak, ord)
-             ORDER BY ord{ON_NAME_TAKEN}"
-        );
-        // The nullable text columns.
-        let column = |f: fn(&NewTimer) -> Option<String>| timers.iter().map(|(t, _)| f(t)).collect::<Vec<_>>();
-        let rows = sqlx::query_as::<_, (i64, String, String)>(sql)
-            .bind(timers.iter().map(|(t, _)| t.app.as_str()).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| t.name.as_str()).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| t.status.code() as i16).collect::<Vec<_>>())
-            .bind(schedules.iter().map(|s| s.0).collect::<Vec<_>>())
-            .bind(schedules.iter().map(|s| s.1).collect::<Vec<_>>())
-            .bind(schedules.iter().map(|s| s.2).collect::<Vec<_>>())
-            .bind(schedules.iter().map(|s| s.3).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| json(&t.notify)).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| json(&t.retry)).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| t.misfire.as_str()).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| i16::from(t.delete_after_run)).collect::<Vec<_>>())
-            .bind(column(|t| t.on_failure.as_ref().map(json)))
-            .bind(timers.iter().map(|(t, _)| t.pause_after_failures.map(|n| n as i32)).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(t, _)| t.overlap.as_str()).collect::<Vec<_>>())
-            .bind(schedules.iter().map(|s| s.4).collect::<Vec<_>>())
-            .bind(column(|t| timing_column(&t.timing)))
-            .bind(column(|t| t.on_missed.as_ref().map(json)))
-            .bind(column(|t| t.on_late.as_ref().map(json)))
-            .bind(timers.iter().map(|(t, _)| t.first_next_run(now_ms)).collect::<Vec<_>>())
-            .bind(timers.iter().map(|(_, load)| peak_column(*load)).collect::<Vec<_>>())
-            .bind(now_ms)
-            .fetch_all(&mut *self)
-            .await?;
-        Ok(rows)
-    }
-}
-
-/// MySQL: multi-row `INSERT IGNORE` statements (a taken name skips its row,
-/// as `ON CONFLICT DO NOTHING` does). With no `RETURNING`, each statement's
-/// rows are read back by app from the first id it drew on, and kept by
-/// name: the caller holds the usage lock of every app in the batch, so no
-/// other transaction adds a timer of these apps meanwhile, and a name taken
-/// before has a smaller id.
-impl InsertRows for sqlx::MySqlConnection {
-    async fn insert_rows(&mut self, timers: &[(&NewTimer, Load)], now_ms: i64) -> Result<Vec<(i64, String, String)>> {
-        let mut made = Vec::with_capacity(timers.len());
-        for chunk in timers.chunks(500) {
-            let mut qb = QueryBuilder::<MySql>::new(INSERT.replacen("INSERT", "INSERT IGNORE", 1));
-            qb.push_values(chunk, |mut b, (t, load)| {
-                b.push_bind(t.app.as_str());
-                bind_definition!(b, push_bind, t)
-                    .push_bind(now_ms)
-                    .push_bind(now_ms)
-                    .push_bind(t.first_next_run(now_ms))
-                    .push_bind(peak_column(*load));
-            });
-            let done = qb.build().execute(&mut *self).await?;
-            if done.rows_affected() == 0 {
-                continue;
-            }
-            // By app, not by (app, name) pairs: an `OR` of 500 pairs cost the
-            // server ~9 ms to plan and run. The rows of these apps from the
-            // statement's first id on are its own (and this transaction's
-            // earlier chunks', left out by name).
-            let apps: BTreeSet<&str> = chunk.iter().map(|(t, _)| t.app.as_str()).collect();
-            let mut qb = QueryBuilder::<MySql>::new("SELECT timer_id, app, name FROM t_timer WHERE timer_id >= ");
-            qb.push_bind(done.last_insert_id() as i64).push(" AND app IN (");
-            push_list(&mut qb, apps);
-            qb.push(") ORDER BY timer_id");
-            let names: HashSet<(&str, &str)> = chunk.iter().map(|(t, _)| (t.app.as_str(), t.name.as_str())).collect();
-            for row in qb.build().fetch_all(&mut *self).await? {
-                let (app, name) = (text(&row, "app")?, text(&row, "name")?);
-                if names.contains(&(app.as_str(), name.as_str())) {
-                    made.push((row.try_get("timer_id")?, app, name));
-                }
-            }
-        }
-        Ok(made)
-    }
-}
-
 /// Ends the enabled timers with nothing left ([`FINISHED`]), of `scope`
 /// only when given; returns how many. A one-shot timer's load (its minute)
 /// is past by now; one deleted (deleteAfterRun) no longer counts as a
@@ -977,85 +609,7 @@ async fn timer_with_peak(tx: &mut Tx, id: i64) -> Result<Option<(Timer, Option<i
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use xtimer_core::config::DatabaseConfig;
+mod tests;
 
-    /// SQLite's plan for `statement` (with every parameter bound to 1).
-    async fn plan(read: &sqlx::SqlitePool, statement: &str, params: usize) -> Vec<String> {
-        let explain = format!("EXPLAIN QUERY PLAN {statement}");
-        let query = (0..params).fold(sqlx::query(&explain), |q, _| q.bind(1_i64));
-        query.fetch_all(read).await.unwrap().iter().map(|row| row.get("detail")).collect()
-    }
-
-    /// The migrator's per-step reads must walk the due index's few entries,
-    /// not every enabled timer's: SQLite uses an expression index only
-    /// where a query names the expression exactly as the migration does.
-    #[tokio::test]
-    async fn the_steps_queries_search_the_due_index_on_sqlite() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("x.db").display());
-        let db = Database::connect(&DatabaseConfig { url, max_connections: 1 }).await.unwrap();
-        let Database::Sqlite { read, .. } = db else { unreachable!() };
-        // Read as rows, and as the one JSON row SQLite's steps read.
-        for due in [DUE.to_owned(), timers_as_json(DUE)] {
-            let due = plan(&read, &due, 3).await;
-            assert!(due.iter().any(|l| l.contains("USING INDEX idx_timer_due (status=? AND <expr><?)")), "{due:?}");
-            assert!(!due.iter().any(|l| l.contains("TEMP B-TREE")), "{due:?}");
-        }
-        let many = plan(&read, &timers_as_json(GET_MANY_SQLITE), 1).await;
-        assert!(many.iter().any(|l| l.contains("USING INTEGER PRIMARY KEY (rowid=?)")), "{many:?}");
-        for (statement, params) in [(COMPLETE_FIRED_ONCE, 1), (DELETING_ONCE_APPS, 0)] {
-            let ended = plan(&read, statement, params).await;
-            let hit = ended.iter().any(|l| l.contains("USING INDEX idx_timer_due (status=? AND <expr>=?)"));
-            assert!(hit, "{statement}: {ended:?}");
-        }
-    }
-}
-
-/// What reading a due page costs once SQLite has made it (BENCHMARKS.md):
-/// `cargo test --release -p xtimer-store --lib due_page_parse -- --ignored --nocapture`.
 #[cfg(test)]
-mod bench {
-    use super::*;
-    use crate::sqlite::timers::timers_from_json;
-    use xtimer_core::config::DatabaseConfig;
-    use xtimer_core::timer::*;
-
-    /// Parses a page of 500 one-shot timers (as `xtimer bench --scenario
-    /// burst` makes them) 100 times, 9 rounds; prints ns per timer.
-    #[tokio::test]
-    #[ignore = "a benchmark: prints a figure, asserts only that the page parses"]
-    async fn due_page_parse() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("x.db").display());
-        let db = Database::connect(&DatabaseConfig { url, max_connections: 1 }).await.unwrap();
-        let timers: Vec<NewTimer> = (0..500)
-            .map(|i| {
-                let schedule = Schedule::Once { run_at_ms: 1_000_000 + i };
-                let notify = Notify::Http(HttpNotify::post("http://127.0.0.1:40000/bench"));
-                NewTimer::enabled("bench", format!("burst-{i}"), schedule, notify)
-            })
-            .collect();
-        db.create_timers(&timers, 0).await.unwrap();
-        let Database::Sqlite { read, .. } = &db else { unreachable!() };
-        let page: String = sqlx::query_scalar(&timers_as_json(DUE))
-            .bind(10_i64)
-            .bind(10_000_000_i64)
-            .bind(1000_i64)
-            .fetch_one(read)
-            .await
-            .unwrap();
-        assert_eq!(timers_from_json(&page).unwrap().len(), 500);
-        let mut runs = Vec::new();
-        for _ in 0..9 {
-            let t = std::time::Instant::now();
-            for _ in 0..100 {
-                std::hint::black_box(timers_from_json(&page).unwrap());
-            }
-            runs.push(t.elapsed().as_secs_f64() / 50_000.0 * 1e9);
-        }
-        runs.sort_by(f64::total_cmp);
-        println!("due page parse: {:.0} ns per timer (median of 9 rounds; fastest {:.0})", runs[4], runs[0]);
-    }
-}
+mod bench;
