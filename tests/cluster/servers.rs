@@ -69,13 +69,20 @@ impl Postgres {
     /// free port: read-only until [`Postgres::promote`].
     #[allow(dead_code)]
     pub fn standby_of(primary: &Postgres) -> Self {
+        Self::standby_through(primary, primary.port)
+    }
+
+    /// [`Postgres::standby_of`] replicating through `port` of 127.0.0.1
+    /// (a fault proxy to the primary, which a test can cut).
+    #[allow(dead_code)]
+    pub fn standby_through(primary: &Postgres, port: u16) -> Self {
         let dir = tempfile::Builder::new().prefix("xtimer-pg-standby").tempdir().unwrap();
         let data = dir.path().join("data");
         if is_root() {
             Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
             Command::new("chown").arg("postgres").arg(dir.path()).status().unwrap();
         }
-        let port = primary.port.to_string();
+        let port = port.to_string();
         let out = pg_command(
             &primary.bin.join("pg_basebackup"),
             &["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-D", data.to_str().unwrap(), "-R", "-X", "stream"],
