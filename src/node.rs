@@ -189,6 +189,7 @@ impl Node {
             nodes: Some(stores.nodes.clone()),
             tasks: Some(tasks.clone()),
             shards_held: Some(Arc::new(move || trigger_handle.held().len())),
+            readiness: Some(readiness(liveness.clone(), node_timeout)),
             tracer: telemetry.tracer(),
             ..ApiParts::new(service, security)
         };
@@ -349,6 +350,16 @@ impl Node {
         self.telemetry.shutdown().await;
         tracing::info!(node_id = self.node_id, "xtimer stopped.");
     }
+}
+
+/// `GET /readyz`'s check: ready while a heartbeat has reached the database
+/// within the node timeout (the time after which the other nodes judge this
+/// one dead).
+fn readiness(liveness: Arc<Liveness>, node_timeout_ms: i64) -> xtimer_webserver::routes::health::ReadinessCheck {
+    Arc::new(move || {
+        let silent = liveness.silent_for_ms();
+        (silent > node_timeout_ms).then(|| format!("no heartbeat has reached the database for {silent} ms"))
+    })
 }
 
 /// How long a stop may take beyond `server.shutdown_grace_ms`: to record

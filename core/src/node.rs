@@ -213,6 +213,15 @@ impl Liveness {
         }
     }
 
+    /// How long since the last heartbeat written, by the monotonic clock
+    /// (since the node started, before the first); 0 when steady by fiat.
+    pub fn silent_for_ms(&self) -> i64 {
+        if self.last_ok_mono.load(Ordering::Acquire) == ALWAYS {
+            return 0;
+        }
+        self.base.elapsed().as_millis() as i64 - self.last_written_mono.load(Ordering::Acquire)
+    }
+
     /// Whether this node has lost its database: no heartbeat written for
     /// longer than its step-back time, by the monotonic clock. Such a node
     /// holds no shard (it renews none and takes none), so their fires go
@@ -220,9 +229,7 @@ impl Liveness {
     /// through their reconcilers; it takes shards again once a heartbeat
     /// goes through. Never, unless set ([`Self::stepping_back_after`]).
     pub fn stepped_back(&self) -> bool {
-        self.step_back_after != i64::MAX
-            && self.base.elapsed().as_millis() as i64 - self.last_written_mono.load(Ordering::Acquire)
-                > self.step_back_after
+        self.step_back_after != i64::MAX && self.silent_for_ms() > self.step_back_after
     }
 
     /// When the current steady run of heartbeats began, at `now_ms`; none
@@ -286,6 +293,8 @@ mod tests {
         assert!(!l.stepped_back(), "back with the first heartbeat written");
         tokio::time::advance(std::time::Duration::from_secs(3_600)).await;
         assert!(!never.stepped_back(), "never, unless set");
+        assert!(never.silent_for_ms() > 3_000_000, "silent since it started: {}", never.silent_for_ms());
+        assert_eq!(Liveness::steady().silent_for_ms(), 0);
         assert!(!Liveness::steady().stepped_back());
     }
 }

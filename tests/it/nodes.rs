@@ -24,6 +24,11 @@ pub async fn a_node_reports_itself_and_the_shards_it_holds(stack: Stack) {
     assert_eq!(node["id"], app.node.node_id.as_str());
     assert_eq!(node["listen"], app.node.addr.to_string());
     assert!(node["heartbeatAgeMs"].as_i64().unwrap() < 5_000, "{node}");
+    // Its heartbeats reach the database: ready.
+    let ready = app.http.get(format!("{}/readyz", app.base)).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let ready: Value = ready.json().await.unwrap();
+    assert_eq!(ready["result"], serde_json::json!({"status": "ok", "database": "ok"}), "{ready}");
     app.stop().await;
 }
 

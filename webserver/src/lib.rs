@@ -77,6 +77,7 @@ pub struct Shared {
     tasks: Option<Tasks>,
     security: Arc<security::Security>,
     shards_held: Option<metrics::ShardsHeld>,
+    readiness: Option<routes::health::ReadinessCheck>,
     timer_counts: Arc<metrics::TimerCounts>,
     tracer: Option<Arc<BoxedTracer>>,
 }
@@ -95,6 +96,8 @@ pub struct ApiParts {
     pub tasks: Option<Tasks>,
     /// Reports `xtimer_shards_held` (this node's trigger).
     pub shards_held: Option<metrics::ShardsHeld>,
+    /// Serves `GET /readyz` (ready always, without it).
+    pub readiness: Option<routes::health::ReadinessCheck>,
     /// Sends a span per request (API 1h traces).
     pub tracer: Option<BoxedTracer>,
 }
@@ -103,7 +106,7 @@ impl ApiParts {
     /// `service` and `security` alone: no nodes, no task API, no shard
     /// gauge, no traces.
     pub fn new(service: TimerService, security: security::Security) -> Self {
-        Self { service, security, nodes: None, tasks: None, shards_held: None, tracer: None }
+        Self { service, security, nodes: None, tasks: None, shards_held: None, readiness: None, tracer: None }
     }
 }
 
@@ -111,7 +114,7 @@ impl AppState {
     /// The API over `parts`, with `config` (`config.max_body_bytes` limits
     /// request bodies).
     pub fn new(parts: ApiParts, config: ServerConfig) -> Self {
-        let ApiParts { service, security, nodes, tasks, shards_held, tracer } = parts;
+        let ApiParts { service, security, nodes, tasks, shards_held, readiness, tracer } = parts;
         let clock = service.clock().clone();
         Self(Arc::new(Shared {
             timer_counts: Arc::new(metrics::TimerCounts::new(clock.clone())),
@@ -122,6 +125,7 @@ impl AppState {
             tasks,
             security: Arc::new(security),
             shards_held,
+            readiness,
             tracer: tracer.map(Arc::new),
         }))
     }
@@ -157,6 +161,7 @@ pub fn router(state: AppState) -> Router {
     metrics::install();
     let routes = Router::new()
         .route("/healthz", get(routes::health::health_check))
+        .route("/readyz", get(routes::health::readiness_check))
         .route("/metrics", get(metrics::metrics_get))
         .route("/openapi.json", get(openapi::openapi_get))
         .merge(routes::timers::routes("/api/xtimer", &state.config))

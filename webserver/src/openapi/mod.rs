@@ -29,7 +29,7 @@ use xtimer_asyncflow::wire::{
 };
 use xtimer_core::task::TaskScheduleCfg;
 
-use crate::routes::health::Health;
+use crate::routes::health::{Health, Readiness};
 use crate::routes::nodes::NodeList;
 use crate::routes::timers::admin::{IssueToken, IssuedToken};
 use crate::routes::timers::apply::{Applied, ApplyTimers};
@@ -256,6 +256,14 @@ pub const TIMER_PREFIXES: &[&str] = &["/api/xtimer", "/xtimer"];
 /// Every other route, with its full path.
 pub const ROUTES: &[RouteDoc] = &[
     route("GET", "/healthz", "Liveness: the process serves HTTP.", none, None, "Health"),
+    route(
+        "GET",
+        "/readyz",
+        "Readiness: this node's heartbeats reach its database; 503 with Retry-After and the reason while they do not.",
+        none,
+        None,
+        "Readiness",
+    ),
     route("GET", "/metrics", "Prometheus text format.", none, None, "text"),
     route("GET", "/openapi.json", "This document.", none, None, "Object"),
     route("GET", "/", "Leads to the web console: a redirect to /ui.", none, None, "redirect"),
@@ -479,6 +487,7 @@ fn primitive(kind: &str) -> Type {
     IssuedToken,
     NodeList,
     Health,
+    Readiness,
     Overview,
     TaskDataRequest,
     TaskScheduleCfg,

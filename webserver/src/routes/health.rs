@@ -1,4 +1,5 @@
-//! `GET /healthz`: the process answers HTTP.
+//! `GET /healthz`: the process answers HTTP. `GET /readyz`: and its
+//! database answers (its heartbeats reach it).
 
 use serde::Serialize;
 
@@ -14,4 +15,38 @@ pub struct Health {
 /// `GET /healthz`: `{"code": 0, "msg": "ok", "result": {"status": "ok"}}`.
 pub async fn health_check() -> Envelope<Health> {
     Envelope(Health { status: "ok" })
+}
+
+/// The readiness reply's `result`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Readiness {
+    /// `"ok"`.
+    pub status: &'static str,
+    /// `"ok"`: this node's heartbeats reach the database.
+    pub database: &'static str,
+}
+
+/// Why a node is not ready, or `None` when it is: a check of its own state,
+/// cheap enough for every probe.
+pub type ReadinessCheck = std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// `GET /readyz`: 200 `{"status": "ok", "database": "ok"}` while this node's
+/// heartbeats reach its database; 503 with `Retry-After: 1` and the reason
+/// while they do not (no primary during a failover, a cut, a restart), so a
+/// load balancer sends the API's calls to a node that can answer them. The
+/// process itself is alive either way (`/healthz`).
+pub async fn readiness_check(
+    axum::extract::State(state): axum::extract::State<crate::AppState>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match state.0.readiness.as_ref().and_then(|check| check()) {
+        None => Envelope(Readiness { status: "ok", database: "ok" }).into_response(),
+        Some(why) => {
+            let status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+            let mut response = crate::envelope::error_response(status, &format!("not ready: {why}"));
+            let retry = crate::error::UNAVAILABLE_RETRY_AFTER_SECS;
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry.into());
+            response
+        }
+    }
 }
