@@ -61,7 +61,7 @@ struct Shared {
     liveness: Arc<Liveness>,
     wheel: Arc<Wheel<FireKey>>,
     /// Shards this node holds, with the fires already put in the wheel.
-    held: DashMap<ShardKey, HashSet<FireKey>>,
+    held: DashMap<ShardKey, HeldShard>,
 }
 
 impl Trigger {
@@ -130,6 +130,17 @@ impl Trigger {
     }
 }
 
+/// A shard this node holds: the lease it works it under, and the fires
+/// already put in the wheel.
+struct HeldShard {
+    /// The token of the lease whose work owns the entry: a shard taken
+    /// again while an older lease's work still runs (its lock vanished
+    /// from Redis) passes to the newer work, and the older one's end
+    /// leaves it alone.
+    token: String,
+    seen: HashSet<FireKey>,
+}
+
 /// What the trigger holds, for the node's heartbeat.
 #[derive(Clone)]
 pub struct TriggerHandle {
@@ -155,8 +166,8 @@ impl Shared {
         let buckets = self.shards.buckets();
         let mut new = Vec::new();
         for key in keys {
-            if let Some(mut seen) = self.held.get_mut(&ShardKey::of(key.timer_id, key.run_ms, buckets)) {
-                if seen.insert(*key) {
+            if let Some(mut held) = self.held.get_mut(&ShardKey::of(key.timer_id, key.run_ms, buckets)) {
+                if held.seen.insert(*key) {
                     new.push((self.deadline(key), *key));
                 }
             }
@@ -170,7 +181,7 @@ impl Shared {
     /// only grow within their minute, so an unchanged count means nothing new
     /// and the (large) range read is skipped.
     async fn load(&self, shard: ShardKey) -> xtimer_store::Result<()> {
-        let known = self.held.get(&shard).map_or(0, |seen| seen.len() as u64);
+        let known = self.held.get(&shard).map_or(0, |held| held.seen.len() as u64);
         if known > 0 && self.shards.count(shard).await? <= known {
             return Ok(());
         }
@@ -192,7 +203,12 @@ impl Shared {
         // of that passed), so one late renewal still leaves a third.
         let renew_every = lease_ms / 3;
         let repoll = self.config.repoll_ms as i64;
-        self.held.insert(shard, HashSet::new());
+        // A shard still held under an older lease (its lock vanished, and
+        // it was taken again) keeps the fires already in the wheel.
+        self.held
+            .entry(shard)
+            .and_modify(|held| held.token.clone_from(&lease.token))
+            .or_insert_with(|| HeldShard { token: lease.token.clone(), seen: HashSet::new() });
         let mut renewed_at = self.clock.now_ms();
         let finished = loop {
             if let Err(err) = self.load(shard).await {
@@ -235,7 +251,7 @@ impl Shared {
             tokio::select! {
                 _ = shutdown.cancelled() => {
                     let _ = self.leases.release(&lease).await;
-                    self.drop_shard(shard);
+                    self.drop_shard(&lease);
                     return;
                 }
                 _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
@@ -243,7 +259,7 @@ impl Shared {
         };
         if finished {
             // Every fire of the minute has left the wheel already.
-            self.held.remove(&shard);
+            self.held.remove_if(&shard, |_, held| held.token == lease.token);
             match self.leases.finish(&lease).await {
                 Ok(true) => tracing::debug!(%shard, "Shard done."),
                 Ok(false) => tracing::warn!(%shard, "Shard lease lost before it was marked done."),
@@ -252,14 +268,15 @@ impl Shared {
                 }
             }
         } else {
-            self.drop_shard(shard);
+            self.drop_shard(&lease);
         }
     }
 
-    /// Stops holding `shard`: its fires still waiting leave the wheel.
-    fn drop_shard(&self, shard: ShardKey) {
-        if let Some((_, keys)) = self.held.remove(&shard) {
-            self.wheel.remove_many(keys.into_iter().map(|key| (self.deadline(&key), key)));
+    /// Stops holding `lease`'s shard, unless a newer lease's work owns it
+    /// now: its fires still waiting leave the wheel.
+    fn drop_shard(&self, lease: &ShardLease) {
+        if let Some((_, held)) = self.held.remove_if(&lease.shard, |_, held| held.token == lease.token) {
+            self.wheel.remove_many(held.seen.into_iter().map(|key| (self.deadline(&key), key)));
         }
     }
 }
@@ -402,6 +419,45 @@ mod tests {
         let other = NodeContext::new(clock.clone(), "node-b", "xtimer-test");
         let taken = ShardLeases::new(locks.clone(), &other, 3_000, 130_000).acquire(shard).await.unwrap();
         assert!(taken.is_some(), "released, not left to lapse: another node takes it at once");
+        stop.cancel();
+        running.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_taken_again_while_its_older_lease_still_works_keeps_its_fires() {
+        let t0 = 1_767_268_800_000;
+        let clock: SharedClock = Arc::new(TokioClock::new(t0));
+        let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
+        let locks = Arc::new(MemoryLocks::new(clock.clone()));
+        let config = ShardConfig { buckets: 1, ..ShardConfig::default() };
+        let shards = Arc::new(MemoryShards::new(config, clock.clone()));
+        let keys: Vec<FireKey> = (1..=3).map(|timer_id| FireKey { timer_id, run_ms: t0 + 40_000 }).collect();
+        shards.add(&keys).await.unwrap();
+        let leases = ShardLeases::new(locks.clone(), &ctx, 3_000, 130_000);
+        let shard = ShardKey::of(1, t0 + 40_000, 1);
+        let old = leases.acquire(shard).await.unwrap().expect("the shard is free");
+
+        let (won_tx, won_rx) = mpsc::channel(4);
+        let (_feed_tx, feed_rx) = broadcast::channel(4);
+        let (due_tx, _due_rx) = mpsc::channel(4);
+        let channels = TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx };
+        let trigger = Trigger::new(TriggerConfig::default(), leases.clone(), shards, &ctx, channels);
+        let (wheel, held) = (trigger.wheel(), trigger.handle());
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(trigger.run(stop.clone()));
+        won_tx.send(old.clone()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(wheel.len(), 3);
+
+        // The lock vanishes from Redis (a flush, a failover that lost it) and
+        // this node's scheduler takes the shard again, under a new lease.
+        assert!(locks.release(&shard.lock_key("xtimer-test"), &old.token).await.unwrap());
+        let new = leases.acquire(shard).await.unwrap().expect("free again");
+        won_tx.send(new).await.unwrap();
+        // The older lease's work finds its lease lost at its next renewal and ends.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(held.held(), vec![shard], "the newer lease's work holds it");
+        assert_eq!(wheel.len(), 3, "the fires stay in the wheel, once each");
         stop.cancel();
         running.await.unwrap();
     }
