@@ -108,6 +108,7 @@ impl Trigger {
             window_ms: shared.config.handover_window_ms() as i64,
         };
         tasks.spawn(driver.run(shutdown.clone()));
+        let mut feed_open = true;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -115,12 +116,14 @@ impl Trigger {
                     Some(lease) => { tasks.spawn(shared.clone().work(lease, shutdown.clone())); }
                     None => break,
                 },
-                fed = channels.feed.recv() => match fed {
+                fed = channels.feed.recv(), if feed_open => match fed {
                     Ok(keys) => shared.offer(&keys),
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         tracing::debug!(skipped = n, "Trigger feed lagged; the re-poll covers it.");
                     }
-                    Err(broadcast::error::RecvError::Closed) => {}
+                    // No feed any more: the re-polls alone find new fires
+                    // (and a closed feed, polled again, would spin).
+                    Err(broadcast::error::RecvError::Closed) => feed_open = false,
                 },
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
@@ -321,33 +324,52 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_shard_whose_lease_cannot_be_renewed_leaves_the_wheel_before_the_lease_can_lapse() {
-        // 12:00:00.000 UTC; the fires are due 40 s into the minute.
-        let t0 = 1_767_268_800_000;
-        let clock: SharedClock = Arc::new(TokioClock::new(t0));
-        let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
-        let locks = Arc::new(Cuttable { locks: MemoryLocks::new(clock.clone()), cut: AtomicBool::new(false) });
+    /// 12:00:00.000 UTC; the fires are due 40 s into the minute.
+    const T0: i64 = 1_767_268_800_000;
+
+    /// A running trigger of `ctx`'s node over `locks` and a one-bucket
+    /// shard index holding three fires due at `T0 + 40 s`, with the
+    /// shard's first lease taken and handed to it.
+    struct Running {
+        wheel: Arc<Wheel<FireKey>>,
+        held: TriggerHandle,
+        won: mpsc::Sender<ShardLease>,
+        due: mpsc::Receiver<Vec<FireKey>>,
+        leases: ShardLeases,
+        shard: ShardKey,
+        lease: ShardLease,
+        stop: CancellationToken,
+        running: tokio::task::JoinHandle<()>,
+    }
+
+    async fn running(clock: &SharedClock, ctx: &NodeContext, locks: Arc<dyn LockStore>) -> Running {
         let config = ShardConfig { buckets: 1, ..ShardConfig::default() };
         let shards = Arc::new(MemoryShards::new(config, clock.clone()));
-        let keys: Vec<FireKey> = (1..=3).map(|timer_id| FireKey { timer_id, run_ms: t0 + 40_000 }).collect();
+        let keys: Vec<FireKey> = (1..=3).map(|timer_id| FireKey { timer_id, run_ms: T0 + 40_000 }).collect();
         shards.add(&keys).await.unwrap();
-        let lease_ms = 3_000;
-        let leases = ShardLeases::new(locks.clone(), &ctx, lease_ms, 130_000);
-        let shard = ShardKey::of(1, t0 + 40_000, 1);
+        let leases = ShardLeases::new(locks, ctx, 3_000, 130_000);
+        let shard = ShardKey::of(1, T0 + 40_000, 1);
         let lease = leases.acquire(shard).await.unwrap().expect("the shard is free");
-
-        let (won_tx, won_rx) = mpsc::channel(4);
+        let (won, won_rx) = mpsc::channel(4);
         let (_feed_tx, feed_rx) = broadcast::channel(4);
-        let (due_tx, mut due_rx) = mpsc::channel(4);
+        let (due_tx, due) = mpsc::channel(4);
         let channels = TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx };
-        let trigger = Trigger::new(TriggerConfig::default(), leases, shards, &ctx, channels);
+        let trigger = Trigger::new(TriggerConfig::default(), leases.clone(), shards, ctx, channels);
         let (wheel, held) = (trigger.wheel(), trigger.handle());
         let stop = CancellationToken::new();
         let running = tokio::spawn(trigger.run(stop.clone()));
-        won_tx.send(lease).await.unwrap();
+        won.send(lease.clone()).await.unwrap();
+        Running { wheel, held, won, due, leases, shard, lease, stop, running }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_whose_lease_cannot_be_renewed_leaves_the_wheel_before_the_lease_can_lapse() {
+        let clock: SharedClock = Arc::new(TokioClock::new(T0));
+        let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
+        let locks = Arc::new(Cuttable { locks: MemoryLocks::new(clock.clone()), cut: AtomicBool::new(false) });
+        let mut t = running(&clock, &ctx, locks.clone()).await;
         tokio::time::sleep(Duration::from_millis(5_000)).await;
-        assert_eq!((wheel.len(), held.held()), (3, vec![shard]), "renewed while Redis answers");
+        assert_eq!((t.wheel.len(), t.held.held()), (3, vec![t.shard]), "renewed while Redis answers");
 
         // Redis goes silent 5 s in: the last renewal was at most a second
         // before, so the lease may lapse from 8 s on.
@@ -356,109 +378,75 @@ mod tests {
         let mut dropped_at = None;
         for _ in 0..400 {
             tokio::time::sleep(Duration::from_millis(10)).await;
-            if wheel.is_empty() {
+            if t.wheel.is_empty() {
                 dropped_at = Some(clock.now_ms());
                 break;
             }
         }
         let dropped_at = dropped_at.expect("the shard was dropped");
-        assert!(dropped_at < cut_at + lease_ms as i64, "dropped {} ms after the cut", dropped_at - cut_at);
-        assert!(held.held().is_empty());
-        assert!(due_rx.try_recv().is_err(), "none of its fires went to the executor");
-        stop.cancel();
+        assert!(dropped_at < cut_at + 3_000, "dropped {} ms after the cut", dropped_at - cut_at);
+        assert!(t.held.held().is_empty());
+        assert!(t.due.try_recv().is_err(), "none of its fires went to the executor");
+        t.stop.cancel();
         locks.cut.store(false, Ordering::SeqCst);
-        running.await.unwrap();
+        t.running.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_node_that_lost_its_database_gives_its_shards_up_and_another_takes_them_at_once() {
-        let t0 = 1_767_268_800_000;
-        let clock: SharedClock = Arc::new(TokioClock::new(t0));
+        let clock: SharedClock = Arc::new(TokioClock::new(T0));
         // Heartbeats every second, stepping back after 3 s without one written.
         let liveness = Arc::new(Liveness::new(1_500).stepping_back_after(3_000));
         let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test").with_liveness(liveness.clone());
         let locks = Arc::new(MemoryLocks::new(clock.clone()));
-        let config = ShardConfig { buckets: 1, ..ShardConfig::default() };
-        let shards = Arc::new(MemoryShards::new(config, clock.clone()));
-        let keys: Vec<FireKey> = (1..=3).map(|timer_id| FireKey { timer_id, run_ms: t0 + 40_000 }).collect();
-        shards.add(&keys).await.unwrap();
-        let leases = ShardLeases::new(locks.clone(), &ctx, 3_000, 130_000);
-        let shard = ShardKey::of(1, t0 + 40_000, 1);
-        let lease = leases.acquire(shard).await.unwrap().expect("the shard is free");
-
-        let (won_tx, won_rx) = mpsc::channel(4);
-        let (_feed_tx, feed_rx) = broadcast::channel(4);
-        let (due_tx, mut due_rx) = mpsc::channel(4);
-        let channels = TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx };
-        let trigger = Trigger::new(TriggerConfig::default(), leases, shards, &ctx, channels);
-        let (wheel, held) = (trigger.wheel(), trigger.handle());
-        let stop = CancellationToken::new();
-        let running = tokio::spawn(trigger.run(stop.clone()));
-        won_tx.send(lease).await.unwrap();
+        let mut t = running(&clock, &ctx, locks.clone()).await;
         // Heartbeats go through for 5 s, then fail (the database is gone;
         // Redis still answers).
         for second in 1..=5 {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            liveness.beat_ok(t0 + second * 1_000);
+            liveness.beat_ok(T0 + second * 1_000);
         }
-        assert_eq!((wheel.len(), held.held()), (3, vec![shard]), "held while the database answers");
+        assert_eq!((t.wheel.len(), t.held.held()), (3, vec![t.shard]), "held while the database answers");
         let lost_at = clock.now_ms();
         let mut given_up_at = None;
         for _ in 0..1_000 {
             tokio::time::sleep(Duration::from_millis(10)).await;
             liveness.beat_failed();
-            if held.held().is_empty() {
+            if t.held.held().is_empty() {
                 given_up_at = Some(clock.now_ms());
                 break;
             }
         }
         let after = given_up_at.expect("the shard was given up") - lost_at;
         assert!((3_000..=4_100).contains(&after), "given up {after} ms after the last heartbeat");
-        assert!(wheel.is_empty(), "its fires left the wheel");
-        assert!(due_rx.try_recv().is_err(), "none of its fires went to the executor");
+        assert!(t.wheel.is_empty(), "its fires left the wheel");
+        assert!(t.due.try_recv().is_err(), "none of its fires went to the executor");
         let other = NodeContext::new(clock.clone(), "node-b", "xtimer-test");
-        let taken = ShardLeases::new(locks.clone(), &other, 3_000, 130_000).acquire(shard).await.unwrap();
+        let taken = ShardLeases::new(locks.clone(), &other, 3_000, 130_000).acquire(t.shard).await.unwrap();
         assert!(taken.is_some(), "released, not left to lapse: another node takes it at once");
-        stop.cancel();
-        running.await.unwrap();
+        t.stop.cancel();
+        t.running.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_shard_taken_again_while_its_older_lease_still_works_keeps_its_fires() {
-        let t0 = 1_767_268_800_000;
-        let clock: SharedClock = Arc::new(TokioClock::new(t0));
+        let clock: SharedClock = Arc::new(TokioClock::new(T0));
         let ctx = NodeContext::new(clock.clone(), "node-a", "xtimer-test");
         let locks = Arc::new(MemoryLocks::new(clock.clone()));
-        let config = ShardConfig { buckets: 1, ..ShardConfig::default() };
-        let shards = Arc::new(MemoryShards::new(config, clock.clone()));
-        let keys: Vec<FireKey> = (1..=3).map(|timer_id| FireKey { timer_id, run_ms: t0 + 40_000 }).collect();
-        shards.add(&keys).await.unwrap();
-        let leases = ShardLeases::new(locks.clone(), &ctx, 3_000, 130_000);
-        let shard = ShardKey::of(1, t0 + 40_000, 1);
-        let old = leases.acquire(shard).await.unwrap().expect("the shard is free");
-
-        let (won_tx, won_rx) = mpsc::channel(4);
-        let (_feed_tx, feed_rx) = broadcast::channel(4);
-        let (due_tx, _due_rx) = mpsc::channel(4);
-        let channels = TriggerChannels { won: won_rx, feed: feed_rx, due: due_tx };
-        let trigger = Trigger::new(TriggerConfig::default(), leases.clone(), shards, &ctx, channels);
-        let (wheel, held) = (trigger.wheel(), trigger.handle());
-        let stop = CancellationToken::new();
-        let running = tokio::spawn(trigger.run(stop.clone()));
-        won_tx.send(old.clone()).await.unwrap();
+        let t = running(&clock, &ctx, locks.clone()).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(wheel.len(), 3);
+        assert_eq!(t.wheel.len(), 3);
 
         // The lock vanishes from Redis (a flush, a failover that lost it) and
         // this node's scheduler takes the shard again, under a new lease.
-        assert!(locks.release(&shard.lock_key("xtimer-test"), &old.token).await.unwrap());
-        let new = leases.acquire(shard).await.unwrap().expect("free again");
-        won_tx.send(new).await.unwrap();
+        assert!(locks.release(&t.shard.lock_key("xtimer-test"), &t.lease.token).await.unwrap());
+        let new = t.leases.acquire(t.shard).await.unwrap().expect("free again");
+        t.won.send(new).await.unwrap();
         // The older lease's work finds its lease lost at its next renewal and ends.
         tokio::time::sleep(Duration::from_secs(5)).await;
-        assert_eq!(held.held(), vec![shard], "the newer lease's work holds it");
-        assert_eq!(wheel.len(), 3, "the fires stay in the wheel, once each");
-        stop.cancel();
-        running.await.unwrap();
+        assert_eq!(t.held.held(), vec![t.shard], "the newer lease's work holds it");
+        assert_eq!(t.wheel.len(), 3, "the fires stay in the wheel, once each");
+        t.stop.cancel();
+        t.running.await.unwrap();
     }
 }
