@@ -106,7 +106,10 @@ pub async fn a_rate_spreads_a_burst_and_other_flows_stay_on_time(stack: Stack) {
     late.sort_by(f64::total_cmp);
     assert!(late.len() >= 3 * expected_s as usize, "the steady timers fired meanwhile: {}", late.len());
     let p99 = late[late.len() * 99 / 100];
-    assert!(p99 < 100.0, "p99 lateness of the other flow {p99} ms");
+    // Held behind the burst they would be seconds late; the bound is a
+    // real-clock one for a loaded 2-core machine running other tests
+    // beside this one (226 ms seen there once; under 100 ms alone).
+    assert!(p99 < 400.0, "p99 lateness of the other flow {p99} ms");
     // None failed, and each is recorded late, not missed.
     for id in ids.iter().step_by(97) {
         let fire = wait_for("recorded succeeded", || async {
