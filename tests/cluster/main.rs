@@ -735,12 +735,7 @@ async fn redis_under_sentinel_a_killed_master_is_followed_to_its_promoted_replic
     let db = Db::start(Kind::Postgres);
     let mut redis = RedisSentinel::start().await;
     let rx = Receiver::start(false).await.unwrap();
-    let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
-    let mut ids = Vec::new();
-    for i in 0..20 {
-        ids.push(nodes[0].create_every_second(&format!("t{i}"), &rx.url("/hook")).await);
-    }
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_nodes, ids) = two_nodes_firing_every_second(db.url(), &redis.url, &rx).await;
     let killed_at = now_ms();
     redis.kill_master();
     let (lost, twice, late_after) = around_a_failover(&rx, &ids, killed_at, 8_000, "Sentinel failover").await;
@@ -758,12 +753,7 @@ async fn a_redis_cluster_master_killed_is_followed_to_its_promoted_replica() {
     let db = Db::start(Kind::Postgres);
     let mut redis = RedisCluster::start_with_replicas(1).await;
     let rx = Receiver::start(false).await.unwrap();
-    let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
-    let mut ids = Vec::new();
-    for i in 0..20 {
-        ids.push(nodes[0].create_every_second(&format!("t{i}"), &rx.url("/hook")).await);
-    }
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_nodes, ids) = two_nodes_firing_every_second(db.url(), &redis.url, &rx).await;
     let killed_at = now_ms();
     redis.kill_master(0);
     let (lost, twice, late_after) = around_a_failover(&rx, &ids, killed_at, 10_000, "Redis Cluster failover").await;
@@ -885,4 +875,16 @@ async fn around_a_failover(
         twice.len()
     );
     (lost, twice, late)
+}
+
+/// Two nodes with the defaults on `db` and `redis`, 20 per-second timers
+/// calling `rx`, and 5 s of fires: the nodes and the timers' ids.
+async fn two_nodes_firing_every_second(db: &str, redis: &str, rx: &Receiver) -> ([ProcNode; 2], Vec<i64>) {
+    let nodes = [ProcNode::start(db, redis, &[]).await, ProcNode::start(db, redis, &[]).await];
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(nodes[0].create_every_second(&format!("t{i}"), &rx.url("/hook")).await);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    (nodes, ids)
 }
