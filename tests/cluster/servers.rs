@@ -393,13 +393,15 @@ impl RedisSentinel {
     pub async fn start() -> Self {
         let (master_port, replica_port, sentinel_port) = (free_port(), free_port(), free_port());
         let master = Redis::spawn(master_port).await;
+        let dir = tempfile::tempdir().unwrap();
+        // Its full sync writes an RDB file: in the temp folder, not the repo.
         let replica = Command::new("redis-server")
             .args(["--port", &replica_port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--replicaof", "127.0.0.1", &master_port.to_string()])
+            .args(["--dir", dir.path().to_str().unwrap()])
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("sentinel.conf");
         std::fs::write(
             &conf,
