@@ -3,10 +3,13 @@
 //! A transaction the database rolled back whole because it lost to another
 //! one is run again, a few times, after a short jittered pause: MySQL's
 //! 1213 (a deadlock's victim; on Galera also a certification failure or a
-//! brute-force abort, SQLSTATE 40001) and 1205 (a lock wait timeout; the
-//! caller's transaction is dropped, so rolled back whole, before it runs
-//! again), PostgreSQL's 40001 (`serialization_failure`) and 40P01
-//! (`deadlock_detected`). Nothing of the lost try was applied, so nothing
+//! brute-force abort, SQLSTATE 40001), PostgreSQL's 40001
+//! (`serialization_failure`) and 40P01 (`deadlock_detected`). MySQL's 1205
+//! (a lock wait timeout; the caller's transaction is dropped, so rolled
+//! back whole, before it runs again) is run again once only
+//! ([`LOCK_WAIT_RETRIES`]): the try already waited the server's whole
+//! `innodb_lock_wait_timeout` (50 s by default), and six more would hold
+//! the caller for minutes. Nothing of the lost try was applied, so nothing
 //! is applied twice. A conflict that outlasts the retries stays the
 //! store's transient error ([`Error::is_transient`]): the API answers 503
 //! with `Retry-After`, never 500.
@@ -22,6 +25,10 @@ use crate::{Error, Result};
 
 /// Times a transaction is run again after losing a conflict.
 pub const RETRIES: u32 = 6;
+
+/// Times a transaction is run again after a lock wait timeout (1205): it
+/// waited long already.
+pub const LOCK_WAIT_RETRIES: u32 = 1;
 
 /// Whether `err` is a conflict the database settled by rolling the
 /// transaction back (see the module doc).
@@ -56,8 +63,21 @@ fn is_conflict_code(mysql_number: Option<u16>, pg_sqlstate: Option<&str>) -> boo
     }
 }
 
-/// Runs `transaction`, and runs it again (at most [`RETRIES`] times, after
-/// [`backoff`]) while it fails with a conflict ([`is_conflict`]).
+/// Whether `err` is MySQL's lock wait timeout (1205).
+fn is_lock_wait(err: &Error) -> bool {
+    let Error::Database(sqlx::Error::Database(db)) = err else { return false };
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|mysql| mysql.number() == 1205)
+}
+
+/// Whether a try that failed with `err`, after `retries` retries of which
+/// `lock_waits` followed a lock wait timeout, is run again.
+fn runs_again(err: &Error, retries: u32, lock_waits: u32) -> bool {
+    is_conflict(err) && retries < RETRIES && !(is_lock_wait(err) && lock_waits >= LOCK_WAIT_RETRIES)
+}
+
+/// Runs `transaction`, and runs it again (after [`backoff`]) while it
+/// fails with a conflict ([`is_conflict`]): at most [`RETRIES`] times in
+/// all, and a lock wait timeout at most [`LOCK_WAIT_RETRIES`] times.
 /// `transaction` must begin and commit a transaction of its own (or run one
 /// statement on its own), so that a failed try left nothing behind.
 pub async fn retry<T, F, Fut>(mut transaction: F) -> Result<T>
@@ -66,10 +86,12 @@ where
     Fut: Future<Output = Result<T>>,
 {
     let mut retries = 0;
+    let mut lock_waits = 0;
     loop {
         match transaction().await {
-            Err(err) if retries < RETRIES && is_conflict(&err) => {
+            Err(err) if runs_again(&err, retries, lock_waits) => {
                 retries += 1;
+                lock_waits += u32::from(is_lock_wait(&err));
                 let pause = backoff(retries);
                 tracing::debug!(retries, ?pause, error = ?err,
                     "A transaction lost a conflict and was rolled back; running it again.");

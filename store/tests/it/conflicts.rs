@@ -154,3 +154,44 @@ async fn a_statement_the_server_refuses_is_not_retried() {
     assert!(matches!(out, Err(Error::Database(_))), "{out:?}");
     assert_eq!(tries.load(Ordering::SeqCst), 1);
 }
+
+/// A lock wait timeout (1205) already waited the server's whole timeout:
+/// it is run again once, not six times, and then answered as unavailable.
+#[tokio::test]
+async fn mysql_a_lock_wait_timeout_runs_again_once_only() {
+    let url = crate::backend_mysql::database_url();
+    let database = format!("t_{:016x}", rand::random::<u64>());
+    let db = mysql::connect(&DatabaseConfig { url, max_connections: 4 }, Some(&database))
+        .await
+        .unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let Database::Mysql(pool) = db else { unreachable!() };
+    for sql in ["CREATE TABLE held (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO held VALUES (1, 0)"] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    // Held for the whole test: every try waits for it and times out.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("UPDATE held SET v = v + 1 WHERE id = 1").execute(&mut *holder).await.unwrap();
+
+    let seen = Seen::default();
+    let out: xtimer_store::Result<()> = conflict::retry(|| async {
+        seen.tries.fetch_add(1, Ordering::SeqCst);
+        let out: xtimer_store::Result<()> = async {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SET SESSION innodb_lock_wait_timeout = 1").execute(&mut *tx).await?;
+            sqlx::query("UPDATE held SET v = v + 1 WHERE id = 1").execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        seen.note(&out);
+        out
+    })
+    .await;
+    holder.rollback().await.unwrap();
+    let err = out.expect_err("the row stayed held");
+    assert!(conflict::is_conflict(&err) && err.is_transient(), "a conflict, transient (503): {err:?}");
+    assert_eq!(seen.tries.load(Ordering::SeqCst), 2, "run again once only");
+    for (conflict, transient, detail) in seen.lost.lock().unwrap().iter() {
+        assert!(*conflict && *transient && detail.contains("1205"), "a lock wait timeout: {detail}");
+    }
+}
