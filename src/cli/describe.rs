@@ -7,7 +7,30 @@
 use serde_json::Value;
 
 use super::text;
-use super::timer::timer_status;
+
+/// A timer status code as a word.
+pub fn timer_status(code: &Value) -> &'static str {
+    match code.as_i64() {
+        Some(1) => "disabled",
+        Some(2) => "enabled",
+        Some(3) => "deleted",
+        Some(4) => "completed",
+        _ => "unknown",
+    }
+}
+
+/// A fire status code as a word.
+pub fn fire_status(code: &Value) -> &'static str {
+    match code.as_i64() {
+        Some(0) => "pending",
+        Some(1) => "running",
+        Some(2) => "succeeded",
+        Some(3) => "failed",
+        Some(4) => "skipped",
+        Some(5) => "missed",
+        _ => "unknown",
+    }
+}
 
 /// `n thing` or `n things`.
 pub fn plural(n: i64, one: &str, many: &str) -> String {

@@ -8,8 +8,9 @@
 //! - [`apply`]: `apply` and `export`, timers as code (YAML or JSON files).
 //! - [`client`]: the HTTP call, its envelope and exit codes.
 //! - [`timer`]: the `timer` subcommands.
-//! - [`describe`]: a timer in words: its schedule, whatever its kind, and every field.
-//! - [`preview`]: `cron preview` without a server.
+//! - [`describe`]: a timer in words: its schedule, whatever its kind, every
+//!   field, and the status codes as words.
+//! - [`preview`]: `cron preview`: its arguments, and the preview without a server.
 //! - [`table`]: plain-text tables.
 
 pub mod apply;
@@ -22,9 +23,9 @@ pub mod timer;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::Value;
-use xtimer_webserver::routes::timers::preview::DEFAULT_PREVIEW_COUNT;
 
 use self::client::{Client, Failure};
+use self::preview::PreviewArgs;
 
 /// Where the server is and who is calling; shared by every client command.
 #[derive(Debug, Clone, Args)]
@@ -55,73 +56,6 @@ pub enum CronCommand {
     Preview(PreviewArgs),
 }
 
-/// `xtimer cron preview`: the fields of `previewCron`.
-#[derive(Debug, Args)]
-pub struct PreviewArgs {
-    /// The expression (5, 6 or 7 fields, or a macro such as @daily); give
-    /// it or `--every-ms`.
-    #[arg(required_unless_present = "every_ms", conflicts_with = "every_ms")]
-    pub expr: Option<String>,
-    /// An interval instead of the expression, ms (at least 1000): times at
-    /// `anchor + k * every`.
-    #[arg(long)]
-    pub every_ms: Option<i64>,
-    /// The interval's anchor (RFC 3339 or Unix ms); default `--start-at`,
-    /// else `--from`.
-    #[arg(long, conflicts_with = "expr")]
-    pub anchor_at: Option<String>,
-    /// No time before this (RFC 3339 or Unix ms).
-    #[arg(long)]
-    pub start_at: Option<String>,
-    /// No time at or after this (RFC 3339 or Unix ms).
-    #[arg(long)]
-    pub end_at: Option<String>,
-    /// Only the first this many times (counted from `--start-at`, else `--from`).
-    #[arg(long)]
-    pub max_fires: Option<i64>,
-    /// The app whose calendars `--exclude-calendars` names.
-    #[arg(long)]
-    pub app: Option<String>,
-    /// The app's calendars, comma-separated: their times are listed with
-    /// the note `excluded:<calendar>`. The calendars are read from the
-    /// server (`--server`); the rest of a preview needs none.
-    #[arg(long, value_delimiter = ',', requires = "app")]
-    pub exclude_calendars: Vec<String>,
-    /// IANA time zone.
-    #[arg(long, default_value = "UTC")]
-    pub tz: String,
-    /// How many fire times (1 to 1000).
-    #[arg(long, default_value_t = DEFAULT_PREVIEW_COUNT as u32)]
-    pub count: u32,
-    /// Start from this time (RFC 3339 or Unix ms); default now.
-    #[arg(long)]
-    pub from: Option<String>,
-}
-
-impl PreviewArgs {
-    /// The query string of `previewCron`.
-    fn query(self) -> Vec<(&'static str, String)> {
-        let mut query = vec![("timezone", self.tz), ("count", self.count.to_string())];
-        let optional = [
-            ("cron", self.expr),
-            ("everyMs", self.every_ms.map(|ms| ms.to_string())),
-            ("anchorAt", self.anchor_at),
-            ("startAt", self.start_at),
-            ("endAt", self.end_at),
-            ("maxFires", self.max_fires.map(|n| n.to_string())),
-            ("app", self.app),
-            ("from", self.from),
-        ];
-        query.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
-        let calendars: Vec<String> =
-            self.exclude_calendars.into_iter().map(|c| c.trim().to_owned()).filter(|c| !c.is_empty()).collect();
-        if !calendars.is_empty() {
-            query.push(("excludeCalendars", calendars.join(",")));
-        }
-        query
-    }
-}
-
 /// Runs `xtimer cron ...`; returns the exit code. A preview is worked out
 /// here, with no server; one with `--exclude-calendars` asks the server's
 /// `previewCron`, which has the app's calendars.
@@ -134,7 +68,7 @@ pub async fn cron(remote: &Remote, command: CronCommand) -> u8 {
                 .map_err(|err| Failure { msg: err.to_string(), code: client::exit_code(err.status()) })?;
             serde_json::to_value(preview).expect("a preview serializes")
         } else {
-            let query = args.query();
+            let query = preview::query(args);
             remote.client()?.call(Method::GET, "previewCron", &query, None).await.map_err(|f| match f.code {
                 client::exit::UNREACHABLE => Failure {
                     msg: format!(

@@ -1,18 +1,82 @@
-//! `xtimer cron preview` without a server: the next fire times worked out
-//! here, by the code the server's `previewCron` runs (the same cron check,
-//! [`parse_cron`], and the same times, [`when::noted_times`] with the run
-//! limit's [`when::last_run`]), so both print the same. Only
-//! `--exclude-calendars` needs a server: the calendars are the app's, kept
-//! in its database.
+//! `xtimer cron preview`: its arguments ([`PreviewArgs`]) and, without a
+//! server, the next fire times worked out here by the code the server's
+//! `previewCron` runs (the same cron check, [`parse_cron`], and the same
+//! times, [`when::noted_times`] with the run limit's [`when::last_run`]),
+//! so both print the same. Only `--exclude-calendars` needs a server: the
+//! calendars are the app's, kept in its database.
 
+use clap::Args;
 use xtimer_core::cron::parse_timezone;
 use xtimer_core::timer::{Schedule, Timing};
 use xtimer_core::when::{self, Exclusions, MAX_FIRES_LIMIT, MIN_EVERY_MS};
 use xtimer_webserver::routes::timers::input::parse_cron;
-use xtimer_webserver::routes::timers::preview::{parse_instant, Preview, MAX_PREVIEW_COUNT};
+use xtimer_webserver::routes::timers::preview::{parse_instant, Preview, DEFAULT_PREVIEW_COUNT, MAX_PREVIEW_COUNT};
 use xtimer_webserver::ApiError;
 
-use super::PreviewArgs;
+/// `xtimer cron preview`: the fields of `previewCron`.
+#[derive(Debug, Args)]
+pub struct PreviewArgs {
+    /// The expression (5, 6 or 7 fields, or a macro such as @daily); give
+    /// it or `--every-ms`.
+    #[arg(required_unless_present = "every_ms", conflicts_with = "every_ms")]
+    pub expr: Option<String>,
+    /// An interval instead of the expression, ms (at least 1000): times at
+    /// `anchor + k * every`.
+    #[arg(long)]
+    pub every_ms: Option<i64>,
+    /// The interval's anchor (RFC 3339 or Unix ms); default `--start-at`,
+    /// else `--from`.
+    #[arg(long, conflicts_with = "expr")]
+    pub anchor_at: Option<String>,
+    /// No time before this (RFC 3339 or Unix ms).
+    #[arg(long)]
+    pub start_at: Option<String>,
+    /// No time at or after this (RFC 3339 or Unix ms).
+    #[arg(long)]
+    pub end_at: Option<String>,
+    /// Only the first this many times (counted from `--start-at`, else `--from`).
+    #[arg(long)]
+    pub max_fires: Option<i64>,
+    /// The app whose calendars `--exclude-calendars` names.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// The app's calendars, comma-separated: their times are listed with
+    /// the note `excluded:<calendar>`. The calendars are read from the
+    /// server (`--server`); the rest of a preview needs none.
+    #[arg(long, value_delimiter = ',', requires = "app")]
+    pub exclude_calendars: Vec<String>,
+    /// IANA time zone.
+    #[arg(long, default_value = "UTC")]
+    pub tz: String,
+    /// How many fire times (1 to 1000).
+    #[arg(long, default_value_t = DEFAULT_PREVIEW_COUNT as u32)]
+    pub count: u32,
+    /// Start from this time (RFC 3339 or Unix ms); default now.
+    #[arg(long)]
+    pub from: Option<String>,
+}
+
+/// The query string of `previewCron` for `args`.
+pub fn query(args: PreviewArgs) -> Vec<(&'static str, String)> {
+    let mut query = vec![("timezone", args.tz), ("count", args.count.to_string())];
+    let optional = [
+        ("cron", args.expr),
+        ("everyMs", args.every_ms.map(|ms| ms.to_string())),
+        ("anchorAt", args.anchor_at),
+        ("startAt", args.start_at),
+        ("endAt", args.end_at),
+        ("maxFires", args.max_fires.map(|n| n.to_string())),
+        ("app", args.app),
+        ("from", args.from),
+    ];
+    query.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
+    let calendars: Vec<String> =
+        args.exclude_calendars.into_iter().map(|c| c.trim().to_owned()).filter(|c| !c.is_empty()).collect();
+    if !calendars.is_empty() {
+        query.push(("excludeCalendars", calendars.join(",")));
+    }
+    query
+}
 
 /// Whether `args` can be previewed here: everything but the app's
 /// calendars (`--exclude-calendars`), which only a server has.

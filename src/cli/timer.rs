@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::{json, Map, Value};
 
 use super::client::{Client, Failure};
-use super::describe::{self, describe};
+use super::describe::{self, describe, fire_status, timer_status};
 use super::{finish, list_of, table, text, Remote};
 
 /// Timers per `createTimers` call of a bulk import (the API's most).
@@ -360,30 +360,6 @@ fn timer_row(t: &Value) -> Vec<String> {
         text(&t["timezone"]),
         text(&t["nextRunTime"]),
     ]
-}
-
-/// A timer status code as a word.
-pub fn timer_status(code: &Value) -> &'static str {
-    match code.as_i64() {
-        Some(1) => "disabled",
-        Some(2) => "enabled",
-        Some(3) => "deleted",
-        Some(4) => "completed",
-        _ => "unknown",
-    }
-}
-
-/// A fire status code as a word.
-pub fn fire_status(code: &Value) -> &'static str {
-    match code.as_i64() {
-        Some(0) => "pending",
-        Some(1) => "running",
-        Some(2) => "succeeded",
-        Some(3) => "failed",
-        Some(4) => "skipped",
-        Some(5) => "missed",
-        _ => "unknown",
-    }
 }
 
 #[cfg(test)]
