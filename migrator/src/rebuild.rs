@@ -36,21 +36,22 @@
 //! that dies mid-rebuild leaves its turn to lapse and the others still
 //! owe one. A rebuild adds every pending fire from [`LOOKBACK_MS`] ago to
 //! the migrator's horizon (older ones are the reconciler's), publishes them
-//! to this node's trigger, and writes a new epoch. The minutes whose shards
-//! no trigger holds yet go first; those it may hold, [`SETTLE_MS`] later
-//! (see there why).
+//! to this node's trigger, and writes a new epoch, at once. The loss took
+//! the shards' leases too (a flush takes every key), so a scheduler may
+//! take a shard again while its trigger still works the old lease; the
+//! trigger's held fires carry their lease's token, so the old lease's end
+//! does not drop the fires the new lease (and this rebuild) added.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use xtimer_core::node::NodeContext;
 use xtimer_core::period::Period;
-use xtimer_core::shard::{minute_of, MINUTE_MS};
 use xtimer_store::{IndexMark, IndexMarks, PassLease, Stores};
 
-use crate::{Expander, Result};
+use crate::error::Result;
+use crate::expander::Expander;
 
 /// How often each node checks the marker, ms.
 pub const CHECK_PERIOD_MS: u64 = 1_000;
@@ -59,21 +60,6 @@ pub const CHECK_PERIOD_MS: u64 = 1_000;
 /// still pending may have been lost with the index; older ones are past
 /// the reconciler's grace, so it sends them.
 pub const LOOKBACK_MS: i64 = 3_000;
-
-/// How far ahead of now a shard may be held already, ms: the scheduler
-/// takes a minute's shards up to its lookahead (5 s) before it starts.
-const HELD_AHEAD_MS: i64 = 10_000;
-
-/// How long a rebuild waits before it adds the fires of the minutes whose
-/// shards may be held, ms. The loss took their leases too (a flush takes
-/// every key), so their scheduler may take them again while their trigger
-/// still works the old lease; that old lease's work, when it sees its
-/// lease gone (at its next renewal, within a third of the 3 s lease plus
-/// a poll), drops the shard's fires from the wheel, and with them any that
-/// the new lease had loaded meanwhile. Added after that, those fires reach
-/// the shard's new owner by its re-poll; before it, the old lease's fires
-/// go on time and the new ones would be dropped with them.
-pub const SETTLE_MS: u64 = 1_500;
 
 /// How long a rebuild's turn is held, ms: long enough for a rebuild of a
 /// busy window, so the others do not make theirs meanwhile.
@@ -152,13 +138,7 @@ impl IndexRebuild {
         }
         let x = &self.expander;
         let now = x.clock.now_ms();
-        // Minutes no trigger has started yet first, at once; then, once
-        // the triggers have seen that their leases went with the index,
-        // the minutes they may hold.
-        let held_until = (minute_of(now + HELD_AHEAD_MS) + MINUTE_MS).min(x.horizon(now));
-        let mut fires = x.index(held_until, x.horizon(now)).await?;
-        tokio::time::sleep(Duration::from_millis(SETTLE_MS)).await;
-        fires += x.index(now - LOOKBACK_MS, held_until).await?;
+        let fires = x.index(now - LOOKBACK_MS, x.horizon(now)).await?;
         // Random, so no two rebuilds write the same epoch.
         let nonce = std::collections::hash_map::RandomState::new().build_hasher().finish();
         let epoch = format!("{}:{now}:{nonce:016x}", self.node_id);

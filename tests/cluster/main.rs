@@ -318,11 +318,16 @@ async fn redis_flushall_mid_run_loses_nothing_and_repeats_nothing(kind: Kind) {
     let (db, redis) = (Db::start(kind), Redis::start().await);
     let rx = Receiver::start(false).await.unwrap();
     let nodes = [ProcNode::start(db.url(), &redis.url, &[]).await, ProcNode::start(db.url(), &redis.url, &[]).await];
-    // The window starts 2 s after the next second 42 of a minute: the flush
-    // comes at second 52, so the next minute's shards are taken after it
-    // and the window's last 8 s fall in that minute.
+    // The window starts about 2 s after now, and the flush comes 8 s into
+    // it: started between seconds 38 and 45 of a minute, the flush comes
+    // between seconds 48 and 56, so some of its minute's fires are due 3 s
+    // after it and the window's last 4 to 8 s fall in the next minute,
+    // whose shards are taken after it. Outside that span, wait for its
+    // start (up to 53 s; one fixed second cost up to 60).
     let second_ms = now_ms() % 60_000;
-    tokio::time::sleep(Duration::from_millis((42_000 - second_ms).rem_euclid(60_000) as u64)).await;
+    if !(38_000..45_000).contains(&second_ms) {
+        tokio::time::sleep(Duration::from_millis((38_000 - second_ms).rem_euclid(60_000) as u64)).await;
+    }
     let flushed_at = std::sync::atomic::AtomicI64::new(0);
     let out = run_window(&nodes[0], &db, &rx, 50, 24, 8, async {
         flushed_at.store(now_ms(), std::sync::atomic::Ordering::SeqCst);
