@@ -20,7 +20,7 @@ use xtimer_executor::traces::FireTraces;
 use xtimer_executor::{Callbacks, Executor, ExecutorHandle, NotifySweeper, Reconciler, Wiring};
 use xtimer_migrator::{Expander, Finisher, Migrator, Retention, StatsRollup};
 use xtimer_scheduler::Scheduler;
-use xtimer_service::{Parts, ServiceConfig, TimerService};
+use xtimer_service::{Nodes, Parts, PolicyTargets, ServiceConfig, TimerService, Tokens};
 use xtimer_store::{ShardLeases, Stores};
 use xtimer_trigger::{Trigger, TriggerChannels};
 use xtimer_webserver::security::Security;
@@ -142,8 +142,8 @@ impl Node {
         let (tasks, task_writer) = Tasks::new(stores.tasks.clone(), clock.clone(), &config.asyncflow);
         let governor = Governor::new(config.asyncflow.clone(), &stores, &ctx);
         let callbacks = Callbacks::load(&config.callback, &config.auth, stores.auth.clone(), &clock).await?;
-        let security =
-            Security::new(&config.auth, &config.callback, &config.limits, Some(stores.auth.clone()), clock.clone())?;
+        let tokens = Tokens::new(stores.auth.clone(), clock.clone());
+        let security = Security::new(&config.auth, &config.limits, Some(tokens), clock.clone())?;
         let parts = Parts {
             timers: stores.timers.clone(),
             fires: stores.fires.clone(),
@@ -152,7 +152,7 @@ impl Node {
             flows: stores.flows.clone(),
             flow_tokens: stores.flow_tokens.clone(),
             expander: expander.clone(),
-            targets: security.targets(Some(tasks.clone())),
+            targets: Arc::new(PolicyTargets::new(&config.callback, Some(tasks.clone()))?),
         };
         let service = TimerService::new(&ctx, parts, ServiceConfig::from_config(&config));
         let wiring = Wiring {
@@ -186,7 +186,7 @@ impl Node {
         });
         let trigger_handle = trigger.handle();
         let parts = ApiParts {
-            nodes: Some(stores.nodes.clone()),
+            nodes: Some(Nodes::new(stores.nodes.clone(), clock.clone())),
             tasks: Some(tasks.clone()),
             shards_held: Some(Arc::new(move || trigger_handle.held().len())),
             readiness: Some(readiness(liveness.clone(), node_timeout)),

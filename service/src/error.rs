@@ -61,16 +61,27 @@ pub enum ServiceError {
     /// not be stored).
     #[error("the create was interrupted before its answer: retry it (a 409 then means it was stored)")]
     Interrupted,
+    /// The database or Redis cannot be reached for now (a failover, a
+    /// restart, no connection free): the same call may succeed in a moment.
+    #[error("the database or Redis cannot be reached for now")]
+    Unavailable(#[source] Cause),
     /// The timer or fire store failed.
     #[error("the timer store failed")]
-    Store(#[source] xtimer_store::Error),
+    Store(#[source] Cause),
     /// Planning a timer's fires failed.
     #[error("expanding the timer into fires failed")]
-    Expand(#[source] xtimer_migrator::Error),
+    Expand(#[source] Cause),
     /// Looking up a task type's owner failed.
     #[error("the task engine failed")]
-    TaskEngine(#[source] Box<dyn std::error::Error + Send + Sync>),
+    TaskEngine(#[source] Cause),
+    /// The system's randomness failed (issuing a token).
+    #[error("no randomness")]
+    Randomness(#[source] std::io::Error),
 }
+
+/// What failed below the service (the store, the planner, the task
+/// engine), kept for the log: callers see its message, never its type.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 impl ServiceError {
     /// An [`ServiceError::Invalid`] naming `field`.
@@ -80,24 +91,65 @@ impl ServiceError {
 }
 
 impl From<xtimer_store::Error> for ServiceError {
+    /// A taken name is [`ServiceError::NameTaken`]; a database or Redis out
+    /// of reach [`ServiceError::Unavailable`]; any other failure
+    /// [`ServiceError::Store`].
     fn from(err: xtimer_store::Error) -> Self {
         match err {
             xtimer_store::Error::NameTaken { app, name } => Self::NameTaken { app, name },
-            other => Self::Store(other),
+            other if other.is_transient() => Self::Unavailable(Box::new(other)),
+            other => Self::Store(Box::new(other)),
         }
     }
 }
 
 impl From<xtimer_migrator::Error> for ServiceError {
+    /// A manual fire already taken this second is a rate
+    /// ([`ServiceError::LimitExceeded`]); the store out of reach
+    /// [`ServiceError::Unavailable`]; any other failure
+    /// [`ServiceError::Expand`].
     fn from(err: xtimer_migrator::Error) -> Self {
         match err {
             xtimer_migrator::Error::ManualFireTaken { .. } => {
                 Self::LimitExceeded { msg: err.to_string(), retry_after: Some(Duration::from_secs(1)) }
             }
-            other => Self::Expand(other),
+            xtimer_migrator::Error::Store(store) if store.is_transient() => Self::Unavailable(Box::new(store)),
+            other => Self::Expand(Box::new(other)),
         }
     }
 }
 
 /// Result with [`ServiceError`].
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xtimer_core::error::error_chain;
+
+    #[test]
+    fn a_failure_below_keeps_its_causes_for_the_log() {
+        let err = ServiceError::from(xtimer_migrator::Error::Store(xtimer_store::Error::Corrupt("t_timer 7".into())));
+        assert!(matches!(err, ServiceError::Expand(_)), "{err:?}");
+        assert_eq!(error_chain(&err), "expanding the timer into fires failed: corrupt row: t_timer 7");
+        let err = ServiceError::from(xtimer_store::Error::Corrupt("secret".into()));
+        assert!(matches!(err, ServiceError::Store(_)), "a defect stays a failure: {err:?}");
+        assert!(error_chain(&err).contains("secret"));
+    }
+
+    #[test]
+    fn a_store_out_of_reach_is_unavailable_and_a_taken_name_a_conflict() {
+        let cut = || xtimer_store::Error::Connect {
+            setting: "database.url",
+            url: "postgres://db:5432/xtimer".into(),
+            source: Box::new(xtimer_store::Error::Corrupt("connection refused".into())),
+        };
+        let err = ServiceError::from(cut());
+        assert!(matches!(err, ServiceError::Unavailable(_)), "{err:?}");
+        assert!(error_chain(&err).contains("connection refused"), "{}", error_chain(&err));
+        let planned = ServiceError::from(xtimer_migrator::Error::Store(cut()));
+        assert!(matches!(planned, ServiceError::Unavailable(_)), "{planned:?}");
+        let taken = ServiceError::from(xtimer_store::Error::NameTaken { app: "a".into(), name: "n".into() });
+        assert!(matches!(taken, ServiceError::NameTaken { .. }), "{taken:?}");
+    }
+}

@@ -29,8 +29,14 @@
 //!   `stats` (its figures over the last day).
 //! - [`flows`] holds flow control per key: `set_flow_limit`, `flows`,
 //!   `delete_flow_limit` (API 1g).
+//! - [`reads`] holds what a caller reads in one call: a timer with its
+//!   next fire, run limit and figures (`detail`), a page of a search with
+//!   each timer's next fire (`page`).
 //! - [`checks`] holds [`Targets`] (callback target policy and task types, given
-//!   by the server), the limits the store refuses by, the app locks.
+//!   by the server), the limits the store refuses by, the app locks;
+//!   [`targets`] holds [`PolicyTargets`], the server's own.
+//! - [`tokens`] holds [`Tokens`]: API tokens issued per app and looked up.
+//! - [`nodes`] holds [`Nodes`]: the cluster's nodes and which are alive.
 //! - [`error`] holds the one error type, [`ServiceError`].
 //!
 //! A deleted timer is gone from every use case: the store keeps its row
@@ -45,8 +51,12 @@ pub mod flows;
 pub mod history;
 pub mod lifecycle;
 pub mod many;
+pub mod nodes;
+pub mod reads;
 pub mod replay;
 mod steering;
+pub mod targets;
+pub mod tokens;
 pub mod when;
 
 use std::sync::Arc;
@@ -64,6 +74,10 @@ pub use error::{Result, ServiceError};
 pub use explain::{Attempt, Claim, Explanation, Moment, TimerStats};
 pub use history::Actor;
 pub use lifecycle::Backfill;
+pub use nodes::{LiveNode, Nodes};
+pub use reads::{TimerDetail, TimerPage};
+pub use targets::PolicyTargets;
+pub use tokens::{IssuedToken, Tokens};
 pub use when::Forecast;
 
 /// The timer use cases. Cheap to clone: one `Arc`.

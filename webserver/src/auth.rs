@@ -21,7 +21,6 @@
 //! database at its own rate), at most [`MAX_CACHED`] of each.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{FromRequestParts, Request, State};
@@ -32,7 +31,7 @@ use axum::response::Response;
 use xtimer_core::config::AuthConfig;
 use xtimer_core::signature::token_hash;
 use xtimer_core::{SharedClock, TtlCache};
-use xtimer_store::AuthRepo;
+use xtimer_service::Tokens;
 
 use crate::{ApiError, AppState};
 
@@ -168,7 +167,7 @@ pub struct Auth {
 
 /// The store of issued tokens and what was read of it, by token hash.
 struct IssuedTokens {
-    repo: Arc<dyn AuthRepo>,
+    tokens: Tokens,
     /// Hash -> app, for [`TOKEN_TTL`].
     known: TtlCache<String, String>,
     /// Hashes the store did not know, for [`UNKNOWN_TOKEN_TTL`].
@@ -183,9 +182,9 @@ impl Default for Auth {
 }
 
 impl Auth {
-    /// The tokens `config` names; issued tokens are looked up in `repo`,
+    /// The tokens `config` names; issued tokens are looked up in `tokens`,
     /// and the lookups cached on `clock`.
-    pub fn new(config: &AuthConfig, repo: Option<Arc<dyn AuthRepo>>, clock: SharedClock) -> xtimer_core::Result<Self> {
+    pub fn new(config: &AuthConfig, tokens: Option<Tokens>, clock: SharedClock) -> xtimer_core::Result<Self> {
         let configured = config
             .credentials()?
             .into_iter()
@@ -193,8 +192,8 @@ impl Auth {
             .map(|(app, c)| (token_hash(c.token.expose()), app))
             .collect();
         let admin_hash = (!config.admin_token.is_empty()).then(|| token_hash(config.admin_token.expose()));
-        let issued = repo.map(|repo| IssuedTokens {
-            repo,
+        let issued = tokens.map(|tokens| IssuedTokens {
+            tokens,
             known: TtlCache::new(MAX_CACHED, TOKEN_TTL, clock.clone()),
             unknown: TtlCache::new(MAX_CACHED, UNKNOWN_TOKEN_TTL, clock),
         });
@@ -207,8 +206,8 @@ impl Auth {
     }
 
     /// The store of issued tokens, if any.
-    pub fn repo(&self) -> Option<&Arc<dyn AuthRepo>> {
-        self.issued.as_ref().map(|issued| &issued.repo)
+    pub fn tokens(&self) -> Option<&Tokens> {
+        self.issued.as_ref().map(|issued| &issued.tokens)
     }
 
     /// Whether `headers` carry the admin token (with auth on or off).
@@ -262,7 +261,7 @@ impl Auth {
         if issued.unknown.contains(&hash) {
             return None;
         }
-        match issued.repo.token_app(&hash).await {
+        match issued.tokens.app_of(&hash).await {
             Ok(Some(app)) => {
                 issued.known.insert(hash, app.clone());
                 Some(app)
@@ -341,7 +340,7 @@ mod tests {
     fn auth() -> Auth {
         let mut config = AuthConfig { enabled: true, admin_token: Secret::new("adm"), ..AuthConfig::default() };
         config.apps.insert("billing".into(), AppCredentials { token: Secret::new("tb"), secret: Secret::default() });
-        Auth::new(&config, None, Arc::new(xtimer_core::SystemClock)).unwrap()
+        Auth::new(&config, None, std::sync::Arc::new(xtimer_core::SystemClock)).unwrap()
     }
 
     #[tokio::test]

@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use xtimer_service::error::Cause;
 use xtimer_service::ServiceError;
 
 use crate::envelope::error_response;
@@ -129,15 +130,15 @@ pub enum ApiError {
     Randomness(#[source] std::io::Error),
     /// The timer or fire store failed. 500.
     #[error("the timer store failed")]
-    Store(#[source] xtimer_store::Error),
+    Store(#[source] Cause),
     /// The database or Redis cannot be reached for now (a failover, a
     /// restart, no connection free): the same request may succeed in a
     /// moment. 503 with `Retry-After`.
     #[error("{UNAVAILABLE_MSG}")]
-    Unavailable(#[source] xtimer_store::Error),
+    Unavailable(#[source] Cause),
     /// Expanding an enabled timer into its fires failed. 500.
     #[error("expanding the timer into fires failed")]
-    Expand(#[source] xtimer_migrator::Error),
+    Expand(#[source] Cause),
 }
 
 impl ApiError {
@@ -166,24 +167,11 @@ impl ApiError {
     }
 }
 
-impl From<xtimer_store::Error> for ApiError {
-    /// As the service layer maps it (a taken name is a 409).
-    fn from(err: xtimer_store::Error) -> Self {
-        ServiceError::from(err).into()
-    }
-}
-
-impl From<xtimer_migrator::Error> for ApiError {
-    /// As the service layer maps it (a manual fire already taken is a 429).
-    fn from(err: xtimer_migrator::Error) -> Self {
-        ServiceError::from(err).into()
-    }
-}
-
 impl From<ServiceError> for ApiError {
     /// The reply to each refusal of a use case: not found 404, another
     /// app's timer 403, an invalid field 400, a taken name 409, a limit
-    /// 429, an interrupted create 503, a failure 500.
+    /// 429, an interrupted create or a store out of reach 503, a failure
+    /// 500.
     fn from(err: ServiceError) -> Self {
         match err {
             ServiceError::NotFound { id, app } => Self::TimerNotFound { id, app },
@@ -195,11 +183,11 @@ impl From<ServiceError> for ApiError {
             ServiceError::NameTaken { app, name } => Self::NameTaken { app, name },
             ServiceError::LimitExceeded { msg, retry_after } => Self::LimitExceeded { msg, retry_after },
             ServiceError::Interrupted => Self::Interrupted,
-            ServiceError::Store(err) if err.is_transient() => Self::Unavailable(err),
+            ServiceError::Unavailable(err) => Self::Unavailable(err),
             ServiceError::Store(err) => Self::Store(err),
-            ServiceError::Expand(xtimer_migrator::Error::Store(err)) if err.is_transient() => Self::Unavailable(err),
             ServiceError::Expand(err) => Self::Expand(err),
             ServiceError::TaskEngine(err) => Self::Tasks(err),
+            ServiceError::Randomness(err) => Self::Randomness(err),
         }
     }
 }
@@ -267,9 +255,16 @@ fn allow_hint(allow: &str) -> String {
 mod tests {
     use super::*;
 
+    /// What the service answers when the store fails as `err` does.
+    fn from_store(err: xtimer_store::Error) -> ApiError {
+        ServiceError::from(err).into()
+    }
+
     #[test]
     fn chain_names_every_cause() {
-        let err = ApiError::Expand(xtimer_migrator::Error::Store(xtimer_store::Error::Corrupt("t_timer 7".into())));
+        let planned = xtimer_migrator::Error::Store(xtimer_store::Error::Corrupt("t_timer 7".into()));
+        let err = ApiError::from(ServiceError::from(planned));
+        assert!(matches!(err, ApiError::Expand(_)), "{err:?}");
         assert_eq!(error_chain(&err), "expanding the timer into fires failed: corrupt row: t_timer 7");
     }
 
@@ -280,14 +275,14 @@ mod tests {
             url: "postgres://db:5432/xtimer".into(),
             source: Box::new(xtimer_store::Error::Corrupt("connection refused".into())),
         };
-        let response = ApiError::from(cut).into_response();
+        let response = from_store(cut).into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[axum::http::header::RETRY_AFTER], "1");
         let carried = response.extensions().get::<Arc<ApiError>>().expect("cause carried for the log");
         assert!(error_chain(carried.as_ref()).contains("connection refused"), "{}", error_chain(carried.as_ref()));
         let broken = xtimer_store::Error::Corrupt("t_timer 7".into());
         assert_eq!(
-            ApiError::from(broken).into_response().status(),
+            from_store(broken).into_response().status(),
             StatusCode::INTERNAL_SERVER_ERROR,
             "a defect stays a 500"
         );
@@ -295,7 +290,7 @@ mod tests {
 
     #[test]
     fn server_errors_hide_their_cause_and_carry_it_for_the_log() {
-        let response = ApiError::Store(xtimer_store::Error::Corrupt("secret".into())).into_response();
+        let response = from_store(xtimer_store::Error::Corrupt("secret".into())).into_response();
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
         let carried = response.extensions().get::<Arc<ApiError>>().expect("cause carried");
         assert!(error_chain(carried.as_ref()).contains("secret"));
@@ -307,7 +302,7 @@ mod tests {
 
     #[test]
     fn name_taken_from_the_store_is_a_conflict() {
-        let err = ApiError::from(xtimer_store::Error::NameTaken { app: "a".into(), name: "n".into() });
+        let err = from_store(xtimer_store::Error::NameTaken { app: "a".into(), name: "n".into() });
         assert_eq!(err.status(), StatusCode::CONFLICT);
     }
 }

@@ -57,7 +57,7 @@ use xtimer_asyncflow::Tasks;
 use xtimer_core::config::ServerConfig;
 use xtimer_core::SharedClock;
 use xtimer_service::TimerService;
-use xtimer_store::NodeRepo;
+use xtimer_service::Nodes;
 
 pub use envelope::Envelope;
 pub use error::ApiError;
@@ -73,7 +73,7 @@ pub struct Shared {
     service: TimerService,
     clock: SharedClock,
     config: Arc<ServerConfig>,
-    nodes: Option<Arc<dyn NodeRepo>>,
+    nodes: Option<Nodes>,
     tasks: Option<Tasks>,
     security: Arc<security::Security>,
     shards_held: Option<metrics::ShardsHeld>,
@@ -87,11 +87,10 @@ pub struct Shared {
 pub struct ApiParts {
     /// The timer use cases.
     pub service: TimerService,
-    /// Auth and limits (the service checks callback targets with
-    /// [`security::Security::targets`]).
+    /// Auth and limits.
     pub security: security::Security,
     /// Serves `GET /api/xtimer/nodes`.
-    pub nodes: Option<Arc<dyn NodeRepo>>,
+    pub nodes: Option<Nodes>,
     /// Serves the `/v1` task API.
     pub tasks: Option<Tasks>,
     /// Reports `xtimer_shards_held` (this node's trigger).

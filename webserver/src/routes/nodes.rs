@@ -5,10 +5,10 @@ use axum::extract::State;
 use serde::Serialize;
 use xtimer_core::clock::rfc3339;
 
-use crate::{ApiError, AppState, Envelope};
+use xtimer_service::LiveNode;
 
-/// A node is listed while its last heartbeat is this recent.
-pub const ALIVE_WINDOW_MS: i64 = 15_000;
+use crate::auth::AuthContext;
+use crate::{ApiError, AppState, Envelope};
 
 /// One node in the reply.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -32,23 +32,25 @@ pub struct NodeList {
     pub total: usize,
 }
 
-/// `GET nodes`: every node with a heartbeat in the last [`ALIVE_WINDOW_MS`].
+/// `GET nodes`: every node with a heartbeat in the last
+/// [`xtimer_service::nodes::ALIVE_WINDOW_MS`].
 ///
 /// With auth on, any valid token (an app's or the admin's) may read it.
-pub async fn nodes_list(
-    State(state): State<AppState>,
-    auth: crate::auth::AuthContext,
-) -> Result<Envelope<NodeList>, ApiError> {
+pub async fn nodes_list(State(state): State<AppState>, auth: AuthContext) -> Result<Envelope<NodeList>, ApiError> {
     auth.require_token()?;
-    let now = state.clock.now_ms();
     let nodes = match &state.nodes {
-        Some(nodes) => nodes.list_nodes(now - ALIVE_WINDOW_MS).await?,
+        Some(nodes) => nodes.alive().await?,
         None => Vec::new(),
     };
-    let list: Vec<NodeView> = nodes
-        .into_iter()
-        .map(|n| NodeView {
-            heartbeat_age_ms: now - n.heartbeat_at,
+    let list: Vec<NodeView> = nodes.into_iter().map(NodeView::from).collect();
+    Ok(Envelope(NodeList { total: list.len(), list }))
+}
+
+impl From<LiveNode> for NodeView {
+    fn from(node: LiveNode) -> Self {
+        let n = node.info;
+        Self {
+            heartbeat_age_ms: node.heartbeat_age_ms,
             started_at: rfc3339(n.started_at),
             heartbeat_at: rfc3339(n.heartbeat_at),
             shards_held: n.shards.len(),
@@ -56,7 +58,6 @@ pub async fn nodes_list(
             host: n.host,
             listen: n.listen,
             shards: n.shards,
-        })
-        .collect();
-    Ok(Envelope(NodeList { total: list.len(), list }))
+        }
+    }
 }

@@ -137,12 +137,10 @@ pub async fn timers_get(
     State(state): State<AppState>,
     ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
 ) -> Result<Envelope<TimerView>, ApiError> {
-    let key = timer_key(&auth, r);
-    let timer = state.service.get(&key).await?;
-    let next = state.service.next_fire(&timer, state.clock.now_ms()).await?;
-    let mut view = TimerView::at(&timer, next);
-    view.fires_left = state.service.fires_left(&timer).await?;
-    view.stats = Some(state.service.stats(&timer).await?.into());
+    let detail = state.service.detail(&timer_key(&auth, r)).await?;
+    let mut view = TimerView::at(&detail.timer, detail.next_fire);
+    view.fires_left = detail.fires_left;
+    view.stats = Some(detail.stats.into());
     Ok(Envelope(view))
 }
 
@@ -155,13 +153,9 @@ pub async fn timers_list(
 ) -> Result<Envelope<List<TimerView>>, ApiError> {
     let page = q.validate()?;
     let search = Search { q: q.q.clone(), status: q.status, selector: q.selector.clone(), ids: None };
-    let (timers, total) = state.service.search(&q.app, &search, page).await?;
-    let now = state.clock.now_ms();
-    let mut list = Vec::with_capacity(timers.len());
-    for timer in &timers {
-        list.push(TimerView::at(timer, state.service.next_fire(timer, now).await?));
-    }
-    Ok(Envelope(List { list, total }))
+    let found = state.service.page(&q.app, &search, page).await?;
+    let list = found.timers.iter().map(|(timer, next)| TimerView::at(timer, *next)).collect();
+    Ok(Envelope(List { list, total: found.total }))
 }
 
 /// `GET getTimerTasks`: a page of a timer's fires already due, newest

@@ -17,7 +17,7 @@ use xtimer_core::config::{
 use xtimer_core::node::NodeContext;
 use xtimer_core::SharedClock;
 use xtimer_migrator::Migrator;
-use xtimer_service::{Parts, ServiceConfig, TimerService};
+use xtimer_service::{Parts, PolicyTargets, ServiceConfig, TimerService, Tokens};
 use xtimer_store::Database;
 use xtimer_store::{FireRepo, MemoryLocks, MemoryShards, Stores, TimerRepo};
 use xtimer_webserver::security::Security;
@@ -81,13 +81,13 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
     }
     let ctx = NodeContext::new(shared.clone(), "node-test", "xtimer-test");
     let expander = Migrator::new(MigratorConfig::default(), &stores, &ctx, None).expander();
-    let (security, service_config) = match fakes.security {
+    let (security, callback, service_config) = match fakes.security {
         Some((auth, callback, limits)) => {
-            let tokens: Arc<dyn xtimer_store::AuthRepo> = repo.clone();
-            let security = Security::new(&auth, &callback, &limits, Some(tokens), shared).expect("security");
-            (security, ServiceConfig { limits, ..ServiceConfig::default() })
+            let tokens = Tokens::new(repo.clone(), shared.clone());
+            let security = Security::new(&auth, &limits, Some(tokens), shared).expect("security");
+            (security, callback, ServiceConfig { limits, ..ServiceConfig::default() })
         }
-        None => (Security::default(), ServiceConfig::default()),
+        None => (Security::default(), CallbackConfig::default(), ServiceConfig::default()),
     };
     let parts = Parts {
         timers,
@@ -97,7 +97,7 @@ pub async fn spawn_app_with(config: ServerConfig, fakes: Fakes) -> TestApp {
         flows: stores.flows.clone(),
         flow_tokens: stores.flow_tokens.clone(),
         expander,
-        targets: security.targets(None),
+        targets: Arc::new(PolicyTargets::new(&callback, None).expect("callback target policy")),
     };
     let service = TimerService::new(&ctx, parts, service_config);
     let state = AppState::new(ApiParts::new(service, security), config);

@@ -10,9 +10,7 @@
 use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
-use xtimer_core::signature::{random_secret, token_hash};
 
-use super::input::MAX_APP_CHARS;
 use crate::auth::AuthError;
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
@@ -53,18 +51,11 @@ pub async fn tokens_issue(
         return Err(AuthError::Forbidden("issuing tokens needs the admin token".into()).into());
     }
     let ApiJson(input) = input?;
-    let chars = input.app.chars().count();
-    if chars == 0 || chars > MAX_APP_CHARS {
-        return Err(ApiError::invalid("app", format!("must be 1 to {MAX_APP_CHARS} characters, got {chars}")));
-    }
-    let Some(repo) = auth.repo() else {
+    let Some(tokens) = auth.tokens() else {
         return Err(ApiError::Invalid("this server keeps no token store: configure tokens in [auth.apps]".into()));
     };
-    let random = || random_secret().map_err(ApiError::Randomness);
-    let token = format!("xt_{}", random()?);
-    let hash = token_hash(&token);
-    let secret = repo.issue_token(&input.app, &hash, &random()?, state.clock.now_ms()).await?;
-    auth.remember(hash, input.app.clone());
-    tracing::info!(app = %input.app, "API token issued.");
-    Ok(Envelope(IssuedToken { app: input.app, token, secret }))
+    let issued = tokens.issue(&input.app).await?;
+    auth.remember(issued.hash, issued.app.clone());
+    tracing::info!(app = %issued.app, "API token issued.");
+    Ok(Envelope(IssuedToken { app: issued.app, token: issued.token, secret: issued.secret }))
 }
