@@ -5,7 +5,8 @@ use async_trait::async_trait;
 use const_format::formatcp;
 use sqlx::Row;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::sql::{code, text};
 use crate::{Database, Result};
 

@@ -7,7 +7,8 @@
 
 use async_trait::async_trait;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::sql::text;
 use crate::{Database, Result};
 

@@ -4,17 +4,14 @@
 //! Every repository (timers, fires, nodes, auth, tasks) is implemented once,
 //! on [`Database`]. A statement that reads the same in every dialect is
 //! written once, with `$n` placeholders, and run on any pool through
-//! [`on_db!`], its text passed through [`Dialect::sql`]: SQLite and
-//! PostgreSQL read it as written, MySQL gets `?` placeholders (so a shared
-//! statement uses each `$n` once, in order) and `SIGNED` for `BIGINT` in
-//! casts. A statement that really differs (a batch insert, a claim, an
-//! upsert, anything with dialect-only syntax) is a function in that
-//! dialect's module (`crate::sqlite::fires`, `crate::postgres::fires`, ...),
-//! which the repository calls per dialect. Connecting the backend a URL
-//! names is in `backend`; how MySQL reads a shared statement, in
-//! [`crate::mysql`].
-
-use std::borrow::Cow;
+//! [`on_db!`], its text passed through
+//! [`Dialect::sql`](crate::driver::Dialect::sql): SQLite and PostgreSQL
+//! read it as written, MySQL gets `?` placeholders (so a shared statement
+//! uses each `$n` once, in order) and `SIGNED` for `BIGINT` in casts. What
+//! really differs (a batch insert, a claim, an upsert, anything with
+//! dialect-only syntax) comes from the backend's driver
+//! ([`crate::driver`]), which `backend` hands the repository; the
+//! repository never asks which backend it runs on.
 
 use crate::{Error, Result};
 
@@ -38,24 +35,6 @@ macro_rules! on_db {
     };
 }
 pub(crate) use on_db;
-
-/// A shared statement's text as a pool's (or a connection's) dialect reads it.
-pub(crate) trait Dialect {
-    /// `text` (with `$n` placeholders) in this dialect.
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str>;
-}
-
-/// SQLite and PostgreSQL read a shared statement as written.
-macro_rules! as_written {
-    ($($t:ty),*) => {$(
-        impl Dialect for $t {
-            fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-                Cow::Borrowed(text)
-            }
-        }
-    )*};
-}
-as_written!(sqlx::SqlitePool, sqlx::SqliteConnection, sqlx::PgPool, sqlx::PgConnection);
 
 /// The SQL database a node runs on, as pools.
 #[derive(Debug, Clone)]

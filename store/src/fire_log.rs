@@ -12,7 +12,8 @@
 
 use sqlx::QueryBuilder;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::{Dialect, Statements};
 use crate::repo::{AttemptRecord, ClaimRecord, FireLog, FireResult};
 use crate::sql::{code, fire_status, numbers, Columns};
 use crate::usage::{on_tx, Tx};
@@ -23,11 +24,11 @@ pub const KEPT_ATTEMPTS: i64 = 32;
 
 /// Copies the attempt each of `task_ids`' rows holds (if any) into the
 /// log; an attempt already there is kept as it was.
-fn copy_statement(db_is_mysql: bool, task_ids: &[i64]) -> String {
-    let insert = if db_is_mysql { "INSERT IGNORE INTO" } else { "INSERT INTO" };
-    let conflict = if db_is_mysql { "" } else { " ON CONFLICT (task_id, attempt) DO NOTHING" };
+fn copy_statement(statements: &Statements, task_ids: &[i64]) -> String {
+    let insert = statements.insert_skipping;
+    let conflict = (statements.skip_taken)("task_id, attempt");
     format!(
-        "{insert} t_fire_attempt (task_id, attempt, timer_id, run_timer, owner, sent_at, answered_at, status, output)
+        "{insert} INTO t_fire_attempt (task_id, attempt, timer_id, run_timer, owner, sent_at, answered_at, status, output)
          SELECT task_id, attempt, timer_id, run_timer, owner, sent_at, modify_time, status, output
          FROM t_timer_task WHERE task_id IN ({}) AND attempt >= 1{conflict}",
         numbers(task_ids.iter().copied())
@@ -58,8 +59,7 @@ pub(crate) async fn keep_overwritten(tx: &mut Tx, results: &[&FireResult]) -> Re
     if ids.is_empty() {
         return Ok(());
     }
-    let mysql = matches!(tx, Tx::Mysql(_));
-    let copy = copy_statement(mysql, &ids);
+    let copy = copy_statement(tx.statements(), &ids);
     let trim = trim_statement(results);
     on_tx!(tx, c => {
         sqlx::query(&copy).execute(&mut *c).await?;
@@ -78,7 +78,7 @@ impl Database {
             return Ok(());
         }
         for chunk in task_ids.chunks(1_000) {
-            let copy = copy_statement(matches!(self, Database::Mysql(_)), chunk);
+            let copy = copy_statement(self.statements(), chunk);
             on_db!(self, write, pool => {
                 sqlx::query(&copy).execute(pool).await?;
             });
@@ -160,12 +160,7 @@ impl Database {
     pub(crate) async fn forget_fire_log(&self, before_ms: i64, limit: u32) -> Result<u64> {
         let mut forgotten = 0;
         for (table, key) in [("t_fire_attempt", "task_id, attempt"), ("t_fire_claim", "claim_id")] {
-            let sql = match self {
-                Database::Mysql(_) => format!("DELETE FROM {table} WHERE run_timer < $1 LIMIT {limit}"),
-                _ => format!(
-                    "DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} WHERE run_timer < $1 LIMIT {limit})"
-                ),
-            };
+            let sql = (self.statements().delete_some)(table, key, "run_timer < $1", limit);
             forgotten += on_db!(self, write, pool => {
                 sqlx::query(&pool.sql(&sql)).bind(before_ms).execute(pool).await?.rows_affected()
             });

@@ -1,7 +1,7 @@
 //! [`FireRepo`] on [`Database`]: `t_timer_task`. Reads, `mark_missed` and
 //! the overdue scan are written once here; the hot batch statements
-//! (insert, claim, reclaim, record, release) differ by dialect and live in
-//! each backend's `fires` module (`crate::sqlite::fires`, ...).
+//! (insert, claim, reclaim, record, release) differ by backend and come
+//! from its driver ([`crate::driver`]; each backend's `fires` module).
 
 use std::collections::{HashMap, HashSet};
 
@@ -10,9 +10,9 @@ use const_format::formatcp;
 use sqlx::{QueryBuilder, Row};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
-use crate::db::{on_db, Dialect};
-use crate::mysql::fires::{claim_mysql, insert_mysql, reclaim_mysql, record_mysql_on};
-use crate::postgres::fires::{claim_pg, insert_pg, reclaim_pg, record_pg_alone, record_pg_on, release_pg};
+use crate::backend::on_driver;
+use crate::db::on_db;
+use crate::driver::{Dialect, Driver, TxDriver};
 use crate::repo::{
     BackfillFire, ClaimOutcome, FireDetail, FireLog, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue,
     PartitionReport, TimerFigures,
@@ -21,18 +21,15 @@ use crate::sql::{
     claim_taken_over, code, fire_from_row, fire_status, key_from_row, lease_judged_at, numbers, opt_text, page_bound,
     push_id_list, Claimant, FIRE_COLUMNS, MAX_PARAMS,
 };
-use crate::sqlite::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite_alone, record_sqlite_on};
-use crate::usage::Tx;
-use crate::{conflict, fire_log, partition, placement, timer_stats, Database, Result};
+use crate::usage::{on_tx, Tx};
+use crate::{conflict, fire_log, placement, timer_stats, Database, Result};
 
-/// The start of the statement that owes the `onMissed` of fires just
-/// marked missed ([`OWE_MISSED_FROM`] goes on after the binds of its send
-/// time and create time).
+/// The statement that owes the `onMissed` of fires just marked missed,
+/// after `INSERT INTO` (or MySQL's `INSERT IGNORE INTO`); [`OWE_MISSED_FROM`]
+/// goes on after the binds of its send time and create time.
 const OWE_MISSED_COLUMNS: &str = "t_notify_owed (task_id, kind, timer_id, run_timer, manual, attempt, output, sends, \
      owner, send_at, create_time) SELECT f.task_id, 2, f.timer_id, f.run_timer, f.manual, f.attempt, f.output, 0, \
      NULL, ";
-const OWE_MISSED: &str = formatcp!("INSERT INTO {OWE_MISSED_COLUMNS}");
-const OWE_MISSED_MYSQL: &str = formatcp!("INSERT IGNORE INTO {OWE_MISSED_COLUMNS}");
 /// The fires marked missed at the bound time whose timer has an `onMissed`
 /// (`AND` the ids follow).
 const OWE_MISSED_FROM: &str = formatcp!(
@@ -57,19 +54,6 @@ const PENDING_BETWEEN_OF_TIMER: &str = formatcp!(
      WHERE timer_id = $1 AND status = {} AND run_timer >= $2 AND run_timer < $3 ORDER BY run_timer LIMIT $4",
     code::PENDING
 );
-/// A manual fire (triggerTimer) unless the timer has a fire at that time.
-fn insert_manual(db: &Database) -> &'static str {
-    match db {
-        Database::Mysql(_) => {
-            "INSERT IGNORE INTO t_timer_task (timer_id, app, run_timer, manual, create_time, modify_time)
-             VALUES ($1, $2, $3, 1, $4, $5)"
-        }
-        _ => {
-            "INSERT INTO t_timer_task (timer_id, app, run_timer, manual, create_time, modify_time)
-             VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (timer_id, run_timer) DO NOTHING"
-        }
-    }
-}
 /// Scheduled times in `[$4, $5)`: sent in `[$2, $3)`, the same window
 /// widened by the widest spread (a fire is sent at most that much after
 /// its scheduled time).
@@ -145,14 +129,7 @@ impl FireRepo for Database {
             return Ok(0);
         }
         // One statement, or one transaction: a conflict's loser runs again.
-        conflict::retry(|| async {
-            match self {
-                Self::Sqlite { write, .. } => insert_sqlite(write, fires, now_ms).await,
-                Self::Postgres(pool) => insert_pg(pool, fires, now_ms).await,
-                Self::Mysql(pool) => insert_mysql(pool, fires, now_ms).await,
-            }
-        })
-        .await
+        conflict::retry(|| async { on_driver!(self, d => d.insert_fires(fires, now_ms).await) }).await
     }
 
     async fn insert_planned_fires(&self, fires: &[crate::repo::PlannedFire], now_ms: i64) -> Result<u64> {
@@ -179,7 +156,7 @@ impl FireRepo for Database {
 
     async fn insert_manual_fire(&self, fire: &NewFire, now_ms: i64) -> Result<bool> {
         let done = conflict::retry(|| async {
-            Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(insert_manual(self)))
+            Ok(on_db!(self, write, pool => sqlx::query(&pool.sql(pool.statements().insert_manual_fire))
                 .bind(fire.key.timer_id)
                 .bind(&fire.app)
                 .bind(fire.key.run_ms)
@@ -197,11 +174,9 @@ impl FireRepo for Database {
         if fires.is_empty() {
             return Ok(0);
         }
-        // Insert-or-ignore on the fire's key: MySQL says so up front.
-        let (insert, on_conflict) = match self {
-            Self::Mysql(_) => ("INSERT IGNORE", ""),
-            _ => ("INSERT", " ON CONFLICT (timer_id, run_timer) DO NOTHING"),
-        };
+        // Insert-or-ignore on the fire's key.
+        let statements = self.statements();
+        let (insert, on_conflict) = (statements.insert_skipping, (statements.skip_taken)("timer_id, run_timer"));
         // Hours already rolled up gain fires: their figures are counted
         // from the fires again until rolled up anew (marked first, as a
         // replay's).
@@ -225,7 +200,7 @@ impl FireRepo for Database {
                         .push_bind(now_ms)
                         .push_bind(now_ms);
                 });
-                qb.push(on_conflict);
+                qb.push(&on_conflict);
                 inserted += qb.build().execute(&mut *tx).await?.rows_affected();
             }
             tx.commit().await?;
@@ -411,14 +386,7 @@ impl FireRepo for Database {
         let claimant = Claimant { owner, lease_ms, now_ms };
         // A conflict's loser (a deadlock's victim, a Galera certification
         // failure) was undone whole: it runs again.
-        conflict::retry(|| async {
-            match self {
-                Self::Sqlite { write, .. } => claim_sqlite(write, keys, claimant).await,
-                Self::Postgres(pool) => claim_pg(pool, keys, claimant).await,
-                Self::Mysql(pool) => claim_mysql(pool, keys, claimant).await,
-            }
-        })
-        .await
+        conflict::retry(|| async { on_driver!(self, d => d.claim_fires(keys, claimant).await) }).await
     }
 
     async fn reclaim(
@@ -440,11 +408,7 @@ impl FireRepo for Database {
             self.keep_attempts(&running.iter().map(|(id, ..)| *id).collect::<Vec<_>>()).await?;
         }
         let outcome = conflict::retry(|| async {
-            match self {
-                Self::Sqlite { write, .. } => reclaim_sqlite(write, task_ids, claimant, alive_since_ms).await,
-                Self::Postgres(pool) => reclaim_pg(pool, task_ids, claimant, alive_since_ms).await,
-                Self::Mysql(pool) => reclaim_mysql(pool, task_ids, claimant, alive_since_ms).await,
-            }
+            on_driver!(self, d => d.reclaim_fires(task_ids, claimant, alive_since_ms).await)
         })
         .await?;
         if !running.is_empty() {
@@ -480,11 +444,9 @@ impl FireRepo for Database {
         // runs again.
         let keeps = results.iter().any(fire_log::overwrites_an_attempt);
         conflict::retry(|| async {
-            let alone = match self {
-                _ if keeps => None,
-                Self::Sqlite { write, .. } => record_sqlite_alone(write, results, now_ms).await?,
-                Self::Postgres(pool) => record_pg_alone(pool, results, now_ms).await?,
-                Self::Mysql(_) => None,
+            let alone = match keeps {
+                true => None,
+                false => on_driver!(self, d => d.record_alone(results, now_ms).await?),
             };
             if let Some(written) = alone {
                 return Ok(written);
@@ -505,35 +467,7 @@ impl FireRepo for Database {
         let answered: Vec<i64> = claims.iter().filter(|c| c.attempt >= 1).map(|c| c.task_id).collect();
         self.keep_attempts(&answered).await?;
         // One transaction (one statement on PostgreSQL): a conflict's loser runs again.
-        conflict::retry(|| async {
-            match self {
-                Self::Postgres(pool) => release_pg(pool, claims, now_ms).await,
-                // One statement per fire, in one transaction.
-                db => on_db!(db, write, pool => {
-                    const SQL: &str = formatcp!(
-                        "UPDATE t_timer_task SET status = {}, owner = NULL, lease_until = NULL, modify_time = $1
-                         WHERE task_id = $2 AND owner = $3 AND status = {}",
-                        code::PENDING,
-                        code::RUNNING
-                    );
-                    let sql = pool.sql(SQL);
-                    let mut released = 0;
-                    let mut tx = pool.begin().await?;
-                    for c in claims {
-                        released += sqlx::query(&sql)
-                            .bind(now_ms)
-                            .bind(c.task_id)
-                            .bind(&c.owner)
-                            .execute(&mut *tx)
-                            .await?
-                            .rows_affected();
-                    }
-                    tx.commit().await?;
-                    Ok(released)
-                }),
-            }
-        })
-        .await
+        conflict::retry(|| async { on_driver!(self, d => d.release_fires(claims, now_ms).await) }).await
     }
 
     async fn confirm_claims(
@@ -543,14 +477,20 @@ impl FireRepo for Database {
         lease_ms: i64,
         now_ms: i64,
     ) -> Result<Vec<i64>> {
-        crate::fence::confirm_claims(self, node_id, claims, lease_ms, now_ms).await
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lease_until = now_ms + lease_ms;
+        on_driver!(self, d => d.confirm_claims(node_id, claims, lease_until, now_ms).await)
     }
 
     async fn mark_missed(&self, task_ids: &[i64], output: &str, now_ms: i64) -> Result<u64> {
         if task_ids.is_empty() {
             return Ok(0);
         }
-        let mysql = matches!(self, Self::Mysql(_));
+        let statements = self.statements();
+        let owe_missed = format!("{} INTO {OWE_MISSED_COLUMNS}", statements.insert_skipping);
+        let skip_taken = (statements.skip_taken)("task_id, kind");
         // One transaction: a conflict's loser runs again.
         conflict::retry(|| async {
             on_db!(self, write, pool => {
@@ -566,13 +506,11 @@ impl FireRepo for Database {
                     if done > 0 {
                         // The onMissed each one marked owes: anyone's to send
                         // at once (no owner, its lease ended).
-                        let mut qb = QueryBuilder::new(if mysql { OWE_MISSED_MYSQL } else { OWE_MISSED });
+                        let mut qb = QueryBuilder::new(owe_missed.as_str());
                         qb.push_bind(now_ms).push(", ").push_bind(now_ms).push(OWE_MISSED_FROM).push_bind(now_ms);
                         qb.push(" AND f.");
                         push_id_list(&mut qb, chunk.iter().copied());
-                        if !mysql {
-                            qb.push(" ON CONFLICT (task_id, kind) DO NOTHING");
-                        }
+                        qb.push(&skip_taken);
                         qb.build().execute(&mut *tx).await?;
                     }
                 }
@@ -652,10 +590,7 @@ impl FireRepo for Database {
     }
 
     async fn maintain_partitions(&self, now_ms: i64, keep_ms: i64) -> Result<PartitionReport> {
-        match self {
-            Self::Postgres(pool) => partition::maintain(pool, now_ms, Some(keep_ms)).await,
-            Self::Sqlite { .. } | Self::Mysql(_) => Ok(PartitionReport::default()),
-        }
+        on_driver!(self, d => d.maintain_partitions(now_ms, keep_ms).await)
     }
 
     async fn ended_since(&self, since_ms: i64, limit: u32) -> Result<Vec<Fire>> {
@@ -777,7 +712,7 @@ impl FireRepo for Database {
     }
 }
 
-/// [`FireRepo::record`] within the transaction `tx`, in its dialect's way.
+/// [`FireRepo::record`] within the transaction `tx`, in its backend's way.
 pub(crate) async fn record_on(tx: &mut Tx, results: &[FireResult], now_ms: i64) -> Result<u64> {
     if !results.iter().any(fire_log::overwrites_an_attempt) {
         return record_rows(tx, results, now_ms).await;
@@ -792,11 +727,7 @@ pub(crate) async fn record_on(tx: &mut Tx, results: &[FireResult], now_ms: i64) 
     Ok(written)
 }
 
-/// Writes `results` inside `tx`, in the dialect's statements.
+/// Writes `results` inside `tx`, in its backend's statements.
 async fn record_rows(tx: &mut Tx, results: &[FireResult], now_ms: i64) -> Result<u64> {
-    match tx {
-        Tx::Sqlite(c) => record_sqlite_on(c, results, now_ms).await,
-        Tx::Postgres(c) => record_pg_on(c, results, now_ms).await,
-        Tx::Mysql(c) => record_mysql_on(c, results, now_ms).await,
-    }
+    on_tx!(tx, c => c.record_rows(results, now_ms).await)
 }

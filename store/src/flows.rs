@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use sqlx::Row;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::sql::text;
 use crate::{Database, Error, Result};
 

@@ -10,7 +10,8 @@
 
 use const_format::formatcp;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::sql::{code, Columns};
 use crate::usage::{on_tx, Tx};
 use crate::{Database, Result};

@@ -49,8 +49,8 @@ mod calendars;
 mod change;
 pub mod conflict;
 pub mod db;
+mod driver;
 pub mod error;
-mod fence;
 mod fire_log;
 mod fires;
 pub mod flow_tokens;
@@ -158,11 +158,7 @@ impl Stores {
             }
         };
         let database = Database::connect(db).await.map_err(at("database.url", &db.url))?;
-        let sql = match &database {
-            Database::Sqlite { .. } => format!("SQLite at {}", db.url),
-            Database::Postgres(_) => format!("PostgreSQL at {}", redact(&db.url)),
-            Database::Mysql(_) => format!("MySQL at {}", redact(&db.url)),
-        };
+        let sql = database.describe(&db.url);
         let mut marks: Option<Arc<dyn IndexMarks>> = None;
         let (shards, locks, flow_tokens, index): Shared = if redis.url.is_empty() {
             (

@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use xtimer_core::node::NodeInfo;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::repo::NodeRepo;
 use crate::sql::node_from_row;
 use crate::{Database, Result};

@@ -15,7 +15,8 @@
 
 use async_trait::async_trait;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::fires::record_on;
 use crate::mysql::notify::{owe_mysql, take_mysql};
 use crate::postgres::notify::{owe_pg, take_pg};

@@ -21,7 +21,8 @@ use std::collections::HashMap;
 
 use sqlx::QueryBuilder;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::sql::{code, push_list};
 use crate::{Database, Result};
 
@@ -34,20 +35,16 @@ const CHUNK: usize = 1_000;
 pub(crate) async fn place(db: &Database, placements: &[(i64, i64, i64)]) -> Result<HashMap<(i64, i64), i64>> {
     let mut placed = HashMap::with_capacity(placements.len());
     for chunk in placements.chunks(CHUNK) {
-        let insert = match db {
-            Database::Mysql(_) => "INSERT IGNORE INTO t_fire_placement (timer_id, scheduled_timer, run_timer) ",
-            _ => "INSERT INTO t_fire_placement (timer_id, scheduled_timer, run_timer) ",
-        };
-        let conflict = match db {
-            Database::Mysql(_) => "",
-            _ => " ON CONFLICT (timer_id, scheduled_timer) DO NOTHING",
-        };
+        let statements = db.statements();
+        let insert =
+            format!("{} INTO t_fire_placement (timer_id, scheduled_timer, run_timer) ", statements.insert_skipping);
+        let conflict = (statements.skip_taken)("timer_id, scheduled_timer");
         on_db!(db, write, pool => {
-            let mut qb = QueryBuilder::new(insert);
+            let mut qb = QueryBuilder::new(insert.as_str());
             qb.push_values(chunk, |mut b, (timer, scheduled, run)| {
                 b.push_bind(*timer).push_bind(*scheduled).push_bind(*run);
             });
-            qb.push(conflict);
+            qb.push(&conflict);
             qb.build().execute(pool).await?;
         });
         let (low, high) = chunk.iter().fold((i64::MAX, i64::MIN), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
@@ -133,14 +130,7 @@ pub(crate) async fn spread_load(db: &Database, from_ms: i64, to_ms: i64) -> Resu
 /// Deletes the placements of scheduled times before `before_ms` (their
 /// fires long ended), at most `limit`; returns how many.
 pub(crate) async fn forget(db: &Database, before_ms: i64, limit: u32) -> Result<u64> {
-    const SQL: &str = "DELETE FROM t_fire_placement WHERE scheduled_timer < $1";
-    let limited = match db {
-        // SQLite and PostgreSQL: by key, through a bounded subquery.
-        Database::Mysql(_) => format!("{SQL} LIMIT {limit}"),
-        _ => format!(
-            "DELETE FROM t_fire_placement WHERE (timer_id, scheduled_timer) IN
-                 (SELECT timer_id, scheduled_timer FROM t_fire_placement WHERE scheduled_timer < $1 LIMIT {limit})"
-        ),
-    };
+    let limited =
+        (db.statements().delete_some)("t_fire_placement", "timer_id, scheduled_timer", "scheduled_timer < $1", limit);
     Ok(on_db!(db, write, pool => sqlx::query(&pool.sql(&limited)).bind(before_ms).execute(pool).await?.rows_affected()))
 }

@@ -19,10 +19,9 @@
 //! [`FireRepo::insert_planned_fires`]: crate::FireRepo::insert_planned_fires
 //! [`TimerRepo::set_planned_next_runs`]: crate::TimerRepo::set_planned_next_runs
 
-use crate::mysql::plan::{insert_mysql, set_next_runs_mysql};
-use crate::postgres::plan::{insert_pg, set_next_runs_pg};
+use crate::backend::on_driver;
+use crate::driver::Driver;
 use crate::repo::{NextRun, PlannedFire};
-use crate::sqlite::plan::{insert_sqlite, set_next_runs_sqlite};
 use crate::{Database, Result};
 
 /// [`crate::FireRepo::insert_planned_fires`] on `db`.
@@ -30,11 +29,7 @@ pub(crate) async fn insert_fires(db: &Database, fires: &[PlannedFire], now_ms: i
     if fires.is_empty() {
         return Ok(0);
     }
-    match db {
-        Database::Sqlite { write, .. } => insert_sqlite(write, fires, now_ms).await,
-        Database::Postgres(pool) => crate::conflict::retry(|| insert_pg(pool, fires, now_ms)).await,
-        Database::Mysql(pool) => insert_mysql(pool, fires, now_ms).await,
-    }
+    on_driver!(db, d => d.insert_planned_fires(fires, now_ms).await)
 }
 
 /// [`crate::TimerRepo::set_planned_next_runs`] on `db`.
@@ -42,9 +37,5 @@ pub(crate) async fn set_next_runs(db: &Database, next: &[NextRun]) -> Result<()>
     if next.is_empty() {
         return Ok(());
     }
-    match db {
-        Database::Sqlite { write, .. } => set_next_runs_sqlite(write, next).await,
-        Database::Postgres(pool) => crate::conflict::retry(|| set_next_runs_pg(pool, next)).await,
-        Database::Mysql(pool) => crate::conflict::retry(|| set_next_runs_mysql(pool, next)).await,
-    }
+    on_driver!(db, d => d.set_planned_next_runs(next).await)
 }

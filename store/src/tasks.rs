@@ -3,12 +3,13 @@
 //! ask of SQL. The engine keeps the rules; this keeps the statements.
 //!
 //! Statements are written once (see [`crate::db`]). What differs per
-//! dialect is small and named: the DDL of a new task table, `FOR UPDATE
-//! SKIP LOCKED` in holds (SQLite needs no lock: every write goes through
-//! its one writer connection, so a hold is one atomic statement; MySQL,
-//! with no `UPDATE ... RETURNING`, locks, updates and returns in a
-//! transaction), the upserts, the batch insert, and PostgreSQL's planner
-//! statistics.
+//! backend comes from its driver ([`crate::driver`]): the DDL of a new
+//! task table and the insert-if-absent texts ([`Statements`]), the batch
+//! insert and the holds (SQLite needs no lock: every write goes through
+//! its one writer connection, so a hold is one atomic statement;
+//! PostgreSQL locks with `FOR UPDATE SKIP LOCKED`; MySQL, with no `UPDATE
+//! ... RETURNING`, locks, updates and returns in a transaction), and
+//! PostgreSQL's planner statistics.
 //!
 //! A hold takes due tasks oldest order_time first, through each table's
 //! `(status, order_time)` index. A type whose cfg sets `fair_by_user` is
@@ -25,26 +26,12 @@
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 use xtimer_core::task::{rfc3339, table_name, TaskData, TaskScheduleCfg, TaskStatus};
 
-use crate::db::{on_db, Dialect};
-use crate::mysql::tasks::{create_table_mysql, hold_fair_mysql, hold_mysql};
-use crate::sql::tasks::{
-    fair_candidate_cap, fair_candidates, fair_order, task_from_row, StoredTask, FAIR_ORDER, TASK_COLUMNS,
-};
+use crate::backend::on_driver;
+use crate::db::on_db;
+use crate::driver::{Dialect, Driver};
+use crate::sql::tasks::{task_from_row, StoredTask, CFG_COLUMNS, TASK_COLUMNS};
 use crate::sql::{opt_text, text};
-use crate::sqlite::tasks::hold_fair_sqlite;
 use crate::{conflict, Database, Error, Result};
-
-/// Rows per SQLite insert statement: a batch is split greedily into these, so a
-/// few statement shapes stay prepared whatever the batch size (a new shape
-/// per size would be parsed afresh each time). 14 parameters a row: 512
-/// rows stay under both dialects' limits.
-const INSERT_SIZES: [usize; 7] = [512, 128, 32, 8, 4, 2, 1];
-
-/// Changed rows after which [`TaskStore::refresh_stats`] re-analyzes a table.
-const STATS_MIN_CHANGES: i64 = 10_000;
-
-const CFG_COLUMNS: &str = "task_type, schedule_limit, schedule_interval, max_processing_time, max_retry_num, \
-     retry_interval, max_retry_interval, create_time, modify_time, owner_app, fair_by_user";
 
 /// A registered type: its configuration and the app that owns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,31 +89,8 @@ impl TaskStore {
         Self { db }
     }
 
-    /// DDL of a task table and its indexes.
-    fn create_table_sql(&self, task_type: &str, pos: u32) -> Vec<String> {
-        let t = table_name(task_type, pos);
-        let id = match &self.db {
-            Database::Postgres(_) => "id BIGSERIAL PRIMARY KEY",
-            Database::Sqlite { .. } => "id INTEGER PRIMARY KEY AUTOINCREMENT",
-            Database::Mysql(_) => return create_table_mysql(&t),
-        };
-        vec![
-            format!(
-                "CREATE TABLE IF NOT EXISTS \"{t}\" (\
-                 {id}, user_id TEXT NOT NULL DEFAULT '', task_id TEXT NOT NULL, task_type TEXT NOT NULL, \
-                 task_stage TEXT NOT NULL DEFAULT '', status BIGINT NOT NULL, priority BIGINT NOT NULL DEFAULT 0, \
-                 crt_retry_num BIGINT NOT NULL DEFAULT 0, max_retry_num BIGINT NOT NULL DEFAULT 0, \
-                 max_retry_interval BIGINT NOT NULL DEFAULT 0, schedule_log TEXT NOT NULL DEFAULT '', \
-                 task_context TEXT NOT NULL DEFAULT '', order_time BIGINT NOT NULL, \
-                 create_time BIGINT NOT NULL, modify_time BIGINT NOT NULL)"
-            ),
-            format!("CREATE UNIQUE INDEX IF NOT EXISTS \"{t}_task_id\" ON \"{t}\" (task_id)"),
-            format!("CREATE INDEX IF NOT EXISTS \"{t}_status_order\" ON \"{t}\" (status, order_time)"),
-        ]
-    }
-
     async fn create_table(&self, task_type: &str, pos: u32) -> Result<()> {
-        for sql in self.create_table_sql(task_type, pos) {
+        for sql in (self.db.statements().task_table)(&table_name(task_type, pos)) {
             on_db!(&self.db, write, pool => sqlx::query(&sql).execute(pool).await?.rows_affected());
         }
         Ok(())
@@ -152,16 +116,8 @@ impl TaskStore {
             self.create_table(&cfg.task_type, 1).await?;
         }
         // Insert-if-absent: a type registered meanwhile keeps its cfg.
-        let insert = match &self.db {
-            Database::Mysql(_) => format!(
-                "INSERT IGNORE INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-            ),
-            _ => format!(
-                "INSERT INTO t_schedule_cfg ({CFG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                 ON CONFLICT (task_type) DO NOTHING"
-            ),
-        };
-        let written = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(&insert))
+        let insert = self.db.statements().insert_task_type;
+        let written = on_db!(&self.db, write, pool => sqlx::query(&pool.sql(insert))
             .bind(&cfg.task_type).bind(cfg.schedule_limit).bind(cfg.schedule_interval)
             .bind(cfg.max_processing_time).bind(cfg.max_retry_num).bind(cfg.retry_interval)
             .bind(cfg.max_retry_interval).bind(now_ms).bind(now_ms).bind(owner).bind(cfg.fair_by_user.unwrap_or(false))
@@ -170,16 +126,7 @@ impl TaskStore {
             // Another register of the same type won the race.
             return Ok(Registration::Exists);
         }
-        let insert_pos = match &self.db {
-            Database::Mysql(_) => {
-                "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
-                 VALUES ($1, 1, 1, $2, $3) ON DUPLICATE KEY UPDATE task_type = task_type"
-            }
-            _ => {
-                "INSERT INTO t_schedule_pos (task_type, schedule_begin_pos, schedule_end_pos, create_time, modify_time) \
-                 VALUES ($1, 1, 1, $2, $3) ON CONFLICT (task_type) DO NOTHING"
-            }
-        };
+        let insert_pos = self.db.statements().insert_task_positions;
         on_db!(&self.db, write, pool => sqlx::query(&pool.sql(insert_pos))
             .bind(&cfg.task_type).bind(now_ms).bind(now_ms).execute(pool).await?.rows_affected());
         let positions = self.positions(&cfg.task_type).await?;
@@ -231,65 +178,10 @@ impl TaskStore {
         if tasks.is_empty() {
             return Ok(());
         }
-        let head = format!(
-            "INSERT INTO \"{}\" (user_id, task_id, task_type, task_stage, status, priority, crt_retry_num, \
-             max_retry_num, max_retry_interval, schedule_log, task_context, order_time, create_time, modify_time) ",
-            table_name(task_type, pos)
-        );
-        let (head, suffix) = match &self.db {
-            Database::Postgres(pool) => return conflict::retry(|| insert_unnest(pool, &head, tasks, now_ms)).await,
-            Database::Mysql(_) => (head.replacen("INSERT INTO", "INSERT IGNORE INTO", 1), ""),
-            Database::Sqlite { .. } => (head, " ON CONFLICT (task_id) DO NOTHING"),
-        };
-        // SQLite and MySQL: the batch in one transaction, split into
-        // statements of the [`INSERT_SIZES`] shapes; a conflict's loser
-        // runs again (PostgreSQL's one statement too).
-        conflict::retry(|| async {
-            on_db!(&self.db, write, pool => {
-                let mut tx = pool.begin().await?;
-                let mut rest = tasks;
-                while !rest.is_empty() {
-                    let size = INSERT_SIZES.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
-                    let (chunk, tail) = rest.split_at(size);
-                    rest = tail;
-                    let mut qb = QueryBuilder::new(head.as_str());
-                    qb.push_values(chunk, |mut b, t| {
-                        b.push_bind(&t.user_id)
-                            .push_bind(&t.task_id)
-                            .push_bind(&t.task_type)
-                            .push_bind(&t.task_stage)
-                            .push_bind(i64::from(t.status))
-                            .push_bind(t.priority.unwrap_or(0))
-                            .push_bind(t.crt_retry_num)
-                            .push_bind(t.max_retry_num)
-                            .push_bind(t.max_retry_interval)
-                            .push_bind(&t.schedule_log)
-                            .push_bind(&t.context)
-                            .push_bind(t.order_time)
-                            .push_bind(now_ms)
-                            .push_bind(now_ms);
-                    });
-                    qb.push(suffix);
-                    qb.build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok(())
-            })
-        })
-        .await
-    }
-
-    /// Whether the table at `pos` has a pending task due by `now_s`: a
-    /// cheap read that spares the writer an empty hold.
-    async fn has_due(&self, task_type: &str, pos: u32, now_s: i64) -> Result<bool> {
-        let sql = format!(
-            "SELECT 1 FROM \"{}\" WHERE status = {} AND order_time <= $1 LIMIT 1",
-            table_name(task_type, pos),
-            TaskStatus::Pending.code()
-        );
-        let found: Option<i32> =
-            on_db!(&self.db, read, pool => sqlx::query_scalar(&pool.sql(&sql)).bind(now_s).fetch_optional(pool).await?);
-        Ok(found.is_some())
+        // One statement (PostgreSQL) or one transaction: a conflict's
+        // loser runs again.
+        let t = table_name(task_type, pos);
+        conflict::retry(|| async { on_driver!(&self.db, d => d.insert_tasks(&t, tasks, now_ms).await) }).await
     }
 
     /// Claims up to `limit` due pending tasks from the tables `pos`, oldest
@@ -322,53 +214,18 @@ impl TaskStore {
         fair: bool,
         now_ms: i64,
     ) -> Result<Vec<TaskData>> {
-        let now_s = now_ms.div_euclid(1_000);
-        let lock = if matches!(self.db, Database::Postgres(_)) { " FOR UPDATE SKIP LOCKED" } else { "" };
         let mut held = Vec::new();
         for p in pos.begin..=pos.end {
             let want = limit as usize - held.len();
             if want == 0 {
                 break;
             }
-            // MySQL's oldest-first hold begins with a plain read of what is due.
-            let reads_first = matches!(self.db, Database::Mysql(_)) && !fair;
-            if !reads_first && !self.has_due(task_type, p, now_s).await? {
-                continue;
-            }
             let t = table_name(task_type, p);
-            match &self.db {
-                Database::Mysql(pool) if fair => {
-                    held.extend(conflict::retry(|| hold_fair_mysql(pool, &t, want, now_ms)).await?);
-                    continue;
-                }
-                Database::Mysql(pool) => {
-                    held.extend(conflict::retry(|| hold_mysql(pool, &t, want, now_ms)).await?);
-                    continue;
-                }
-                Database::Postgres(pool) if fair => {
-                    held.extend(conflict::retry(|| hold_fair_postgres(pool, &t, want, now_ms)).await?);
-                    continue;
-                }
-                Database::Sqlite { write, read } if fair => {
-                    held.extend(hold_fair_sqlite(write, read, &t, want, now_ms).await?);
-                    continue;
-                }
-                _ => {}
-            }
-            let sql = format!(
-                "UPDATE \"{t}\" SET status = {processing}, modify_time = $1 WHERE id IN (\
-                 SELECT id FROM \"{t}\" WHERE status = {pending} AND order_time <= $2 \
-                 ORDER BY order_time LIMIT $3{lock}) RETURNING {TASK_COLUMNS}",
-                processing = TaskStatus::Processing.code(),
-                pending = TaskStatus::Pending.code(),
+            // One statement or one transaction: a conflict's loser runs again.
+            held.extend(
+                conflict::retry(|| async { on_driver!(&self.db, d => d.hold_tasks(&t, want, fair, now_ms).await) })
+                    .await?,
             );
-            let mut rows = conflict::retry(|| async {
-                on_db!(&self.db, write, pool => sqlx::query(&sql).bind(now_ms).bind(now_s)
-                    .bind(want as i64).fetch_all(pool).await?.iter().map(task_from_row).collect::<Result<Vec<_>>>())
-            })
-            .await?;
-            rows.sort_by_key(|t| t.data.order_time);
-            held.extend(rows.into_iter().map(|t| t.data));
         }
         Ok(held)
     }
@@ -509,28 +366,14 @@ impl TaskStore {
         Ok(on_db!(&self.db, read, pool => sqlx::query_scalar::<_, i64>(&sql).fetch_one(pool).await?))
     }
 
-    /// On PostgreSQL, refreshes the planner's statistics of the table at
-    /// `pos` when many rows changed since they were taken; returns whether
+    /// Refreshes the planner's statistics of the table at `pos` when many
+    /// rows changed since they were taken (on PostgreSQL); returns whether
     /// it did. Autovacuum does the same, but up to a minute later, and a
     /// burst of creates meanwhile makes the planner trade the hold's index
     /// scan for a sort of the whole table. SQLite's planner needs none.
     pub async fn refresh_stats(&self, task_type: &str, pos: u32) -> Result<bool> {
-        let Database::Postgres(pool) = &self.db else { return Ok(false) };
         let t = table_name(task_type, pos);
-        let stale: Option<bool> = sqlx::query_scalar(
-            "SELECT n_mod_since_analyze > $2 AND n_mod_since_analyze > n_live_tup / 5 \
-             FROM pg_stat_user_tables WHERE relname = $1 AND schemaname = current_schema()",
-        )
-        .bind(&t)
-        .bind(STATS_MIN_CHANGES)
-        .fetch_optional(pool)
-        .await?;
-        if stale != Some(true) {
-            return Ok(false);
-        }
-        // SKIP_LOCKED: a table a VACUUM holds is analyzed on a later pass.
-        sqlx::query(&format!("ANALYZE (SKIP_LOCKED) \"{t}\"")).execute(pool).await?;
-        Ok(true)
+        on_driver!(&self.db, d => d.refresh_task_stats(&t).await)
     }
 
     /// Rolls a type to a new table after `end`: creates it, then moves the
@@ -564,56 +407,6 @@ impl TaskStore {
             .bind(task_type).bind(i64::from(begin)).bind(i64::from(begin)).execute(pool).await?.rows_affected());
         Ok(done > 0)
     }
-}
-
-/// PostgreSQL: the batch as one column array per field, in one statement
-/// of one shape whatever the batch size (one round trip, one plan).
-async fn insert_unnest(pool: &sqlx::PgPool, head: &str, tasks: &[TaskData], now_ms: i64) -> Result<()> {
-    let text = |f: fn(&TaskData) -> &String| tasks.iter().map(|t| f(t).clone()).collect::<Vec<_>>();
-    let int = |f: fn(&TaskData) -> i64| tasks.iter().map(f).collect::<Vec<_>>();
-    let sql = format!(
-        "{head}SELECT u.*, $13, $13 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
-         $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::bigint[]) AS u \
-         ON CONFLICT (task_id) DO NOTHING"
-    );
-    sqlx::query(&sql)
-        .bind(text(|t| &t.user_id))
-        .bind(text(|t| &t.task_id))
-        .bind(text(|t| &t.task_type))
-        .bind(text(|t| &t.task_stage))
-        .bind(int(|t| i64::from(t.status)))
-        .bind(int(|t| t.priority.unwrap_or(0)))
-        .bind(int(|t| t.crt_retry_num))
-        .bind(int(|t| t.max_retry_num))
-        .bind(int(|t| t.max_retry_interval))
-        .bind(text(|t| &t.schedule_log))
-        .bind(text(|t| &t.context))
-        .bind(int(|t| t.order_time))
-        .bind(now_ms)
-        .execute(pool)
-        .await?;
-    Ok(())
-}
-
-/// PostgreSQL: the fair hold of table `t` ([`FAIR_ORDER`]), one statement.
-/// Only the rows of `h` are locked (`SKIP LOCKED`, as an oldest-first hold).
-async fn hold_fair_postgres(pool: &sqlx::PgPool, t: &str, want: usize, now_ms: i64) -> Result<Vec<TaskData>> {
-    let sql = format!(
-        "UPDATE \"{t}\" SET status = {processing}, modify_time = $1 WHERE id IN (\
-         SELECT h.id FROM {from} ORDER BY {FAIR_ORDER} LIMIT $5 FOR UPDATE OF h SKIP LOCKED) \
-         RETURNING id, {TASK_COLUMNS}",
-        processing = TaskStatus::Processing.code(),
-        from = fair_candidates(t, ["$2", "$3", "$4"]),
-    );
-    let rows = sqlx::query(&sql)
-        .bind(now_ms)
-        .bind(now_ms.div_euclid(1_000))
-        .bind(want as i64)
-        .bind(fair_candidate_cap(want))
-        .bind(want as i64)
-        .fetch_all(pool)
-        .await?;
-    Ok(fair_order(rows.iter().map(|row| Ok((row.try_get("id")?, task_from_row(row)?.data))).collect::<Result<_>>()?))
 }
 
 fn type_from_row<'r, R>(row: &'r R) -> Result<TypeRow>

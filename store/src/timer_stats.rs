@@ -42,7 +42,8 @@ use std::sync::LazyLock;
 use const_format::formatcp;
 use sqlx::Row;
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::repo::{TimerFigures, LATE_BUCKETS, LATE_BUCKET_BOUNDS_MS, STATS_HOUR_MS};
 use crate::sql::{code, numbers};
 use crate::{Database, Result};
@@ -246,13 +247,8 @@ fn oldest_marked(now_ms: i64) -> i64 {
 
 /// The upsert that adds one to `stale` of a row, or inserts it stale.
 fn mark_conflict(db: &Database) -> &'static str {
-    match db {
-        Database::Mysql(_) => MARK_CONFLICT_MYSQL,
-        _ => MARK_CONFLICT,
-    }
+    db.statements().mark_hour_stale
 }
-const MARK_CONFLICT: &str = " ON CONFLICT (timer_id, hour_ms) DO UPDATE SET stale = t_timer_stats.stale + 1";
-const MARK_CONFLICT_MYSQL: &str = " ON DUPLICATE KEY UPDATE stale = stale + 1";
 
 /// Marks stale the rows of the hours of fires `task_ids` (just replayed),
 /// as of `now_ms`: a statement binding `$1` (the oldest hour marked), to
@@ -440,9 +436,9 @@ mod tests {
     fn a_backfill_marks_each_timer_hour_once_and_none_too_old() {
         let now = 100 * STATS_HOUR_MS + 60_000;
         let keys = [(7, now - 10), (7, now - 20), (8, now - 10), (7, now - 30 * STATS_HOUR_MS)];
-        let sql = hours_marked(MARK_CONFLICT, keys, now).unwrap();
+        let sql = hours_marked(crate::sql::MARK_HOUR_STALE, keys, now).unwrap();
         let hour = 100 * STATS_HOUR_MS;
         assert!(sql.contains(&format!("VALUES (7, {hour}, 1), (8, {hour}, 1) ON CONFLICT")), "{sql}");
-        assert_eq!(hours_marked(MARK_CONFLICT, [(7, now - 30 * STATS_HOUR_MS)], now), None);
+        assert_eq!(hours_marked(crate::sql::MARK_HOUR_STALE, [(7, now - 30 * STATS_HOUR_MS)], now), None);
     }
 }

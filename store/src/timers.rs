@@ -18,7 +18,8 @@ use sqlx::{QueryBuilder, Row};
 use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
-use crate::db::{on_db, Dialect};
+use crate::db::on_db;
+use crate::driver::Dialect;
 use crate::history::{self, Change, HistoryEntry};
 use crate::mysql::timers::{complete_fired_once_mysql, scoped_mysql, set_next_runs_mysql, DELETING_ONCE_APPS_MYSQL};
 use crate::repo::{Quota, Refusal};

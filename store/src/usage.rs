@@ -19,7 +19,7 @@ use sqlx::{QueryBuilder, Row};
 use xtimer_core::load::Load;
 use xtimer_core::timer::{Schedule, TimerStatus};
 
-use crate::db::Dialect;
+use crate::driver::Dialect;
 use crate::repo::{Quota, Refusal};
 use crate::sql::{code, opt_text, push_list, text};
 use crate::{Database, Result};
@@ -62,6 +62,16 @@ impl Tx {
             Database::Postgres(pool) => Self::Postgres(pool.begin().await?),
             Database::Mysql(pool) => Self::Mysql(pool.begin().await?),
         })
+    }
+
+    /// The texts of the statements that differ, as this transaction's
+    /// backend writes them.
+    pub(crate) fn statements(&self) -> &'static crate::driver::Statements {
+        match self {
+            Self::Sqlite(t) => (**t).statements(),
+            Self::Postgres(t) => (**t).statements(),
+            Self::Mysql(t) => (**t).statements(),
+        }
     }
 
     pub(crate) async fn commit(self) -> Result<()> {

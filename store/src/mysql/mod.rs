@@ -15,6 +15,7 @@
 //! both run: `FOR UPDATE SKIP LOCKED`, `INSERT IGNORE`, `ON DUPLICATE KEY
 //! UPDATE`; no `RETURNING`.
 
+pub(crate) mod driver;
 pub(crate) mod fires;
 pub(crate) mod galera;
 pub(crate) mod migrate_lock;
@@ -23,7 +24,6 @@ pub(crate) mod plan;
 pub(crate) mod tasks;
 pub(crate) mod timers;
 
-use std::borrow::Cow;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -31,7 +31,6 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection};
 use xtimer_core::config::DatabaseConfig;
 
-use crate::db::Dialect;
 use crate::{primary, redact, Database, Error, Result};
 
 /// How long connecting may take before the server counts as unreachable.
@@ -158,19 +157,6 @@ async fn connect_one(options: &MySqlConnectOptions, url: &str) -> Result<MySqlCo
 /// `name` as a quoted MySQL identifier (backticks work whatever the sql_mode).
 fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
-}
-
-/// A shared statement reads on MySQL as [`statement`] writes it.
-impl Dialect for sqlx::MySqlPool {
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-        Cow::Owned(statement(text))
-    }
-}
-
-impl Dialect for sqlx::MySqlConnection {
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-        Cow::Owned(statement(text))
-    }
 }
 
 /// A shared statement as MySQL reads it: each `$n` placeholder becomes `?`

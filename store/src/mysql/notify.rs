@@ -4,7 +4,7 @@
 use const_format::formatcp;
 use sqlx::{MySqlConnection, QueryBuilder};
 
-use crate::db::Dialect;
+use crate::driver::Dialect;
 use crate::repo::OwedKind;
 use crate::sql::code;
 use crate::sql::notify::{bind_owed, owed_for, OwedRow, Owing, Taking, OWED_COLUMNS};

@@ -258,3 +258,37 @@ pub(crate) async fn release_pg(pool: &PgPool, claims: &[ClaimedFire], now_ms: i6
         .await?;
     Ok(done.rows_affected())
 }
+
+/// Confirms `claims` (see `FireRepo::confirm_claims`): the heartbeat, then
+/// one statement that extends the leases still owned and returns their ids.
+pub(crate) async fn confirm_pg(
+    pool: &PgPool,
+    node_id: &str,
+    claims: &[ClaimedFire],
+    lease_until: i64,
+    now_ms: i64,
+) -> Result<Vec<i64>> {
+    const SQL: &str = formatcp!(
+        "UPDATE t_timer_task f SET lease_until = GREATEST(f.lease_until, $4)
+             FROM UNNEST($1::bigint[], $2::text[], $3::bigint[]) AS v(task_id, owner, run_timer)
+             WHERE f.task_id = v.task_id AND f.run_timer = v.run_timer AND f.owner = v.owner
+               AND f.status = {} AND f.run_timer BETWEEN $5 AND $6
+             RETURNING f.task_id",
+        code::RUNNING
+    );
+    let (first, last) =
+        claims.iter().fold((i64::MAX, i64::MIN), |(lo, hi), c| (lo.min(c.key.run_ms), hi.max(c.key.run_ms)));
+    let mut tx = pool.begin().await?;
+    sqlx::query(crate::sql::fence::BEAT).bind(now_ms).bind(node_id).bind(now_ms).execute(&mut *tx).await?;
+    let rows = sqlx::query(SQL)
+        .bind(claims.iter().map(|c| c.task_id).collect::<Vec<_>>())
+        .bind(claims.iter().map(|c| c.owner.as_str()).collect::<Vec<_>>())
+        .bind(claims.iter().map(|c| c.key.run_ms).collect::<Vec<_>>())
+        .bind(lease_until)
+        .bind(first)
+        .bind(last)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
+}

@@ -4,11 +4,13 @@
 //! of `t_timer_task` (see `partition`). The repositories themselves
 //! are written once for every dialect (see [`crate::db`]).
 
+pub(crate) mod driver;
 pub(crate) mod fires;
 pub(crate) mod notify;
 pub mod partition;
 pub(crate) mod plan;
 pub(crate) mod stats;
+pub(crate) mod tasks;
 
 use std::str::FromStr;
 use std::time::Duration;

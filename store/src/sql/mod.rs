@@ -2,6 +2,8 @@
 //! enums), column lists, SQL fragments, and how a row becomes a domain
 //! value. One place knows each.
 
+pub(crate) mod fence;
+pub(crate) mod fires;
 pub(crate) mod notify;
 pub(crate) mod plan;
 pub(crate) mod tasks;
@@ -412,6 +414,23 @@ pub(crate) type ScheduleColumns<'a> = (&'static str, Option<&'a str>, &'a str, O
 pub(crate) fn timing_column(timing: &Timing) -> Option<String> {
     (!timing.is_plain()).then(|| serde_json::to_string(timing).expect("timing serializes"))
 }
+
+/// ` ON CONFLICT (key) DO NOTHING`: the end of an insert that skips a row
+/// whose unique `key` is taken (SQLite, PostgreSQL).
+pub(crate) fn on_conflict_do_nothing(key: &str) -> String {
+    format!(" ON CONFLICT ({key}) DO NOTHING")
+}
+
+/// Deletes at most `limit` rows of `table` that meet `condition`, by their
+/// unique `key`, through a bounded subquery (SQLite, PostgreSQL).
+pub(crate) fn delete_by_key(table: &str, key: &str, condition: &str, limit: u32) -> String {
+    format!("DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} WHERE {condition} LIMIT {limit})")
+}
+
+/// The end of the insert of a `t_timer_stats` row marked stale: on a taken
+/// key, the stored row's `stale` goes up by one (SQLite, PostgreSQL).
+pub(crate) const MARK_HOUR_STALE: &str =
+    " ON CONFLICT (timer_id, hour_ms) DO UPDATE SET stale = t_timer_stats.stale + 1";
 
 /// Clamps a page bound to what `LIMIT` / `OFFSET` take.
 pub(crate) fn page_bound(n: u64) -> i64 {

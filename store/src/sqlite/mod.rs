@@ -8,6 +8,7 @@
 //! claim, record) are one statement per batch: SQLite does ~25k single-row
 //! transactions per second here, but ~200k rows per second in batches.
 
+pub(crate) mod driver;
 pub(crate) mod fires;
 pub(crate) mod json_row;
 pub(crate) mod notify;

@@ -3,7 +3,7 @@
 
 use xtimer_core::labels::Labels;
 
-use crate::db::Dialect;
+use crate::driver::Dialect;
 use crate::usage::{on_tx, Tx};
 use crate::Result;
 

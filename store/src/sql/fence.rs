@@ -9,25 +9,30 @@
 //! either committed first (the lock then reads its new owner) or comes
 //! after it and finds the heartbeat fresh and the lease renewed.
 //!
+//! SQLite and MySQL confirm with [`confirm_by_select!`]; PostgreSQL in one
+//! statement (`crate::postgres::fires::confirm_pg`).
+//!
 //! [`FireRepo::confirm_claims`]: crate::FireRepo::confirm_claims
 
 use std::collections::HashSet;
 
-use const_format::formatcp;
-use sqlx::{QueryBuilder, Row};
 use xtimer_core::fire::ClaimedFire;
 
-use crate::db::Dialect;
-use crate::sql::{code, opt_text, push_id_list, MAX_PARAMS};
-use crate::{Database, Result};
+use crate::Result;
 
-const BEAT: &str = "UPDATE t_node SET heartbeat_at = $1 WHERE node_id = $2 AND heartbeat_at < $3";
+/// `$2`'s heartbeat, set to `$1` unless it is later already (`$3`).
+pub(crate) const BEAT: &str = "UPDATE t_node SET heartbeat_at = $1 WHERE node_id = $2 AND heartbeat_at < $3";
 
 /// MySQL and SQLite, which lack `UPDATE ... RETURNING` on every supported
 /// version: the heartbeat, then the running fires read (and locked, with
 /// `$lock`), then the leases of the ones still owned extended by id.
 macro_rules! confirm_by_select {
     ($pool:expr, $node_id:expr, $claims:expr, $lease_until:expr, $now_ms:expr, $lock:expr) => {{
+        use const_format::formatcp;
+        use sqlx::{QueryBuilder, Row};
+        use $crate::driver::Dialect;
+        use $crate::sql::fence::{still_owned, BEAT};
+        use $crate::sql::{code, opt_text, push_id_list, MAX_PARAMS};
         let mut tx = $pool.begin().await?;
         sqlx::query(&$pool.sql(BEAT)).bind($now_ms).bind($node_id).bind($now_ms).execute(&mut *tx).await?;
         let mut held = Vec::new();
@@ -54,56 +59,11 @@ macro_rules! confirm_by_select {
         Ok(held)
     }};
 }
-
-/// The task ids of `claims` still running under their owner token, their
-/// leases extended to `now_ms + lease_ms`; `node_id`'s heartbeat is set to
-/// `now_ms` first.
-pub(crate) async fn confirm_claims(
-    db: &Database,
-    node_id: &str,
-    claims: &[ClaimedFire],
-    lease_ms: i64,
-    now_ms: i64,
-) -> Result<Vec<i64>> {
-    if claims.is_empty() {
-        return Ok(Vec::new());
-    }
-    let lease_until = now_ms + lease_ms;
-    match db {
-        Database::Postgres(pool) => {
-            const SQL: &str = formatcp!(
-                "UPDATE t_timer_task f SET lease_until = GREATEST(f.lease_until, $4)
-                 FROM UNNEST($1::bigint[], $2::text[], $3::bigint[]) AS v(task_id, owner, run_timer)
-                 WHERE f.task_id = v.task_id AND f.run_timer = v.run_timer AND f.owner = v.owner
-                   AND f.status = {} AND f.run_timer BETWEEN $5 AND $6
-                 RETURNING f.task_id",
-                code::RUNNING
-            );
-            let (first, last) =
-                claims.iter().fold((i64::MAX, i64::MIN), |(lo, hi), c| (lo.min(c.key.run_ms), hi.max(c.key.run_ms)));
-            let mut tx = pool.begin().await?;
-            sqlx::query(BEAT).bind(now_ms).bind(node_id).bind(now_ms).execute(&mut *tx).await?;
-            let rows = sqlx::query(SQL)
-                .bind(claims.iter().map(|c| c.task_id).collect::<Vec<_>>())
-                .bind(claims.iter().map(|c| c.owner.as_str()).collect::<Vec<_>>())
-                .bind(claims.iter().map(|c| c.key.run_ms).collect::<Vec<_>>())
-                .bind(lease_until)
-                .bind(first)
-                .bind(last)
-                .fetch_all(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
-        }
-        Database::Mysql(pool) => confirm_by_select!(pool, node_id, claims, lease_until, now_ms, " FOR UPDATE"),
-        // One writer: the transaction alone keeps others out.
-        Database::Sqlite { write, .. } => confirm_by_select!(write, node_id, claims, lease_until, now_ms, ""),
-    }
-}
+pub(crate) use confirm_by_select;
 
 /// Of `rows` (task id, owner) read for `claims`, the ids whose owner is
 /// still the claim's.
-fn still_owned(
+pub(crate) fn still_owned(
     claims: &[ClaimedFire],
     rows: impl Iterator<Item = (Result<i64>, Result<Option<String>>)>,
 ) -> Result<Vec<i64>> {

@@ -1,0 +1,145 @@
+//! The driver interface: what each SQL backend does its own way.
+//!
+//! The repositories (`timers`, `fires`, `tasks`, ...) are written once and
+//! never ask which database they run on. A statement that reads the same
+//! everywhere is run through [`on_db!`](crate::db::on_db) or `on_tx!`,
+//! its text passed through [`Dialect::sql`]. What differs comes from the
+//! backend, in three parts, each implemented once per backend folder
+//! (`sqlite`, `postgres`, `mysql`):
+//!
+//! - [`Dialect`], on the backend's pool and connection types: how it reads
+//!   a shared statement, and its [`Statements`]: the texts that differ
+//!   (an insert-or-ignore, a lock clause, an upsert).
+//! - [`Driver`], on the backend's driver (its pools): whole operations
+//!   written its own way (a batch insert, a claim, a hold).
+//! - [`TxDriver`], on the backend's connection: the same inside a
+//!   transaction the repository holds.
+//!
+//! `backend` hands a repository the driver of its [`Database`](crate::Database)
+//! (`on_driver!`); the conformance suite (`store/tests/it`) runs every
+//! repository on every backend.
+
+use std::borrow::Cow;
+
+use xtimer_core::fire::{ClaimedFire, FireKey};
+use xtimer_core::task::TaskData;
+
+use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PartitionReport, PlannedFire};
+use crate::sql::Claimant;
+use crate::Result;
+
+/// How a backend reads a shared statement, and its own statement texts.
+/// Implemented on each backend's pool and connection types.
+pub(crate) trait Dialect {
+    /// `text` (with `$n` placeholders) as this backend reads it.
+    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str>;
+
+    /// This backend's texts of the statements that differ.
+    fn statements(&self) -> &'static Statements;
+}
+
+/// The statement texts (and text builders) that differ between backends,
+/// one value per backend (`sqlite::STATEMENTS`, ...). A text shared by two
+/// backends is written once in `sql` and named by both.
+pub(crate) struct Statements {
+    /// Starts an insert that skips a row whose unique key is taken:
+    /// `INSERT`, ended by [`skip_taken`](Self::skip_taken), or MySQL's
+    /// `INSERT IGNORE`.
+    pub(crate) insert_skipping: &'static str,
+    /// Ends an insert begun with [`insert_skipping`](Self::insert_skipping),
+    /// on the unique key of the columns given: ` ON CONFLICT (...) DO
+    /// NOTHING`, or nothing on MySQL.
+    pub(crate) skip_taken: fn(&str) -> String,
+    /// Deletes at most `limit` rows of `table` that meet `condition`
+    /// (binding `$1` at most), by their unique `key`: MySQL's `DELETE ...
+    /// LIMIT`, elsewhere a bounded subquery of keys.
+    pub(crate) delete_some: fn(table: &str, key: &str, condition: &str, limit: u32) -> String,
+    /// Ends the insert of a `t_timer_stats` row marked stale: on a taken
+    /// key, the stored row's `stale` goes up by one.
+    pub(crate) mark_hour_stale: &'static str,
+    /// A manual fire (triggerTimer) unless the timer has a fire at that
+    /// time: binds the timer, its app, the run time and the create and
+    /// modify times.
+    pub(crate) insert_manual_fire: &'static str,
+    /// DDL of task table `t` and its indexes.
+    pub(crate) task_table: fn(&str) -> Vec<String>,
+    /// Registers a task type unless it has a cfg row: binds
+    /// `sql::tasks::CFG_COLUMNS` in order.
+    pub(crate) insert_task_type: &'static str,
+    /// A type's first positions (1, 1) unless it has some: binds the type
+    /// and the create and modify times.
+    pub(crate) insert_task_positions: &'static str,
+}
+
+/// Whole operations a backend writes its own way, on its pools.
+pub(crate) trait Driver {
+    /// Inserts pending fires, skipping keys that exist; how many it made.
+    async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64>;
+
+    /// Claims the pending fires of `keys` for `claimant` (running, leased),
+    /// skipping those of timers not enabled; see `FireRepo::claim`.
+    async fn claim_fires(&self, keys: &[FireKey], claimant: Claimant<'_>) -> Result<ClaimOutcome>;
+
+    /// Takes over the fires `task_ids` whose claim ended (see
+    /// `FireRepo::reclaim`).
+    async fn reclaim_fires(
+        &self,
+        task_ids: &[i64],
+        claimant: Claimant<'_>,
+        alive_since_ms: i64,
+    ) -> Result<ClaimOutcome>;
+
+    /// Writes `results` (each fire at most once, none keeping an earlier
+    /// attempt) in one statement with no transaction, where the backend can;
+    /// `None` where it needs [`TxDriver::record_rows`] in a transaction.
+    async fn record_alone(&self, results: &[FireResult], now_ms: i64) -> Result<Option<u64>>;
+
+    /// Gives `claims` back (pending, no owner) where their owner still holds
+    /// them, in one statement or one transaction; how many.
+    async fn release_fires(&self, claims: &[ClaimedFire], now_ms: i64) -> Result<u64>;
+
+    /// Writes `node_id`'s heartbeat, then extends to `lease_until` the
+    /// leases of `claims` still running under their owner token, in one
+    /// transaction; their ids (see `FireRepo::confirm_claims`).
+    async fn confirm_claims(
+        &self,
+        node_id: &str,
+        claims: &[ClaimedFire],
+        lease_until: i64,
+        now_ms: i64,
+    ) -> Result<Vec<i64>>;
+
+    /// Inserts a plan's fires whose timer still has the `modify_time` the
+    /// plan read (see `crate::plan`); how many it made.
+    async fn insert_planned_fires(&self, fires: &[PlannedFire], now_ms: i64) -> Result<u64>;
+
+    /// Moves a plan's next fire positions, of timers that still have the
+    /// `modify_time` the plan read.
+    async fn set_planned_next_runs(&self, next: &[NextRun]) -> Result<()>;
+
+    /// Makes the partitions of `t_timer_task` ahead of `now_ms` and drops
+    /// those older than `keep_ms`, where the backend partitions it.
+    async fn maintain_partitions(&self, now_ms: i64, keep_ms: i64) -> Result<PartitionReport>;
+
+    /// Inserts `tasks` into task table `t` (quoted name, as
+    /// `xtimer_core::task::table_name` makes it) in one statement or one
+    /// transaction; a task whose id exists already is left as it is.
+    async fn insert_tasks(&self, t: &str, tasks: &[TaskData], now_ms: i64) -> Result<()>;
+
+    /// Claims up to `want` due pending tasks of table `t`, oldest
+    /// order_time first, or round-robin across user_ids when `fair`
+    /// (`sql::tasks::FAIR_ORDER`); returns them as claimed, in that order.
+    async fn hold_tasks(&self, t: &str, want: usize, fair: bool, now_ms: i64) -> Result<Vec<TaskData>>;
+
+    /// Refreshes the planner's statistics of task table `t` when many rows
+    /// changed since they were taken; whether it did (a backend whose
+    /// planner needs none never does).
+    async fn refresh_task_stats(&self, t: &str) -> Result<bool>;
+}
+
+/// Operations a backend writes its own way inside a transaction the
+/// repository holds; implemented on the backend's connection type.
+pub(crate) trait TxDriver {
+    /// Writes `results` (each fire at most once) under their claims' owners.
+    async fn record_rows(&mut self, results: &[FireResult], now_ms: i64) -> Result<u64>;
+}
