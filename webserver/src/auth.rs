@@ -1,6 +1,6 @@
 //! Per-app API tokens.
 //!
-//! [`resolve`], a middleware on every route, reads `Authorization: Bearer
+//! `layers::resolve`, a middleware on every route, reads `Authorization: Bearer
 //! <token>` and leaves an [`AuthContext`] in the request's extensions: auth
 //! is off, no token, an unknown token, the admin token, or a token of one
 //! app. It refuses nothing itself; each handler decides, so every API
@@ -23,17 +23,15 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::http::{header, HeaderMap};
 use xtimer_core::config::AuthConfig;
 use xtimer_core::signature::token_hash;
 use xtimer_core::{SharedClock, TtlCache};
 use xtimer_service::Tokens;
 
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
 
 /// How long a known token's app is reused without asking the database.
 pub const TOKEN_TTL: Duration = Duration::from_secs(60);
@@ -65,37 +63,7 @@ pub struct AuthApp {
     pub app: String,
 }
 
-/// Why a call is refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    /// No bearer token. 401.
-    #[error("authentication required: send `Authorization: Bearer <token>` with a token of your app")]
-    Missing,
-    /// A token that is not known. 401.
-    #[error("the bearer token is not valid")]
-    Unknown,
-    /// A token of another app than the one the call acts on. 403.
-    #[error("forbidden: the token is for app `{token_app}`, not for `{app}`")]
-    WrongApp {
-        /// The token's app.
-        token_app: String,
-        /// The app the call acts on.
-        app: String,
-    },
-    /// The admin token used on an app's call, or an app token on an admin call. 403.
-    #[error("forbidden: {0}")]
-    Forbidden(String),
-}
-
-impl AuthError {
-    /// 401 or 403.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Self::Missing | Self::Unknown => StatusCode::UNAUTHORIZED,
-            Self::WrongApp { .. } | Self::Forbidden(_) => StatusCode::FORBIDDEN,
-        }
-    }
-}
+pub use crate::error::AuthError;
 
 impl AuthContext {
     /// Passes when auth is off or the request carries a valid token (any
@@ -150,7 +118,7 @@ pub fn authorize(ctx: &AuthContext, app: &str) -> Result<(), AuthError> {
 impl<S: Send + Sync> FromRequestParts<S> for AuthContext {
     type Rejection = ApiError;
 
-    /// The context [`resolve`] left; without it (the middleware is not on
+    /// The context `layers::resolve` left; without it (the middleware is not on
     /// this route) every call is refused, never let through.
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         Ok(parts.extensions.get::<AuthContext>().cloned().unwrap_or(AuthContext::Missing))
@@ -319,16 +287,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Middleware: resolves the bearer token into an [`AuthContext`] extension.
-pub async fn resolve(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let ctx = state.security.auth.context(request.headers()).await;
-    request.extensions_mut().insert(ctx);
-    next.run(request).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
     use xtimer_core::config::{AppCredentials, Secret};
 
     fn headers(auth: &str) -> HeaderMap {

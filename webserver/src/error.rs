@@ -112,7 +112,7 @@ pub enum ApiError {
     },
     /// No valid bearer token (401), or one of another app (403).
     #[error(transparent)]
-    Auth(#[from] crate::auth::AuthError),
+    Auth(#[from] AuthError),
     /// A quota or rate limit is reached; the message names it and its
     /// configuration key. 429, with `Retry-After` when known.
     #[error("{msg}")]
@@ -139,6 +139,38 @@ pub enum ApiError {
     /// Expanding an enabled timer into its fires failed. 500.
     #[error("expanding the timer into fires failed")]
     Expand(#[source] Cause),
+}
+
+/// Why a call is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No bearer token. 401.
+    #[error("authentication required: send `Authorization: Bearer <token>` with a token of your app")]
+    Missing,
+    /// A token that is not known. 401.
+    #[error("the bearer token is not valid")]
+    Unknown,
+    /// A token of another app than the one the call acts on. 403.
+    #[error("forbidden: the token is for app `{token_app}`, not for `{app}`")]
+    WrongApp {
+        /// The token's app.
+        token_app: String,
+        /// The app the call acts on.
+        app: String,
+    },
+    /// The admin token used on an app's call, or an app token on an admin call. 403.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+impl AuthError {
+    /// 401 or 403.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Missing | Self::Unknown => StatusCode::UNAUTHORIZED,
+            Self::WrongApp { .. } | Self::Forbidden(_) => StatusCode::FORBIDDEN,
+        }
+    }
 }
 
 impl ApiError {
@@ -176,9 +208,7 @@ impl From<ServiceError> for ApiError {
         match err {
             ServiceError::NotFound { id, app } => Self::TimerNotFound { id, app },
             ServiceError::CalendarNotFound { app, name } => Self::CalendarNotFound { app, name },
-            forbidden @ ServiceError::Forbidden { .. } => {
-                Self::Auth(crate::auth::AuthError::Forbidden(forbidden.to_string()))
-            }
+            forbidden @ ServiceError::Forbidden { .. } => Self::Auth(AuthError::Forbidden(forbidden.to_string())),
             invalid @ ServiceError::Invalid { .. } => Self::Invalid(invalid.to_string()),
             ServiceError::NameTaken { app, name } => Self::NameTaken { app, name },
             ServiceError::LimitExceeded { msg, retry_after } => Self::LimitExceeded { msg, retry_after },

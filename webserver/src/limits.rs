@@ -1,5 +1,5 @@
 //! Explicit limits: API requests per second per app (a token bucket per
-//! key, [`rate_limit`]). The timers per app and fires per minute per app
+//! key, [`RateLimiter`], taken from by `layers::rate_limit`). The timers per app and fires per minute per app
 //! are counters the store keeps and checks as timers change
 //! (`xtimer_store::usage`); the other limits (body size, callback headers
 //! and body, name and app lengths) are checked where the input is read;
@@ -9,16 +9,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::header::{CONNECTION, CONTENT_LENGTH};
-use axum::http::{HeaderValue, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::extract::{ConnectInfo, Request};
 use dashmap::DashMap;
 use xtimer_core::SharedClock;
 
 use crate::auth::AuthContext;
-use crate::{ApiError, AppState};
 
 /// Keys kept before idle buckets are dropped.
 const MAX_BUCKETS: usize = 100_000;
@@ -79,50 +74,9 @@ impl RateLimiter {
     }
 }
 
-/// Middleware (inside [`crate::auth::resolve`]): 429 when the caller's
-/// bucket is empty. The key is the app of the caller's token, else the
-/// `app` of the query string, else the caller's address; `/healthz` is
-/// not limited.
-pub async fn rate_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if request.uri().path() == "/healthz" {
-        return next.run(request).await;
-    }
-    let key = rate_key(&request);
-    match state.security.rate.take(&key) {
-        Ok(()) => next.run(request).await,
-        Err(wait) => {
-            let per_second = state.security.limits.requests_per_second;
-            ApiError::LimitExceeded {
-                msg: format!(
-                    "rate limit: {key} may send at most {per_second} requests per second \
-                     (limits.requests_per_second); retry in {} ms",
-                    wait.as_millis().max(1)
-                ),
-                retry_after: Some(wait),
-            }
-            .into_response()
-        }
-    }
-}
-
-/// Middleware (outside the body limit): a body over its route's limit
-/// (`server.max_body_bytes`, or `server.max_batch_body_bytes` for a batch)
-/// is refused without being read to its end, after which the server closes
-/// the connection (a lingering close, see [`crate::serve`]). The reply says
-/// so (`Connection: close`), so that a client does not send its next
-/// request on that connection and lose it.
-pub async fn close_after_oversized_body(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let limit = crate::extract::BodyLimit::for_path(&state.config, request.uri().path()).bytes as u64;
-    let declared = request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
-    let oversized = declared.is_some_and(|len| len > limit);
-    let mut response = next.run(request).await;
-    if oversized || response.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
-    }
-    response
-}
-
-fn rate_key(request: &Request) -> String {
+/// Whose bucket `request` takes from: the app of the caller's token, else
+/// the `app` of the query string, else the caller's address.
+pub fn rate_key(request: &Request) -> String {
     if let Some(app) = request.extensions().get::<AuthContext>().and_then(AuthContext::app) {
         return format!("app `{app}`");
     }

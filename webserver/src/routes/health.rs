@@ -26,9 +26,7 @@ pub struct Readiness {
     pub database: &'static str,
 }
 
-/// Why a node is not ready, or `None` when it is: a check of its own state,
-/// cheap enough for every probe.
-pub type ReadinessCheck = std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>;
+pub use crate::state::ReadinessCheck;
 
 /// `GET /readyz`: 200 `{"status": "ok", "database": "ok"}` while this node's
 /// heartbeats reach its database; 503 with `Retry-After: 1` and the reason
@@ -39,7 +37,7 @@ pub async fn readiness_check(
     axum::extract::State(state): axum::extract::State<crate::AppState>,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    match state.0.readiness.as_ref().and_then(|check| check()) {
+    match state.readiness.as_ref().and_then(|check| check()) {
         None => Envelope(Readiness { status: "ok", database: "ok" }).into_response(),
         Some(why) => {
             let status = axum::http::StatusCode::SERVICE_UNAVAILABLE;

@@ -29,6 +29,7 @@ pub mod explain;
 pub mod flows;
 
 pub mod input;
+mod key;
 pub mod lifecycle;
 pub mod many;
 pub mod preview;
@@ -39,13 +40,11 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use xtimer_core::config::ServerConfig;
-use xtimer_service::TimerKey;
-
 use xtimer_service::many::Search;
 
 use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
+pub(crate) use self::key::timer_key;
 use self::view::{FireView, List, TimerId, TimerView};
-use crate::auth::AuthContext;
 use crate::extract::{ApiJson, ApiQuery, ForApp, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
 
@@ -139,8 +138,8 @@ pub async fn timers_get(
 ) -> Result<Envelope<TimerView>, ApiError> {
     let detail = state.service.detail(&timer_key(&auth, r)).await?;
     let mut view = TimerView::at(&detail.timer, detail.next_fire);
-    view.fires_left = detail.fires_left;
-    view.stats = Some(detail.stats.into());
+    view.facts.fires_left = detail.fires_left;
+    view.facts.stats = Some(detail.stats.into());
     Ok(Envelope(view))
 }
 
@@ -170,10 +169,4 @@ pub async fn timer_tasks_list(
     let key = timer_key(&auth, TimerRef { id: q.id, app: q.app });
     let (fires, total) = state.service.fires(&key, status, upcoming, page).await?;
     Ok(Envelope(List { list: fires.iter().map(FireView::from).collect(), total }))
-}
-
-/// The timer `r` names, as the service takes it: with auth on, the caller
-/// proved its app (so another app's timer is a 403, not a 404).
-pub(crate) fn timer_key(auth: &AuthContext, r: TimerRef) -> TimerKey {
-    TimerKey { id: r.id, app: r.app, proven: auth.enabled(), by: auth.actor() }
 }

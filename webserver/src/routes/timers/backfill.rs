@@ -8,8 +8,8 @@ use serde_json::Value;
 use xtimer_service::Backfill;
 
 use super::input::TimerRef;
+use super::key::timer_key;
 use super::preview::parse_instant;
-use super::timer_key;
 use crate::extract::ApiJson;
 use crate::extract::ForApp;
 use crate::{ApiError, AppState, Envelope};

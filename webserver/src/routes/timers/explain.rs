@@ -7,7 +7,7 @@ use xtimer_core::clock::rfc3339;
 use xtimer_service::Explanation;
 
 use super::input::TimerRef;
-use super::timer_key;
+use super::key::timer_key;
 use super::view::FireView;
 use crate::extract::ApiQuery;
 use crate::extract::ForApp;

@@ -231,7 +231,7 @@ pub async fn timer_history(
     State(state): State<AppState>,
     ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
 ) -> Result<Envelope<HistoryList>, ApiError> {
-    let key = super::timer_key(&auth, r);
+    let key = super::key::timer_key(&auth, r);
     let entries = state.service.history(&key).await?;
     let list = entries
         .into_iter()
