@@ -30,15 +30,6 @@ pub trait AuthRepo: Send + Sync {
     async fn ensure_secret(&self, app: &str, candidate: &str, now_ms: i64) -> Result<String>;
 }
 
-/// Gives an app a secret unless it has one.
-fn insert_secret(db: &Database) -> &'static str {
-    match db {
-        Database::Mysql(_) => {
-            "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON DUPLICATE KEY UPDATE app = app"
-        }
-        _ => "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-    }
-}
 const SELECT_SECRET: &str = "SELECT secret FROM t_app_secret WHERE app = $1";
 
 #[async_trait]
@@ -52,7 +43,7 @@ impl AuthRepo for Database {
                 .bind(now_ms)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query(&pool.sql(insert_secret(self))).bind(app).bind(new_secret).bind(now_ms).execute(&mut *tx).await?;
+            sqlx::query(&pool.sql(self.statements().insert_secret)).bind(app).bind(new_secret).bind(now_ms).execute(&mut *tx).await?;
             let secret = text(&sqlx::query(&pool.sql(SELECT_SECRET)).bind(app).fetch_one(&mut *tx).await?, "secret")?;
             tx.commit().await?;
             Ok(secret)
@@ -77,7 +68,7 @@ impl AuthRepo for Database {
     async fn ensure_secret(&self, app: &str, candidate: &str, now_ms: i64) -> Result<String> {
         // Read back through the writer: SQLite's read pool may not see the row yet.
         on_db!(self, write, pool => {
-            sqlx::query(&pool.sql(insert_secret(self))).bind(app).bind(candidate).bind(now_ms).execute(pool).await?;
+            sqlx::query(&pool.sql(self.statements().insert_secret)).bind(app).bind(candidate).bind(now_ms).execute(pool).await?;
             text(&sqlx::query(&pool.sql(SELECT_SECRET)).bind(app).fetch_one(pool).await?, "secret")
         })
     }

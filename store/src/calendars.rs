@@ -26,21 +26,6 @@ pub trait CalendarRepo: Send + Sync {
 
 const COLUMNS: &str = "app, name, spec, create_time, modify_time";
 
-/// Creates or replaces a calendar (binds: app, name, spec, now; MySQL
-/// binds spec and now again).
-fn upsert(db: &Database) -> &'static str {
-    match db {
-        Database::Mysql(_) => {
-            "INSERT INTO t_calendar (app, name, spec, create_time, modify_time) VALUES ($1, $2, $3, $4, $5)
-             ON DUPLICATE KEY UPDATE spec = $6, modify_time = $7"
-        }
-        _ => {
-            "INSERT INTO t_calendar (app, name, spec, create_time, modify_time) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (app, name) DO UPDATE SET spec = excluded.spec, modify_time = excluded.modify_time"
-        }
-    }
-}
-
 const SELECT_ONE: &str = const_format::concatcp!("SELECT ", COLUMNS, " FROM t_calendar WHERE app = $1 AND name = $2");
 const SELECT_APP: &str = const_format::concatcp!("SELECT ", COLUMNS, " FROM t_calendar WHERE app = $1 ORDER BY name");
 const DELETE: &str = "DELETE FROM t_calendar WHERE app = $1 AND name = $2";
@@ -53,14 +38,14 @@ impl CalendarRepo for Database {
         // Read back in the same transaction: the row as this put left it.
         on_db!(self, write, pool => {
             let mut tx = pool.begin().await?;
-            let statement = pool.sql(upsert(self));
+            let statement = pool.sql(pool.statements().upsert_calendar);
             let mut upsert = sqlx::query(&statement)
                 .bind(app)
                 .bind(name)
                 .bind(&json)
                 .bind(now_ms)
                 .bind(now_ms);
-            if matches!(self, Database::Mysql(_)) {
+            if pool.statements().upsert_rebinds {
                 upsert = upsert.bind(&json).bind(now_ms);
             }
             upsert.execute(&mut *tx).await?;

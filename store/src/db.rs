@@ -13,6 +13,7 @@
 //! ([`crate::driver`]), which `backend` hands the repository; the
 //! repository never asks which backend it runs on.
 
+use crate::driver::{Dialect, Statements};
 use crate::{Error, Result};
 
 /// Runs `$body` with `$pool` bound to the write pool (`write`) or a read
@@ -35,6 +36,75 @@ macro_rules! on_db {
     };
 }
 pub(crate) use on_db;
+
+/// A transaction on the write pool of any dialect.
+pub(crate) enum Tx {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    Mysql(sqlx::Transaction<'static, sqlx::MySql>),
+}
+
+/// Runs `$body` with `$c` bound to the connection of a [`Tx`], once per
+/// dialect, so one statement text serves them all (as `on_db!` does for
+/// pools; shared text goes through [`Dialect::sql`] of `$c`).
+macro_rules! on_tx {
+    ($tx:expr, $c:ident => $body:expr) => {
+        match $tx {
+            $crate::db::Tx::Sqlite(t) => {
+                let $c: &mut sqlx::SqliteConnection = &mut *t;
+                $body
+            }
+            $crate::db::Tx::Postgres(t) => {
+                let $c: &mut sqlx::PgConnection = &mut *t;
+                $body
+            }
+            $crate::db::Tx::Mysql(t) => {
+                let $c: &mut sqlx::MySqlConnection = &mut *t;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_tx;
+
+impl Tx {
+    /// Begins a transaction on `db`'s write pool.
+    pub(crate) async fn begin(db: &Database) -> Result<Self> {
+        Ok(match db {
+            Database::Sqlite { write, .. } => Self::Sqlite(write.begin().await?),
+            Database::Postgres(pool) => Self::Postgres(pool.begin().await?),
+            Database::Mysql(pool) => Self::Mysql(pool.begin().await?),
+        })
+    }
+
+    /// The texts of the statements that differ, as this transaction's
+    /// backend writes them.
+    pub(crate) fn statements(&self) -> &'static Statements {
+        match self {
+            Self::Sqlite(t) => (**t).statements(),
+            Self::Postgres(t) => (**t).statements(),
+            Self::Mysql(t) => (**t).statements(),
+        }
+    }
+
+    pub(crate) async fn commit(self) -> Result<()> {
+        match self {
+            Self::Sqlite(t) => t.commit().await?,
+            Self::Postgres(t) => t.commit().await?,
+            Self::Mysql(t) => t.commit().await?,
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn rollback(self) -> Result<()> {
+        match self {
+            Self::Sqlite(t) => t.rollback().await?,
+            Self::Postgres(t) => t.rollback().await?,
+            Self::Mysql(t) => t.rollback().await?,
+        }
+        Ok(())
+    }
+}
 
 /// The SQL database a node runs on, as pools.
 #[derive(Debug, Clone)]

@@ -22,9 +22,13 @@
 use std::borrow::Cow;
 
 use xtimer_core::fire::{ClaimedFire, FireKey};
+use xtimer_core::node::NodeInfo;
 use xtimer_core::task::TaskData;
+use xtimer_core::timer::Timer;
 
+use crate::change::HistoryEntry;
 use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PartitionReport, PlannedFire};
+use crate::sql::notify::{OwedRow, Owing, Taking};
 use crate::sql::Claimant;
 use crate::Result;
 
@@ -50,6 +54,32 @@ pub(crate) struct Statements {
     /// on the unique key of the columns given: ` ON CONFLICT (...) DO
     /// NOTHING`, or nothing on MySQL.
     pub(crate) skip_taken: fn(&str) -> String,
+    /// An app's usage row, locked for the transaction where reads lock.
+    pub(crate) read_usage: &'static str,
+    /// Ends the read of many apps' usage rows: in app order and locked,
+    /// where reads lock.
+    pub(crate) lock_usages: &'static str,
+    /// Whether reads lock rows (`FOR UPDATE`); SQLite's do not: its one
+    /// writer keeps every other out.
+    pub(crate) reads_lock: bool,
+    /// Ends a batch insert of usage counts: a taken app's go up by the row's.
+    pub(crate) add_usage_counts: &'static str,
+    /// Ends a batch insert of minute fires: a taken minute's go up by the
+    /// row's.
+    pub(crate) add_minute_fires: &'static str,
+    /// Whether an upsert binds the values it updates again after its
+    /// row's (MySQL 8 and MariaDB share no other way to name the new row).
+    pub(crate) upsert_rebinds: bool,
+    /// Gives an app a secret unless it has one: binds app, secret, time.
+    pub(crate) insert_secret: &'static str,
+    /// Creates or replaces a calendar: binds app, name, spec, create and
+    /// modify times (and, where [`upsert_rebinds`](Self::upsert_rebinds),
+    /// spec and modify time again).
+    pub(crate) upsert_calendar: &'static str,
+    /// Sets a flow's limits, replacing its row: binds app, key, rate,
+    /// parallelism, paused, modify time (and, where
+    /// [`upsert_rebinds`](Self::upsert_rebinds), the last four again).
+    pub(crate) upsert_flow_limit: &'static str,
     /// Deletes at most `limit` rows of `table` that meet `condition`
     /// (binding `$1` at most), by their unique `key`: MySQL's `DELETE ...
     /// LIMIT`, elsewhere a bounded subquery of keys.
@@ -117,6 +147,36 @@ pub(crate) trait Driver {
     /// `modify_time` the plan read.
     async fn set_planned_next_runs(&self, next: &[NextRun]) -> Result<()>;
 
+    /// The timers of `ids` (not empty) that exist, in any order.
+    async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>>;
+
+    /// A page of at most `limit` enabled timers due before `before_ms`
+    /// (`window`: the due index's window after `before_ms`'s), see
+    /// `sql::timers::DUE`.
+    async fn due_timers(&self, window: i64, before_ms: i64, limit: u32) -> Result<Vec<Timer>>;
+
+    /// Moves the next fire positions of timers (not empty) as given.
+    async fn set_next_runs(&self, next: &[(i64, Option<i64>)]) -> Result<()>;
+
+    /// Refreshes the planner's statistics of `t_timer` when they are stale,
+    /// before a completion pass (PostgreSQL); nothing elsewhere.
+    async fn refresh_planner_stats(&self);
+
+    /// Takes the notifications owed whose lease lapsed (see
+    /// `NotifyRepo::take_owed`).
+    async fn take_owed(&self, taking: &Taking<'_>) -> Result<Vec<OwedRow>>;
+
+    /// Writes `node`'s row (`shards`: its shards as JSON), made or updated.
+    async fn heartbeat(&self, node: &NodeInfo, shards: &str) -> Result<()>;
+
+    /// The database server's clock (Unix ms, UTC), where nodes share a
+    /// server; `None` on SQLite.
+    async fn database_now_ms(&self) -> Result<Option<i64>>;
+
+    /// Writes history `entries` (not empty) on their own, in one statement
+    /// or one transaction.
+    async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()>;
+
     /// Makes the partitions of `t_timer_task` ahead of `now_ms` and drops
     /// those older than `keep_ms`, where the backend partitions it.
     async fn maintain_partitions(&self, now_ms: i64, keep_ms: i64) -> Result<PartitionReport>;
@@ -140,6 +200,38 @@ pub(crate) trait Driver {
 /// Operations a backend writes its own way inside a transaction the
 /// repository holds; implemented on the backend's connection type.
 pub(crate) trait TxDriver {
+    /// Writes history `entries` inside the transaction of the change they
+    /// note.
+    async fn insert_history(&mut self, entries: &[HistoryEntry]) -> Result<()>;
+
+    /// Stores the notifications `owing` owes; whether each was stored (one
+    /// owed already is not).
+    async fn owe_notifications(&mut self, owing: &Owing<'_>) -> Result<Vec<bool>>;
+
+    /// Adds `fires` to `app`'s one-shot fires in `minute`.
+    async fn add_minute_fires(&mut self, app: &str, minute: i64, fires: i64) -> Result<()>;
+
+    /// Before `app`'s first count: whether this transaction is to count
+    /// it. MySQL makes a placeholder row (or waits for another's) and
+    /// holds it, and counts unless another transaction counted meanwhile;
+    /// elsewhere always.
+    async fn hold_uncounted_usage(&mut self, app: &str) -> Result<bool>;
+
+    /// Stores `app`'s first counts (and its one-shots' minutes from
+    /// `minute_from`), unless another transaction stored them first.
+    async fn store_usage(&mut self, app: &str, timers: i64, cron_fpm: i64, minute_from: i64) -> Result<()>;
+
+    /// The apps with an enabled deleteAfterRun one-shot that
+    /// [`complete_fired_once`](Self::complete_fired_once) would delete, of
+    /// `scope` when given: their usage is locked before the timers are.
+    /// None where reads lock nothing (SQLite: one writer).
+    async fn deleting_once_apps(&mut self, scope: Option<&[i64]>) -> Result<Vec<String>>;
+
+    /// Ends the enabled timers with nothing left (`sql::timers::FINISHED`),
+    /// of `scope` when given: completed, or deleted with deleteAfterRun;
+    /// `(timer_id, app, new status)` of each.
+    async fn complete_fired_once(&mut self, scope: Option<&[i64]>, now_ms: i64) -> Result<Vec<(i64, String, i64)>>;
+
     /// Writes `results` (each fire at most once) under their claims' owners.
     async fn record_rows(&mut self, results: &[FireResult], now_ms: i64) -> Result<u64>;
 }

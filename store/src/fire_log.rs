@@ -13,10 +13,10 @@
 use sqlx::QueryBuilder;
 
 use crate::db::on_db;
+use crate::db::{on_tx, Tx};
 use crate::driver::{Dialect, Statements};
 use crate::repo::{AttemptRecord, ClaimRecord, FireLog, FireResult};
 use crate::sql::{code, fire_status, numbers, Columns};
-use crate::usage::{on_tx, Tx};
 use crate::{Database, Result};
 
 /// Earlier attempts kept per fire (the row holds one more: its last).

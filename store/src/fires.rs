@@ -12,6 +12,7 @@ use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 
 use crate::backend::on_driver;
 use crate::db::on_db;
+use crate::db::{on_tx, Tx};
 use crate::driver::{Dialect, Driver, TxDriver};
 use crate::repo::{
     BackfillFire, ClaimOutcome, FireDetail, FireLog, FireOutcome, FireRepo, FireResult, FireWindow, NewFire, Overdue,
@@ -21,7 +22,6 @@ use crate::sql::{
     claim_taken_over, code, fire_from_row, fire_status, key_from_row, lease_judged_at, numbers, opt_text, page_bound,
     push_id_list, Claimant, FIRE_COLUMNS, MAX_PARAMS,
 };
-use crate::usage::{on_tx, Tx};
 use crate::{conflict, fire_log, placement, timer_stats, Database, Result};
 
 /// The statement that owes the `onMissed` of fires just marked missed,

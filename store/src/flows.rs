@@ -37,24 +37,6 @@ pub trait FlowRepo: Send + Sync {
     async fn flow_limits(&self, app: Option<&str>) -> Result<Vec<FlowLimit>>;
 }
 
-/// Sets a flow's limits, replacing the row it had (binds: app, key, rate,
-/// parallelism, paused, modify time; MySQL binds the last four again).
-fn upsert(db: &Database) -> &'static str {
-    match db {
-        Database::Mysql(_) => {
-            "INSERT INTO t_flow_limit (app, flow_key, rate_per_sec, parallelism, paused, modify_time)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON DUPLICATE KEY UPDATE rate_per_sec = $7, parallelism = $8, paused = $9, modify_time = $10"
-        }
-        _ => {
-            "INSERT INTO t_flow_limit (app, flow_key, rate_per_sec, parallelism, paused, modify_time)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (app, flow_key) DO UPDATE SET rate_per_sec = excluded.rate_per_sec,
-                 parallelism = excluded.parallelism, paused = excluded.paused, modify_time = excluded.modify_time"
-        }
-    }
-}
-
 const COLUMNS: &str = "app, flow_key, rate_per_sec, parallelism, CAST(paused AS BIGINT) AS paused, modify_time";
 const SELECT_APP: &str = const_format::concatcp!("SELECT ", COLUMNS, " FROM t_flow_limit WHERE app = $1");
 const SELECT_ALL: &str = const_format::concatcp!("SELECT ", COLUMNS, " FROM t_flow_limit");
@@ -66,7 +48,7 @@ impl FlowRepo for Database {
         let parallelism = limit.parallelism.map(i64::from);
         let paused = i64::from(limit.paused);
         on_db!(self, write, pool => {
-            let statement = pool.sql(upsert(self));
+            let statement = pool.sql(pool.statements().upsert_flow_limit);
             let mut upsert = sqlx::query(&statement)
                 .bind(&limit.app)
                 .bind(&limit.key)
@@ -74,7 +56,7 @@ impl FlowRepo for Database {
                 .bind(parallelism)
                 .bind(paused)
                 .bind(limit.modify_time);
-            if matches!(self, Database::Mysql(_)) {
+            if pool.statements().upsert_rebinds {
                 upsert = upsert.bind(limit.rate_per_sec).bind(parallelism).bind(paused).bind(limit.modify_time);
             }
             upsert.execute(pool).await?;

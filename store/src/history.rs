@@ -10,23 +10,15 @@
 
 use const_format::formatcp;
 
+use crate::backend::on_driver;
 use crate::db::on_db;
-use crate::driver::Dialect;
+use crate::db::{on_tx, Tx};
+use crate::driver::{Dialect, Driver, TxDriver};
 use crate::sql::{code, Columns};
-use crate::usage::{on_tx, Tx};
 use crate::{Database, Result};
 
 pub use crate::change::{status_action, Change, HistoryEntry, APP_WIDE, BY_SYSTEM};
 
-const INSERT: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes) ";
-/// [`INSERT`] on PostgreSQL: the rows as one array per column.
-const INSERT_POSTGRES: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes)
-     SELECT timer_id, app, at_ms, action, by_who, changes
-     FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
-          WITH ORDINALITY AS v(timer_id, app, at_ms, action, by_who, changes, ord)
-     ORDER BY ord";
-/// Rows per insert statement (six parameters each).
-const ROWS_PER_STATEMENT: usize = crate::sql::MAX_PARAMS / 6;
 const SELECT: &str = "SELECT timer_id, app, at_ms, action, by_who, changes FROM t_timer_history
      WHERE timer_id = $1 ORDER BY history_id DESC LIMIT $2";
 const SELECT_APP_WIDE: &str = "SELECT timer_id, app, at_ms, action, by_who, changes FROM t_timer_history
@@ -38,29 +30,13 @@ const FORGET: &str = formatcp!(
 );
 
 impl Database {
-    /// Writes `entries` in one transaction: on PostgreSQL in one statement
-    /// of one array per column (one prepared statement whatever the count),
-    /// elsewhere as [`record_in`] writes them.
+    /// Writes `entries` on their own: in one transaction, or one
+    /// statement of one array per column where the backend has arrays.
     pub(crate) async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
-        if let Database::Postgres(pool) = self {
-            sqlx::query(INSERT_POSTGRES)
-                .bind(entries.iter().map(|e| e.timer_id).collect::<Vec<_>>())
-                .bind(entries.iter().map(|e| e.app.as_str()).collect::<Vec<_>>())
-                .bind(entries.iter().map(|e| e.at_ms).collect::<Vec<_>>())
-                .bind(entries.iter().map(|e| e.action.as_str()).collect::<Vec<_>>())
-                .bind(entries.iter().map(|e| e.by.as_str()).collect::<Vec<_>>())
-                .bind(entries.iter().map(|e| e.changes.as_str()).collect::<Vec<_>>())
-                .execute(pool)
-                .await?;
-            return Ok(());
-        }
-        let mut tx = Tx::begin(self).await?;
-        record_in(&mut tx, entries).await?;
-        tx.commit().await?;
-        Ok(())
+        on_driver!(self, d => d.record_history(entries).await)
     }
 
     /// Timer `timer_id`'s changes, newest first, at most `limit`.
@@ -106,19 +82,8 @@ fn entry_from_row(row: &impl Columns) -> Result<HistoryEntry> {
 
 /// Writes `entries` inside `tx`, the transaction of the change they note.
 pub(crate) async fn record_in(tx: &mut Tx, entries: &[HistoryEntry]) -> Result<()> {
-    for chunk in entries.chunks(ROWS_PER_STATEMENT) {
-        on_tx!(tx, c => {
-            let mut qb = sqlx::QueryBuilder::new(INSERT);
-            qb.push_values(chunk, |mut row, e| {
-                row.push_bind(e.timer_id)
-                    .push_bind(e.app.as_str())
-                    .push_bind(e.at_ms)
-                    .push_bind(e.action.as_str())
-                    .push_bind(e.by.as_str())
-                    .push_bind(e.changes.as_str());
-            });
-            qb.build().execute(&mut *c).await?;
-        });
+    if entries.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    on_tx!(tx, c => c.insert_history(entries).await)
 }

@@ -15,15 +15,13 @@
 
 use async_trait::async_trait;
 
+use crate::backend::on_driver;
 use crate::db::on_db;
-use crate::driver::Dialect;
+use crate::db::{on_tx, Tx};
+use crate::driver::{Dialect, Driver, TxDriver};
 use crate::fires::record_on;
-use crate::mysql::notify::{owe_mysql, take_mysql};
-use crate::postgres::notify::{owe_pg, take_pg};
 use crate::repo::{FireRepo, FireResult, NotifyRepo, OwedNotification, Recorded};
 use crate::sql::notify::{Owing, Taking};
-use crate::sqlite::notify::{owe_sqlite, take_sqlite};
-use crate::usage::Tx;
 use crate::{Database, Result};
 
 const RESCHEDULE: &str =
@@ -47,11 +45,7 @@ impl NotifyRepo for Database {
         let (written, stored) = crate::conflict::retry(|| async {
             let mut tx = Tx::begin(self).await?;
             let written = record_on(&mut tx, results, now_ms).await?;
-            let stored = match &mut tx {
-                Tx::Sqlite(c) => owe_sqlite(c, &owing).await?,
-                Tx::Postgres(c) => owe_pg(c, &owing).await?,
-                Tx::Mysql(c) => owe_mysql(c, &owing).await?,
-            };
+            let stored = on_tx!(&mut tx, c => c.owe_notifications(&owing).await?);
             tx.commit().await?;
             Ok((written, stored))
         })
@@ -62,11 +56,7 @@ impl NotifyRepo for Database {
 
     async fn take_owed(&self, owner: &str, lease_until: i64, now_ms: i64, limit: u32) -> Result<Vec<OwedNotification>> {
         let taking = Taking { owner, lease_until, now_ms, limit: i64::from(limit) };
-        let rows = match self {
-            Self::Sqlite { write, .. } => take_sqlite(write, &taking).await?,
-            Self::Postgres(pool) => take_pg(pool, &taking).await?,
-            Self::Mysql(pool) => take_mysql(pool, &taking).await?,
-        };
+        let rows = on_driver!(self, d => d.take_owed(&taking).await?);
         rows.into_iter().map(|row| row.owned_by(owner)).collect()
     }
 

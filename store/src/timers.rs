@@ -1,8 +1,9 @@
-//! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every dialect;
+//! [`TimerRepo`] on [`Database`]: `t_timer`, written once for every backend;
 //! only the batch insert, the completion of one-shots (MySQL has no
-//! `RETURNING`), the read by many ids and the batch move of next fire times
-//! differ: the insert per dialect in `create`, the rest in the backend
-//! modules' `timers`. A timer's definition columns are listed once, in
+//! `RETURNING`), the read by many ids, the due page and the batch move of
+//! next fire times differ: they come from the backend's driver
+//! ([`crate::driver`]; the insert in each backend's `timers::create`, the
+//! rest in its `timers`). A timer's definition columns are listed once, in
 //! `definition`; labels are written in `labels`, searches built in `search`.
 
 mod create;
@@ -14,20 +15,20 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use const_format::formatcp;
-use sqlx::{QueryBuilder, Row};
+use sqlx::Row;
 use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, Timer, TimerStatus};
 
+use crate::backend::on_driver;
 use crate::db::on_db;
-use crate::driver::Dialect;
+use crate::db::{on_tx, Tx};
+use crate::driver::{Dialect, Driver, TxDriver};
 use crate::history::{self, Change, HistoryEntry};
-use crate::mysql::timers::{complete_fired_once_mysql, scoped_mysql, set_next_runs_mysql, DELETING_ONCE_APPS_MYSQL};
 use crate::repo::{Quota, Refusal};
 use crate::repo::{TimerQuery, TimerRepo};
-use crate::sql::timers::{scoped, DUE_WINDOW_MS, NOTHING_LEFT};
-use crate::sql::{code, padded, page_bound, push_list, schedule_columns, timer_from_row, timing_column, TIMER_COLUMNS};
-use crate::sqlite::timers::{page_unless_too_big, set_next_runs_sqlite, timers_as_json};
-use crate::usage::{self, counts_as_timer, load_of, on_tx, peak_column, AppUsage, Tx};
+use crate::sql::timers::DUE_WINDOW_MS;
+use crate::sql::{code, page_bound, schedule_columns, timer_from_row, timing_column, TIMER_COLUMNS};
+use crate::usage::{self, counts_as_timer, load_of, peak_column, AppUsage};
 use crate::{conflict, Database, Error, Result};
 
 use create::{alone_within, insert_checked};
@@ -36,10 +37,6 @@ use labels::write_labels;
 use search::Search;
 
 const GET: &str = formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = $1");
-/// SQLite: the timers of the ids in `$1`, a JSON array.
-const GET_MANY_SQLITE: &str = formatcp!(
-    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (SELECT value FROM json_each($1)) ORDER BY timer_id"
-);
 const GET_WITH_PEAK: &str = formatcp!("SELECT {TIMER_COLUMNS}, peak_fpm FROM t_timer WHERE timer_id = $1");
 const COUNT_BY_STATUS: &str = formatcp!(
     "SELECT CAST(status AS BIGINT), COUNT(*) FROM t_timer WHERE status <> {} GROUP BY status",
@@ -67,51 +64,6 @@ const PAUSE_IF_FAILING: &str = formatcp!(
     enabled = code::TIMER_ENABLED,
     succeeded = code::SUCCEEDED,
     failed = code::FAILED
-);
-/// Enabled timers due before `$2`, earliest window first. The window
-/// bound (`$1`, the window after `$2`'s) selects the due index's entries on
-/// SQLite and PostgreSQL, and the order is the index's own, so a page reads
-/// `$3` entries and stops: ordered by `next_run`, every page sorted all the
-/// timers still due (a 50,000-timer import read 2.5 million rows in 100
-/// pages). A step plans every due timer before it indexes any fire, so the
-/// order within a window does not matter.
-const DUE: &str = formatcp!("{DUE_WHERE} ORDER BY next_run / {DUE_WINDOW_MS}, timer_id LIMIT $3");
-/// [`DUE`] on MySQL, which keeps its `(status, next_run)` key (and whose
-/// `/` divides in decimals; the window bound holds all the same).
-const DUE_MYSQL: &str = formatcp!("{DUE_WHERE} ORDER BY next_run LIMIT $3");
-/// What [`DUE`] and [`DUE_MYSQL`] select.
-const DUE_WHERE: &str = formatcp!(
-    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND next_run / {DUE_WINDOW_MS} < $1 AND next_run < $2",
-    code::TIMER_ENABLED
-);
-/// An enabled timer that is over: nothing left to expand, no fire pending
-/// or running, and for a one-shot its fire made and ended (a cron or
-/// interval timer past its `endAt` or run limit may have made none).
-const FINISHED: &str = formatcp!(
-    "{NOTHING_LEFT}
-       AND NOT EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id
-                       AND f.status IN ({pending}, {running}))
-       AND (kind <> 'once' OR EXISTS (SELECT 1 FROM t_timer_task f WHERE f.timer_id = t_timer.timer_id))",
-    pending = code::PENDING,
-    running = code::RUNNING
-);
-const COMPLETE_FIRED_ONCE: &str = formatcp!(
-    "UPDATE t_timer SET status = CASE WHEN delete_after_run = 1 THEN {deleted} ELSE {completed} END,
-         modify_time = $1
-     WHERE status = {enabled} AND {FINISHED}
-     RETURNING timer_id, app, CAST(status AS BIGINT)",
-    completed = code::TIMER_COMPLETED,
-    deleted = code::TIMER_DELETED,
-    enabled = code::TIMER_ENABLED
-);
-/// Apps with a deleteAfterRun one-shot [`COMPLETE_FIRED_ONCE`] will delete:
-/// their usage is locked before the timers are, the order every other
-/// write of a timer takes (so the two cannot deadlock).
-const DELETING_ONCE_APPS: &str = formatcp!(
-    "SELECT DISTINCT app FROM t_timer
-     WHERE status = {enabled} AND delete_after_run = 1 AND {FINISHED}
-     ORDER BY app",
-    enabled = code::TIMER_ENABLED
 );
 const ENABLED: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE status = {} AND timer_id > $1 ORDER BY timer_id LIMIT $2",
@@ -378,39 +330,7 @@ impl TimerRepo for Database {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        match self {
-            Self::Postgres(pool) => {
-                let sql = formatcp!(
-                    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id = ANY($1::bigint[]) ORDER BY timer_id"
-                );
-                return sqlx::query(sql).bind(ids).fetch_all(pool).await?.iter().map(timer_from_row).collect();
-            }
-            // The ids as one JSON array, the timers as another (row by row
-            // when that is over SQLite's length limit).
-            Self::Sqlite { read, .. } => {
-                let sql = timers_as_json(GET_MANY_SQLITE);
-                let ids = serde_json::to_string(ids).expect("ids serialize");
-                if let Some(timers) = page_unless_too_big(sqlx::query_scalar(&sql).bind(ids).fetch_one(read).await)? {
-                    return Ok(timers);
-                }
-            }
-            Self::Mysql(_) => {}
-        }
-        // `IN` lists of binds, padded to a power of two (at most
-        // MAX_PARAMS) so each shape is prepared once.
-        on_db!(self, read, pool => {
-            let mut out = Vec::with_capacity(ids.len());
-            for chunk in ids.chunks(16_384) {
-                let mut qb =
-                    QueryBuilder::new(pool.sql(formatcp!("SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (")));
-                push_list(&mut qb, padded(chunk).copied());
-                qb.push(")");
-                for row in qb.build().fetch_all(pool).await? {
-                    out.push(timer_from_row(&row)?);
-                }
-            }
-            Ok(out)
-        })
+        on_driver!(self, d => d.get_timers(ids).await)
     }
 
     async fn find_timers(&self, app: &str, query: &TimerQuery, offset: u64, limit: u64) -> Result<(Vec<Timer>, u64)> {
@@ -468,45 +388,14 @@ impl TimerRepo for Database {
 
     async fn due_timers(&self, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
         let window = before_ms.div_euclid(DUE_WINDOW_MS) + 1;
-        if let Self::Sqlite { read, .. } = self {
-            let page = timers_as_json(DUE);
-            let page = sqlx::query_scalar(&page).bind(window).bind(before_ms).bind(i64::from(limit));
-            // Over SQLite's length limit: row by row, below.
-            if let Some(timers) = page_unless_too_big(page.fetch_one(read).await)? {
-                return Ok(timers);
-            }
-        }
-        let due = if matches!(self, Self::Mysql(_)) { DUE_MYSQL } else { DUE };
-        on_db!(self, read, pool => sqlx::query(&pool.sql(due))
-            .bind(window)
-            .bind(before_ms)
-            .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await?
-            .iter()
-            .map(timer_from_row)
-            .collect())
+        on_driver!(self, d => d.due_timers(window, before_ms, limit).await)
     }
 
     async fn set_next_runs(&self, next: &[(i64, Option<i64>)]) -> Result<()> {
         if next.is_empty() {
             return Ok(());
         }
-        match self {
-            Self::Postgres(pool) => {
-                sqlx::query(
-                    "UPDATE t_timer t SET next_run = v.next_run
-                     FROM UNNEST($1::bigint[], $2::bigint[]) AS v(timer_id, next_run) WHERE t.timer_id = v.timer_id",
-                )
-                .bind(next.iter().map(|(id, _)| *id).collect::<Vec<_>>())
-                .bind(next.iter().map(|(_, run)| *run).collect::<Vec<_>>())
-                .execute(pool)
-                .await?;
-            }
-            Self::Sqlite { write, .. } => set_next_runs_sqlite(write, next).await?,
-            Self::Mysql(pool) => set_next_runs_mysql(pool, next).await?,
-        }
-        Ok(())
+        on_driver!(self, d => d.set_next_runs(next).await)
     }
 
     async fn set_planned_next_runs(&self, next: &[crate::repo::NextRun]) -> Result<()> {
@@ -542,32 +431,14 @@ impl TimerRepo for Database {
 /// is past by now; one deleted (deleteAfterRun) no longer counts as a
 /// timer of its app.
 async fn complete_finished(db: &Database, scope: Option<&[i64]>, now_ms: i64) -> Result<u64> {
-    if let Database::Postgres(pool) = db {
-        crate::postgres::stats::refresh_if_stale(pool).await;
-    }
+    on_driver!(db, d => d.refresh_planner_stats().await);
     let mut tx = Tx::begin(db).await?;
-    if !matches!(tx, Tx::Sqlite(_)) {
-        let apps_sql = match tx {
-            Tx::Mysql(_) => scoped_mysql(DELETING_ONCE_APPS_MYSQL, scope),
-            _ => scoped(DELETING_ONCE_APPS, scope),
-        };
-        let apps: Vec<String> = on_tx!(&mut tx, c => sqlx::query(&c.sql(&apps_sql))
-            .fetch_all(&mut *c)
-            .await?
-            .iter()
-            .map(|row| crate::sql::text(row, "app"))
-            .collect::<Result<_>>()?);
-        for app in apps {
-            AppUsage::read(&mut tx, &app, now_ms).await?;
-        }
+    // The apps' usage locked first (where reads lock), then the timers.
+    let apps = on_tx!(&mut tx, c => c.deleting_once_apps(scope).await?);
+    for app in apps {
+        AppUsage::read(&mut tx, &app, now_ms).await?;
     }
-    let ended: Vec<(i64, String, i64)> = match &mut tx {
-        Tx::Mysql(c) => complete_fired_once_mysql(c, scope, now_ms).await?,
-        tx => {
-            let sql = scoped(COMPLETE_FIRED_ONCE, scope);
-            on_tx!(tx, c => sqlx::query_as(&sql).bind(now_ms).fetch_all(&mut *c).await?)
-        }
-    };
+    let ended = on_tx!(&mut tx, c => c.complete_fired_once(scope, now_ms).await?);
     let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
     for (_, app, status) in &ended {
         if *status == code::TIMER_DELETED {

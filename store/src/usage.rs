@@ -19,85 +19,13 @@ use sqlx::{QueryBuilder, Row};
 use xtimer_core::load::Load;
 use xtimer_core::timer::{Schedule, TimerStatus};
 
-use crate::driver::Dialect;
+use crate::db::{on_tx, Tx};
+use crate::driver::{Dialect, TxDriver};
 use crate::repo::{Quota, Refusal};
+use crate::sql::usage::UNCOUNTED;
 use crate::sql::{code, opt_text, push_list, text};
 use crate::{Database, Result};
 
-/// A transaction on the write pool of any dialect.
-pub(crate) enum Tx {
-    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
-    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
-    Mysql(sqlx::Transaction<'static, sqlx::MySql>),
-}
-
-/// Runs `$body` with `$c` bound to the connection of a [`Tx`], once per
-/// dialect, so one statement text serves them all (as `on_db!` does for
-/// pools; shared text goes through [`Dialect::sql`] of `$c`).
-macro_rules! on_tx {
-    ($tx:expr, $c:ident => $body:expr) => {
-        match $tx {
-            $crate::usage::Tx::Sqlite(t) => {
-                let $c: &mut sqlx::SqliteConnection = &mut *t;
-                $body
-            }
-            $crate::usage::Tx::Postgres(t) => {
-                let $c: &mut sqlx::PgConnection = &mut *t;
-                $body
-            }
-            $crate::usage::Tx::Mysql(t) => {
-                let $c: &mut sqlx::MySqlConnection = &mut *t;
-                $body
-            }
-        }
-    };
-}
-pub(crate) use on_tx;
-
-impl Tx {
-    /// Begins a transaction on `db`'s write pool.
-    pub(crate) async fn begin(db: &Database) -> Result<Self> {
-        Ok(match db {
-            Database::Sqlite { write, .. } => Self::Sqlite(write.begin().await?),
-            Database::Postgres(pool) => Self::Postgres(pool.begin().await?),
-            Database::Mysql(pool) => Self::Mysql(pool.begin().await?),
-        })
-    }
-
-    /// The texts of the statements that differ, as this transaction's
-    /// backend writes them.
-    pub(crate) fn statements(&self) -> &'static crate::driver::Statements {
-        match self {
-            Self::Sqlite(t) => (**t).statements(),
-            Self::Postgres(t) => (**t).statements(),
-            Self::Mysql(t) => (**t).statements(),
-        }
-    }
-
-    pub(crate) async fn commit(self) -> Result<()> {
-        match self {
-            Self::Sqlite(t) => t.commit().await?,
-            Self::Postgres(t) => t.commit().await?,
-            Self::Mysql(t) => t.commit().await?,
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn rollback(self) -> Result<()> {
-        match self {
-            Self::Sqlite(t) => t.rollback().await?,
-            Self::Postgres(t) => t.rollback().await?,
-            Self::Mysql(t) => t.rollback().await?,
-        }
-        Ok(())
-    }
-}
-
-const USAGE_SQLITE: &str = "SELECT timers, cron_fpm FROM t_app_usage WHERE app = $1";
-/// PostgreSQL and MySQL: the row, locked for the transaction.
-const USAGE_LOCKED: &str = "SELECT timers, cron_fpm FROM t_app_usage WHERE app = $1 FOR UPDATE";
-/// MySQL: the `timers` of a usage row not counted yet (see [`AppUsage::read`]).
-const UNCOUNTED: i64 = -1;
 const COUNT_TIMERS: &str =
     formatcp!("SELECT COUNT(*) FROM t_timer WHERE app = $1 AND status <> {}", code::TIMER_DELETED);
 const ENABLED_CRONS: &str = formatcp!(
@@ -105,44 +33,7 @@ const ENABLED_CRONS: &str = formatcp!(
     code::TIMER_ENABLED
 );
 const SET_PEAK: &str = "UPDATE t_timer SET peak_fpm = $1 WHERE timer_id = $2";
-const INSERT_USAGE: &str =
-    "INSERT INTO t_app_usage (app, timers, cron_fpm) VALUES ($1, $2, $3) ON CONFLICT (app) DO NOTHING";
-/// MySQL: a placeholder usage row, or the existing row, locked either way.
-/// An upsert takes the row's exclusive lock at once where `INSERT IGNORE`
-/// would take a shared one: two transactions each holding a shared lock and
-/// then asking for the exclusive one would deadlock.
-const PLACEHOLDER_USAGE_MYSQL: &str = formatcp!(
-    "INSERT INTO t_app_usage (app, timers, cron_fpm) VALUES ($1, {UNCOUNTED}, 0) ON DUPLICATE KEY UPDATE app = app"
-);
-/// MySQL: the timers of a usage row this transaction holds.
-const USAGE_TIMERS: &str = "SELECT timers FROM t_app_usage WHERE app = $1";
-/// MySQL: the counts of the placeholder row.
-const SET_USAGE_MYSQL: &str = "UPDATE t_app_usage SET timers = $1, cron_fpm = $2 WHERE app = $3";
-const INSERT_MINUTES: &str = formatcp!(
-    "INSERT INTO t_app_minute (app, minute, fires)
-     SELECT app, run_at / 60000, COUNT(*) FROM t_timer
-     WHERE app = $1 AND status = {} AND kind = 'once' AND run_at >= $2
-     GROUP BY app, run_at / 60000
-     ON CONFLICT (app, minute) DO NOTHING",
-    code::TIMER_ENABLED
-);
-/// [`INSERT_MINUTES`] on MySQL, whose `/` divides exactly (`DIV` is the
-/// integer division). Under the app's usage lock, so no other transaction
-/// writes the app's minutes meanwhile.
-const INSERT_MINUTES_MYSQL: &str = formatcp!(
-    "INSERT IGNORE INTO t_app_minute (app, minute, fires)
-     SELECT app, run_at DIV 60000, COUNT(*) FROM t_timer
-     WHERE app = $1 AND status = {} AND kind = 'once' AND run_at >= $2
-     GROUP BY app, run_at DIV 60000",
-    code::TIMER_ENABLED
-);
 const ADD_USAGE: &str = "UPDATE t_app_usage SET timers = timers + $1, cron_fpm = cron_fpm + $2 WHERE app = $3";
-const ADD_MINUTE: &str = "INSERT INTO t_app_minute (app, minute, fires) VALUES ($1, $2, $3)
-     ON CONFLICT (app, minute) DO UPDATE SET fires = t_app_minute.fires + excluded.fires";
-/// [`ADD_MINUTE`] on MySQL: the added fires are bound twice (MySQL 8 and
-/// MariaDB share no other way to name the new row).
-const ADD_MINUTE_MYSQL: &str = "INSERT INTO t_app_minute (app, minute, fires) VALUES ($1, $2, $3)
-     ON DUPLICATE KEY UPDATE fires = fires + $4";
 const MINUTE_FIRES: &str = "SELECT fires FROM t_app_minute WHERE app = $1 AND minute = $2";
 const FULLEST_MINUTE: &str = "SELECT COALESCE(MAX(fires), 0) FROM t_app_minute WHERE app = $1 AND minute >= $2";
 const FORGET_MINUTES: &str = "DELETE FROM t_app_minute WHERE minute < $1";
@@ -171,10 +62,7 @@ impl AppUsage {
     /// the upsert that makes it, or waited for when another transaction
     /// made it); whoever holds the placeholder counts the app into it.
     pub(crate) async fn read(tx: &mut Tx, app: &str, now_ms: i64) -> Result<Self> {
-        let sql = match tx {
-            Tx::Sqlite(_) => USAGE_SQLITE,
-            Tx::Postgres(_) | Tx::Mysql(_) => USAGE_LOCKED,
-        };
+        let sql = tx.statements().read_usage;
         let read = |row: Option<(i64, i64)>| row.filter(|(timers, _)| *timers != UNCOUNTED);
         let row: Option<(i64, i64)> =
             on_tx!(tx, c => sqlx::query_as(&c.sql(sql)).bind(app).fetch_optional(&mut *c).await?);
@@ -310,23 +198,7 @@ impl AppUsage {
                 .rows_affected());
         }
         for (minute, fires) in self.added_minutes.into_iter().filter(|(_, n)| *n != 0) {
-            match &mut *tx {
-                Tx::Mysql(c) => sqlx::query(&c.sql(ADD_MINUTE_MYSQL))
-                    .bind(&self.app)
-                    .bind(minute)
-                    .bind(fires)
-                    .bind(fires)
-                    .execute(&mut **c)
-                    .await?
-                    .rows_affected(),
-                tx => on_tx!(tx, c => sqlx::query(ADD_MINUTE)
-                    .bind(&self.app)
-                    .bind(minute)
-                    .bind(fires)
-                    .execute(&mut *c)
-                    .await?
-                    .rows_affected()),
-            };
+            on_tx!(tx, c => c.add_minute_fires(&self.app, minute, fires).await?);
         }
         Ok(())
     }
@@ -352,7 +224,7 @@ pub(crate) async fn begin_with_usages<'a>(
     let mut usages = BTreeMap::new();
     if apps.len() > 1 {
         usages = read_counted(&mut tx, apps, now_ms).await?;
-        if usages.len() < apps.len() && !matches!(tx, Tx::Sqlite(_)) {
+        if usages.len() < apps.len() && tx.statements().reads_lock {
             tx.rollback().await?;
             tx = Tx::begin(db).await?;
             usages.clear();
@@ -372,7 +244,7 @@ pub(crate) async fn begin_with_usages<'a>(
 /// MySQL; an app without a counted row is left out.
 async fn read_counted<'a>(tx: &mut Tx, apps: &BTreeSet<&'a str>, now_ms: i64) -> Result<BTreeMap<&'a str, AppUsage>> {
     let mut usages = BTreeMap::new();
-    let lock = if matches!(tx, Tx::Sqlite(_)) { "" } else { " ORDER BY app FOR UPDATE" };
+    let lock = tx.statements().lock_usages;
     let list: Vec<&str> = apps.iter().copied().collect();
     for chunk in list.chunks(APPS_PER_STATEMENT) {
         let rows: Vec<(String, i64, i64)> = on_tx!(tx, c => {
@@ -462,20 +334,9 @@ pub(crate) async fn write_all(tx: &mut Tx, usages: impl IntoIterator<Item = AppU
             minutes.push((usage.app.clone(), minute, fires));
         }
     }
-    let mysql = matches!(tx, Tx::Mysql(_));
-    let add_counts = if mysql {
-        " ON DUPLICATE KEY UPDATE timers = timers + VALUES(timers), cron_fpm = cron_fpm + VALUES(cron_fpm)"
-    } else {
-        " ON CONFLICT (app) DO UPDATE SET timers = t_app_usage.timers + excluded.timers, \
-          cron_fpm = t_app_usage.cron_fpm + excluded.cron_fpm"
-    };
-    upsert(tx, "INSERT INTO t_app_usage (app, timers, cron_fpm) ", &counts, add_counts).await?;
-    let add_minutes = if mysql {
-        " ON DUPLICATE KEY UPDATE fires = fires + VALUES(fires)"
-    } else {
-        " ON CONFLICT (app, minute) DO UPDATE SET fires = t_app_minute.fires + excluded.fires"
-    };
-    upsert(tx, "INSERT INTO t_app_minute (app, minute, fires) ", &minutes, add_minutes).await
+    let statements = tx.statements();
+    upsert(tx, "INSERT INTO t_app_usage (app, timers, cron_fpm) ", &counts, statements.add_usage_counts).await?;
+    upsert(tx, "INSERT INTO t_app_minute (app, minute, fires) ", &minutes, statements.add_minute_fires).await
 }
 
 /// Writes `rows` (an app and two numbers each) with `insert` and
@@ -522,12 +383,8 @@ pub(crate) fn peak_column(load: Load) -> Option<i64> {
 /// row is the placeholder, made (or waited for) and locked first; it is
 /// counted unless a concurrent transaction counted it meanwhile.
 async fn count_app(tx: &mut Tx, app: &str, now_ms: i64) -> Result<()> {
-    if let Tx::Mysql(c) = &mut *tx {
-        sqlx::query(&c.sql(PLACEHOLDER_USAGE_MYSQL)).bind(app).execute(&mut **c).await?;
-        let timers: i64 = sqlx::query_scalar(&c.sql(USAGE_TIMERS)).bind(app).fetch_one(&mut **c).await?;
-        if timers != UNCOUNTED {
-            return Ok(());
-        }
+    if !on_tx!(tx, c => c.hold_uncounted_usage(app).await?) {
+        return Ok(());
     }
     let timers: i64 = on_tx!(tx, c => sqlx::query_scalar(&c.sql(COUNT_TIMERS)).bind(app).fetch_one(&mut *c).await?);
     let crons = on_tx!(tx, c => sqlx::query(&c.sql(ENABLED_CRONS)).bind(app).fetch_all(&mut *c).await?
@@ -549,30 +406,7 @@ async fn count_app(tx: &mut Tx, app: &str, now_ms: i64) -> Result<()> {
         };
         cron_fpm += peak;
     }
-    let (made, minutes) = match &mut *tx {
-        Tx::Mysql(c) => {
-            sqlx::query(&c.sql(SET_USAGE_MYSQL)).bind(timers).bind(cron_fpm).bind(app).execute(&mut **c).await?;
-            (1, INSERT_MINUTES_MYSQL)
-        }
-        tx => {
-            let made = on_tx!(tx, c => sqlx::query(INSERT_USAGE)
-                .bind(app)
-                .bind(timers)
-                .bind(cron_fpm)
-                .execute(&mut *c)
-                .await?
-                .rows_affected());
-            (made, INSERT_MINUTES)
-        }
-    };
-    if made == 1 {
-        on_tx!(tx, c => sqlx::query(&c.sql(minutes))
-            .bind(app)
-            .bind(now_ms.div_euclid(60_000) * 60_000)
-            .execute(&mut *c)
-            .await?
-            .rows_affected());
-    }
+    on_tx!(tx, c => c.store_usage(app, timers, cron_fpm, now_ms.div_euclid(60_000) * 60_000).await?);
     Ok(())
 }
 

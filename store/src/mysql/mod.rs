@@ -23,6 +23,7 @@ pub(crate) mod notify;
 pub(crate) mod plan;
 pub(crate) mod tasks;
 pub(crate) mod timers;
+pub(crate) mod usage;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -5,11 +5,15 @@ use std::collections::BTreeMap;
 use const_format::formatcp;
 use sqlx::{MySql, QueryBuilder, Row};
 
-use crate::sql::timers::{scoped, NOTHING_LEFT};
+use crate::sql::timers::{scoped, DUE_WHERE, NOTHING_LEFT};
 use crate::sql::{code, padded, push_list, text, MAX_PARAMS};
 use crate::Result;
 
-/// [`FINISHED`] for MySQL, its `EXISTS` tests written as counts, each a
+/// [`DUE`](crate::sql::timers::DUE) on MySQL, which keeps its `(status, next_run)` key (and whose
+/// `/` divides in decimals; the window bound holds all the same).
+pub(crate) const DUE_MYSQL: &str = formatcp!("{DUE_WHERE} ORDER BY next_run LIMIT $3");
+
+/// [`FINISHED`](crate::sql::timers::FINISHED) for MySQL, its `EXISTS` tests written as counts, each a
 /// probe of the timer's own fires. MariaDB turns an `EXISTS` into an `IN`
 /// over a materialized table of every pending or running fire (or every
 /// fire): during a 50,000 burst, 54,000 rows read per completion check of

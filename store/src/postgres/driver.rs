@@ -5,17 +5,25 @@ use std::borrow::Cow;
 
 use xtimer_core::fire::{ClaimedFire, FireKey};
 use xtimer_core::task::TaskData;
+use xtimer_core::timer::Timer;
 
 use super::fires::{claim_pg, confirm_pg, insert_pg, reclaim_pg, record_pg_alone, record_pg_on, release_pg};
+use super::notify::{owe_pg, take_pg};
 use super::partition;
 use super::plan;
 use super::tasks::{hold_fair_postgres, insert_unnest, refresh_task_stats};
+use super::timers::{get_timers_pg, set_next_runs_pg};
+use crate::change::HistoryEntry;
 use crate::conflict;
 use crate::driver::{Dialect, Driver, Statements, TxDriver};
 use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PartitionReport, PlannedFire};
+use crate::sql::notify::{OwedRow, Owing, Taking};
 use crate::sql::tasks::{self, task_from_row};
+use crate::sql::timer_from_row;
+use crate::sql::timers::{scoped, COMPLETE_FIRED_ONCE, DELETING_ONCE_APPS, DUE};
 use crate::sql::{self, Claimant};
 use crate::Result;
+use xtimer_core::node::NodeInfo;
 
 /// PostgreSQL's one pool.
 pub(crate) struct PgDriver<'a>(pub(crate) &'a sqlx::PgPool);
@@ -24,6 +32,19 @@ pub(crate) struct PgDriver<'a>(pub(crate) &'a sqlx::PgPool);
 pub(crate) static STATEMENTS: Statements = Statements {
     insert_skipping: "INSERT",
     skip_taken: sql::on_conflict_do_nothing,
+    read_usage: sql::usage::READ_USAGE_LOCKED,
+    lock_usages: " ORDER BY app FOR UPDATE",
+    reads_lock: true,
+    add_usage_counts: sql::usage::ADD_USAGE_COUNTS,
+    add_minute_fires: sql::usage::ADD_MINUTE_FIRES,
+    upsert_rebinds: false,
+    insert_secret: "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    upsert_calendar: "INSERT INTO t_calendar (app, name, spec, create_time, modify_time) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (app, name) DO UPDATE SET spec = excluded.spec, modify_time = excluded.modify_time",
+    upsert_flow_limit: "INSERT INTO t_flow_limit (app, flow_key, rate_per_sec, parallelism, paused, modify_time)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (app, flow_key) DO UPDATE SET rate_per_sec = excluded.rate_per_sec,
+             parallelism = excluded.parallelism, paused = excluded.paused, modify_time = excluded.modify_time",
     delete_some: sql::delete_by_key,
     mark_hour_stale: sql::MARK_HOUR_STALE,
     insert_manual_fire: sql::fires::INSERT_MANUAL,
@@ -92,6 +113,67 @@ impl Driver for PgDriver<'_> {
         conflict::retry(|| plan::set_next_runs_pg(self.0, next)).await
     }
 
+    async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>> {
+        get_timers_pg(self.0, ids).await
+    }
+
+    async fn due_timers(&self, window: i64, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
+        let rows = sqlx::query(DUE).bind(window).bind(before_ms).bind(i64::from(limit)).fetch_all(self.0).await?;
+        rows.iter().map(timer_from_row).collect()
+    }
+
+    async fn set_next_runs(&self, next: &[(i64, Option<i64>)]) -> Result<()> {
+        set_next_runs_pg(self.0, next).await
+    }
+
+    async fn refresh_planner_stats(&self) {
+        super::stats::refresh_if_stale(self.0).await;
+    }
+
+    async fn take_owed(&self, taking: &Taking<'_>) -> Result<Vec<OwedRow>> {
+        take_pg(self.0, taking).await
+    }
+
+    async fn heartbeat(&self, node: &NodeInfo, shards: &str) -> Result<()> {
+        sqlx::query(sql::HEARTBEAT)
+            .bind(&node.id)
+            .bind(&node.host)
+            .bind(&node.listen)
+            .bind(node.started_at)
+            .bind(node.heartbeat_at)
+            .bind(shards)
+            .execute(self.0)
+            .await?;
+        Ok(())
+    }
+
+    async fn database_now_ms(&self) -> Result<Option<i64>> {
+        // The server's UTC clock, in whole milliseconds rounded down (as
+        // the node reads its own).
+        const SQL: &str = "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)";
+        Ok(Some(sqlx::query_scalar::<_, i64>(SQL).fetch_one(self.0).await?))
+    }
+
+    async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
+        // One statement of one array per column: one prepared statement
+        // whatever the count.
+        const SQL: &str = "INSERT INTO t_timer_history (timer_id, app, at_ms, action, by_who, changes)
+             SELECT timer_id, app, at_ms, action, by_who, changes
+             FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+                  WITH ORDINALITY AS v(timer_id, app, at_ms, action, by_who, changes, ord)
+             ORDER BY ord";
+        sqlx::query(SQL)
+            .bind(entries.iter().map(|e| e.timer_id).collect::<Vec<_>>())
+            .bind(entries.iter().map(|e| e.app.as_str()).collect::<Vec<_>>())
+            .bind(entries.iter().map(|e| e.at_ms).collect::<Vec<_>>())
+            .bind(entries.iter().map(|e| e.action.as_str()).collect::<Vec<_>>())
+            .bind(entries.iter().map(|e| e.by.as_str()).collect::<Vec<_>>())
+            .bind(entries.iter().map(|e| e.changes.as_str()).collect::<Vec<_>>())
+            .execute(self.0)
+            .await?;
+        Ok(())
+    }
+
     async fn maintain_partitions(&self, now_ms: i64, keep_ms: i64) -> Result<PartitionReport> {
         partition::maintain(self.0, now_ms, Some(keep_ms)).await
     }
@@ -127,6 +209,35 @@ impl Driver for PgDriver<'_> {
 }
 
 impl TxDriver for sqlx::PgConnection {
+    async fn insert_history(&mut self, entries: &[HistoryEntry]) -> Result<()> {
+        crate::sql::history::insert_history_values!(self, entries)
+    }
+
+    async fn owe_notifications(&mut self, owing: &Owing<'_>) -> Result<Vec<bool>> {
+        owe_pg(self, owing).await
+    }
+
+    async fn add_minute_fires(&mut self, app: &str, minute: i64, fires: i64) -> Result<()> {
+        sql::usage::add_minute!(self, app, minute, fires)
+    }
+
+    async fn hold_uncounted_usage(&mut self, _app: &str) -> Result<bool> {
+        Ok(true)
+    }
+
+    async fn store_usage(&mut self, app: &str, timers: i64, cron_fpm: i64, minute_from: i64) -> Result<()> {
+        sql::usage::insert_usage!(self, app, timers, cron_fpm, minute_from)
+    }
+
+    async fn deleting_once_apps(&mut self, scope: Option<&[i64]>) -> Result<Vec<String>> {
+        let rows = sqlx::query(&scoped(DELETING_ONCE_APPS, scope)).fetch_all(&mut *self).await?;
+        rows.iter().map(|row| sql::text(row, "app")).collect()
+    }
+
+    async fn complete_fired_once(&mut self, scope: Option<&[i64]>, now_ms: i64) -> Result<Vec<(i64, String, i64)>> {
+        Ok(sqlx::query_as(&scoped(COMPLETE_FIRED_ONCE, scope)).bind(now_ms).fetch_all(&mut *self).await?)
+    }
+
     async fn record_rows(&mut self, results: &[FireResult], now_ms: i64) -> Result<u64> {
         record_pg_on(self, results, now_ms).await
     }

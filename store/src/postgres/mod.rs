@@ -11,6 +11,7 @@ pub mod partition;
 pub(crate) mod plan;
 pub(crate) mod stats;
 pub(crate) mod tasks;
+pub(crate) mod timers;
 
 use std::str::FromStr;
 use std::time::Duration;

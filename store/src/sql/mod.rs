@@ -4,10 +4,12 @@
 
 pub(crate) mod fence;
 pub(crate) mod fires;
+pub(crate) mod history;
 pub(crate) mod notify;
 pub(crate) mod plan;
 pub(crate) mod tasks;
 pub(crate) mod timers;
+pub(crate) mod usage;
 
 use std::collections::HashMap;
 
@@ -431,6 +433,13 @@ pub(crate) fn delete_by_key(table: &str, key: &str, condition: &str, limit: u32)
 /// key, the stored row's `stale` goes up by one (SQLite, PostgreSQL).
 pub(crate) const MARK_HOUR_STALE: &str =
     " ON CONFLICT (timer_id, hour_ms) DO UPDATE SET stale = t_timer_stats.stale + 1";
+
+/// A node's row, made or updated (SQLite, PostgreSQL): binds its id, host,
+/// listen address, start, heartbeat and shards.
+pub(crate) const HEARTBEAT: &str = "INSERT INTO t_node (node_id, host, listen, started_at, heartbeat_at, shards)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, shards = excluded.shards,
+     listen = excluded.listen";
 
 /// Clamps a page bound to what `LIMIT` / `OFFSET` take.
 pub(crate) fn page_bound(n: u64) -> i64 {

@@ -5,17 +5,25 @@ use std::borrow::Cow;
 
 use xtimer_core::fire::{ClaimedFire, FireKey};
 use xtimer_core::task::TaskData;
+use xtimer_core::timer::Timer;
 
 use super::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite_alone, record_sqlite_on};
+use super::notify::{owe_sqlite, take_sqlite};
 use super::plan;
 use super::tasks::hold_fair_sqlite;
+use super::timers::{page_unless_too_big, set_next_runs_sqlite, timers_as_json, GET_MANY_SQLITE};
+use crate::change::HistoryEntry;
 use crate::driver::{Dialect, Driver, Statements, TxDriver};
 use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PartitionReport, PlannedFire};
 use crate::sql::fence::confirm_by_select;
 use crate::sql::fires::release_one_by_one;
+use crate::sql::notify::{OwedRow, Owing, Taking};
 use crate::sql::tasks::{self, insert_task_chunks, task_from_row};
+use crate::sql::timer_from_row;
+use crate::sql::timers::{scoped, timers_by_id_lists, COMPLETE_FIRED_ONCE, DUE};
 use crate::sql::{self, Claimant};
 use crate::Result;
+use xtimer_core::node::NodeInfo;
 
 /// SQLite's pools: every write goes through `write` (one connection),
 /// reads use `read`.
@@ -28,6 +36,19 @@ pub(crate) struct SqliteDriver<'a> {
 pub(crate) static STATEMENTS: Statements = Statements {
     insert_skipping: "INSERT",
     skip_taken: sql::on_conflict_do_nothing,
+    read_usage: sql::usage::READ_USAGE,
+    lock_usages: "",
+    reads_lock: false,
+    add_usage_counts: sql::usage::ADD_USAGE_COUNTS,
+    add_minute_fires: sql::usage::ADD_MINUTE_FIRES,
+    upsert_rebinds: false,
+    insert_secret: "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    upsert_calendar: "INSERT INTO t_calendar (app, name, spec, create_time, modify_time) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (app, name) DO UPDATE SET spec = excluded.spec, modify_time = excluded.modify_time",
+    upsert_flow_limit: "INSERT INTO t_flow_limit (app, flow_key, rate_per_sec, parallelism, paused, modify_time)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (app, flow_key) DO UPDATE SET rate_per_sec = excluded.rate_per_sec,
+             parallelism = excluded.parallelism, paused = excluded.paused, modify_time = excluded.modify_time",
     delete_some: sql::delete_by_key,
     mark_hour_stale: sql::MARK_HOUR_STALE,
     insert_manual_fire: sql::fires::INSERT_MANUAL,
@@ -97,6 +118,62 @@ impl Driver for SqliteDriver<'_> {
         plan::set_next_runs_sqlite(self.write, next).await
     }
 
+    async fn get_timers(&self, ids: &[i64]) -> Result<Vec<Timer>> {
+        // The ids as one JSON array, the timers as another (row by row
+        // when that is over SQLite's length limit).
+        let sql = timers_as_json(GET_MANY_SQLITE);
+        let json = serde_json::to_string(ids).expect("ids serialize");
+        if let Some(timers) = page_unless_too_big(sqlx::query_scalar(&sql).bind(json).fetch_one(self.read).await)? {
+            return Ok(timers);
+        }
+        timers_by_id_lists!(self.read, ids)
+    }
+
+    async fn due_timers(&self, window: i64, before_ms: i64, limit: u32) -> Result<Vec<Timer>> {
+        let page = timers_as_json(DUE);
+        let page = sqlx::query_scalar(&page).bind(window).bind(before_ms).bind(i64::from(limit));
+        // Over SQLite's length limit: row by row.
+        if let Some(timers) = page_unless_too_big(page.fetch_one(self.read).await)? {
+            return Ok(timers);
+        }
+        let rows = sqlx::query(DUE).bind(window).bind(before_ms).bind(i64::from(limit)).fetch_all(self.read).await?;
+        rows.iter().map(timer_from_row).collect()
+    }
+
+    async fn set_next_runs(&self, next: &[(i64, Option<i64>)]) -> Result<()> {
+        set_next_runs_sqlite(self.write, next).await
+    }
+
+    async fn refresh_planner_stats(&self) {}
+
+    async fn take_owed(&self, taking: &Taking<'_>) -> Result<Vec<OwedRow>> {
+        take_sqlite(self.write, taking).await
+    }
+
+    async fn heartbeat(&self, node: &NodeInfo, shards: &str) -> Result<()> {
+        sqlx::query(sql::HEARTBEAT)
+            .bind(&node.id)
+            .bind(&node.host)
+            .bind(&node.listen)
+            .bind(node.started_at)
+            .bind(node.heartbeat_at)
+            .bind(shards)
+            .execute(self.write)
+            .await?;
+        Ok(())
+    }
+
+    async fn database_now_ms(&self) -> Result<Option<i64>> {
+        Ok(None)
+    }
+
+    async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
+        let mut tx = self.write.begin().await?;
+        (*tx).insert_history(entries).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn maintain_partitions(&self, _now_ms: i64, _keep_ms: i64) -> Result<PartitionReport> {
         // `t_timer_task` is one table.
         Ok(PartitionReport::default())
@@ -140,6 +217,35 @@ impl Driver for SqliteDriver<'_> {
 }
 
 impl TxDriver for sqlx::SqliteConnection {
+    async fn insert_history(&mut self, entries: &[HistoryEntry]) -> Result<()> {
+        crate::sql::history::insert_history_values!(self, entries)
+    }
+
+    async fn owe_notifications(&mut self, owing: &Owing<'_>) -> Result<Vec<bool>> {
+        owe_sqlite(self, owing).await
+    }
+
+    async fn add_minute_fires(&mut self, app: &str, minute: i64, fires: i64) -> Result<()> {
+        sql::usage::add_minute!(self, app, minute, fires)
+    }
+
+    async fn hold_uncounted_usage(&mut self, _app: &str) -> Result<bool> {
+        Ok(true)
+    }
+
+    async fn store_usage(&mut self, app: &str, timers: i64, cron_fpm: i64, minute_from: i64) -> Result<()> {
+        sql::usage::insert_usage!(self, app, timers, cron_fpm, minute_from)
+    }
+
+    async fn deleting_once_apps(&mut self, _scope: Option<&[i64]>) -> Result<Vec<String>> {
+        // One writer: the completion takes no lock another write waits on.
+        Ok(Vec::new())
+    }
+
+    async fn complete_fired_once(&mut self, scope: Option<&[i64]>, now_ms: i64) -> Result<Vec<(i64, String, i64)>> {
+        Ok(sqlx::query_as(&scoped(COMPLETE_FIRED_ONCE, scope)).bind(now_ms).fetch_all(&mut *self).await?)
+    }
+
     async fn record_rows(&mut self, results: &[FireResult], now_ms: i64) -> Result<u64> {
         record_sqlite_on(self, results, now_ms).await
     }

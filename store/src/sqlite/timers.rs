@@ -4,10 +4,17 @@
 use sqlx::{QueryBuilder, Sqlite};
 use xtimer_core::timer::Timer;
 
-use crate::sql::{padded, timer_from_row};
+use const_format::formatcp;
+
+use crate::sql::{padded, timer_from_row, TIMER_COLUMNS};
 use crate::sqlite::execute_chunked;
 use crate::sqlite::json_row::{JsonRow, TIMER_JSON};
 use crate::{Error, Result};
+
+/// SQLite: the timers of the ids in `$1`, a JSON array.
+pub(crate) const GET_MANY_SQLITE: &str = formatcp!(
+    "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (SELECT value FROM json_each($1)) ORDER BY timer_id"
+);
 
 /// `select` (of [`TIMER_COLUMNS`](crate::sql::TIMER_COLUMNS), in the order
 /// it gives) as one row: a JSON array of its rows. SQLite hands a statement's

@@ -2,7 +2,8 @@
 //! `cargo test --release -p xtimer-store --lib due_page_parse -- --ignored --nocapture`.
 
 use super::*;
-use crate::sqlite::timers::timers_from_json;
+use crate::sql::timers::DUE;
+use crate::sqlite::timers::{timers_as_json, timers_from_json};
 use xtimer_core::config::DatabaseConfig;
 use xtimer_core::timer::*;
 

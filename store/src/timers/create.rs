@@ -12,9 +12,10 @@ use xtimer_core::timer::{NewTimer, TimerStatus};
 
 use super::definition::{bind_definition, json, DEFINITION, INSERT};
 use super::labels::write_labels;
+use crate::db::{on_tx, Tx};
 use crate::repo::{Quota, Refusal};
 use crate::sql::{code, push_list, schedule_columns, text, timing_column, MAX_PARAMS};
-use crate::usage::{self, on_tx, peak_column, Tx};
+use crate::usage::{self, peak_column};
 use crate::{Database, Result};
 
 /// Begins a transaction and inserts `timers` in it, each checked against

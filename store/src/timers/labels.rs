@@ -3,8 +3,8 @@
 
 use xtimer_core::labels::Labels;
 
+use crate::db::{on_tx, Tx};
 use crate::driver::Dialect;
-use crate::usage::{on_tx, Tx};
 use crate::Result;
 
 const SET_LABELS: &str = "UPDATE t_timer SET labels = $1 WHERE timer_id = $2";

@@ -1,4 +1,6 @@
 use super::*;
+use crate::sql::timers::{COMPLETE_FIRED_ONCE, DELETING_ONCE_APPS, DUE};
+use crate::sqlite::timers::{timers_as_json, GET_MANY_SQLITE};
 use xtimer_core::config::DatabaseConfig;
 
 /// SQLite's plan for `statement` (with every parameter bound to 1).
