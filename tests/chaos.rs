@@ -5,6 +5,10 @@
 
 #[path = "cluster/chaos.rs"]
 mod chaos;
+#[path = "cluster/failover.rs"]
+mod failover;
+#[path = "cluster/ha_servers.rs"]
+mod ha_servers;
 #[allow(dead_code)]
 #[path = "cluster/nodes.rs"]
 mod nodes;

@@ -737,7 +737,7 @@ async fn explain(bases: &[String], timer: i64, app: &str, run: i64, names: &Hash
 /// `bases`; returns their ids, in order, and each one's app. Consecutive
 /// timers go to different apps, so concurrent calls do not queue on one
 /// app's lock.
-async fn create_timers(
+pub(crate) async fn create_timers(
     bases: &[String],
     url: &str,
     n: usize,
@@ -855,7 +855,7 @@ async fn shards_by_node(ports: &[u16]) -> String {
 }
 
 /// Parses an `Idempotency-Key` (`{timer_id}_{run_ms}`).
-fn parse_key(key: &str) -> Option<(i64, i64)> {
+pub(crate) fn parse_key(key: &str) -> Option<(i64, i64)> {
     let (timer, run) = key.split_once('_')?;
     Some((timer.parse().ok()?, run.parse().ok()?))
 }
