@@ -5,12 +5,12 @@
 //! on [`Database`]. A statement that reads the same in every dialect is
 //! written once, with `$n` placeholders, and run on any pool through
 //! [`on_db!`], its text passed through
-//! [`Dialect::sql`](crate::driver::Dialect::sql): SQLite and PostgreSQL
+//! `Dialect::sql` (`crate::driver`): SQLite and PostgreSQL
 //! read it as written, MySQL gets `?` placeholders (so a shared statement
 //! uses each `$n` once, in order) and `SIGNED` for `BIGINT` in casts. What
 //! really differs (a batch insert, a claim, an upsert, anything with
 //! dialect-only syntax) comes from the backend's driver
-//! ([`crate::driver`]), which `backend` hands the repository; the
+//! (`crate::driver`), which `backend` hands the repository; the
 //! repository never asks which backend it runs on.
 
 use crate::driver::{Dialect, Statements};

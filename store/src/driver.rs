@@ -22,9 +22,10 @@
 use std::borrow::Cow;
 
 use xtimer_core::fire::{ClaimedFire, FireKey};
+use xtimer_core::load::Load;
 use xtimer_core::node::NodeInfo;
 use xtimer_core::task::TaskData;
-use xtimer_core::timer::Timer;
+use xtimer_core::timer::{NewTimer, Timer};
 
 use crate::change::HistoryEntry;
 use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PartitionReport, PlannedFire};
@@ -200,6 +201,15 @@ pub(crate) trait Driver {
 /// Operations a backend writes its own way inside a transaction the
 /// repository holds; implemented on the backend's connection type.
 pub(crate) trait TxDriver {
+    /// Inserts `timers` (not empty; each with its load) in order, skipping
+    /// any whose name a live timer of its app has; `(timer_id, app, name)`
+    /// of each row made.
+    async fn insert_timer_rows(
+        &mut self,
+        timers: &[(&NewTimer, Load)],
+        now_ms: i64,
+    ) -> Result<Vec<(i64, String, String)>>;
+
     /// Writes history `entries` inside the transaction of the change they
     /// note.
     async fn insert_history(&mut self, entries: &[HistoryEntry]) -> Result<()>;

@@ -3,8 +3,8 @@
 //! ask of SQL. The engine keeps the rules; this keeps the statements.
 //!
 //! Statements are written once (see [`crate::db`]). What differs per
-//! backend comes from its driver ([`crate::driver`]): the DDL of a new
-//! task table and the insert-if-absent texts ([`Statements`]), the batch
+//! backend comes from its driver (`crate::driver`): the DDL of a new
+//! task table and the insert-if-absent texts (`Statements`), the batch
 //! insert and the holds (SQLite needs no lock: every write goes through
 //! its one writer connection, so a hold is one atomic statement;
 //! PostgreSQL locks with `FOR UPDATE SKIP LOCKED`; MySQL, with no `UPDATE

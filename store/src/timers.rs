@@ -7,7 +7,6 @@
 //! `definition`; labels are written in `labels`, searches built in `search`.
 
 mod create;
-mod definition;
 mod labels;
 mod search;
 
@@ -26,13 +25,15 @@ use crate::driver::{Dialect, Driver, TxDriver};
 use crate::history::{self, Change, HistoryEntry};
 use crate::repo::{Quota, Refusal};
 use crate::repo::{TimerQuery, TimerRepo};
+use crate::sql::definition::TIMER_COLUMNS;
+use crate::sql::peak_column;
 use crate::sql::timers::DUE_WINDOW_MS;
-use crate::sql::{code, page_bound, schedule_columns, timer_from_row, timing_column, TIMER_COLUMNS};
-use crate::usage::{self, counts_as_timer, load_of, peak_column, AppUsage};
+use crate::sql::{code, page_bound, timer_from_row};
+use crate::usage::{self, counts_as_timer, load_of, AppUsage};
 use crate::{conflict, Database, Error, Result};
 
+use crate::sql::definition::{bind_definition, UPDATE};
 use create::{alone_within, insert_checked};
-use definition::{bind_definition, json, UPDATE};
 use labels::write_labels;
 use search::Search;
 

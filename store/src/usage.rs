@@ -23,7 +23,7 @@ use crate::db::{on_tx, Tx};
 use crate::driver::{Dialect, TxDriver};
 use crate::repo::{Quota, Refusal};
 use crate::sql::usage::UNCOUNTED;
-use crate::sql::{code, opt_text, push_list, text};
+use crate::sql::{code, opt_text, peak_column, push_list, text};
 use crate::{Database, Result};
 
 const COUNT_TIMERS: &str =
@@ -367,14 +367,6 @@ pub(crate) fn load_of(schedule: &Schedule, stored_peak: Option<i64>, now_ms: i64
     match (schedule, stored_peak) {
         (Schedule::Cron { .. }, Some(peak)) => Load::Cron(peak.max(0) as u64),
         _ => Load::of(schedule, now_ms),
-    }
-}
-
-/// The peak column of a timer's load (NULL for one-shots).
-pub(crate) fn peak_column(load: Load) -> Option<i64> {
-    match load {
-        Load::Cron(peak) => Some(peak as i64),
-        Load::Minute(_) => None,
     }
 }
 

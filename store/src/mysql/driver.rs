@@ -6,8 +6,9 @@ use std::borrow::Cow;
 
 use const_format::formatcp;
 use xtimer_core::fire::{ClaimedFire, FireKey};
+use xtimer_core::load::Load;
 use xtimer_core::task::TaskData;
-use xtimer_core::timer::Timer;
+use xtimer_core::timer::{NewTimer, Timer};
 
 use super::fires::{claim_mysql, insert_mysql, reclaim_mysql, record_mysql_on};
 use super::notify::{owe_mysql, take_mysql};
@@ -218,6 +219,14 @@ impl Driver for MysqlDriver<'_> {
 }
 
 impl TxDriver for sqlx::MySqlConnection {
+    async fn insert_timer_rows(
+        &mut self,
+        timers: &[(&NewTimer, Load)],
+        now_ms: i64,
+    ) -> Result<Vec<(i64, String, String)>> {
+        super::timers::insert_timers_mysql(self, timers, now_ms).await
+    }
+
     async fn insert_history(&mut self, entries: &[HistoryEntry]) -> Result<()> {
         crate::sql::history::insert_history_values!(self, entries)
     }

@@ -1,12 +1,16 @@
 //! MySQL's statements for timers (completion, next fire positions).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use const_format::formatcp;
 use sqlx::{MySql, QueryBuilder, Row};
 
 use crate::sql::timers::{scoped, DUE_WHERE, NOTHING_LEFT};
-use crate::sql::{code, padded, push_list, text, MAX_PARAMS};
+use xtimer_core::load::Load;
+use xtimer_core::timer::NewTimer;
+
+use crate::sql::definition::{bind_definition, INSERT};
+use crate::sql::{code, padded, peak_column, push_list, text, MAX_PARAMS};
 use crate::Result;
 
 /// [`DUE`](crate::sql::timers::DUE) on MySQL, which keeps its `(status, next_run)` key (and whose
@@ -109,3 +113,49 @@ pub(crate) async fn set_next_runs_mysql(pool: &sqlx::MySqlPool, next: &[(i64, Op
 
 /// Most rows of one MySQL `set_next_runs` statement (a power of two).
 pub(crate) const MYSQL_BATCH_ROWS: usize = 1024;
+
+/// Inserts timers in multi-row `INSERT IGNORE` statements (a taken name
+/// skips its row, as `ON CONFLICT DO NOTHING` does). With no `RETURNING`,
+/// each statement's rows are read back by app from the first id it drew
+/// on, and kept by name: the caller holds the usage lock of every app in
+/// the batch, so no other transaction adds a timer of these apps
+/// meanwhile, and a name taken before has a smaller id.
+pub(crate) async fn insert_timers_mysql(
+    c: &mut sqlx::MySqlConnection,
+    timers: &[(&NewTimer, Load)],
+    now_ms: i64,
+) -> Result<Vec<(i64, String, String)>> {
+    let mut made = Vec::with_capacity(timers.len());
+    for chunk in timers.chunks(500) {
+        let mut qb = QueryBuilder::<MySql>::new(INSERT.replacen("INSERT", "INSERT IGNORE", 1));
+        qb.push_values(chunk, |mut b, (t, load)| {
+            b.push_bind(t.app.as_str());
+            bind_definition!(b, push_bind, t)
+                .push_bind(now_ms)
+                .push_bind(now_ms)
+                .push_bind(t.first_next_run(now_ms))
+                .push_bind(peak_column(*load));
+        });
+        let done = qb.build().execute(&mut *c).await?;
+        if done.rows_affected() == 0 {
+            continue;
+        }
+        // By app, not by (app, name) pairs: an `OR` of 500 pairs cost the
+        // server ~9 ms to plan and run. The rows of these apps from the
+        // statement's first id on are its own (and this transaction's
+        // earlier chunks', left out by name).
+        let apps: BTreeSet<&str> = chunk.iter().map(|(t, _)| t.app.as_str()).collect();
+        let mut qb = QueryBuilder::<MySql>::new("SELECT timer_id, app, name FROM t_timer WHERE timer_id >= ");
+        qb.push_bind(done.last_insert_id() as i64).push(" AND app IN (");
+        push_list(&mut qb, apps);
+        qb.push(") ORDER BY timer_id");
+        let names: HashSet<(&str, &str)> = chunk.iter().map(|(t, _)| (t.app.as_str(), t.name.as_str())).collect();
+        for row in qb.build().fetch_all(&mut *c).await? {
+            let (app, name) = (text(&row, "app")?, text(&row, "name")?);
+            if names.contains(&(app.as_str(), name.as_str())) {
+                made.push((row.try_get("timer_id")?, app, name));
+            }
+        }
+    }
+    Ok(made)
+}

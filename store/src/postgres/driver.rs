@@ -4,8 +4,9 @@
 use std::borrow::Cow;
 
 use xtimer_core::fire::{ClaimedFire, FireKey};
+use xtimer_core::load::Load;
 use xtimer_core::task::TaskData;
-use xtimer_core::timer::Timer;
+use xtimer_core::timer::{NewTimer, Timer};
 
 use super::fires::{claim_pg, confirm_pg, insert_pg, reclaim_pg, record_pg_alone, record_pg_on, release_pg};
 use super::notify::{owe_pg, take_pg};
@@ -209,6 +210,14 @@ impl Driver for PgDriver<'_> {
 }
 
 impl TxDriver for sqlx::PgConnection {
+    async fn insert_timer_rows(
+        &mut self,
+        timers: &[(&NewTimer, Load)],
+        now_ms: i64,
+    ) -> Result<Vec<(i64, String, String)>> {
+        super::timers::insert_timers_pg(self, timers, now_ms).await
+    }
+
     async fn insert_history(&mut self, entries: &[HistoryEntry]) -> Result<()> {
         crate::sql::history::insert_history_values!(self, entries)
     }

@@ -2,6 +2,7 @@
 //! enums), column lists, SQL fragments, and how a row becomes a domain
 //! value. One place knows each.
 
+pub(crate) mod definition;
 pub(crate) mod fence;
 pub(crate) mod fires;
 pub(crate) mod history;
@@ -93,14 +94,7 @@ pub(crate) fn fire_sendable(timer_status: Option<i64>, replayed: bool) -> bool {
     }
 }
 
-/// The `t_timer` columns every timer query selects, in order. `status` is
-/// read as a 64-bit integer in every dialect.
-pub(crate) const TIMER_COLUMNS: &str = "timer_id, app, name, CAST(status AS BIGINT) AS status, kind, cron, \
-     timezone, run_at, notify, retry, misfire, CAST(delete_after_run AS BIGINT) AS delete_after_run, on_failure, \
-     CAST(pause_after_failures AS BIGINT) AS pause_after_failures, pause_reason, overlap, create_time, modify_time, \
-     every_ms, timing, labels, on_missed, on_late";
-
-/// A `t_timer` row ([`TIMER_COLUMNS`]) as a [`Timer`].
+/// A `t_timer` row ([`TIMER_COLUMNS`](definition::TIMER_COLUMNS)) as a [`Timer`].
 pub(crate) fn timer_from_row(row: &impl Columns) -> Result<Timer> {
     let id = row.int("timer_id")?;
     let corrupt = |what: &str| Error::Corrupt(format!("t_timer {id}: {what}"));
@@ -411,6 +405,14 @@ pub(crate) fn schedule_columns(schedule: &Schedule) -> ScheduleColumns<'_> {
 /// A schedule's columns: `kind`, `cron`, `timezone`, `run_at` (a one-shot's
 /// time, an interval's anchor), `every_ms`.
 pub(crate) type ScheduleColumns<'a> = (&'static str, Option<&'a str>, &'a str, Option<i64>, Option<i64>);
+
+/// The peak column of a timer's load (NULL for one-shots).
+pub(crate) fn peak_column(load: xtimer_core::load::Load) -> Option<i64> {
+    match load {
+        xtimer_core::load::Load::Cron(peak) => Some(peak as i64),
+        xtimer_core::load::Load::Minute(_) => None,
+    }
+}
 
 /// The `timing` column: JSON, or NULL when it says nothing.
 pub(crate) fn timing_column(timing: &Timing) -> Option<String> {

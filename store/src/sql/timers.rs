@@ -2,7 +2,8 @@
 
 use const_format::formatcp;
 
-use crate::sql::{code, TIMER_COLUMNS};
+use crate::sql::code;
+use crate::sql::definition::TIMER_COLUMNS;
 
 /// A timer with nothing left to expand (`next_run IS NULL`), put so that
 /// SQLite and PostgreSQL find such timers in the due index's NULL window
@@ -84,7 +85,7 @@ macro_rules! timers_by_id_lists {
         for chunk in $ids.chunks(16_384) {
             let mut qb = sqlx::QueryBuilder::new(pool.sql(const_format::formatcp!(
                 "SELECT {} FROM t_timer WHERE timer_id IN (",
-                $crate::sql::TIMER_COLUMNS
+                $crate::sql::definition::TIMER_COLUMNS
             )));
             $crate::sql::push_list(&mut qb, $crate::sql::padded(chunk).copied());
             qb.push(")");

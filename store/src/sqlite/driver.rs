@@ -4,8 +4,9 @@
 use std::borrow::Cow;
 
 use xtimer_core::fire::{ClaimedFire, FireKey};
+use xtimer_core::load::Load;
 use xtimer_core::task::TaskData;
-use xtimer_core::timer::Timer;
+use xtimer_core::timer::{NewTimer, Timer};
 
 use super::fires::{claim_sqlite, insert_sqlite, reclaim_sqlite, record_sqlite_alone, record_sqlite_on};
 use super::notify::{owe_sqlite, take_sqlite};
@@ -217,6 +218,14 @@ impl Driver for SqliteDriver<'_> {
 }
 
 impl TxDriver for sqlx::SqliteConnection {
+    async fn insert_timer_rows(
+        &mut self,
+        timers: &[(&NewTimer, Load)],
+        now_ms: i64,
+    ) -> Result<Vec<(i64, String, String)>> {
+        super::timers::insert_timers_sqlite(self, timers, now_ms).await
+    }
+
     async fn insert_history(&mut self, entries: &[HistoryEntry]) -> Result<()> {
         crate::sql::history::insert_history_values!(self, entries)
     }

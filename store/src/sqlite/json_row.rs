@@ -1,7 +1,8 @@
 //! A page of timers as SQLite's `json_group_array` makes it: the columns of
 //! [`TIMER_COLUMNS`] as one JSON array per row, read in place.
 
-use crate::sql::{Columns, TIMER_COLUMNS};
+use crate::sql::definition::TIMER_COLUMNS;
+use crate::sql::Columns;
 use crate::{Error, Result};
 
 /// [`TIMER_COLUMNS`] as the arguments of SQLite's `json_array` (each

@@ -1,12 +1,15 @@
 //! SQLite's statements for timers: pages of timers read as one JSON value,
 //! and the batch move of next fire positions.
 
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::{QueryBuilder, Row, Sqlite};
+use xtimer_core::load::Load;
+use xtimer_core::timer::NewTimer;
 use xtimer_core::timer::Timer;
 
 use const_format::formatcp;
 
-use crate::sql::{padded, timer_from_row, TIMER_COLUMNS};
+use crate::sql::definition::{bind_definition, INSERT, ON_NAME_TAKEN, TIMER_COLUMNS};
+use crate::sql::{padded, peak_column, timer_from_row, MAX_PARAMS};
 use crate::sqlite::execute_chunked;
 use crate::sqlite::json_row::{JsonRow, TIMER_JSON};
 use crate::{Error, Result};
@@ -16,7 +19,7 @@ pub(crate) const GET_MANY_SQLITE: &str = formatcp!(
     "SELECT {TIMER_COLUMNS} FROM t_timer WHERE timer_id IN (SELECT value FROM json_each($1)) ORDER BY timer_id"
 );
 
-/// `select` (of [`TIMER_COLUMNS`](crate::sql::TIMER_COLUMNS), in the order
+/// `select` (of [`TIMER_COLUMNS`](crate::sql::definition::TIMER_COLUMNS), in the order
 /// it gives) as one row: a JSON array of its rows. SQLite hands a statement's
 /// rows over one at a time, each column copied, at a cost far above its own
 /// reading: a page of 500 timers of 23 columns cost ~4.5 µs a timer that
@@ -67,6 +70,32 @@ pub(crate) async fn set_next_runs_sqlite(write: &sqlx::SqlitePool, next: &[(i64,
     }
     execute_chunked(write, next, statement).await?;
     Ok(())
+}
+
+/// Inserts timers in multi-row `VALUES` statements, skipping any whose
+/// name is taken; `(timer_id, app, name)` of each row made.
+pub(crate) async fn insert_timers_sqlite(
+    c: &mut sqlx::SqliteConnection,
+    timers: &[(&NewTimer, Load)],
+    now_ms: i64,
+) -> Result<Vec<(i64, String, String)>> {
+    let mut made = Vec::with_capacity(timers.len());
+    for chunk in timers.chunks(MAX_PARAMS / 22) {
+        let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
+        qb.push_values(chunk, |mut b, (t, load)| {
+            b.push_bind(t.app.as_str());
+            bind_definition!(b, push_bind, t)
+                .push_bind(now_ms)
+                .push_bind(now_ms)
+                .push_bind(t.first_next_run(now_ms))
+                .push_bind(peak_column(*load));
+        });
+        qb.push(ON_NAME_TAKEN);
+        for row in qb.build().fetch_all(&mut *c).await? {
+            made.push((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+        }
+    }
+    Ok(made)
 }
 
 #[cfg(test)]
