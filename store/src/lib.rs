@@ -16,25 +16,33 @@
 //!   passwords hidden, for logs and errors.
 //!
 //! The SQL repositories, written once for the three dialects on
-//! [`Database`] ([`db`]: the pools and the one way every repository reaches
-//! them, naming no backend; `backend`: connecting the one a URL names):
+//! [`Database`] ([`db`]: the pools and transactions, and the one way every
+//! repository reaches them, naming no backend), in the shape of their
+//! drivers: a repository never asks which database it runs on, and what
+//! differs comes from the backend's driver (`driver`: `Dialect` with its
+//! `Statements`, `Driver` on its pools, `TxDriver` on its connection),
+//! which `backend` hands it (`on_driver!`) and which also connects the
+//! one a URL names. The conformance suite (`store/tests/it`) runs every
+//! repository on every backend.
 //!
 //! - `timers`, `fires`, `nodes`, `notify`, [`auth`], [`tasks`], `calendars`,
 //!   `apps`, `flows`, `history`: one file per repository; `plan` (the
 //!   writes of an expansion plan), `placement` (spread send times),
-//!   [`usage`] (what each app uses, kept as its timers change), `fence`,
+//!   [`usage`] (what each app uses, kept as its timers change),
 //!   `timer_stats` (the per-timer figures rolled up by the hour).
-//! - `sql`: what the dialects share: status codes, column lists, SQL
-//!   fragments, row decoding, and per repository the statements and rows
-//!   its dialect code shares (`sql::notify`, `sql::tasks`, ...).
+//! - `sql`: what the backends share: status codes, a timer's columns
+//!   listed once (`sql::definition`), SQL fragments, row decoding, and per
+//!   repository the statements and rows two or three backends share
+//!   (`sql::tasks`, `sql::timers`, `sql::usage`, `sql::fence`, ...).
 //!
-//! One module per backend, holding what differs:
+//! One folder per backend, each a driver: the one place its SQL is chosen.
 //!
-//! - [`sqlite`], [`postgres`], [`mysql`]: opening each database (pragmas,
-//!   session settings, pools, migrations) and that dialect's batch
-//!   statements (`fires`: insert, claim, reclaim, record; `plan`,
-//!   `notify`, `tasks`, `timers`). PostgreSQL also keeps [`partition`]:
-//!   its daily partitions of `t_timer_task`.
+//! - [`sqlite`], [`postgres`], [`mysql`]: `driver.rs` (its `Statements`
+//!   and its `Driver` and `TxDriver`), opening each database (pragmas,
+//!   session settings, pools, migrations) and that backend's statements
+//!   (`fires`: insert, claim, reclaim, record; `plan`, `notify`, `tasks`,
+//!   `timers`, `usage`). PostgreSQL also keeps [`partition`]: its daily
+//!   partitions of `t_timer_task`.
 //! - [`redis`]: the shard index, locks and flow tokens over Redis or Redis
 //!   Cluster, for clusters.
 //! - `memory`: the same three in process ([`MemoryShards`],

@@ -2,9 +2,9 @@
 //! only the batch insert, the completion of one-shots (MySQL has no
 //! `RETURNING`), the read by many ids, the due page and the batch move of
 //! next fire times differ: they come from the backend's driver
-//! ([`crate::driver`]; the insert in each backend's `timers::create`, the
-//! rest in its `timers`). A timer's definition columns are listed once, in
-//! `definition`; labels are written in `labels`, searches built in `search`.
+//! (`crate::driver`; each backend's `timers` module). A timer's columns
+//! are listed once, in `sql::definition`; the usage checks of a create are
+//! in `create`, labels are written in `labels`, searches built in `search`.
 
 mod create;
 mod labels;
