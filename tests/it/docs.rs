@@ -39,7 +39,7 @@ fn the_generated_reference_pages_match_the_code() {
 const HEADER: &str = "<!-- Generated from the code by tests/it/docs.rs: do not edit; run scripts/docs. -->\n\n";
 
 fn document() -> Value {
-    serde_json::to_value(xtimer_webserver::openapi::document()).unwrap()
+    serde_json::to_value(xtimer_webserver::api::document()).unwrap()
 }
 
 /// A description on one line, fit for a table cell.

@@ -27,18 +27,18 @@ pub async fn no_route(method: Method, uri: Uri) -> ApiError {
 /// name holds every word of it (`getTimers`: get, timers), then by edit
 /// distance, if within a typo's ([`xtimer_core::suggest::typo_distance`]).
 pub fn near_routes(path: &str) -> Vec<String> {
-    use crate::openapi::{ROUTES, TIMER_PREFIXES, TIMER_ROUTES};
     use xtimer_core::suggest::{edit_distance, typo_distance};
 
     let Some((folder, name)) = path.rsplit_once('/') else { return Vec::new() };
     if name.is_empty() {
         return Vec::new();
     }
-    let mut candidates: Vec<(&str, String)> = Vec::new();
-    if TIMER_PREFIXES.contains(&folder) {
-        candidates.extend(TIMER_ROUTES.iter().map(|r| (r.method, format!("{folder}/{}", r.path))));
+    let mut candidates: Vec<(&str, &str)> = Vec::new();
+    for (route, item) in &crate::api::document().paths.paths {
+        let methods = [("GET", &item.get), ("POST", &item.post), ("PUT", &item.put), ("DELETE", &item.delete)];
+        candidates
+            .extend(methods.into_iter().filter(|(_, op)| op.is_some()).map(|(method, _)| (method, route.as_str())));
     }
-    candidates.extend(ROUTES.iter().map(|r| (r.method, r.path.to_owned())));
     let words = camel_words(name);
     let mut scored: Vec<(bool, usize, String)> = candidates
         .into_iter()

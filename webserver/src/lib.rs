@@ -18,7 +18,11 @@
 //! - [`metrics`]: `GET /metrics` (Prometheus text) and the request counter;
 //!   [`scrape`]: what it reads of the node (timer counts, shards held).
 //! - [`traces`]: a span per request when OpenTelemetry traces are on.
-//! - [`openapi`]: `GET /openapi.json`, the OpenAPI 3.1 document of every route.
+//! - [`api`]: every route with its documentation (`#[utoipa::path]` on each
+//!   handler), [`prefixes`]: the timer routes' two prefixes,
+//!   [`replies`]: how a handler's documentation names its reply.
+//! - [`openapi`]: `GET /openapi.json`, the OpenAPI 3.1 document of every
+//!   route, made of those routes.
 //! - [`ui`]: the web console at `/ui` (embedded assets) and its overview data.
 //! - [`auth`]: per-app bearer tokens: [`auth::AuthContext`] (left by the
 //!   [`layers::resolve`] middleware) and [`auth::authorize`], for every
@@ -37,6 +41,7 @@
 //! `{"code": 0, "msg": "ok", "result": ...}`; an error has the HTTP status as
 //! `code`, a message naming the field or limit at fault, and `result: null`.
 
+pub mod api;
 pub mod auth;
 pub mod envelope;
 pub mod error;
@@ -46,6 +51,8 @@ pub mod layers;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
+pub mod prefixes;
+pub mod replies;
 pub mod router;
 pub mod routes;
 pub mod scrape;

@@ -119,6 +119,13 @@ pub async fn count_requests(request: Request, next: Next) -> Response {
 /// `GET /metrics`: every metric in Prometheus text format. With auth on,
 /// any valid token (an app's or the admin's) may read it. A gauge whose
 /// store read fails is left out and the failure logged.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "_metrics",
+    summary = "Prometheus text format.",
+    responses((status = 200, description = crate::replies::OK, content_type = "text/plain"))
+)]
 pub async fn metrics_get(State(state): State<AppState>, auth: AuthContext) -> Result<Response, ApiError> {
     auth.require_token()?;
     let mut text = install().render();

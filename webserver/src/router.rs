@@ -1,14 +1,14 @@
 //! The whole HTTP API: its routes ([`crate::api`]) behind its layers and
 //! fallbacks.
 
-use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
+use axum::extract::{DefaultBodyLimit, Extension};
 use axum::{middleware, Router};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::api::{self, ServedDocument};
 use crate::state::AppState;
-use crate::{error, fallback, layers, metrics, openapi, routes, traces, ui};
+use crate::{error, fallback, layers, metrics, traces};
 
 /// The whole HTTP API.
 ///
@@ -20,17 +20,9 @@ use crate::{error, fallback, layers, metrics, openapi, routes, traces, ui};
 /// which closes the connection); a 405 names the methods its route takes.
 pub fn router(state: AppState) -> Router {
     metrics::install();
-    let routes = Router::new()
-        .route("/healthz", get(routes::health::health_check))
-        .route("/readyz", get(routes::health::readiness_check))
-        .route("/metrics", get(metrics::metrics_get))
-        .route("/openapi.json", get(openapi::openapi_get))
-        .merge(routes::timers::routes("/api/xtimer", &state.config))
-        .merge(routes::timers::routes("/xtimer", &state.config))
-        .route("/api/xtimer/nodes", get(routes::nodes::nodes_list))
-        .route("/xtimer/nodes", get(routes::nodes::nodes_list))
-        .merge(routes::tasks::routes())
-        .merge(ui::routes())
+    let document = api::document().to_json().expect("the document serializes");
+    let routes = Router::from(api::routes(&state.config))
+        .layer(Extension(ServedDocument(document.into())))
         .route_layer(middleware::from_fn(metrics::tag_route))
         .fallback(fallback::no_route)
         .method_not_allowed_fallback(fallback::method_not_allowed);

@@ -9,7 +9,6 @@ use xtimer_core::timer::RetryPolicy;
 /// What each linked constant reads as.
 fn constants() -> Vec<(&'static str, String)> {
     use crate::routes::timers::input as i;
-    use crate::routes::timers::preview as p;
     use xtimer_core::{labels, when};
     let retry = RetryPolicy::default();
     let statuses = RetryPolicy::NO_RETRY_STATUSES.map(|s| s.to_string()).join(", ");
@@ -27,11 +26,8 @@ fn constants() -> Vec<(&'static str, String)> {
         ("MIN_CALLBACK_TIMEOUT_MS", i::MIN_CALLBACK_TIMEOUT_MS.to_string()),
         ("MAX_CALLBACK_TIMEOUT_MS", i::MAX_CALLBACK_TIMEOUT_MS.to_string()),
         ("MAX_LATE_THRESHOLD_MS", i::MAX_LATE_THRESHOLD_MS.to_string()),
-        ("DEFAULT_PREVIEW_COUNT", p::DEFAULT_PREVIEW_COUNT.to_string()),
-        ("MAX_PREVIEW_COUNT", p::MAX_PREVIEW_COUNT.to_string()),
         ("MAX_FORECAST_SECONDS", xtimer_service::when::MAX_FORECAST_SECONDS.to_string()),
         ("MAX_APPLY_TIMERS", format!("{} timers", xtimer_service::apply::MAX_APPLY_TIMERS)),
-        ("MAX_FIRES", format!("{} fires", crate::ui::overview::MAX_FIRES)),
         ("RetryPolicy::MAX_BACKOFF_MS", format!("{} ms", RetryPolicy::MAX_BACKOFF_MS)),
         ("RetryPolicy::NO_RETRY_STATUSES", format!("[{statuses}]")),
         (
@@ -43,9 +39,11 @@ fn constants() -> Vec<(&'static str, String)> {
 }
 
 /// Every description in `doc` with its links replaced: a known constant
-/// by its value, any other link by its name in code font.
-pub fn resolve(doc: &mut Value) {
-    let table = constants();
+/// (the core's and the service's, or one of `more`, the handlers') by its
+/// value, any other link by its name in code font.
+pub fn resolve(doc: &mut Value, more: &[(&'static str, String)]) {
+    let mut table = constants();
+    table.extend_from_slice(more);
     walk(doc, &table);
 }
 
@@ -104,11 +102,5 @@ mod tests {
         assert_eq!(replace("at least [`MIN_EVERY_MS`].", &table), "at least 1000 ms.");
         assert_eq!(replace("of [`TimerView`]", &table), "of `TimerView`");
         assert_eq!(replace("`[scheduled, scheduled + spreadMs)`", &table), "`[scheduled, scheduled + spreadMs)`");
-    }
-
-    #[test]
-    fn the_served_document_has_no_rustdoc_links() {
-        let text = super::super::document().to_json().unwrap();
-        assert!(!text.contains("[`"), "a rustdoc link is left in the OpenAPI document");
     }
 }

@@ -13,6 +13,13 @@ pub struct Health {
 }
 
 /// `GET /healthz`: `{"code": 0, "msg": "ok", "result": {"status": "ok"}}`.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "_healthz",
+    summary = "Liveness: the process serves HTTP.",
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Health))
+)]
 pub async fn health_check() -> Envelope<Health> {
     Envelope(Health { status: "ok" })
 }
@@ -33,6 +40,13 @@ pub use crate::state::ReadinessCheck;
 /// while they do not (no primary during a failover, a cut, a restart), so a
 /// load balancer sends the API's calls to a node that can answer them. The
 /// process itself is alive either way (`/healthz`).
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "_readyz",
+    summary = "Readiness: this node's heartbeats reach its database; 503 with Retry-After and the reason while they do not.",
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Readiness))
+)]
 pub async fn readiness_check(
     axum::extract::State(state): axum::extract::State<crate::AppState>,
 ) -> axum::response::Response {

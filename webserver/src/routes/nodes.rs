@@ -36,6 +36,13 @@ pub struct NodeList {
 /// [`xtimer_service::nodes::ALIVE_WINDOW_MS`].
 ///
 /// With auth on, any valid token (an app's or the admin's) may read it.
+#[utoipa::path(
+    get,
+    path = "/nodes",
+    operation_id = "nodes",
+    summary = "Every live node and the shards it holds.",
+    responses((status = 200, description = crate::replies::ENVELOPED, body = NodeList))
+)]
 pub async fn nodes_list(State(state): State<AppState>, auth: AuthContext) -> Result<Envelope<NodeList>, ApiError> {
     auth.require_token()?;
     let nodes = match &state.nodes {

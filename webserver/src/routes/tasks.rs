@@ -20,8 +20,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -31,22 +30,26 @@ use xtimer_asyncflow::wire::{
 };
 use xtimer_asyncflow::{Error, TaskId, Tasks};
 
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
 use crate::auth::{AuthContext, AuthError};
+use crate::replies::{AnyObject, OK};
 use crate::AppState;
 
 /// The `/v1` routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(path::CREATE_TASK, post(create_task))
-        .route(path::HOLD_TASKS, post(hold_tasks))
-        .route(path::SET_TASK, post(set_task))
-        .route(path::GET_TASK, get(get_task))
-        .route(path::GET_TASK_LIST, get(get_task_list))
-        .route(path::GET_TASK_SCHEDULE_CFG_LIST, get(get_task_schedule_cfg_list))
-        .route(path::GET_TASK_COUNTS_BY_TYPE, get(get_task_counts_by_type))
-        .route(path::REGISTER_TASK, post(register_task))
-        .route(path::SET_TASK_SCHEDULE_CFG, post(set_task_schedule_cfg))
-        .route(path::PING, get(ping))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_task))
+        .routes(routes!(hold_tasks))
+        .routes(routes!(set_task))
+        .routes(routes!(get_task))
+        .routes(routes!(get_task_list))
+        .routes(routes!(get_task_schedule_cfg_list))
+        .routes(routes!(get_task_counts_by_type))
+        .routes(routes!(register_task))
+        .routes(routes!(set_task_schedule_cfg))
+        .routes(routes!(ping))
 }
 
 /// A failed call: its code and a message a caller can act on (and the
@@ -174,6 +177,14 @@ fn required<'a>(q: &'a HashMap<String, String>, names: &[&str]) -> Result<&'a st
     }
 }
 
+#[utoipa::path(
+    post,
+    path = path::CREATE_TASK,
+    operation_id = "_v1_create_task",
+    summary = "Create an asyncflow task.",
+    request_body = TaskDataRequest,
+    responses((status = 200, description = OK, body = Reply<CreateTaskBody>))
+)]
 async fn create_task(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -195,6 +206,14 @@ async fn create_task(
     )
 }
 
+#[utoipa::path(
+    post,
+    path = path::HOLD_TASKS,
+    operation_id = "_v1_hold_tasks",
+    summary = "Claim due tasks of a type.",
+    params(("task_type" = String, Query), ("limit" = Option<i64>, Query)),
+    responses((status = 200, description = OK, body = Reply<TaskListBody>))
+)]
 async fn hold_tasks(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -233,6 +252,14 @@ async fn hold_tasks(
     )
 }
 
+#[utoipa::path(
+    post,
+    path = path::SET_TASK,
+    operation_id = "_v1_set_task",
+    summary = "Report on a task.",
+    request_body = TaskDataRequest,
+    responses((status = 200, description = OK, body = Reply<Empty>))
+)]
 async fn set_task(State(state): State<AppState>, auth: AuthContext, body: Result<Bytes, BytesRejection>) -> Response {
     reply::<Empty>(
         async {
@@ -250,6 +277,14 @@ async fn set_task(State(state): State<AppState>, auth: AuthContext, body: Result
     )
 }
 
+#[utoipa::path(
+    get,
+    path = path::GET_TASK,
+    operation_id = "_v1_get_task",
+    summary = "One task by id.",
+    params(("task_id" = String, Query)),
+    responses((status = 200, description = OK, body = Reply<TaskDataBody>))
+)]
 async fn get_task(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
     reply(
         async {
@@ -264,6 +299,14 @@ async fn get_task(State(state): State<AppState>, auth: AuthContext, uri: Uri) ->
     )
 }
 
+#[utoipa::path(
+    get,
+    path = path::GET_TASK_LIST,
+    operation_id = "_v1_get_task_list",
+    summary = "Tasks of a type.",
+    params(("task_type" = String, Query), ("status" = Option<i64>, Query), ("limit" = Option<i64>, Query)),
+    responses((status = 200, description = OK, body = Reply<TaskListBody>))
+)]
 async fn get_task_list(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
     reply(
         async {
@@ -285,6 +328,13 @@ async fn get_task_list(State(state): State<AppState>, auth: AuthContext, uri: Ur
     )
 }
 
+#[utoipa::path(
+    get,
+    path = path::GET_TASK_SCHEDULE_CFG_LIST,
+    operation_id = "_v1_get_task_schedule_cfg_list",
+    summary = "Every task type's configuration.",
+    responses((status = 200, description = OK, body = Reply<CfgListBody>))
+)]
 async fn get_task_schedule_cfg_list(State(state): State<AppState>, auth: AuthContext) -> Response {
     reply(
         async {
@@ -297,6 +347,14 @@ async fn get_task_schedule_cfg_list(State(state): State<AppState>, auth: AuthCon
     )
 }
 
+#[utoipa::path(
+    get,
+    path = path::GET_TASK_COUNTS_BY_TYPE,
+    operation_id = "_v1_get_task_counts_by_type",
+    summary = "How many tasks a type has.",
+    params(("task_type" = String, Query)),
+    responses((status = 200, description = OK, body = Reply<CountsBody>))
+)]
 async fn get_task_counts_by_type(State(state): State<AppState>, auth: AuthContext, uri: Uri) -> Response {
     reply(
         async {
@@ -332,6 +390,14 @@ fn cfg_body(body: Result<Bytes, BytesRejection>) -> Result<TaskScheduleCfg, Fail
     Ok(cfg)
 }
 
+#[utoipa::path(
+    post,
+    path = path::REGISTER_TASK,
+    operation_id = "_v1_register_task",
+    summary = "Register a task type (8048 if it exists).",
+    request_body = TaskScheduleCfg,
+    responses((status = 200, description = OK, body = Reply<Empty>))
+)]
 async fn register_task(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -353,6 +419,14 @@ async fn register_task(
     )
 }
 
+#[utoipa::path(
+    post,
+    path = path::SET_TASK_SCHEDULE_CFG,
+    operation_id = "_v1_set_task_schedule_cfg",
+    summary = "Change a task type's configuration.",
+    request_body = TaskScheduleCfg,
+    responses((status = 200, description = OK, body = Reply<CfgBody>))
+)]
 async fn set_task_schedule_cfg(
     State(state): State<AppState>,
     auth: AuthContext,
@@ -374,6 +448,13 @@ async fn set_task_schedule_cfg(
     )
 }
 
+#[utoipa::path(
+    get,
+    path = path::PING,
+    operation_id = "_v1_ping",
+    summary = "Liveness of the task API.",
+    responses((status = 200, description = OK, body = AnyObject))
+)]
 async fn ping() -> Json<Value> {
     Json(serde_json::json!({ "message": "pong" }))
 }

@@ -37,8 +37,8 @@ pub mod view;
 pub mod when;
 
 use axum::extract::{DefaultBodyLimit, State};
-use axum::routing::{delete, get, post};
-use axum::Router;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 use xtimer_core::config::ServerConfig;
 use xtimer_service::many::Search;
 
@@ -46,47 +46,58 @@ use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 pub(crate) use self::key::timer_key;
 use self::view::{FireView, List, TimerId, TimerView};
 use crate::extract::{ApiJson, ApiQuery, ForApp, QueryOrJson};
+use crate::prefixes::under;
 use crate::{ApiError, AppState, Envelope};
 
-/// The timer routes under `prefix` (`/api/xtimer` or `/xtimer`); a batch
-/// call's body may be up to `config.max_batch_body_bytes`.
-pub fn routes(prefix: &str, config: &ServerConfig) -> Router<AppState> {
+/// The timer routes under `prefix` (`/api/xtimer` or `/xtimer`, the
+/// `alias`: see [`crate::prefixes::under`]); a batch call's body may be up to
+/// `config.max_batch_body_bytes`.
+pub fn routes(prefix: &str, alias: bool, config: &ServerConfig) -> OpenApiRouter<AppState> {
     let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
-    Router::new()
-        .route(&format!("{prefix}/createTimer"), post(timers_create))
-        .route(&format!("{prefix}/createTimers"), post(batch::timers_create_batch).layer(batch_limit))
-        .route(&format!("{prefix}/applyTimers"), post(apply::timers_apply).layer(batch_limit))
-        .route(&format!("{prefix}/enableTimer"), get(timers_enable))
-        .route(&format!("{prefix}/unableTimer"), get(timers_disable))
-        .route(&format!("{prefix}/delTimer"), delete(timers_delete))
-        .route(&format!("{prefix}/getTimer"), get(timers_get))
-        .route(&format!("{prefix}/getAppTimers"), get(timers_list))
-        .route(&format!("{prefix}/getTimerTasks"), get(timer_tasks_list))
-        .route(&format!("{prefix}/updateTimer"), post(lifecycle::timers_update))
-        .route(&format!("{prefix}/triggerTimer"), post(lifecycle::timers_trigger))
-        .route(&format!("{prefix}/backfillTimer"), post(backfill::timers_backfill))
-        .route(&format!("{prefix}/previewCron"), get(preview::cron_preview))
-        .route(&format!("{prefix}/admin/issueToken"), post(admin::tokens_issue))
-        .route(&format!("{prefix}/putCalendar"), post(when::calendar_put))
-        .route(&format!("{prefix}/getCalendar"), get(when::calendar_get))
-        .route(&format!("{prefix}/getAppCalendars"), get(when::calendars_list))
-        .route(&format!("{prefix}/delCalendar"), delete(when::calendar_delete))
-        .route(&format!("{prefix}/getForecast"), get(when::forecast))
-        .route(&format!("{prefix}/getApps"), get(many::apps_list))
-        .route(&format!("{prefix}/bulkTimers"), post(many::timers_bulk))
-        .route(&format!("{prefix}/pauseApp"), post(many::app_pause))
-        .route(&format!("{prefix}/resumeApp"), post(many::app_resume))
-        .route(&format!("{prefix}/getTimerHistory"), get(many::timer_history))
-        .route(&format!("{prefix}/explainFire"), get(explain::fire_explain))
-        .route(&format!("{prefix}/replayFires"), post(many::fires_replay))
-        .route(&format!("{prefix}/setFlowLimit"), post(flows::flow_set))
-        .route(&format!("{prefix}/getFlows"), get(flows::flows_list))
-        .route(&format!("{prefix}/delFlowLimit"), delete(flows::flow_delete))
+    let at = |routes| under(prefix, alias, routes);
+    OpenApiRouter::new()
+        .routes(at(routes!(timers_create)))
+        .routes(at(routes!(batch::timers_create_batch)).layer(batch_limit))
+        .routes(at(routes!(apply::timers_apply)).layer(batch_limit))
+        .routes(at(routes!(timers_enable)))
+        .routes(at(routes!(timers_disable)))
+        .routes(at(routes!(timers_delete)))
+        .routes(at(routes!(timers_get)))
+        .routes(at(routes!(timers_list)))
+        .routes(at(routes!(timer_tasks_list)))
+        .routes(at(routes!(lifecycle::timers_update)))
+        .routes(at(routes!(lifecycle::timers_trigger)))
+        .routes(at(routes!(backfill::timers_backfill)))
+        .routes(at(routes!(preview::cron_preview)))
+        .routes(at(routes!(admin::tokens_issue)))
+        .routes(at(routes!(when::calendar_put)))
+        .routes(at(routes!(when::calendar_get)))
+        .routes(at(routes!(when::calendars_list)))
+        .routes(at(routes!(when::calendar_delete)))
+        .routes(at(routes!(when::forecast)))
+        .routes(at(routes!(many::apps_list)))
+        .routes(at(routes!(many::timers_bulk)))
+        .routes(at(routes!(many::app_pause)))
+        .routes(at(routes!(many::app_resume)))
+        .routes(at(routes!(many::timer_history)))
+        .routes(at(routes!(explain::fire_explain)))
+        .routes(at(routes!(many::fires_replay)))
+        .routes(at(routes!(flows::flow_set)))
+        .routes(at(routes!(flows::flows_list)))
+        .routes(at(routes!(flows::flow_delete)))
 }
 
 /// `POST createTimer`: validates and stores a timer; with `status: 2` it is
 /// enabled and expanded into its fires before the reply, so a timer due in
 /// a moment fires on time.
+#[utoipa::path(
+    post,
+    path = "/createTimer",
+    operation_id = "createTimer",
+    summary = "Create a timer (status 2: enabled at once).",
+    request_body = input::CreateTimer,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = view::TimerId))
+)]
 pub async fn timers_create(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<CreateTimer>>,
@@ -98,6 +109,14 @@ pub async fn timers_create(
 
 /// `GET enableTimer`: enables a timer and expands it into its fires before
 /// the reply. Enabling an enabled timer is a no-op that succeeds.
+#[utoipa::path(
+    get,
+    path = "/enableTimer",
+    operation_id = "enableTimer",
+    summary = "Enable a timer.",
+    params(input::TimerRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = view::TimerId))
+)]
 pub async fn timers_enable(
     State(state): State<AppState>,
     ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
@@ -109,6 +128,14 @@ pub async fn timers_enable(
 
 /// `GET unableTimer`: disables a timer. Its pending fires are skipped, not
 /// fired, when their time comes.
+#[utoipa::path(
+    get,
+    path = "/unableTimer",
+    operation_id = "unableTimer",
+    summary = "Disable a timer.",
+    params(input::TimerRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = view::TimerId))
+)]
 pub async fn timers_disable(
     State(state): State<AppState>,
     ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
@@ -121,6 +148,14 @@ pub async fn timers_disable(
 /// `DELETE delTimer` (query or JSON body `id`, `app`): deletes a timer; its
 /// name is free again. From then on every route answers 404 for it, as
 /// for an unknown id (a second delete too).
+#[utoipa::path(
+    delete,
+    path = "/delTimer",
+    operation_id = "delTimer",
+    summary = "Delete a timer.",
+    params(input::TimerRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = view::TimerId))
+)]
 pub async fn timers_delete(
     State(state): State<AppState>,
     ForApp(r, auth): ForApp<QueryOrJson<TimerRef>>,
@@ -132,6 +167,14 @@ pub async fn timers_delete(
 
 /// `GET getTimer`: one timer that is not deleted (status 1 or 2), with its
 /// `stats` over the last 24 hours.
+#[utoipa::path(
+    get,
+    path = "/getTimer",
+    operation_id = "getTimer",
+    summary = "One timer, with its next fire when enabled.",
+    params(input::TimerRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = view::TimerView))
+)]
 pub async fn timers_get(
     State(state): State<AppState>,
     ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
@@ -146,6 +189,14 @@ pub async fn timers_get(
 /// `GET getAppTimers`: a page of an app's timers that are not deleted and
 /// match the search (`q` in the name, `status`, a label `selector`), by
 /// id; `total` counts the matches.
+#[utoipa::path(
+    get,
+    path = "/getAppTimers",
+    operation_id = "getAppTimers",
+    summary = "A page of an app's timers matching a search (name, status, label selector).",
+    params(input::AppTimersQuery),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = view::List<view::TimerView>))
+)]
 pub async fn timers_list(
     State(state): State<AppState>,
     ForApp(q, _): ForApp<ApiQuery<AppTimersQuery>>,
@@ -160,6 +211,14 @@ pub async fn timers_list(
 /// `GET getTimerTasks`: a page of a timer's fires already due, newest
 /// first, or with `upcoming=true` its planned ones, soonest first;
 /// optionally of one status; a 404 once the timer is deleted.
+#[utoipa::path(
+    get,
+    path = "/getTimerTasks",
+    operation_id = "getTimerTasks",
+    summary = "A timer's fires: due ones newest first, or upcoming ones soonest first.",
+    params(input::TimerTasksQuery),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = view::List<view::FireView>))
+)]
 pub async fn timer_tasks_list(
     State(state): State<AppState>,
     ForApp(q, auth): ForApp<ApiQuery<TimerTasksQuery>>,

@@ -35,9 +35,10 @@ pub mod overview;
 
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
-use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::replies::{OK, REDIRECT};
 use crate::AppState;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -45,18 +46,74 @@ const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
 /// The console's routes: the page, its assets and its overview data.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/", get(|| async { Redirect::temporary("/ui") }))
-        .route("/ui", get(index))
-        .route("/ui/", get(index))
-        .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
-        .route("/ui/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
-        .route("/ui/api/overview", get(overview::overview_get))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(root))
+        .routes(routes!(index))
+        .routes(routes!(index_with_slash))
+        .routes(routes!(app_js))
+        .routes(routes!(app_css))
+        .routes(routes!(overview::overview_get))
 }
 
+/// `GET /`: the way to the console.
+#[utoipa::path(
+    get,
+    path = "/",
+    operation_id = "_",
+    summary = "Leads to the web console: a redirect to /ui.",
+    responses((status = 307, description = REDIRECT))
+)]
+async fn root() -> Redirect {
+    Redirect::temporary("/ui")
+}
+
+/// `GET /ui`: the console's page.
+#[utoipa::path(
+    get,
+    path = "/ui",
+    operation_id = "_ui",
+    summary = "The web console.",
+    responses((status = 200, description = OK, content_type = "text/html"))
+)]
 async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+/// `GET /ui/`: the console's page.
+#[utoipa::path(
+    get,
+    path = "/ui/",
+    operation_id = "_ui_",
+    summary = "The web console.",
+    responses((status = 200, description = OK, content_type = "text/html"))
+)]
+async fn index_with_slash() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+/// `GET /ui/app.js`: the console's script.
+#[utoipa::path(
+    get,
+    path = "/ui/app.js",
+    operation_id = "_ui_app.js",
+    summary = "The console's script.",
+    responses((status = 200, description = OK, content_type = "text/plain"))
+)]
+async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+/// `GET /ui/app.css`: the console's style sheet.
+#[utoipa::path(
+    get,
+    path = "/ui/app.css",
+    operation_id = "_ui_app.css",
+    summary = "The console's style sheet.",
+    responses((status = 200, description = OK, content_type = "text/plain"))
+)]
+async fn app_css() -> Response {
+    asset("text/css; charset=utf-8", APP_CSS)
 }
 
 /// An embedded asset; revalidated on every load so a new binary's console

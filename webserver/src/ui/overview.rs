@@ -84,6 +84,13 @@ pub struct OverviewQuery {
 
 /// `GET /ui/api/overview`. With auth on, an app's token sees its app's
 /// fires only (another `app` is a 403); the admin token sees every app.
+#[utoipa::path(
+    get,
+    path = "/ui/api/overview",
+    operation_id = "_ui_api_overview",
+    summary = "Lateness per minute and failing timers, last hour.",
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Overview))
+)]
 pub async fn overview_get(
     State(state): State<AppState>,
     auth: AuthContext,

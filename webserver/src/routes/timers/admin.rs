@@ -35,6 +35,14 @@ pub struct IssuedToken {
 }
 
 /// `POST admin/issueToken`: a new token for `app`.
+#[utoipa::path(
+    post,
+    path = "/admin/issueToken",
+    operation_id = "admin_issueToken",
+    summary = "Issue an app's API token (admin token only).",
+    request_body = IssueToken,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = IssuedToken))
+)]
 pub async fn tokens_issue(
     State(state): State<AppState>,
     headers: HeaderMap,

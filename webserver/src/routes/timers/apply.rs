@@ -66,6 +66,14 @@ impl From<ApplyOutcome> for Applied {
 }
 
 /// `POST applyTimers`.
+#[utoipa::path(
+    post,
+    path = "/applyTimers",
+    operation_id = "applyTimers",
+    summary = "Make an app's timers match a list (by name), all or nothing: created, updated, unchanged, pruned.",
+    request_body = ApplyTimers,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Applied))
+)]
 pub async fn timers_apply(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<ApplyTimers>>,

@@ -53,6 +53,14 @@ pub struct Backfilled {
 /// time), retries and overlap policy. The window must lie within
 /// `retention.keep_fires_ms`: older records are deleted, so older times
 /// could not be told apart from missed ones.
+#[utoipa::path(
+    post,
+    path = "/backfillTimer",
+    operation_id = "backfillTimer",
+    summary = "Fire every scheduled time in [from, to) that has no fire record, oldest first, at a bounded pace.",
+    request_body = BackfillTimer,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Backfilled))
+)]
 pub async fn timers_backfill(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<BackfillTimer>>,

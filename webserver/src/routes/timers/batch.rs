@@ -40,6 +40,14 @@ pub struct TimerIds {
 }
 
 /// `POST createTimers`.
+#[utoipa::path(
+    post,
+    path = "/createTimers",
+    operation_id = "createTimers",
+    summary = "Create up to 1000 timers, all or none.",
+    request_body = CreateTimers,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = TimerIds))
+)]
 pub async fn timers_create_batch(
     State(state): State<AppState>,
     auth: AuthContext,

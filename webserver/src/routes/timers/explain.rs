@@ -139,6 +139,14 @@ impl From<Explanation> for ExplainView {
 /// `GET explainFire`: the fire of timer `id` at scheduled time `runTimer`
 /// (Unix ms or RFC 3339), its attempts, claims and timeline and a verdict; for a time with no fire, why
 /// not. Another app's timer is a 403 to an app token, an unknown one a 404.
+#[utoipa::path(
+    get,
+    path = "/explainFire",
+    operation_id = "explainFire",
+    summary = "Why a scheduled time of a timer fired as it did, or did not: the fire, its timeline, a verdict.",
+    params(ExplainQuery),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = ExplainView))
+)]
 pub async fn fire_explain(
     State(state): State<AppState>,
     ForApp(q, auth): ForApp<ApiQuery<ExplainQuery>>,

@@ -98,6 +98,14 @@ pub struct FlowDeleted {
 
 /// `POST setFlowLimit`: sets a flow's rate, parallelism or pause; the
 /// flow as it is now.
+#[utoipa::path(
+    post,
+    path = "/setFlowLimit",
+    operation_id = "setFlowLimit",
+    summary = "Set a flow's rate, parallelism or pause, across the cluster: its fires over them wait.",
+    request_body = SetFlowLimit,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = FlowEntry))
+)]
 pub async fn flow_set(
     State(state): State<AppState>,
     ForApp(input, _): ForApp<ApiJson<SetFlowLimit>>,
@@ -109,6 +117,14 @@ pub async fn flow_set(
 
 /// `GET getFlows`: an app's flows with limits, their waiting fires and
 /// open callbacks.
+#[utoipa::path(
+    get,
+    path = "/getFlows",
+    operation_id = "getFlows",
+    summary = "An app's flows with limits, their waiting fires and open callbacks.",
+    params(super::when::AppRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = FlowList))
+)]
 pub async fn flows_list(
     State(state): State<AppState>,
     ForApp(r, _): ForApp<QueryOrJson<AppRef>>,
@@ -118,6 +134,14 @@ pub async fn flows_list(
 }
 
 /// `DELETE delFlowLimit`: removes a flow's limits; its waiting fires go.
+#[utoipa::path(
+    delete,
+    path = "/delFlowLimit",
+    operation_id = "delFlowLimit",
+    summary = "Remove a flow's limits: its waiting fires go.",
+    params(FlowRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = FlowDeleted))
+)]
 pub async fn flow_delete(
     State(state): State<AppState>,
     ForApp(r, _): ForApp<QueryOrJson<FlowRef>>,

@@ -226,6 +226,14 @@ fn alert_param(n: &HttpNotify) -> NotifyHttpParam {
 /// scheduled fires not yet claimed are made again from the new definition
 /// before the reply (none fires at an old time after it, none is lost at a
 /// new time); fires already made, manual ones and the history stay.
+#[utoipa::path(
+    post,
+    path = "/updateTimer",
+    operation_id = "updateTimer",
+    summary = "Change a timer's fields (absent ones keep their value); fires not yet claimed follow the new definition.",
+    request_body = UpdateTimer,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = super::view::TimerView))
+)]
 pub async fn timers_update(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<UpdateTimer>>,
@@ -260,6 +268,14 @@ pub struct Triggered {
 /// an enabled timer, now, recorded like any other with `manual: true` and
 /// sent with its own `Idempotency-Key` (`{id}_{runTimer}_manual`). The
 /// schedule is left as it is.
+#[utoipa::path(
+    post,
+    path = "/triggerTimer",
+    operation_id = "triggerTimer",
+    summary = "One extra fire now, marked manual.",
+    params(super::input::TimerRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Triggered))
+)]
 pub async fn timers_trigger(
     State(state): State<AppState>,
     ForApp(r, auth): ForApp<QueryOrJson<TimerRef>>,

@@ -58,6 +58,13 @@ pub struct AppList {
 /// `GET getApps`: the apps the caller may see, with their timers counted
 /// and their pauses: an app's token sees its app, the admin (or anyone
 /// with auth off) every app.
+#[utoipa::path(
+    get,
+    path = "/getApps",
+    operation_id = "getApps",
+    summary = "The apps the caller may see, their timers counted, their pauses.",
+    responses((status = 200, description = crate::replies::ENVELOPED, body = AppList))
+)]
 pub async fn apps_list(State(state): State<AppState>, auth: AuthContext) -> Result<Envelope<AppList>, ApiError> {
     auth.require_token()?;
     let apps = state.service.apps(auth.app()).await?;
@@ -109,6 +116,14 @@ impl From<BulkOutcome> for Bulked {
 /// `POST bulkTimers`: enable, disable, delete or trigger every timer of
 /// the app that the selector, `q`, `status` or `ids` match, each as the
 /// single call would; a second run changes nothing more.
+#[utoipa::path(
+    post,
+    path = "/bulkTimers",
+    operation_id = "bulkTimers",
+    summary = "Enable, disable, delete or trigger every timer a search matches.",
+    request_body = BulkTimers,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Bulked))
+)]
 pub async fn timers_bulk(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<BulkTimers>>,
@@ -159,6 +174,14 @@ pub struct AppPaused {
 /// `POST pauseApp`: every fire of the app due while it is paused is
 /// recorded skipped (`app paused: <reason>`) and not sent; at `until` it
 /// resumes by itself.
+#[utoipa::path(
+    post,
+    path = "/pauseApp",
+    operation_id = "pauseApp",
+    summary = "Pause an app: its fires due meanwhile are skipped.",
+    request_body = PauseApp,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = AppPaused))
+)]
 pub async fn app_pause(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<PauseApp>>,
@@ -193,6 +216,14 @@ pub struct ResumeApp {
 }
 
 /// `POST resumeApp`: the app's fires go out again from now on.
+#[utoipa::path(
+    post,
+    path = "/resumeApp",
+    operation_id = "resumeApp",
+    summary = "Resume a paused app.",
+    request_body = ResumeApp,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = AppPaused))
+)]
 pub async fn app_resume(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<ResumeApp>>,
@@ -227,6 +258,14 @@ pub struct HistoryList {
 /// `GET getTimerHistory`: every change to a timer, newest first, who made
 /// it and the changed fields' old and new values; a deleted timer's as long
 /// as its fire records are kept.
+#[utoipa::path(
+    get,
+    path = "/getTimerHistory",
+    operation_id = "getTimerHistory",
+    summary = "Every change to a timer, newest first, and who made it.",
+    params(super::input::TimerRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = HistoryList))
+)]
 pub async fn timer_history(
     State(state): State<AppState>,
     ForApp(r, auth): ForApp<ApiQuery<TimerRef>>,
@@ -293,6 +332,14 @@ pub struct Replayed {
 /// sent again oldest first at `ratePerSec`, with their original
 /// `Idempotency-Key` and `X-Xtimer-Replay: 1`; each record takes the new
 /// outcome. The replay is stored: it goes on after a node crash.
+#[utoipa::path(
+    post,
+    path = "/replayFires",
+    operation_id = "replayFires",
+    summary = "Send again the failed and missed fires of a time range, oldest first, at a bounded rate.",
+    request_body = ReplayFires,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Replayed))
+)]
 pub async fn fires_replay(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<ReplayFires>>,

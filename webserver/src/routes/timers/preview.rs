@@ -86,6 +86,14 @@ pub struct Preview {
 /// `GET previewCron`: the next `count` fire times after `from` of `cron` in
 /// `timezone`, each with its note; a bad cron or zone is the same 400 as
 /// `createTimer`'s. It reads no app's data, so any valid token may ask.
+#[utoipa::path(
+    get,
+    path = "/previewCron",
+    operation_id = "previewCron",
+    summary = "The next fire times of a cron in a zone, with daylight-saving notes.",
+    params(PreviewQuery),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = Preview))
+)]
 pub async fn cron_preview(
     State(state): State<AppState>,
     auth: AuthContext,

@@ -118,6 +118,14 @@ pub struct AppRef {
 /// `POST putCalendar`: creates or replaces a calendar; the app's timers
 /// that exclude it follow it at once (their fires not yet claimed are
 /// planned again).
+#[utoipa::path(
+    post,
+    path = "/putCalendar",
+    operation_id = "putCalendar",
+    summary = "Create or replace an app's calendar of excluded days and ranges.",
+    request_body = PutCalendar,
+    responses((status = 200, description = crate::replies::ENVELOPED, body = CalendarName))
+)]
 pub async fn calendar_put(
     State(state): State<AppState>,
     ForApp(input, _): ForApp<ApiJson<PutCalendar>>,
@@ -136,6 +144,14 @@ pub async fn calendar_put(
 }
 
 /// `GET getCalendar`: one calendar.
+#[utoipa::path(
+    get,
+    path = "/getCalendar",
+    operation_id = "getCalendar",
+    summary = "One calendar.",
+    params(CalendarRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = CalendarView))
+)]
 pub async fn calendar_get(
     State(state): State<AppState>,
     ForApp(q, _): ForApp<ApiQuery<CalendarRef>>,
@@ -145,6 +161,14 @@ pub async fn calendar_get(
 }
 
 /// `GET getAppCalendars`: an app's calendars, by name.
+#[utoipa::path(
+    get,
+    path = "/getAppCalendars",
+    operation_id = "getAppCalendars",
+    summary = "An app's calendars.",
+    params(AppRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = CalendarList))
+)]
 pub async fn calendars_list(
     State(state): State<AppState>,
     ForApp(q, _): ForApp<ApiQuery<AppRef>>,
@@ -155,6 +179,14 @@ pub async fn calendars_list(
 
 /// `DELETE delCalendar` (query or JSON body `app`, `name`): refused with a
 /// 400 naming the timers while any timer excludes it.
+#[utoipa::path(
+    delete,
+    path = "/delCalendar",
+    operation_id = "delCalendar",
+    summary = "Delete a calendar no timer excludes.",
+    params(CalendarRef),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = CalendarName))
+)]
 pub async fn calendar_delete(
     State(state): State<AppState>,
     ForApp(r, _): ForApp<QueryOrJson<CalendarRef>>,
@@ -204,6 +236,14 @@ pub struct Peak {
 /// `GET getForecast`: the fires that will be sent in each second of the
 /// window as planned now (stored fires, and beyond them the enabled
 /// timers' schedules, spread included), its peak and total.
+#[utoipa::path(
+    get,
+    path = "/getForecast",
+    operation_id = "getForecast",
+    summary = "Fires to be sent in each second of a window, as planned now, with the peak.",
+    params(ForecastQuery),
+    responses((status = 200, description = crate::replies::ENVELOPED, body = ForecastView))
+)]
 pub async fn forecast(
     State(state): State<AppState>,
     auth: AuthContext,
