@@ -212,13 +212,6 @@ async fn run_window(
 }
 
 async fn three_nodes_fire_every_timer_once_and_share_the_shards(kind: Kind) {
-    // The nodes share a minute's shards from the first minute that starts
-    // after they are up (the minute they start in goes whole to the first to
-    // tick): start them 10 to 30 s before a minute so the window crosses it.
-    let second = now_ms() / 1000 % 60;
-    if !(30..50).contains(&second) {
-        tokio::time::sleep(Duration::from_secs(((90 - second) % 60) as u64)).await;
-    }
     let (db, redis) = (Db::start(kind), Redis::start().await);
     let rx = Receiver::start(false).await.unwrap();
     let nodes = [
@@ -226,6 +219,16 @@ async fn three_nodes_fire_every_timer_once_and_share_the_shards(kind: Kind) {
         ProcNode::start(db.url(), &redis.url, &[]).await,
         ProcNode::start(db.url(), &redis.url, &[]).await,
     ];
+    // The nodes share a minute's shards from the first minute that starts
+    // after they are up (the minute they start in goes whole to the first to
+    // tick). Up, between seconds 32 and 50 of a minute, the window (about
+    // 3 s later, once the timers are made) crosses the next minute 7 to 25 s
+    // into its 30 s; else wait for second 32 (the servers' start overlaps
+    // the wait, where waiting first added it).
+    let second = now_ms() / 1000 % 60;
+    if !(32..50).contains(&second) {
+        tokio::time::sleep(Duration::from_millis((32_000 - now_ms() % 60_000).rem_euclid(60_000) as u64)).await;
+    }
     let out = run_window(&nodes[0], &db, &rx, 200, 30, 0, async {}).await;
     eprintln!("three nodes, 200 timers x 30 s: split by node {:?}", out.split);
     assert!(out.lost.is_empty(), "lost: {:?}", &out.lost[..out.lost.len().min(10)]);
