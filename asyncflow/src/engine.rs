@@ -33,10 +33,7 @@ const CACHE_TTL: Duration = Duration::from_secs(1);
 pub const CACHED_TYPES: usize = 10_000;
 /// How long the create writer waits for more creates before a write.
 const CREATE_LINGER: Duration = Duration::from_millis(2);
-/// Longest user_id and task_stage, bytes.
-pub const MAX_SHORT_TEXT: usize = 256;
-/// Longest context and schedule_log, bytes.
-pub const MAX_LONG_TEXT: usize = 1 << 20;
+pub use xtimer_core::task::{MAX_LONG_TEXT, MAX_SHORT_TEXT};
 
 /// A create waiting for its batch.
 struct PendingCreate {

@@ -3,8 +3,7 @@
 
 use std::fmt;
 
-/// Longest task type: `t_{type}_task_{pos}` must fit PostgreSQL's 63-byte identifiers.
-pub const MAX_TASK_TYPE_LEN: usize = 40;
+pub use xtimer_core::task::MAX_TASK_TYPE_LEN;
 /// Longest uuid part of a task id.
 const MAX_UUID_LEN: usize = 64;
 
@@ -35,14 +34,8 @@ pub enum TaskIdError {
 /// Checks a task type: it becomes part of a table name, so only
 /// `[A-Za-z0-9_]`, 1 to 40 characters.
 pub fn check_task_type(task_type: &str) -> Result<(), TaskIdError> {
-    let ok = !task_type.is_empty()
-        && task_type.len() <= MAX_TASK_TYPE_LEN
-        && task_type.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(TaskIdError::TaskType(task_type.chars().take(64).collect()))
-    }
+    xtimer_core::task::check_task_type(task_type)
+        .map_err(|_| TaskIdError::TaskType(task_type.chars().take(64).collect()))
 }
 
 /// The table of `task_type`'s tasks at `pos`. `task_type` must have passed [`check_task_type`].

@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //!
+//! - [`spec`]: what a user sets on a timer, declared once: the API's timer, its update patch, its checks.
 //! - [`timer`]: a timer as the user defined it (schedule, callback, policies).
 //! - [`schedule`]: when a timer fires (cron, once, every), and its times.
 //! - [`labels`]: labels on timers and the selectors that find them.
@@ -42,6 +43,7 @@ pub mod period;
 pub mod schedule;
 pub mod shard;
 pub mod signature;
+pub mod spec;
 pub mod steering;
 pub mod suggest;
 pub mod target_policy;

@@ -5,6 +5,28 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Longest task type: `t_{type}_task_{pos}` must fit PostgreSQL's 63-byte identifiers.
+pub const MAX_TASK_TYPE_LEN: usize = 40;
+/// Longest user_id and task_stage, bytes.
+pub const MAX_SHORT_TEXT: usize = 256;
+/// Longest context and schedule_log, bytes.
+pub const MAX_LONG_TEXT: usize = 1 << 20;
+
+/// Checks a task type: it becomes part of a table name, so only
+/// `[A-Za-z0-9_]`, 1 to [`MAX_TASK_TYPE_LEN`] characters. The problem
+/// otherwise.
+pub fn check_task_type(task_type: &str) -> Result<(), String> {
+    let ok = !task_type.is_empty()
+        && task_type.len() <= MAX_TASK_TYPE_LEN
+        && task_type.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        let shown: String = task_type.chars().take(64).collect();
+        Err(format!("task_type {shown:?} must be 1 to {MAX_TASK_TYPE_LEN} ASCII letters, digits and underscores"))
+    }
+}
+
 /// Task status on the wire and in storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskStatus {

@@ -69,6 +69,21 @@ pub struct HttpNotify {
 /// Longest `flowKey`, in chars.
 pub const MAX_FLOW_KEY_CHARS: usize = 128;
 
+/// A flow key: 1 to [`MAX_FLOW_KEY_CHARS`] chars, no control characters;
+/// the problem otherwise.
+pub fn check_flow_key(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if key.chars().count() > MAX_FLOW_KEY_CHARS {
+        return Err(format!("must be at most {MAX_FLOW_KEY_CHARS} chars"));
+    }
+    if key.chars().any(char::is_control) {
+        return Err("must not hold control characters".into());
+    }
+    Ok(())
+}
+
 /// A timer's `onLate`: told once for a fire whose first callback left
 /// more than `threshold_ms` after its scheduled time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

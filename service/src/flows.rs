@@ -2,7 +2,6 @@
 //! `delFlowLimit`. The limits are stored; every node's executor reads them
 //! within a second and holds its fires to them (`xtimer_executor::flows`).
 
-use xtimer_core::timer::MAX_FLOW_KEY_CHARS;
 use xtimer_store::{FlowFigures, FlowLimit};
 
 use crate::{checks, Result, ServiceError, TimerService};
@@ -98,21 +97,12 @@ impl TimerService {
     }
 }
 
-/// A flow key: 1 to [`MAX_FLOW_KEY_CHARS`] chars, no control characters.
+/// A flow key: 1 to [`MAX_FLOW_KEY_CHARS`](xtimer_core::timer::MAX_FLOW_KEY_CHARS) chars, no control characters.
 pub fn check_key(key: &str) -> Result<()> {
     check_flow_key("key", key)
 }
 
 /// [`check_key`] for a field named `field` (`notifyHTTPParam.flowKey`).
 pub fn check_flow_key(field: &str, key: &str) -> Result<()> {
-    if key.is_empty() {
-        return Err(ServiceError::invalid(field, "must not be empty"));
-    }
-    if key.chars().count() > MAX_FLOW_KEY_CHARS {
-        return Err(ServiceError::invalid(field, format!("must be at most {MAX_FLOW_KEY_CHARS} chars")));
-    }
-    if key.chars().any(char::is_control) {
-        return Err(ServiceError::invalid(field, "must not hold control characters"));
-    }
-    Ok(())
+    xtimer_core::timer::check_flow_key(key).map_err(|problem| ServiceError::invalid(field, problem))
 }

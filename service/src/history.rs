@@ -2,7 +2,8 @@
 //! (`getTimerHistory`): noted beside each use case that changes a timer.
 
 use serde_json::{json, Map, Value};
-use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer};
+use xtimer_core::spec::TimerSpec;
+use xtimer_core::timer::{NewTimer, Timer};
 use xtimer_store::HistoryEntry;
 
 use crate::error::Result;
@@ -100,10 +101,11 @@ impl TimerService {
     }
 }
 
-/// The fields `new` changes of `old`, as the API names them, each `[old, new]`.
+/// The fields `new` changes of `old`, as the API names them
+/// ([`TimerSpec::of`]), each `[old, new]`.
 pub(crate) fn diff(old: &Timer, new: &NewTimer) -> Changes {
-    let before = fields(&old.def);
-    let after = fields(new);
+    let before = TimerSpec::of(&old.def).fields();
+    let after = TimerSpec::of(new).fields();
     let mut changes = Changes::new();
     for (name, was) in &before {
         let now = after.get(name).unwrap_or(&Value::Null);
@@ -115,50 +117,4 @@ pub(crate) fn diff(old: &Timer, new: &NewTimer) -> Changes {
         changes.insert(name.clone(), json!([Value::Null, now]));
     }
     changes
-}
-
-/// A definition's fields by their API names (those set).
-fn fields(t: &NewTimer) -> Map<String, Value> {
-    let mut out = Map::new();
-    let mut put = |name: &str, value: Value| {
-        if !value.is_null() {
-            out.insert(name.to_owned(), value);
-        }
-    };
-    put("name", json!(t.name));
-    put("status", json!(t.status.code()));
-    match &t.schedule {
-        Schedule::Cron { expr, timezone } => {
-            put("cron", json!(expr));
-            put("timezone", json!(timezone));
-        }
-        Schedule::Once { run_at_ms } => put("runAt", json!(run_at_ms)),
-        Schedule::Every { every_ms, anchor_ms, timezone } => {
-            put("everyMs", json!(every_ms));
-            put("anchorAt", json!(anchor_ms));
-            put("timezone", json!(timezone));
-        }
-    }
-    match &t.notify {
-        Notify::Http(http) => put("notifyHTTPParam", serde_json::to_value(http).unwrap_or_default()),
-        Notify::Asyncflow(task) => put("notifyAsyncflowParam", serde_json::to_value(task).unwrap_or_default()),
-    }
-    put("retry", serde_json::to_value(&t.retry).unwrap_or_default());
-    put("misfire", json!(t.misfire.as_str()));
-    put("deleteAfterRun", json!(t.delete_after_run));
-    put("onFailure", serde_json::to_value(&t.on_failure).unwrap_or_default());
-    put("onMissed", serde_json::to_value(&t.on_missed).unwrap_or_default());
-    put("onLate", serde_json::to_value(&t.on_late).unwrap_or_default());
-    put("pauseAfterFailures", json!(t.pause_after_failures));
-    put("overlap", json!(t.overlap.as_str()));
-    put("startAt", json!(t.timing.start_at));
-    put("endAt", json!(t.timing.end_at));
-    put("maxFires", json!(t.timing.max_fires));
-    put("spreadMs", json!(t.timing.spread_ms));
-    put("excludeCalendars", json!(t.timing.exclude_calendars));
-    put("misfireThresholdMs", json!(t.timing.misfire_threshold_ms));
-    if !t.labels.is_empty() {
-        put("labels", json!(t.labels));
-    }
-    out
 }

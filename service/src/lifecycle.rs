@@ -2,7 +2,9 @@
 //! `update` (a new definition, history kept), `trigger` (one extra fire
 //! now) and `backfill` (the missed times of a past window).
 
-use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
+use xtimer_core::config::LimitsConfig;
+use xtimer_core::spec::{Invalid, TimerPatch, TimerSpec};
+use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
@@ -94,6 +96,21 @@ impl TimerService {
         edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
     ) -> Result<Timer, E> {
         self.update_planning(key, edit, false, "update").await
+    }
+
+    /// `updateTimer`: `patch` over the stored timer's spec
+    /// ([`TimerSpec::apply`]), checked as a created timer is against
+    /// `limits` (a one-shot's time kept as it was may be past by now: it
+    /// stays valid). The timer as it is now.
+    pub async fn update_with(&self, key: &TimerKey, patch: &TimerPatch, limits: &LimitsConfig) -> Result<Timer> {
+        self.update(key, |stored, now| {
+            let check_at = match stored.schedule {
+                Schedule::Once { run_at_ms } if !patch.changes_schedule() => now.min(run_at_ms),
+                _ => now,
+            };
+            Ok(TimerSpec::of(stored).apply(patch)?.validate_with(check_at, limits)?)
+        })
+        .await
     }
 
     /// [`Self::update`], its fires not yet claimed planned again even if
@@ -220,5 +237,17 @@ impl TimerService {
         changes.insert("count".into(), serde_json::json!([null, count]));
         self.note(timer.id, &timer.app, "backfill", &key.by, changes).await;
         Ok(count)
+    }
+}
+
+impl From<Invalid> for ServiceError {
+    /// Every problem of a refused spec, in one [`ServiceError::Invalid`]
+    /// whose message is the spec's (`"{field}: {problem}; ..."`).
+    fn from(invalid: Invalid) -> Self {
+        let text = invalid.to_string();
+        match text.split_once(": ") {
+            Some((field, problem)) => ServiceError::invalid(field, problem),
+            None => ServiceError::invalid("timer", text),
+        }
     }
 }

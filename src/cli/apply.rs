@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
-use xtimer_core::clock::rfc3339;
+use xtimer_core::spec::TimerSpec;
 
 use super::client::{Client, Failure};
 use super::{finish, list_of, Remote};
@@ -334,7 +334,9 @@ async fn export(client: &Client, args: ExportArgs) -> Result<(Value, String), Fa
         let list = list_of(&result);
         let total = result["total"].as_u64().unwrap_or(0) as usize;
         let last = list.len() < EXPORT_PAGE;
-        timers.extend(list.iter().map(exported));
+        for view in list {
+            timers.push(exported(&view)?);
+        }
         if last || timers.len() >= total {
             break;
         }
@@ -348,164 +350,12 @@ async fn export(client: &Client, args: ExportArgs) -> Result<(Value, String), Fa
     Ok((json, yaml))
 }
 
-/// A timer as `apply` (`createTimer`) takes it, its fields in the order
-/// people read them; what a reply adds (id, times, next fire) left out.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ExportedTimer {
-    pub app: String,
-    pub name: String,
-    /// 1 disabled, 2 enabled (a completed one-shot: 2, as it was applied).
-    pub status: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cron: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub every_ms: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub anchor_at: Option<String>,
-    /// Left out for UTC, the default.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timezone: Option<String>,
-    #[serde(rename = "notifyHTTPParam", skip_serializing_if = "Option::is_none")]
-    pub notify_http_param: Option<ExportedNotify>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub notify_asyncflow_param: Option<ExportedTask>,
-    /// Left out when it is the default.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub misfire: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_timeout_ms: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delete_after_run: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_failure: Option<ExportedNotify>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_missed: Option<ExportedNotify>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_late: Option<ExportedLate>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pause_after_failures: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub overlap: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub end_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_fires: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spread_ms: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exclude_calendars: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub misfire_threshold_ms: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub labels: Option<Value>,
-}
-
-/// A callback as `apply` takes it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ExportedNotify {
-    pub url: String,
-    pub method: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub header: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub template: Option<bool>,
-    /// Its flow, when not the URL's `host:port` (the default).
-    #[serde(rename = "flowKey", skip_serializing_if = "Option::is_none")]
-    pub flow_key: Option<String>,
-}
-
-/// A timer's `onLate`, as `apply` takes it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ExportedLate {
-    pub threshold_ms: Value,
-    pub notify: ExportedNotify,
-}
-
-/// The task a timer creates, as `apply` takes it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ExportedTask {
-    pub task_type: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub task_stage: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-}
-
-/// A timer as `getAppTimers` shows it, as `apply` takes it back.
-pub fn exported(view: &Value) -> ExportedTimer {
-    let string = |v: &Value| v.as_str().map(str::to_owned);
-    let some = |v: &Value| (!v.is_null()).then(|| v.clone());
-    let time = |v: &Value| v.as_i64().map(rfc3339);
-    let repeats = view["cron"].is_string() || view["everyMs"].is_i64();
-    let timezone = string(&view["timezone"]).filter(|tz| repeats && tz != "UTC");
-    let default_retry = json!({"maxAttempts": 3, "backoffMs": 1000});
-    ExportedTimer {
-        app: string(&view["app"]).unwrap_or_default(),
-        name: string(&view["name"]).unwrap_or_default(),
-        status: match view["status"].as_i64() {
-            Some(4) => 2,
-            Some(code) => code,
-            None => 1,
-        },
-        cron: string(&view["cron"]),
-        run_at: time(&view["runAtMs"]).or_else(|| string(&view["runAt"])),
-        every_ms: view["everyMs"].as_i64(),
-        anchor_at: time(&view["anchorAt"]),
-        timezone,
-        notify_http_param: notify(&view["notifyHTTPParam"], true),
-        notify_asyncflow_param: view["notifyAsyncflowParam"].as_object().map(|task| ExportedTask {
-            task_type: task.get("taskType").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            task_stage: task.get("taskStage").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned),
-            context: task.get("context").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned),
-        }),
-        retry: some(&view["retry"]).filter(|r| *r != default_retry),
-        misfire: string(&view["misfire"]).filter(|m| m != "fire_once"),
-        callback_timeout_ms: some(&view["callbackTimeoutMs"]),
-        delete_after_run: view["deleteAfterRun"].as_bool().filter(|d| *d),
-        on_failure: notify(&view["onFailure"], false),
-        on_missed: notify(&view["onMissed"], false),
-        on_late: notify(&view["onLate"]["notify"], false)
-            .map(|notify| ExportedLate { threshold_ms: view["onLate"]["thresholdMs"].clone(), notify }),
-        pause_after_failures: some(&view["pauseAfterFailures"]),
-        overlap: string(&view["overlap"]).filter(|o| o != "allow"),
-        start_at: time(&view["startAt"]),
-        end_at: time(&view["endAt"]),
-        max_fires: some(&view["maxFires"]),
-        spread_ms: some(&view["spreadMs"]).filter(|s| *s != json!(0)),
-        exclude_calendars: some(&view["excludeCalendars"]).filter(|c| c.as_array().is_none_or(|c| !c.is_empty())),
-        misfire_threshold_ms: some(&view["misfireThresholdMs"]),
-        labels: some(&view["labels"]).filter(|l| l.as_object().is_none_or(|l| !l.is_empty())),
-    }
-}
-
-/// A callback of a view as `apply` takes it (an alert, `onFailure`,
-/// `onMissed` or `onLate`, has no body of its own).
-fn notify(view: &Value, with_body: bool) -> Option<ExportedNotify> {
-    let n = view.as_object()?;
-    let url = n.get("url").and_then(Value::as_str).unwrap_or_default();
-    Some(ExportedNotify {
-        flow_key: n
-            .get("flowKey")
-            .and_then(Value::as_str)
-            .filter(|key| *key != xtimer_core::timer::host_port(url))
-            .map(str::to_owned),
-        url: url.to_owned(),
-        method: n.get("method").and_then(Value::as_str).unwrap_or("POST").to_owned(),
-        header: n.get("header").filter(|h| h.as_object().is_some_and(|h| !h.is_empty())).cloned(),
-        body: n.get("body").and_then(Value::as_str).filter(|_| with_body).map(str::to_owned),
-        template: n.get("template").and_then(Value::as_bool).filter(|t| *t),
-    })
+/// A timer as `getAppTimers` shows it, as `apply` takes it back: its
+/// spec, every default left out ([`TimerSpec::minimal`]).
+pub fn exported(view: &Value) -> Result<TimerSpec, Failure> {
+    TimerSpec::from_shown(view)
+        .map(TimerSpec::minimal)
+        .map_err(|invalid| Failure::usage(format!("a timer the server showed cannot be read back: {invalid}")))
 }
 
 #[cfg(test)]
@@ -570,7 +420,7 @@ mod tests {
             "nextRunTimer": 1, "nextRunTime": "x", "labels": {"managed-by": "apply"},
             "createTime": "x", "modifyTime": "x", "spreadMs": 0
         });
-        let yaml = serde_yaml_ng::to_string(&exported(&view)).unwrap();
+        let yaml = serde_yaml_ng::to_string(&exported(&view).unwrap()).unwrap();
         assert_eq!(
             yaml,
             "app: billing\nname: nightly\nstatus: 2\ncron: 0 30 2 * * ?\ntimezone: Asia/Shanghai\n\
@@ -578,8 +428,8 @@ mod tests {
         );
         let once = json!({"app": "a", "name": "o", "status": 1, "runAtMs": 1_767_225_600_123_i64,
                           "timezone": "UTC", "retry": {"maxAttempts": 1, "backoffMs": 0}});
-        let t = exported(&once);
-        assert_eq!(t.run_at.as_deref(), Some("2026-01-01T00:00:00.123Z"));
-        assert_eq!((t.timezone, t.retry), (None, Some(json!({"maxAttempts": 1, "backoffMs": 0}))));
+        let t = serde_json::to_value(exported(&once).unwrap()).unwrap();
+        assert_eq!(t["runAt"], json!("2026-01-01T00:00:00.123Z"));
+        assert_eq!((&t["timezone"], &t["retry"]), (&Value::Null, &json!({"maxAttempts": 1, "backoffMs": 0})));
     }
 }

@@ -8,7 +8,7 @@ use xtimer_core::timer::RetryPolicy;
 
 /// What each linked constant reads as.
 fn constants() -> Vec<(&'static str, String)> {
-    use crate::routes::timers::input as i;
+    use xtimer_core::spec as i;
     use xtimer_core::{labels, when};
     let retry = RetryPolicy::default();
     let statuses = RetryPolicy::NO_RETRY_STATUSES.map(|s| s.to_string()).join(", ");
@@ -18,9 +18,9 @@ fn constants() -> Vec<(&'static str, String)> {
         ("MIN_MISFIRE_THRESHOLD_MS", format!("{}", when::MIN_MISFIRE_THRESHOLD_MS)),
         ("MAX_MISFIRE_THRESHOLD_MS", format!("{}", when::MAX_MISFIRE_THRESHOLD_MS)),
         ("MAX_FIRES_LIMIT", when::MAX_FIRES_LIMIT.to_string()),
-        ("xtimer_core::labels::MAX_LABELS", labels::MAX_LABELS.to_string()),
-        ("xtimer_core::labels::MAX_KEY_CHARS", labels::MAX_KEY_CHARS.to_string()),
-        ("xtimer_core::labels::MAX_VALUE_CHARS", labels::MAX_VALUE_CHARS.to_string()),
+        ("crate::labels::MAX_LABELS", labels::MAX_LABELS.to_string()),
+        ("crate::labels::MAX_KEY_CHARS", labels::MAX_KEY_CHARS.to_string()),
+        ("crate::labels::MAX_VALUE_CHARS", labels::MAX_VALUE_CHARS.to_string()),
         ("MAX_EXCLUDED_CALENDARS", i::MAX_EXCLUDED_CALENDARS.to_string()),
         ("MAX_PAUSE_AFTER_FAILURES", i::MAX_PAUSE_AFTER_FAILURES.to_string()),
         ("MIN_CALLBACK_TIMEOUT_MS", i::MIN_CALLBACK_TIMEOUT_MS.to_string()),

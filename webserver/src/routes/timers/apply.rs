@@ -11,11 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use xtimer_service::apply::{ApplyOptions, ApplyOutcome, ApplyTimer, DEFAULT_OWNER, MAX_APPLY_TIMERS};
 
-use super::batch::item_of;
-use super::input::instant_value;
 use crate::extract::ApiJson;
 use crate::extract::ForApp;
 use crate::{ApiError, AppState, Envelope};
+use xtimer_core::spec;
 
 crate::of_app!(ApplyTimers);
 
@@ -101,7 +100,7 @@ fn validate_all(state: &AppState, app: &str, items: Vec<Value>, now: i64) -> Res
     let mut timers = Vec::with_capacity(items.len());
     for (i, mut value) in items.into_iter().enumerate() {
         let Some(fields) = value.as_object_mut() else {
-            problems.push(format!("timers[{i}]: must be a JSON object (a timer as createTimer takes it)"));
+            problems.extend(spec::read_item(i, value).err());
             continue;
         };
         match fields.get("app") {
@@ -114,7 +113,7 @@ fn validate_all(state: &AppState, app: &str, items: Vec<Value>, now: i64) -> Res
             }
             Some(_) => {}
         }
-        let item = match item_of(i, value) {
+        let item = match spec::read_item(i, value) {
             Ok(item) => item,
             Err(problem) => {
                 problems.push(problem);
@@ -122,17 +121,16 @@ fn validate_all(state: &AppState, app: &str, items: Vec<Value>, now: i64) -> Res
             }
         };
         let anchor_defaulted = item.every_ms.is_some() && item.anchor_at.is_none() && item.start_at.is_none();
-        let past_run_at = item.run_at.as_ref().and_then(|v| instant_value("runAt", v).ok()).filter(|ms| *ms < now);
+        let past_run_at = item.run_at.as_ref().and_then(|v| spec::instant_ms("runAt", v).ok()).filter(|ms| *ms < now);
         let again = past_run_at.map(|run_at| (item.clone(), run_at));
         let limits = &state.security.limits;
         match item.validate_with(now, limits) {
             Ok(timer) => timers.push(ApplyTimer { timer, anchor_defaulted }),
-            Err(ApiError::Invalid(msg)) => match again.map(|(item, run_at)| item.validate_with(run_at, limits)) {
+            Err(invalid) => match again.map(|(item, run_at)| item.validate_with(run_at, limits)) {
                 // Its only fault is a past runAt.
                 Some(Ok(timer)) => timers.push(ApplyTimer { timer, anchor_defaulted }),
-                _ => problems.extend(msg.split("; ").map(|m| format!("timers[{i}].{m}"))),
+                _ => problems.extend(invalid.prefixed(&format!("timers[{i}]."))),
             },
-            Err(other) => return Err(other),
         }
     }
     if problems.is_empty() {

@@ -4,14 +4,12 @@
 //! reported in one 400. The batch is stored in one transaction and its
 //! enabled timers are expanded together before the reply.
 
-use std::collections::HashMap;
-
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use xtimer_core::spec;
 use xtimer_core::timer::NewTimer;
 
-use super::input::CreateTimer;
 use crate::auth::{authorize, AuthContext};
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState, Envelope};
@@ -74,31 +72,14 @@ fn validate_all(state: &AppState, items: Vec<Value>, now: i64) -> Result<Vec<New
     let mut problems = Vec::new();
     let mut timers = Vec::with_capacity(items.len());
     for (i, value) in items.into_iter().enumerate() {
-        if !value.is_object() {
-            problems.push(format!("timers[{i}]: must be a JSON object (a timer as createTimer takes it)"));
-            continue;
-        }
-        let item = match item_of(i, value) {
-            Ok(item) => item,
-            Err(problem) => {
-                problems.push(problem);
-                continue;
-            }
-        };
-        match item.validate_with(now, &state.security.limits) {
-            Ok(timer) => timers.push(timer),
-            Err(ApiError::Invalid(msg)) => problems.extend(msg.split("; ").map(|m| format!("timers[{i}].{m}"))),
-            Err(other) => return Err(other),
+        match spec::read_item(i, value).map(|item| item.validate_with(now, &state.security.limits)) {
+            Ok(Ok(timer)) => timers.push(timer),
+            Ok(Err(invalid)) => problems.extend(invalid.prefixed(&format!("timers[{i}]."))),
+            Err(problem) => problems.push(problem),
         }
     }
     if problems.is_empty() {
-        let mut first: HashMap<(&str, &str), usize> = HashMap::new();
-        for (i, t) in timers.iter().enumerate() {
-            if let Some(j) = first.insert((t.app.as_str(), t.name.as_str()), i) {
-                problems
-                    .push(format!("timers[{i}].name: `{}` is also the name of timers[{j}] in app `{}`", t.name, t.app));
-            }
-        }
+        problems = spec::unique_names(&timers);
     }
     if problems.is_empty() {
         return Ok(timers);
@@ -109,18 +90,4 @@ fn validate_all(state: &AppState, items: Vec<Value>, now: i64) -> Result<Vec<New
         problems.push(format!("and {more} more problems"));
     }
     Err(ApiError::Invalid(problems.join("; ")))
-}
-
-/// Item `i` of a batch read as a timer, or its problem named by its index
-/// (`timers[3].name: is required`).
-pub(super) fn item_of(i: usize, value: Value) -> Result<CreateTimer, String> {
-    serde_json::from_value::<CreateTimer>(value).map_err(|err| {
-        let said = crate::extract::unknown_field_in_words(&err.to_string());
-        let worded = crate::extract::missing_in_words(&said);
-        if worded == said {
-            format!("timers[{i}]: {said}")
-        } else {
-            format!("timers[{i}].{worded}")
-        }
-    })
 }

@@ -1,13 +1,14 @@
 //! Reply types of the timer routes: what a timer and a fire look like on
 //! the wire. Times are RFC 3339 in UTC; run times also Unix milliseconds.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
+use serde_json::Value;
+use utoipa::openapi::schema::Schema;
+use utoipa::openapi::RefOr;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::fire::Fire;
-use xtimer_core::template::{self, FireFacts};
-use xtimer_core::timer::{HttpNotify, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer};
+use xtimer_core::spec::TimerSpec;
+use xtimer_core::timer::{Schedule, Timer};
 use xtimer_service::TimerStats;
 
 /// `{"id": N}`: the reply of create, enable, disable and delete.
@@ -26,293 +27,121 @@ pub struct List<T> {
     pub total: u64,
 }
 
-/// A timer as `getTimer` and `getAppTimers` show it.
+/// A timer as `getTimer` and `getAppTimers` show it: its spec (every
+/// field a user sets, as [`TimerSpec::shown`] shows it; `status` also 3,
+/// deleted, or 4, completed: a one-shot timer whose fire has ended) and
+/// what storing and running it add ([`TimerFacts`]), in one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimerView {
+    /// The fields a user sets.
+    pub spec: TimerSpec,
+    /// What storing and running it add.
+    pub facts: TimerFacts,
+}
+
+/// What a [`TimerView`] shows beside the timer's spec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TimerView {
+pub struct TimerFacts {
     /// Id.
     pub id: i64,
-    /// Owning app.
-    pub app: String,
-    /// Name, unique in the app among timers that are not deleted.
-    pub name: String,
-    /// 1 disabled, 2 enabled, 3 deleted, 4 completed (a one-shot timer
-    /// whose fire has ended).
-    pub status: i64,
-    /// Cron expression of a repeating timer, else null.
-    pub cron: Option<String>,
-    /// Time of a one-shot timer, RFC 3339 UTC, else null.
-    pub run_at: Option<String>,
     /// Time of a one-shot timer, Unix ms, else null.
     pub run_at_ms: Option<i64>,
-    /// IANA time zone of the cron (`UTC` for one-shot timers).
-    pub timezone: String,
-    /// The callback, for a timer that calls one.
-    #[serde(rename = "notifyHTTPParam", skip_serializing_if = "Option::is_none")]
-    pub notify_http_param: Option<NotifyView>,
-    /// The task each fire creates, for a timer that creates one.
-    #[serde(rename = "notifyAsyncflowParam", skip_serializing_if = "Option::is_none")]
-    pub notify_asyncflow_param: Option<AsyncflowView>,
-    /// Retry policy (`maxAttempts`, `backoffMs`).
-    pub retry: RetryPolicy,
-    /// `skip`, `fire_once` or `fire_all`.
-    pub misfire: &'static str,
-    /// This timer's callback timeout, ms, when it sets one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_timeout_ms: Option<u64>,
-    /// A one-shot timer deleted, not completed, once its fire has ended;
-    /// shown only when set.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub delete_after_run: bool,
-    /// Called once when a fire ends failed, when the timer sets it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_failure: Option<NotifyView>,
-    /// Called when a fire is recorded missed or skipped, when the timer sets it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_missed: Option<NotifyView>,
-    /// `{"thresholdMs", "notify"}`: called once for a fire sent later than
-    /// that, when the timer sets it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_late: Option<LateView>,
-    /// Disabled after this many consecutive failed fires, when set.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pause_after_failures: Option<u32>,
     /// Why `pauseAfterFailures` disabled the timer, until it is enabled again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause_reason: Option<String>,
-    /// `skip` or `buffer_one`; left out for `allow`, the default.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub overlap: Option<&'static str>,
     /// Its next fire time, Unix ms: null unless enabled with a fire ahead.
     pub next_run_timer: Option<i64>,
     /// Its next fire time, RFC 3339 UTC.
     pub next_run_time: Option<String>,
-    /// Interval timers: the interval, ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub every_ms: Option<i64>,
-    /// Interval timers: what the interval counts from, Unix ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub anchor_at: Option<i64>,
-    /// No scheduled fire before this time, Unix ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start_at: Option<i64>,
-    /// No scheduled fire at or after this time, Unix ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub end_at: Option<i64>,
-    /// The run limit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_fires: Option<u64>,
     /// Scheduled times the run limit leaves from now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fires_left: Option<u64>,
     /// `getTimer` only: its fires of the last 24 hours (API 1h).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<StatsView>,
-    /// The spread of each fire, ms (absent: none).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub spread_ms: u64,
-    /// The app's calendars whose days and ranges do not fire.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub exclude_calendars: Vec<String>,
-    /// This timer's catch-up window, ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub misfire_threshold_ms: Option<u64>,
-    /// Its labels (left out when it has none).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
     /// Creation time, RFC 3339.
     pub create_time: String,
     /// Last change, RFC 3339.
     pub modify_time: String,
 }
 
-/// `onLate` of a [`TimerView`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LateView {
-    /// Lateness past which a fire is told, ms.
-    pub threshold_ms: u64,
-    /// Where it is told.
-    pub notify: NotifyView,
-}
-
-impl NotifyView {
-    /// An alert's notify (`onFailure`, `onMissed`, `onLate.notify`): its
-    /// body is xtimer's.
-    fn alert(n: &HttpNotify) -> Self {
-        Self {
-            url: n.url.clone(),
-            method: n.method.clone(),
-            header: n.headers.clone(),
-            body: None,
-            template: false,
-            flow_key: None,
-            example: None,
-        }
-    }
-}
-
-/// `notifyHTTPParam` of a [`TimerView`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[schema(as = Notify)]
-pub struct NotifyView {
-    /// Callback URL.
-    pub url: String,
-    /// Upper-case method.
-    pub method: String,
-    /// Extra headers.
-    pub header: BTreeMap<String, String>,
-    /// Body, or null.
-    pub body: Option<String>,
-    /// Its placeholders are filled per fire.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub template: bool,
-    /// The flow its callbacks belong to (API 1g): its `flowKey`, else the
-    /// URL's `host:port`.
-    #[serde(rename = "flowKey", skip_serializing_if = "Option::is_none")]
-    pub flow_key: Option<String>,
-    /// A templated callback's next request, rendered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub example: Option<ExampleRequest>,
-}
-
-/// The request a templated callback's next fire sends (its signature
-/// left out: it is made when sent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct ExampleRequest {
-    /// Upper-case method.
-    pub method: String,
-    /// The URL, placeholders filled.
-    pub url: String,
-    /// Every header the fire sends but the signature.
-    pub headers: BTreeMap<String, String>,
-    /// The body, placeholders filled.
-    pub body: Option<String>,
-}
-
-impl ExampleRequest {
-    /// The request of `timer`'s fire at `run_ms`, its first attempt.
-    fn of(timer: &Timer, notify: &HttpNotify, run_ms: i64) -> Self {
-        let key = format!("{}_{run_ms}", timer.id);
-        let facts = FireFacts { timer, run_ms, scheduled_ms: run_ms, fire_key: &key, attempt: 1 };
-        let sent = template::render(notify, &facts);
-        let mut headers = sent.headers;
-        if !headers.keys().any(|name| name.eq_ignore_ascii_case("content-type")) {
-            headers.insert("Content-Type".into(), "application/json".into());
-        }
-        headers.insert("X-Xtimer-Timer-Id".into(), timer.id.to_string());
-        headers.insert("X-Xtimer-Run-Time".into(), run_ms.to_string());
-        headers.insert("X-Xtimer-Scheduled-Time".into(), run_ms.to_string());
-        headers.insert("Idempotency-Key".into(), key);
-        Self { method: sent.method, url: sent.url, headers, body: sent.body }
-    }
-}
-
-/// `notifyAsyncflowParam` of a [`TimerView`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AsyncflowView {
-    /// The task type.
-    pub task_type: String,
-    /// The task's first stage.
-    pub task_stage: String,
-    /// The task's context.
-    pub context: String,
-}
-
 impl TimerView {
     /// The view with its next fire time (`TimerService::next_fire`).
     pub fn at(t: &Timer, next_run_ms: Option<i64>) -> Self {
-        let mut view = Self::from(t);
-        view.next_run_timer = next_run_ms;
-        view.next_run_time = next_run_ms.map(rfc3339);
-        let example_at = next_run_ms.or(match t.schedule {
+        let run_at_ms = match t.schedule {
             Schedule::Once { run_at_ms } => Some(run_at_ms),
             _ => None,
-        });
-        if let (Notify::Http(notify), Some(view), Some(at)) = (&t.notify, &mut view.notify_http_param, example_at) {
-            if notify.template {
-                view.example = Some(ExampleRequest::of(t, notify, at));
-            }
-        }
-        view
+        };
+        let facts = TimerFacts {
+            id: t.id,
+            run_at_ms,
+            pause_reason: t.pause_reason.clone(),
+            next_run_timer: next_run_ms,
+            next_run_time: next_run_ms.map(rfc3339),
+            fires_left: None,
+            stats: None,
+            create_time: rfc3339(t.create_time),
+            modify_time: rfc3339(t.modify_time),
+        };
+        Self { spec: TimerSpec::shown(t, next_run_ms.or(run_at_ms)), facts }
     }
 }
 
-impl From<&Timer> for TimerView {
-    fn from(t: &Timer) -> Self {
-        let (cron, run_at_ms, timezone, every) = match &t.schedule {
-            Schedule::Cron { expr, timezone } => (Some(expr.clone()), None, timezone.clone(), None),
-            Schedule::Once { run_at_ms } => (None, Some(*run_at_ms), "UTC".to_owned(), None),
-            Schedule::Every { every_ms, anchor_ms, timezone } => {
-                (None, None, timezone.clone(), Some((*every_ms, *anchor_ms)))
-            }
-        };
-        let (http, task) = match &t.notify {
-            Notify::Http(http) => (
-                Some(NotifyView {
-                    url: http.url.clone(),
-                    method: http.method.clone(),
-                    header: http.headers.clone(),
-                    body: http.body.clone(),
-                    template: http.template,
-                    flow_key: Some(http.flow_key().into_owned()),
-                    example: None,
-                }),
-                None,
-            ),
-            Notify::Asyncflow(task) => (
-                None,
-                Some(AsyncflowView {
-                    task_type: task.task_type.clone(),
-                    task_stage: task.task_stage.clone(),
-                    context: task.context.clone(),
-                }),
-            ),
-        };
-        Self {
-            id: t.id,
-            app: t.app.clone(),
-            name: t.name.clone(),
-            status: t.status.code(),
-            cron,
-            run_at: run_at_ms.map(rfc3339),
-            run_at_ms,
-            timezone,
-            notify_http_param: http,
-            notify_asyncflow_param: task,
-            retry: t.retry.clone(),
-            misfire: t.misfire.as_str(),
-            callback_timeout_ms: match &t.notify {
-                Notify::Http(http) => http.timeout_ms,
-                Notify::Asyncflow(_) => None,
-            },
-            delete_after_run: t.delete_after_run,
-            on_failure: t.on_failure.as_ref().map(NotifyView::alert),
-            on_missed: t.on_missed.as_ref().map(NotifyView::alert),
-            on_late: t
-                .on_late
-                .as_ref()
-                .map(|late| LateView { threshold_ms: late.threshold_ms, notify: NotifyView::alert(&late.notify) }),
-            pause_after_failures: t.pause_after_failures,
-            pause_reason: t.pause_reason.clone(),
-            overlap: (t.overlap != OverlapPolicy::Allow).then_some(t.overlap.as_str()),
-            next_run_timer: None,
-            next_run_time: None,
-            every_ms: every.map(|e| e.0),
-            anchor_at: every.map(|e| e.1),
-            start_at: t.timing.start_at,
-            end_at: t.timing.end_at,
-            max_fires: t.timing.max_fires,
-            fires_left: None,
-            stats: None,
-            spread_ms: t.timing.spread_ms,
-            exclude_calendars: t.timing.exclude_calendars.clone(),
-            misfire_threshold_ms: t.timing.misfire_threshold_ms,
-            labels: t.labels.clone(),
-            create_time: rfc3339(t.create_time),
-            modify_time: rfc3339(t.modify_time),
+impl Serialize for TimerView {
+    /// One object: the spec's fields (`cron`, `runAt` and each notify's
+    /// `body` null when unset, as the API has always shown them) and the
+    /// facts.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut fields = self.spec.fields();
+        for shown_null in ["cron", "runAt"] {
+            fields.entry(shown_null).or_insert(Value::Null);
         }
+        for name in ["notifyHTTPParam", "onFailure", "onMissed"] {
+            if let Some(Value::Object(notify)) = fields.get_mut(name) {
+                notify.entry("body").or_insert(Value::Null);
+            }
+        }
+        if let Some(Value::Object(late)) = fields.get_mut("onLate").and_then(|late| late.get_mut("notify")) {
+            late.entry("body").or_insert(Value::Null);
+        }
+        match serde_json::to_value(&self.facts).map_err(serde::ser::Error::custom)? {
+            Value::Object(facts) => fields.extend(facts),
+            _ => return Err(serde::ser::Error::custom("the facts of a timer are an object")),
+        }
+        fields.serialize(serializer)
+    }
+}
+
+impl utoipa::PartialSchema for TimerView {
+    /// [`TimerFacts`]' properties and [`TimerSpec`]'s, in one object.
+    fn schema() -> RefOr<Schema> {
+        let (RefOr::T(Schema::Object(mut view)), RefOr::T(Schema::Object(spec))) =
+            (<TimerFacts as utoipa::PartialSchema>::schema(), <TimerSpec as utoipa::PartialSchema>::schema())
+        else {
+            return <TimerFacts as utoipa::PartialSchema>::schema();
+        };
+        for (name, property) in spec.properties {
+            view.properties.entry(name).or_insert(property);
+        }
+        view.required.extend(spec.required);
+        view.description = Some(
+            "A timer as `getTimer` and `getAppTimers` show it: its fields as `createTimer` takes them (`status` \
+             also 3, deleted, or 4, completed), and what storing and running it add."
+                .into(),
+        );
+        RefOr::T(Schema::Object(view))
+    }
+}
+
+impl utoipa::ToSchema for TimerView {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "TimerView".into()
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        <TimerSpec as utoipa::ToSchema>::schemas(schemas);
+        <TimerFacts as utoipa::ToSchema>::schemas(schemas);
     }
 }
 
@@ -369,10 +198,6 @@ impl From<&Fire> for FireView {
             modify_time: rfc3339(f.modify_time),
         }
     }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// `stats` of `getTimer`: the last 24 hours of the timer's fires.

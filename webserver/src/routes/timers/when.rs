@@ -9,11 +9,11 @@ use xtimer_core::calendar::{weekday_code, Calendar, CalendarSpec};
 use xtimer_core::clock::rfc3339;
 use xtimer_service::when::MAX_FORECAST_SECONDS;
 
-use super::input::instant_value;
 use super::preview::parse_instant;
 use crate::auth::{authorize, AuthContext};
 use crate::extract::{ApiJson, ApiQuery, ForApp, QueryOrJson};
 use crate::{ApiError, AppState, Envelope};
+use xtimer_core::spec::instant_ms as instant_value;
 
 crate::of_app!(AppRef, PutCalendar, CalendarRef);
 
