@@ -44,10 +44,13 @@ use xtimer_core::labels;
 use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
 use xtimer_store::TimerQuery;
 
+use crate::checks;
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
 use crate::history::Changes;
-use crate::{checks, Actor, TimerKey, TimerService};
+use crate::key::Actor;
+use crate::key::TimerKey;
+use crate::timer_service::TimerService;
 
 /// The label every applied timer carries: `managed-by: <owner>`.
 pub const MANAGED_BY: &str = "managed-by";

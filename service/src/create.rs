@@ -15,9 +15,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
-use tokio::sync::oneshot;
 use xtimer_core::error::error_chain;
 use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
 use xtimer_store::Refusal;
@@ -25,10 +23,8 @@ use xtimer_store::Refusal;
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
 use crate::history::Changes;
-use crate::{Actor, TimerService};
-
-/// Most creates written in one transaction.
-const MAX_GROUP: usize = 512;
+use crate::key::Actor;
+use crate::timer_service::TimerService;
 
 impl TimerService {
     /// Stores `timer` (checked against the callback target policy and, for
@@ -135,7 +131,7 @@ impl TimerService {
     /// together; each one's outcome. If the expansion fails, the batch's
     /// timers are deleted again (as if never created: a caller seeing a 500
     /// retries, and a kept timer would turn the retry into a 409).
-    async fn store_and_expand(&self, timers: &[NewTimer]) -> Result<Vec<Result<Timer>>> {
+    pub(crate) async fn store_and_expand(&self, timers: &[NewTimer]) -> Result<Vec<Result<Timer>>> {
         let now = self.0.clock.now_ms();
         let outcomes = self.0.timers.create_each(timers, now, &self.quota()).await?;
         let stored: Vec<Timer> = timers
@@ -168,123 +164,5 @@ impl TimerService {
                 Err(refusal) => Err(refused(&t.app, refusal, schedule_field(&t.schedule), None)),
             })
             .collect())
-    }
-}
-
-/// The creates waiting for the next batch.
-#[derive(Default)]
-pub(crate) struct CreateQueue(Mutex<Queue>);
-
-#[derive(Default)]
-struct Queue {
-    waiting: Vec<Waiting>,
-    draining: bool,
-}
-
-struct Waiting {
-    timer: NewTimer,
-    by: Actor,
-    reply: oneshot::Sender<Result<Timer>>,
-}
-
-impl CreateQueue {
-    /// Stores `timer` (expanded, if enabled) in the next batch; its stored
-    /// form, or why not.
-    async fn create(&self, service: &TimerService, timer: NewTimer, by: &Actor) -> Result<Timer> {
-        let (reply, answer) = oneshot::channel();
-        let start = {
-            let mut queue = self.0.lock().expect("create queue lock");
-            queue.waiting.push(Waiting { timer, by: by.clone(), reply });
-            !std::mem::replace(&mut queue.draining, true)
-        };
-        if start {
-            // Spawned, so a caller that goes away cannot stop a batch midway.
-            tokio::spawn(drain(service.clone()));
-        }
-        answer.await.unwrap_or(Err(ServiceError::Interrupted))
-    }
-
-    /// The next batch, or none (and the drain stops) when nothing waits.
-    fn next_batch(&self) -> Vec<Waiting> {
-        let mut queue = self.0.lock().expect("create queue lock");
-        let take = queue.waiting.len().min(MAX_GROUP);
-        let batch: Vec<Waiting> = queue.waiting.drain(..take).collect();
-        if batch.is_empty() {
-            queue.draining = false;
-        }
-        batch
-    }
-}
-
-/// Stops a drain that did not end by itself: a panic drops the waiting
-/// creates (their callers get [`ServiceError::Interrupted`]) and lets the
-/// next create start a new drain. A drain that ran out of creates has
-/// already stopped ([`CreateQueue::next_batch`]), and a create queued since
-/// then has started a drain of its own, which this one must leave alone.
-struct Draining {
-    service: TimerService,
-    ended: bool,
-}
-
-impl Drop for Draining {
-    fn drop(&mut self) {
-        if self.ended {
-            return;
-        }
-        if let Ok(mut queue) = self.service.0.creates.0.lock() {
-            if queue.draining {
-                queue.waiting.clear();
-                queue.draining = false;
-            }
-        }
-    }
-}
-
-async fn drain(service: TimerService) {
-    let mut guard = Draining { service, ended: false };
-    loop {
-        let batch = guard.service.0.creates.next_batch();
-        if batch.is_empty() {
-            guard.ended = true;
-            return;
-        }
-        write_batch(&guard.service, batch).await;
-    }
-}
-
-/// Writes one batch and notes its creates in the timers' history, in one
-/// write each; if the batch as a whole fails (a database error), each
-/// create is tried alone so that each caller gets its own error.
-async fn write_batch(service: &TimerService, batch: Vec<Waiting>) {
-    let timers: Vec<NewTimer> = batch.iter().map(|w| w.timer.clone()).collect();
-    match service.store_and_expand(&timers).await {
-        Ok(outcomes) => {
-            let created: Vec<(i64, &str, &Actor)> = outcomes
-                .iter()
-                .zip(&batch)
-                .filter_map(|(outcome, w)| Some((outcome.as_ref().ok()?.id, w.timer.app.as_str(), &w.by)))
-                .collect();
-            service.note_each(&created, "create", "{}").await;
-            for (waiting, outcome) in batch.into_iter().zip(outcomes) {
-                let _ = waiting.reply.send(outcome);
-            }
-        }
-        Err(_) if batch.len() > 1 => {
-            for waiting in batch {
-                let outcome = match service.store_and_expand(std::slice::from_ref(&waiting.timer)).await {
-                    Ok(mut one) => one.pop().unwrap_or(Err(ServiceError::Interrupted)),
-                    Err(err) => Err(err),
-                };
-                if let Ok(timer) = &outcome {
-                    service.note_each(&[(timer.id, timer.app.as_str(), &waiting.by)], "create", "{}").await;
-                }
-                let _ = waiting.reply.send(outcome);
-            }
-        }
-        Err(err) => {
-            if let Some(waiting) = batch.into_iter().next() {
-                let _ = waiting.reply.send(Err(err));
-            }
-        }
     }
 }

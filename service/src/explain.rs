@@ -13,9 +13,12 @@ use xtimer_core::fire::{Fire, FireStatus};
 use xtimer_core::timer::{Schedule, Timer, TimerStatus};
 use xtimer_store::{FireDetail, FireLog, HistoryEntry, SKIPPED_OUTPUT};
 
+use crate::checks;
 use crate::error::Result;
+use crate::error::ServiceError;
 use crate::history::MAX_HISTORY;
-use crate::{checks, ServiceError, TimerKey, TimerService};
+use crate::key::TimerKey;
+use crate::timer_service::TimerService;
 
 /// The window the per-timer figures cover: the last 24 hours, from the
 /// start of the hour they began in (the figures are kept by the hour), so

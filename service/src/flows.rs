@@ -4,7 +4,10 @@
 
 use xtimer_store::{FlowFigures, FlowLimit};
 
-use crate::{checks, Result, ServiceError, TimerService};
+use crate::checks;
+use crate::error::Result;
+use crate::error::ServiceError;
+use crate::timer_service::TimerService;
 
 /// Highest `ratePerSec`.
 pub const MAX_RATE_PER_SEC: f64 = 100_000.0;

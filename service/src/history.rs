@@ -7,33 +7,9 @@ use xtimer_core::timer::{NewTimer, Timer};
 use xtimer_store::HistoryEntry;
 
 use crate::error::Result;
-use crate::{TimerKey, TimerService};
-
-/// Who asks for a change.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Actor {
-    /// A caller with a token of this app.
-    App(String),
-    /// The admin token.
-    Admin,
-    /// Anyone, with auth off.
-    #[default]
-    Anonymous,
-    /// The timer's receiver, in its answer (`X-Xtimer-Pause`).
-    Receiver,
-}
-
-impl Actor {
-    /// As the history shows it: `app:<name>`, `admin`, `anonymous`, `receiver`.
-    pub fn name(&self) -> String {
-        match self {
-            Self::App(app) => format!("app:{app}"),
-            Self::Admin => "admin".into(),
-            Self::Anonymous => "anonymous".into(),
-            Self::Receiver => "receiver".into(),
-        }
-    }
-}
+use crate::key::Actor;
+use crate::key::TimerKey;
+use crate::timer_service::TimerService;
 
 /// Most entries `history` returns.
 pub const MAX_HISTORY: u32 = 1_000;

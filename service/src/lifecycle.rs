@@ -9,7 +9,8 @@ use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
 use crate::history::{diff, Changes};
-use crate::{TimerKey, TimerService};
+use crate::key::TimerKey;
+use crate::timer_service::TimerService;
 use xtimer_store::{Change, Quota};
 
 /// What `backfill` is asked for.

@@ -9,7 +9,10 @@ use xtimer_store::{AppPause, AppSummary, TimerQuery};
 
 use crate::error::{Result, ServiceError};
 use crate::history::Changes;
-use crate::{Actor, Page, TimerKey, TimerService};
+use crate::key::Actor;
+use crate::key::Page;
+use crate::key::TimerKey;
+use crate::timer_service::TimerService;
 
 /// A search of one app's timers as a caller words it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,8 +6,10 @@ use xtimer_core::timer::Timer;
 
 use crate::error::Result;
 use crate::explain::TimerStats;
+use crate::key::Page;
+use crate::key::TimerKey;
 use crate::many::Search;
-use crate::{Page, TimerKey, TimerService};
+use crate::timer_service::TimerService;
 
 /// One timer as `getTimer` shows it.
 #[derive(Debug, Clone)]

@@ -17,8 +17,10 @@ use xtimer_store::TimerQuery;
 
 use crate::error::{Result, ServiceError};
 use crate::history::Changes;
+use crate::key::Actor;
+use crate::key::TimerKey;
 use crate::many::Search;
-use crate::{Actor, TimerKey, TimerService};
+use crate::timer_service::TimerService;
 
 /// What `replay` is asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,9 @@ use xtimer_core::steering::{NotDone, Steering};
 use xtimer_core::timer::{Schedule, Timer, TimerStatus};
 
 use crate::error::ServiceError;
-use crate::{Actor, TimerKey, TimerService};
+use crate::key::Actor;
+use crate::key::TimerKey;
+use crate::timer_service::TimerService;
 
 #[async_trait::async_trait]
 impl Steering for TimerService {

@@ -8,8 +8,11 @@ use xtimer_core::calendar::{Calendar, CalendarSpec};
 use xtimer_core::timer::{NewTimer, Schedule, Timer, TimerStatus, Timing};
 use xtimer_core::when::{self, Exclusions, NotedTime};
 
+use crate::checks;
 use crate::error::{Result, ServiceError};
-use crate::{checks, Actor, TimerKey, TimerService};
+use crate::key::Actor;
+use crate::key::TimerKey;
+use crate::timer_service::TimerService;
 
 /// Longest calendar name, characters.
 pub const MAX_CALENDAR_NAME_CHARS: usize = 256;

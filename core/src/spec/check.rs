@@ -9,7 +9,7 @@ use chrono::DateTime;
 use http::{HeaderName, HeaderValue, Uri};
 use serde_json::Value;
 
-use super::*;
+use super::wire::*;
 use crate::clock::rfc3339;
 use crate::config::LimitsConfig;
 use crate::cron::{parse_timezone, CronSchedule};

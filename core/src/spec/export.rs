@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{Invalid, NotifyHttpParam, RetryParam, TimerSpec};
+use super::wire::{Invalid, NotifyHttpParam, RetryParam, TimerSpec};
 use crate::clock::rfc3339;
 use crate::timer::{host_port, RetryPolicy};
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::TimerSpec;
+use super::wire::TimerSpec;
 use crate::timer::NewTimer;
 
 /// Item `i` of a list read as a spec, or its problem named by its index
@@ -36,4 +36,18 @@ pub fn unique_names<'a>(timers: impl IntoIterator<Item = &'a NewTimer>) -> Vec<S
         }
     }
     problems
+}
+
+/// Most item problems one refusal of a list names.
+pub const MAX_LISTED_PROBLEMS: usize = 20;
+
+/// A list's problems as one message: the first [`MAX_LISTED_PROBLEMS`]
+/// (20) joined by `; `, then `and N more problems` where there are more.
+pub fn listed_problems(mut problems: Vec<String>) -> String {
+    let more = problems.len().saturating_sub(MAX_LISTED_PROBLEMS);
+    problems.truncate(MAX_LISTED_PROBLEMS);
+    if more > 0 {
+        problems.push(format!("and {more} more problems"));
+    }
+    problems.join("; ")
 }

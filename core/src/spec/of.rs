@@ -1,12 +1,9 @@
 //! A stored definition as its spec: what `getTimer` shows, what an update
 //! patches, what the history compares and what the CLI exports.
 
-use std::collections::BTreeMap;
-
-use serde::Serialize;
 use serde_json::Value;
 
-use super::{LateParam, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerSpec};
+use super::wire::{ExampleRequest, LateParam, NotifyAsyncflowParam, NotifyHttpParam, RetryParam, TimerSpec};
 use crate::clock::rfc3339;
 use crate::template::{self, FireFacts};
 use crate::timer::{HttpNotify, NewTimer, Notify, OverlapPolicy, Schedule, Timer, TimerStatus};
@@ -119,20 +116,6 @@ impl NotifyHttpParam {
     fn alert(n: &HttpNotify) -> Self {
         Self { body: None, template: None, flow_key: None, ..Self::of(n) }
     }
-}
-
-/// The request a templated callback's next fire sends (its signature
-/// left out: it is made when sent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct ExampleRequest {
-    /// Upper-case method.
-    pub method: String,
-    /// The URL, placeholders filled.
-    pub url: String,
-    /// Every header the fire sends but the signature.
-    pub headers: BTreeMap<String, String>,
-    /// The body, placeholders filled.
-    pub body: Option<String>,
 }
 
 impl ExampleRequest {

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use utoipa::openapi::schema::Schema;
 use utoipa::openapi::RefOr;
 
-use super::{Invalid, TimerSpec};
+use super::wire::{Invalid, TimerSpec};
 
 /// The fields an update changes, by their wire names (every field of
 /// [`TimerSpec`] but `app`, all optional). An absent field keeps its value
