@@ -18,9 +18,6 @@ use xtimer_core::spec;
 
 crate::of_app!(ApplyTimers);
 
-/// Most item problems one 400 lists.
-const MAX_LISTED_PROBLEMS: usize = 20;
-
 /// Body of `applyTimers`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -136,10 +133,5 @@ fn validate_all(state: &AppState, app: &str, items: Vec<Value>, now: i64) -> Res
     if problems.is_empty() {
         return Ok(timers);
     }
-    let more = problems.len().saturating_sub(MAX_LISTED_PROBLEMS);
-    problems.truncate(MAX_LISTED_PROBLEMS);
-    if more > 0 {
-        problems.push(format!("and {more} more problems"));
-    }
-    Err(ApiError::Invalid(problems.join("; ")))
+    Err(ApiError::Invalid(spec::listed_problems(problems)))
 }

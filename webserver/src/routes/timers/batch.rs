@@ -17,9 +17,6 @@ use crate::{ApiError, AppState, Envelope};
 /// Most timers in one `createTimers` call.
 pub const MAX_BATCH_TIMERS: usize = 1_000;
 
-/// Most item problems one 400 lists.
-const MAX_LISTED_PROBLEMS: usize = 20;
-
 /// Body of `createTimers`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[schema(as = TimerBatch)]
@@ -84,10 +81,5 @@ fn validate_all(state: &AppState, items: Vec<Value>, now: i64) -> Result<Vec<New
     if problems.is_empty() {
         return Ok(timers);
     }
-    let more = problems.len().saturating_sub(MAX_LISTED_PROBLEMS);
-    problems.truncate(MAX_LISTED_PROBLEMS);
-    if more > 0 {
-        problems.push(format!("and {more} more problems"));
-    }
-    Err(ApiError::Invalid(problems.join("; ")))
+    Err(ApiError::Invalid(spec::listed_problems(problems)))
 }
