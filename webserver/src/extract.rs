@@ -172,11 +172,30 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let WithToken(input, auth) = WithToken::<E>::from_request(req, state).await?;
+        authorize(&auth, input.app())?;
+        Ok(Self(input, auth))
+    }
+}
+
+/// A request's input and the caller's context, for input that names no
+/// app or one the handler checks itself: `WithToken(input, auth):
+/// WithToken<ApiQuery<T>>` (or `ApiJson`, `QueryOrJson`). Checked in this
+/// order: a token (when auth is on: a caller without one learns nothing
+/// of its input), then the input read.
+pub struct WithToken<E: Extracted>(pub E::Value, pub AuthContext);
+
+impl<E, M> FromRequest<AppState, M> for WithToken<E>
+where
+    E: Extracted + FromRequest<AppState, M, Rejection = ApiError>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let (mut parts, body) = req.into_parts();
         let auth = AuthContext::from_request_parts(&mut parts, state).await?;
         auth.require_token()?;
         let input = E::from_request(Request::from_parts(parts, body), state).await?.into_value();
-        authorize(&auth, input.app())?;
         Ok(Self(input, auth))
     }
 }

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use xtimer_core::clock::rfc3339;
 use xtimer_core::fire::{Fire, FireStatus};
 
-use crate::auth::{authorize, AuthContext};
-use crate::extract::ApiQuery;
+use crate::auth::authorize;
+use crate::extract::{ApiQuery, WithToken};
 use crate::{ApiError, AppState, Envelope};
 
 /// How far back the overview looks.
@@ -93,11 +93,8 @@ pub struct OverviewQuery {
 )]
 pub async fn overview_get(
     State(state): State<AppState>,
-    auth: AuthContext,
-    query: Result<ApiQuery<OverviewQuery>, ApiError>,
+    WithToken(query, auth): WithToken<ApiQuery<OverviewQuery>>,
 ) -> Result<Envelope<Overview>, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(query) = query?;
     if let Some(app) = &query.app {
         authorize(&auth, app)?;
     }

@@ -10,8 +10,8 @@ use serde_json::Value;
 use xtimer_core::spec;
 use xtimer_core::timer::NewTimer;
 
-use crate::auth::{authorize, AuthContext};
-use crate::extract::ApiJson;
+use crate::auth::authorize;
+use crate::extract::{ApiJson, WithToken};
 use crate::{ApiError, AppState, Envelope};
 
 /// Most timers in one `createTimers` call.
@@ -45,11 +45,8 @@ pub struct TimerIds {
 )]
 pub async fn timers_create_batch(
     State(state): State<AppState>,
-    auth: AuthContext,
-    input: Result<ApiJson<CreateTimers>, ApiError>,
+    WithToken(input, auth): WithToken<ApiJson<CreateTimers>>,
 ) -> Result<Envelope<TimerIds>, ApiError> {
-    auth.require_token()?;
-    let ApiJson(input) = input?;
     let count = input.timers.len();
     if count == 0 || count > MAX_BATCH_TIMERS {
         return Err(ApiError::invalid("timers", format!("must hold 1 to {MAX_BATCH_TIMERS} timers, got {count}")));

@@ -11,8 +11,8 @@ use xtimer_core::timer::{Schedule, Timing};
 use xtimer_core::when::{NotedTime, MAX_FIRES_LIMIT, MIN_EVERY_MS};
 
 use super::input::parse_cron;
-use crate::auth::{authorize, AuthContext};
-use crate::extract::ApiQuery;
+use crate::auth::authorize;
+use crate::extract::{ApiQuery, WithToken};
 use crate::{ApiError, AppState, Envelope};
 
 /// Fire times listed when `count` is not given.
@@ -96,11 +96,8 @@ pub struct Preview {
 )]
 pub async fn cron_preview(
     State(state): State<AppState>,
-    auth: AuthContext,
-    q: Result<ApiQuery<PreviewQuery>, ApiError>,
+    WithToken(q, auth): WithToken<ApiQuery<PreviewQuery>>,
 ) -> Result<Envelope<Preview>, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(q) = q?;
     let count = q.count.unwrap_or(DEFAULT_PREVIEW_COUNT);
     if !(1..=MAX_PREVIEW_COUNT).contains(&count) {
         return Err(ApiError::invalid("count", format!("must be 1 to {MAX_PREVIEW_COUNT}, got {count}")));

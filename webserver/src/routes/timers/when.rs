@@ -10,8 +10,8 @@ use xtimer_core::clock::rfc3339;
 use xtimer_service::when::MAX_FORECAST_SECONDS;
 
 use super::preview::parse_instant;
-use crate::auth::{authorize, AuthContext};
-use crate::extract::{ApiJson, ApiQuery, ForApp, QueryOrJson};
+use crate::auth::authorize;
+use crate::extract::{ApiJson, ApiQuery, ForApp, QueryOrJson, WithToken};
 use crate::{ApiError, AppState, Envelope};
 use xtimer_core::spec::instant_ms as instant_value;
 
@@ -246,11 +246,8 @@ pub struct Peak {
 )]
 pub async fn forecast(
     State(state): State<AppState>,
-    auth: AuthContext,
-    q: Result<ApiQuery<ForecastQuery>, ApiError>,
+    WithToken(q, auth): WithToken<ApiQuery<ForecastQuery>>,
 ) -> Result<Envelope<ForecastView>, ApiError> {
-    auth.require_token()?;
-    let ApiQuery(q) = q?;
     let app = match (&q.app, auth.app()) {
         (Some(app), _) => {
             authorize(&auth, app)?;
