@@ -30,7 +30,7 @@ use xtimer::bench_receiver::{process_cpu, BenchReceiver, ReceiverMode};
 use xtimer::node::Node;
 
 use super::args::{drop_fresh_database, fresh_config, BenchArgs, Scenario};
-use super::measure::{median, peak_rss_mb, percentile};
+use super::measure::{each_run, peak_rss_mb, percentile};
 
 /// A benchmark fire is sent once: a failure is a figure, not a retry.
 const NO_RETRY: RetryPolicy = RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None };
@@ -65,7 +65,6 @@ pub struct Figures {
 
 /// Runs a fire scenario (steady, burst, cron, http) and prints its figures.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let mut all = Vec::new();
     println!("scenario {:?}: {}", args.scenario, describe(&args));
     println!(
         "{:>4} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>8} {:>5} {:>6} {:>8} {:>8} {:>8}",
@@ -84,34 +83,30 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         "rx us",
         "rss MB"
     );
-    for run in 1..=args.runs {
-        let f = match args.scenario {
-            Scenario::Http => http_ceiling(&args).await?,
-            Scenario::HttpSteady => http_steady(&args).await?,
-            _ => run_once(&args).await?,
-        };
-        print_row(&run.to_string(), &f);
-        all.push(f);
-    }
-    if all.len() > 1 {
-        let med = |get: fn(&Figures) -> f64| median(all.iter().map(get).collect());
-        let m = Figures {
-            expected: med(|f| f.expected as f64) as u64,
-            received: med(|f| f.received as f64) as u64,
-            fires_per_sec: med(|f| f.fires_per_sec),
-            p50_ms: med(|f| f.p50_ms),
-            p90_ms: med(|f| f.p90_ms),
-            p99_ms: med(|f| f.p99_ms),
-            max_ms: med(|f| f.max_ms),
-            sent_p99_ms: med(|f| f.sent_p99_ms),
-            duplicates: med(|f| f.duplicates as f64) as u64,
-            misses: med(|f| f.misses as f64) as u64,
-            cpu_us_per_fire: med(|f| f.cpu_us_per_fire),
-            receiver_us_per_fire: med(|f| f.receiver_us_per_fire),
-            peak_rss_mb: med(|f| f.peak_rss_mb),
-        };
-        print_row("med", &m);
-    }
+    let args = &args;
+    let once = || async move {
+        match args.scenario {
+            Scenario::Http => http_ceiling(args).await,
+            Scenario::HttpSteady => http_steady(args).await,
+            _ => run_once(args).await,
+        }
+    };
+    each_run(args.runs, once, print_row, |med| Figures {
+        expected: med(|f| f.expected as f64) as u64,
+        received: med(|f| f.received as f64) as u64,
+        fires_per_sec: med(|f| f.fires_per_sec),
+        p50_ms: med(|f| f.p50_ms),
+        p90_ms: med(|f| f.p90_ms),
+        p99_ms: med(|f| f.p99_ms),
+        max_ms: med(|f| f.max_ms),
+        sent_p99_ms: med(|f| f.sent_p99_ms),
+        duplicates: med(|f| f.duplicates as f64) as u64,
+        misses: med(|f| f.misses as f64) as u64,
+        cpu_us_per_fire: med(|f| f.cpu_us_per_fire),
+        receiver_us_per_fire: med(|f| f.receiver_us_per_fire),
+        peak_rss_mb: med(|f| f.peak_rss_mb),
+    })
+    .await?;
     Ok(())
 }
 
@@ -533,15 +528,11 @@ pub async fn herd(args: &BenchArgs) -> anyhow::Result<()> {
         "plan us",
         "cpu us"
     );
-    let mut all = Vec::new();
-    for run in 1..=args.runs {
-        let f = herd_once(args).await?;
-        print_herd_row(&run.to_string(), &f);
-        all.push(f);
-    }
-    if all.len() > 1 {
-        let med = |get: fn(&HerdFigures) -> f64| median(all.iter().map(get).collect());
-        let m = HerdFigures {
+    let all = each_run(
+        args.runs,
+        || herd_once(args),
+        print_herd_row,
+        |med| HerdFigures {
             expected: med(|f| f.expected as f64) as u64,
             received: med(|f| f.received as f64) as u64,
             lost: med(|f| f.lost as f64) as u64,
@@ -555,9 +546,9 @@ pub async fn herd(args: &BenchArgs) -> anyhow::Result<()> {
             expand_ms: med(|f| f.expand_ms),
             plan_us_per_fire: med(|f| f.plan_us_per_fire),
             cpu_us_per_fire: med(|f| f.cpu_us_per_fire),
-        };
-        print_herd_row("med", &m);
-    }
+        },
+    )
+    .await?;
     let (lost, dups, outside) =
         all.iter().fold((0, 0, 0), |(l, d, o), f| (l + f.lost, d + f.duplicates, o + f.outside));
     anyhow::ensure!(

@@ -1,4 +1,7 @@
-//! The benchmark's arithmetic: percentiles, medians and peak memory.
+//! The benchmark's arithmetic: percentiles, medians and peak memory, and
+//! the runs of a scenario with their row of medians.
+
+use std::future::Future;
 
 /// The `q` quantile (0 to 1) of `sorted`, nearest rank; 0 when empty.
 pub fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -13,6 +16,31 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
+}
+
+/// Runs `once` `runs` times, printing each run's figures with `print`
+/// (labelled by the run's number) and, after more than one run, the
+/// figures `medians` makes from them (labelled `med`); returns every run's.
+pub async fn each_run<F, Fut>(
+    runs: usize,
+    mut once: impl FnMut() -> Fut,
+    print: fn(&str, &F),
+    medians: impl FnOnce(&dyn Fn(fn(&F) -> f64) -> f64) -> F,
+) -> anyhow::Result<Vec<F>>
+where
+    Fut: Future<Output = anyhow::Result<F>>,
+{
+    let mut all = Vec::new();
+    for run in 1..=runs {
+        let f = once().await?;
+        print(&run.to_string(), &f);
+        all.push(f);
+    }
+    if all.len() > 1 {
+        let med = |get: fn(&F) -> f64| median(all.iter().map(get).collect());
+        print("med", &medians(&med));
+    }
+    Ok(all)
 }
 
 /// Peak resident set size of this process (VmHWM), MB.

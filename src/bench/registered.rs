@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use xtimer_core::fire::FireKey;
 
 use super::args::{drop_fresh_database, fresh_config, BenchArgs};
-use super::measure::{median, peak_rss_mb, percentile};
+use super::measure::{each_run, median, peak_rss_mb, percentile};
 use xtimer::bench_receiver::BenchReceiver;
 use xtimer::node::Node;
 
@@ -94,15 +94,11 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "misses",
         "rss MB"
     );
-    let mut all = Vec::new();
-    for run in 1..=args.runs {
-        let f = run_once(args).await?;
-        print_row(&run.to_string(), &f);
-        all.push(f);
-    }
-    if all.len() > 1 {
-        let med = |get: fn(&Figures) -> f64| median(all.iter().map(get).collect());
-        let m = Figures {
+    each_run(
+        args.runs,
+        || run_once(args),
+        print_row,
+        |med| Figures {
             creates_per_sec: med(|f| f.creates_per_sec),
             first_tenth_per_sec: med(|f| f.first_tenth_per_sec),
             last_tenth_per_sec: med(|f| f.last_tenth_per_sec),
@@ -119,9 +115,9 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
             duplicates: med(|f| f.duplicates as f64) as u64,
             misses: med(|f| f.misses as f64) as u64,
             rss_mb: med(|f| f.rss_mb),
-        };
-        print_row("med", &m);
-    }
+        },
+    )
+    .await?;
     Ok(())
 }
 

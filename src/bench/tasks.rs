@@ -25,7 +25,7 @@ use xtimer_asyncflow::wire::TaskScheduleCfg;
 use xtimer_asyncflow::TaskData;
 
 use super::args::{drop_fresh_database, fresh_config, BenchArgs, Scenario};
-use super::measure::median;
+use super::measure::each_run;
 use xtimer::node::Node;
 
 const TASK_TYPE: &str = "bench";
@@ -53,23 +53,23 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     );
     println!("{:>4} {:>9} {:>10} {:>10} {:>7}", "run", "calls", "QPS", "tasks/s", "errors");
-    let mut all = Vec::new();
-    for run in 1..=args.runs {
-        let f = run_once(args).await?;
-        println!("{:>4} {:>9} {:>10.0} {:>10.0} {:>7}", run, f.calls, f.qps, f.tasks_per_sec, f.errors);
-        all.push(f);
-    }
-    if all.len() > 1 {
-        println!(
-            "{:>4} {:>9} {:>10.0} {:>10.0} {:>7}",
-            "med",
-            median(all.iter().map(|f| f.calls as f64).collect()),
-            median(all.iter().map(|f| f.qps).collect()),
-            median(all.iter().map(|f| f.tasks_per_sec).collect()),
-            median(all.iter().map(|f| f.errors as f64).collect()),
-        );
-    }
+    each_run(
+        args.runs,
+        || run_once(args),
+        print_row,
+        |med| Figures {
+            calls: med(|f| f.calls as f64) as u64,
+            qps: med(|f| f.qps),
+            tasks_per_sec: med(|f| f.tasks_per_sec),
+            errors: med(|f| f.errors as f64) as u64,
+        },
+    )
+    .await?;
     Ok(())
+}
+
+fn print_row(label: &str, f: &Figures) {
+    println!("{label:>4} {:>9} {:>10.0} {:>10.0} {:>7}", f.calls, f.qps, f.tasks_per_sec, f.errors);
 }
 
 async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
