@@ -10,7 +10,8 @@ use crate::timer::{host_port, RetryPolicy};
 impl TimerSpec {
     /// The spec of a timer as `getTimer` or `getAppTimers` shows it: the
     /// view's fields that a spec has (its id, times and figures left
-    /// out), a completed one-shot's status as it was set (2).
+    /// out; a one-shot's time from `runAtMs` where `runAt` is absent), a
+    /// completed one-shot's status as it was set (2).
     pub fn from_shown(view: &Value) -> Result<Self, Invalid> {
         let schema = <TimerSpec as utoipa::PartialSchema>::schema();
         let known: Vec<String> = match &schema {
@@ -26,6 +27,9 @@ impl TimerSpec {
             .filter(|(name, value)| known.contains(name) && !value.is_null())
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
+        if let (false, Some(ms)) = (fields.contains_key("runAt"), view.get("runAtMs").filter(|ms| ms.is_i64())) {
+            fields.insert("runAt".into(), ms.clone());
+        }
         if let Some(Value::Object(notify)) = fields.get_mut("notifyHTTPParam") {
             notify.remove("example");
         }
