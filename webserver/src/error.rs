@@ -60,36 +60,14 @@ pub enum ApiError {
         /// The timeout, ms.
         timeout_ms: u64,
     },
-    /// No timer with this id in this app: unknown, deleted, or another
-    /// app's; one message for all three, so a caller cannot tell them
-    /// apart (ids do not leak across apps, deleted timers are gone). 404.
-    #[error("timer {id} not found in app `{app}` (it may have been deleted)")]
-    TimerNotFound {
-        /// The id asked for.
-        id: i64,
-        /// The app asked for.
-        app: String,
-    },
-    /// No calendar of this name in this app. 404.
-    #[error("calendar `{name}` not found in app `{app}`")]
-    CalendarNotFound {
-        /// The app asked for.
-        app: String,
-        /// The name asked for.
-        name: String,
-    },
-    /// Another timer that is not deleted has this name in this app. 409.
-    #[error("a timer named `{name}` already exists in app `{app}`: pick another name or delete that timer first")]
-    NameTaken {
-        /// The app.
-        app: String,
-        /// The name.
-        name: String,
-    },
-    /// The server stopped handling a create before it could answer (it may
-    /// or may not be stored: a retry answers 409 if it was). 503.
-    #[error("the create was interrupted before its answer: retry it (a 409 then means it was stored)")]
-    Interrupted,
+    /// A refusal the service words itself: no timer with this id in this
+    /// app (unknown, deleted, or another app's; one message for all three,
+    /// so a caller cannot tell them apart) or no such calendar, 404;
+    /// another timer that is not deleted has the name, 409; a create
+    /// stopped before its answer (it may or may not be stored: a retry
+    /// answers 409 if it was), 503.
+    #[error(transparent)]
+    Refused(ServiceError),
     /// No route has this path. 404.
     #[error("no route for {method} {path}{hint}")]
     NoRoute {
@@ -186,13 +164,14 @@ impl ApiError {
             Self::Invalid(_) => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyReadTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            Self::TimerNotFound { .. } | Self::CalendarNotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
-            Self::NameTaken { .. } => StatusCode::CONFLICT,
+            Self::Refused(ServiceError::NotFound { .. } | ServiceError::CalendarNotFound { .. })
+            | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Self::Refused(ServiceError::NameTaken { .. }) => StatusCode::CONFLICT,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Auth(err) => err.status(),
             Self::LimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Interrupted | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Store(_) | Self::Expand(_) | Self::Tasks(_) | Self::Randomness(_) => {
+            Self::Refused(ServiceError::Interrupted) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Refused(_) | Self::Store(_) | Self::Expand(_) | Self::Tasks(_) | Self::Randomness(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         }
@@ -206,13 +185,13 @@ impl From<ServiceError> for ApiError {
     /// 500.
     fn from(err: ServiceError) -> Self {
         match err {
-            ServiceError::NotFound { id, app } => Self::TimerNotFound { id, app },
-            ServiceError::CalendarNotFound { app, name } => Self::CalendarNotFound { app, name },
+            refused @ (ServiceError::NotFound { .. }
+            | ServiceError::CalendarNotFound { .. }
+            | ServiceError::NameTaken { .. }
+            | ServiceError::Interrupted) => Self::Refused(refused),
             forbidden @ ServiceError::Forbidden { .. } => Self::Auth(AuthError::Forbidden(forbidden.to_string())),
             invalid @ ServiceError::Invalid { .. } => Self::Invalid(invalid.to_string()),
-            ServiceError::NameTaken { app, name } => Self::NameTaken { app, name },
             ServiceError::LimitExceeded { msg, retry_after } => Self::LimitExceeded { msg, retry_after },
-            ServiceError::Interrupted => Self::Interrupted,
             ServiceError::Unavailable(err) => Self::Unavailable(err),
             ServiceError::Store(err) => Self::Store(err),
             ServiceError::Expand(err) => Self::Expand(err),
