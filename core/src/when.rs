@@ -58,6 +58,11 @@ pub struct Timing {
     /// the schedule has fewer times).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_run: Option<i64>,
+    /// What the timer is for, in words (`description`). Kept last, so that
+    /// in the stored JSON everything after its key is its text (a search
+    /// by `q` reads it there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -166,7 +166,50 @@ fn hits_on(rx: &Receiver, path: &str) -> usize {
     rx.hits().iter().filter(|h| h.uri.path() == path).count()
 }
 
+/// A timer's `description` (a field declared once, in the spec): shown by
+/// `getTimer`, found by `q` (any case, not by another field's text),
+/// changed and cleared by `updateTimer` and noted in the history, refused
+/// over 1000 characters.
+pub async fn a_description_is_shown_found_changed_and_limited(stack: Stack) {
+    let app = TestNode::spawn(stack).await;
+    let hook = "http://127.0.0.1:9/hook";
+    let id = app
+        .create_ok(json!({"app": "it", "name": "nightly", "cron": "0 0 2 * * ?", "spreadMs": 5000,
+                          "description": "Sends the Invoices of the day", "notifyHTTPParam": {"url": hook}}))
+        .await;
+    app.create_ok(json!({"app": "it", "name": "other", "cron": "0 0 3 * * ?", "notifyHTTPParam": {"url": hook},
+                         "labels": {"note": "invoices"}}))
+        .await;
+    let timer = app.get(&format!("getTimer?id={id}&app=it")).await;
+    assert_eq!(timer["result"]["description"], "Sends the Invoices of the day", "{timer}");
+    let found = app.get("getAppTimers?app=it&q=INVOICES").await;
+    assert_eq!(found["result"]["total"], 1, "{found}");
+    assert_eq!(found["result"]["list"][0]["id"], id);
+    let found = app.get("getAppTimers?app=it&q=spreadMs").await;
+    assert_eq!(found["result"]["total"], 0, "another field's text is not the description: {found}");
+
+    let updated = app.post("updateTimer", json!({"id": id, "app": "it", "description": "Sends the receipts"})).await;
+    assert_eq!(updated["result"]["description"], "Sends the receipts", "{updated}");
+    assert_eq!(updated["result"]["spreadMs"], 5000, "the other fields are kept: {updated}");
+    assert_eq!(app.get("getAppTimers?app=it&q=invoices").await["result"]["total"], 0);
+    let history = app.get(&format!("getTimerHistory?id={id}&app=it")).await;
+    assert_eq!(
+        history["result"]["list"][0]["changes"]["description"],
+        json!(["Sends the Invoices of the day", "Sends the receipts"]),
+        "{history}"
+    );
+    let cleared = app.post("updateTimer", json!({"id": id, "app": "it", "description": null})).await;
+    assert!(cleared["result"]["description"].is_null(), "{cleared}");
+
+    let long = "x".repeat(1001);
+    let refused = app.post("updateTimer", json!({"id": id, "app": "it", "description": long})).await;
+    assert_eq!(refused["code"], 400, "{refused}");
+    assert_eq!(msg(&refused), "description: must be at most 1000 characters, got 1001");
+    app.stop().await;
+}
+
 crate::on_both_stacks!(
+    a_description_is_shown_found_changed_and_limited,
     labels_find_timers_and_bulk_actions_change_exactly_those,
     a_paused_app_skips_its_fires_until_it_resumes_by_itself,
     an_apps_token_operates_only_its_app,

@@ -232,7 +232,20 @@ impl TimerSpec {
                 exclude_calendars.push(name.clone());
             }
         }
-        Timing { start_at, end_at, max_fires, spread_ms, exclude_calendars, misfire_threshold_ms, last_run: None }
+        let description = self.description.clone().filter(|text| !text.is_empty());
+        if let Some(text) = &description {
+            check_chars(p, "description", text, MAX_DESCRIPTION_CHARS);
+        }
+        Timing {
+            start_at,
+            end_at,
+            max_fires,
+            spread_ms,
+            exclude_calendars,
+            misfire_threshold_ms,
+            last_run: None,
+            description,
+        }
     }
 
     fn schedule(&self, now_ms: i64, p: &mut Problems) -> Option<Schedule> {

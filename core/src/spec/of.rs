@@ -38,6 +38,7 @@ impl TimerSpec {
         Self {
             app: def.app.clone(),
             name: def.name.clone(),
+            description: t.description.clone(),
             cron,
             run_at,
             timezone: Some(timezone),

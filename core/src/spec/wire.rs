@@ -18,6 +18,8 @@ pub use crate::when::{
 pub const MAX_APP_CHARS: usize = 128;
 /// Longest `name`, characters.
 pub const MAX_NAME_CHARS: usize = 256;
+/// Longest `description`, characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 1_000;
 /// Longest `cron`, characters.
 pub const MAX_CRON_CHARS: usize = 256;
 /// Longest callback URL, characters.
@@ -60,6 +62,11 @@ pub struct TimerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>)]
     pub status: Option<Value>,
+    /// What the timer is for: free text, at most 1000 characters
+    /// ([`MAX_DESCRIPTION_CHARS`]); `getAppTimers`' `q` finds it. None by
+    /// default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Cron expression; exactly one of `cron`, `runAt` and `everyMs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,

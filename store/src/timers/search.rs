@@ -32,7 +32,12 @@ impl Search {
                 })
                 .collect();
             let pattern = search.bind(format!("%{escaped}%"));
-            search.sql.push_str(&format!(" AND LOWER(name) LIKE {pattern} ESCAPE '!'"));
+            // The description is the last key of the timing JSON: what
+            // follows `"description":"` there is its text.
+            let described = search.bind(format!("%\"description\":\"%{escaped}%"));
+            search.sql.push_str(&format!(
+                " AND (LOWER(name) LIKE {pattern} ESCAPE '!' OR LOWER(timing) LIKE {described} ESCAPE '!')"
+            ));
         }
         if let Some(ids) = &query.ids {
             let list: Vec<String> = ids.iter().map(i64::to_string).collect();

@@ -322,7 +322,7 @@ const WHEN = [["cron", "Cron", "text", "5, 6 or 7 fields: 0 30 2 * * ?"], ["runA
   ["misfireThresholdMs", "Catch-up window (ms)", "int", "1000 to 604800000"]];
 const FORM_GROUPS = [
   ["Timer", [["name", "Name", "text", "unique in its app"], ["labels", "Labels", "labels", "team=billing, tier=gold"],
-    ["status", "Enabled at once", "check"]]],
+    ["status", "Enabled at once", "check"], ["description", "Description", "area", "what it is for (search finds it)"]]],
   ["When (one of cron, once at, every)", WHEN],
   ["Callback", [["notifyHTTPParam.url", "URL", "text", "http:// or https://"], ["notifyHTTPParam.method", "Method", "select"],
     ["notifyHTTPParam.header", "Headers", "headers", "one per line: Name: value"], ["notifyHTTPParam.body", "Body", "area", "sent as stored"],
@@ -340,7 +340,7 @@ const RANGES = { everyMs: [1000, Infinity], maxFires: [1, Infinity], spreadMs: [
 const GROUPED = ["notifyHTTPParam", "notifyAsyncflowParam", "retry", "onFailure"];
 // What an edit sends for a cleared field (updateTimer removes these with
 // null or their empty value; the others keep their value).
-const CLEARED = { spreadMs: 0, excludeCalendars: [], labels: {}, deleteAfterRun: false, startAt: null, endAt: null, maxFires: null, misfireThresholdMs: null };
+const CLEARED = { description: null, spreadMs: 0, excludeCalendars: [], labels: {}, deleteAfterRun: false, startAt: null, endAt: null, maxFires: null, misfireThresholdMs: null };
 // Clearing one of these only makes way for another kind of schedule.
 const WHEN_KINDS = ["cron", "runAt", "everyMs", "anchorAt"];
 let zoneNames = null;
@@ -785,6 +785,7 @@ async function timerPage(app, id) {
       <dt>Time zone</dt><dd>${esc(t.timezone)}</dd>
       <dt>Next fire</dt><dd id="next-fire">${t.status === 1 ? `<span class="muted">none while disabled</span>` : nextFire(t)}</dd>
       <dt>Labels</dt><dd>${labelChips(app, t.labels) || "none"}</dd>
+      ${t.description ? `<dt>Description</dt><dd>${esc(t.description)}</dd>` : ""}
       <dt>Starts</dt><dd>${t.startAt ? time(t.startAt) : "at creation"}</dd>
       <dt>Ends before</dt><dd>${t.endAt ? time(t.endAt) : "no end"}</dd>
       <dt>Max fires</dt><dd>${t.maxFires ? `${t.maxFires} (${esc(t.firesLeft)} left)` : "no limit"}</dd>
