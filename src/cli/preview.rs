@@ -1,16 +1,14 @@
 //! `xtimer cron preview`: its arguments ([`PreviewArgs`]) and, without a
 //! server, the next fire times worked out here by the code the server's
-//! `previewCron` runs (the same cron check, [`parse_cron`], and the same
+//! `previewCron` runs (the same checks, [`PreviewAsk::plan`], and the same
 //! times, [`when::noted_times`] with the run limit's [`when::last_run`]),
 //! so both print the same. Only `--exclude-calendars` needs a server: the
 //! calendars are the app's, kept in its database.
 
 use clap::Args;
-use xtimer_core::cron::parse_timezone;
-use xtimer_core::timer::{Schedule, Timing};
-use xtimer_core::when::{self, Exclusions, MAX_FIRES_LIMIT, MIN_EVERY_MS};
-use xtimer_webserver::routes::timers::input::parse_cron;
-use xtimer_webserver::routes::timers::preview::{parse_instant, Preview, DEFAULT_PREVIEW_COUNT, MAX_PREVIEW_COUNT};
+use xtimer_core::spec::{PreviewAsk, PreviewPlan, DEFAULT_PREVIEW_COUNT};
+use xtimer_core::when::{self, Exclusions};
+use xtimer_webserver::routes::timers::preview::Preview;
 use xtimer_webserver::ApiError;
 
 /// `xtimer cron preview`: the fields of `previewCron`.
@@ -87,50 +85,26 @@ pub fn is_local(args: &PreviewArgs) -> bool {
 /// The preview `previewCron` answers for `args` (without calendars) when
 /// its clock reads `now_ms`, or the same 400.
 pub fn compute(args: &PreviewArgs, now_ms: i64) -> Result<Preview, ApiError> {
-    let count = i64::from(args.count);
-    if !(1..=MAX_PREVIEW_COUNT).contains(&count) {
-        return Err(ApiError::invalid("count", format!("must be 1 to {MAX_PREVIEW_COUNT}, got {count}")));
-    }
-    let from_ms = match args.from.as_deref() {
-        None => now_ms,
-        Some(text) => parse_instant("from", text)?,
+    let ask = PreviewAsk {
+        cron: args.expr.as_deref(),
+        every_ms: args.every_ms,
+        anchor_at: args.anchor_at.as_deref(),
+        start_at: args.start_at.as_deref(),
+        end_at: args.end_at.as_deref(),
+        max_fires: args.max_fires,
+        timezone: Some(&args.tz),
+        from: args.from.as_deref(),
+        count: Some(i64::from(args.count)),
+        exclude_calendars: Vec::new(),
     };
-    let instant = |field: &str, text: &Option<String>| text.as_deref().map(|t| parse_instant(field, t)).transpose();
-    let timing = Timing {
-        start_at: instant("startAt", &args.start_at)?,
-        end_at: instant("endAt", &args.end_at)?,
-        max_fires: match args.max_fires {
-            Some(n) if !(1..=MAX_FIRES_LIMIT as i64).contains(&n) => {
-                return Err(ApiError::invalid("maxFires", format!("must be 1 to {MAX_FIRES_LIMIT}, got {n}")))
-            }
-            n => n.map(|n| n as u64),
-        },
-        ..Timing::default()
-    };
-    let zone = args.tz.as_str();
-    let tz = parse_timezone(zone).map_err(|err| ApiError::invalid("timezone", err))?;
-    let (schedule, cron) = match (&args.expr, args.every_ms) {
-        (Some(expr), None) => {
-            let cron = parse_cron(expr, Some(zone), from_ms)?;
-            (Schedule::Cron { expr: expr.clone(), timezone: zone.to_owned() }, Some(cron))
-        }
-        (None, Some(every_ms)) if every_ms >= MIN_EVERY_MS => {
-            let anchor_ms = instant("anchorAt", &args.anchor_at)?.or(timing.start_at).unwrap_or(from_ms);
-            (Schedule::Every { every_ms, anchor_ms, timezone: zone.to_owned() }, None)
-        }
-        (None, Some(every_ms)) => {
-            return Err(ApiError::invalid("everyMs", format!("must be at least {MIN_EVERY_MS} ms, got {every_ms}")))
-        }
-        _ => return Err(ApiError::invalid("cron, everyMs", "give exactly one of them")),
-    };
+    let PreviewPlan { schedule, cron, mut timing, zone, from_ms, count } = ask.plan(now_ms)?;
     // As `TimerService::preview` with no calendars: the run limit counted
     // from the first time asked for, then the times it leaves.
     let from_ms = from_ms + 1;
     let exclusions = Exclusions::none();
-    let mut timing = timing;
     timing.last_run = when::last_run(&schedule, &timing, &exclusions, from_ms);
-    let times = when::noted_times(&schedule, &timing, &exclusions, from_ms, i64::MAX, count as usize, true);
-    Ok(Preview::of(times, cron.as_ref(), tz))
+    let times = when::noted_times(&schedule, &timing, &exclusions, from_ms, i64::MAX, count, true);
+    Ok(Preview::of(times, cron.as_ref(), zone))
 }
 
 #[cfg(test)]

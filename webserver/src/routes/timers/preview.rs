@@ -6,19 +6,15 @@ use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 
 use chrono_tz::Tz;
-use xtimer_core::cron::{parse_timezone, CronSchedule};
-use xtimer_core::timer::{Schedule, Timing};
-use xtimer_core::when::{NotedTime, MAX_FIRES_LIMIT, MIN_EVERY_MS};
+use xtimer_core::cron::CronSchedule;
+use xtimer_core::spec::PreviewAsk;
+use xtimer_core::when::NotedTime;
 
-use super::input::parse_cron;
 use crate::auth::authorize;
 use crate::extract::{ApiQuery, WithToken};
 use crate::{ApiError, AppState, Envelope};
 
-/// Fire times listed when `count` is not given.
-pub const DEFAULT_PREVIEW_COUNT: i64 = 10;
-/// Most fire times one preview lists.
-pub const MAX_PREVIEW_COUNT: i64 = 1000;
+pub use xtimer_core::spec::{DEFAULT_PREVIEW_COUNT, MAX_PREVIEW_COUNT};
 
 /// Query of `previewCron`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
@@ -98,52 +94,26 @@ pub async fn cron_preview(
     State(state): State<AppState>,
     WithToken(q, auth): WithToken<ApiQuery<PreviewQuery>>,
 ) -> Result<Envelope<Preview>, ApiError> {
-    let count = q.count.unwrap_or(DEFAULT_PREVIEW_COUNT);
-    if !(1..=MAX_PREVIEW_COUNT).contains(&count) {
-        return Err(ApiError::invalid("count", format!("must be 1 to {MAX_PREVIEW_COUNT}, got {count}")));
-    }
-    let from_ms = match q.from.as_deref() {
-        None => state.clock.now_ms(),
-        Some(text) => parse_instant("from", text)?,
+    let calendars = q.exclude_calendars.as_deref().unwrap_or_default();
+    let ask = PreviewAsk {
+        cron: q.cron.as_deref(),
+        every_ms: q.every_ms,
+        anchor_at: q.anchor_at.as_deref(),
+        start_at: q.start_at.as_deref(),
+        end_at: q.end_at.as_deref(),
+        max_fires: q.max_fires,
+        timezone: q.timezone.as_deref(),
+        from: q.from.as_deref(),
+        count: q.count,
+        exclude_calendars: calendars.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect(),
     };
-    let instant = |field: &str, text: &Option<String>| text.as_deref().map(|t| parse_instant(field, t)).transpose();
-    let timing = Timing {
-        start_at: instant("startAt", &q.start_at)?,
-        end_at: instant("endAt", &q.end_at)?,
-        max_fires: match q.max_fires {
-            Some(n) if !(1..=MAX_FIRES_LIMIT as i64).contains(&n) => {
-                return Err(ApiError::invalid("maxFires", format!("must be 1 to {MAX_FIRES_LIMIT}, got {n}")))
-            }
-            n => n.map(|n| n as u64),
-        },
-        exclude_calendars: q
-            .exclude_calendars
-            .as_deref()
-            .map(|names| names.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect())
-            .unwrap_or_default(),
-        ..Timing::default()
-    };
-    let zone = q.timezone.as_deref().unwrap_or("UTC");
-    let tz = parse_timezone(zone).map_err(|err| ApiError::invalid("timezone", err))?;
-    let (schedule, cron) = match (&q.cron, q.every_ms) {
-        (Some(expr), None) => {
-            let cron = parse_cron(expr, q.timezone.as_deref(), from_ms)?;
-            (Schedule::Cron { expr: expr.clone(), timezone: zone.to_owned() }, Some(cron))
-        }
-        (None, Some(every_ms)) if every_ms >= MIN_EVERY_MS => {
-            let anchor_ms = instant("anchorAt", &q.anchor_at)?.or(timing.start_at).unwrap_or(from_ms);
-            (Schedule::Every { every_ms, anchor_ms, timezone: zone.to_owned() }, None)
-        }
-        (None, Some(every_ms)) => {
-            return Err(ApiError::invalid("everyMs", format!("must be at least {MIN_EVERY_MS} ms, got {every_ms}")))
-        }
-        _ => return Err(ApiError::invalid("cron, everyMs", "give exactly one of them")),
-    };
+    let plan = ask.plan(state.clock.now_ms())?;
     if let Some(app) = &q.app {
         authorize(&auth, app)?;
     }
-    let times = state.service.preview(q.app.as_deref(), &schedule, &timing, from_ms + 1, count as usize).await?;
-    Ok(Envelope(Preview::of(times, cron.as_ref(), tz)))
+    let times =
+        state.service.preview(q.app.as_deref(), &plan.schedule, &plan.timing, plan.from_ms + 1, plan.count).await?;
+    Ok(Envelope(Preview::of(times, plan.cron.as_ref(), plan.zone)))
 }
 
 impl Preview {
@@ -166,19 +136,10 @@ impl Preview {
     }
 }
 
-/// An instant given as Unix ms (digits) or RFC 3339 with an offset; a 400
-/// naming `field` otherwise.
+/// An instant given as Unix ms (digits) or RFC 3339 with an offset
+/// ([`xtimer_core::spec::parse_instant`]); a 400 naming `field` otherwise.
 pub fn parse_instant(field: &str, text: &str) -> Result<i64, ApiError> {
-    let parsed = match text.parse::<i64>() {
-        Ok(ms) => DateTime::from_timestamp_millis(ms).map(|t| t.timestamp_millis()),
-        Err(_) => DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis()),
-    };
-    parsed.ok_or_else(|| {
-        ApiError::invalid(
-            field,
-            format!("`{text}` is neither Unix milliseconds nor an RFC 3339 time such as `2026-12-01T09:00:00Z`"),
-        )
-    })
+    Ok(xtimer_core::spec::parse_instant(field, text)?)
 }
 
 /// A span of time from now as the console and README offer it: a whole
