@@ -41,6 +41,9 @@ pub enum ServiceError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A timer's spec refused: every problem, each `"{field}: {problem}"`.
+    #[error("{0}")]
+    Spec(#[from] xtimer_core::spec::Invalid),
     /// Another timer that is not deleted has this name in this app.
     #[error("a timer named `{name}` already exists in app `{app}`: pick another name or delete that timer first")]
     NameTaken {

@@ -3,7 +3,7 @@
 //! now) and `backfill` (the missed times of a past window).
 
 use xtimer_core::config::LimitsConfig;
-use xtimer_core::spec::{Invalid, TimerPatch, TimerSpec};
+use xtimer_core::spec::{TimerPatch, TimerSpec};
 use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
@@ -238,17 +238,5 @@ impl TimerService {
         changes.insert("count".into(), serde_json::json!([null, count]));
         self.note(timer.id, &timer.app, "backfill", &key.by, changes).await;
         Ok(count)
-    }
-}
-
-impl From<Invalid> for ServiceError {
-    /// Every problem of a refused spec, in one [`ServiceError::Invalid`]
-    /// whose message is the spec's (`"{field}: {problem}; ..."`).
-    fn from(invalid: Invalid) -> Self {
-        let text = invalid.to_string();
-        match text.split_once(": ") {
-            Some((field, problem)) => ServiceError::invalid(field, problem),
-            None => ServiceError::invalid("timer", text),
-        }
     }
 }

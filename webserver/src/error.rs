@@ -190,7 +190,7 @@ impl From<ServiceError> for ApiError {
             | ServiceError::NameTaken { .. }
             | ServiceError::Interrupted) => Self::Refused(refused),
             forbidden @ ServiceError::Forbidden { .. } => Self::Auth(AuthError::Forbidden(forbidden.to_string())),
-            invalid @ ServiceError::Invalid { .. } => Self::Invalid(invalid.to_string()),
+            invalid @ (ServiceError::Invalid { .. } | ServiceError::Spec(_)) => Self::Invalid(invalid.to_string()),
             ServiceError::LimitExceeded { msg, retry_after } => Self::LimitExceeded { msg, retry_after },
             ServiceError::Unavailable(err) => Self::Unavailable(err),
             ServiceError::Store(err) => Self::Store(err),
