@@ -1,7 +1,7 @@
 //! Timers' change history (`t_timer_history`, `getTimerHistory`): rows
 //! written by the service beside each change a caller asks for, and by
 //! the store itself inside the transaction of each change xtimer makes on
-//! its own (`by: "system"`: a disable by `pauseAfterFailures`, a
+//! its own (`by: "system"`: a disable after failures in a row, a
 //! completion, a deletion by `deleteAfterRun`), so no path that changes a
 //! timer's status can leave it out. An app-wide change (`pauseApp`,
 //! `resumeApp`) is one row of timer 0, shown with each of the app's

@@ -1,7 +1,7 @@
 //! Spread fires' send times (`t_fire_placement`) and the planned load per
 //! second they are chosen by.
 //!
-//! A fire of a timer with `spreadMs` is sent at a time chosen when it is
+//! A fire of a timer with a spread is sent at a time chosen when it is
 //! planned. The choice is written here first, keyed by the fire's
 //! identity (timer, scheduled time); whoever plans the same scheduled time
 //! again (a second planner, a restart, a re-expansion) is given the time

@@ -143,9 +143,9 @@ pub trait TimerRepo: Send + Sync {
     /// Disables enabled timer `timer_id` and records `reason` if fire
     /// `task_id` (counted as failed, whatever its row says yet) and the
     /// `n - 1` fires that ended before it since `since_ms` all failed;
-    /// true when it did (`pauseAfterFailures`). The disable is noted in
-    /// the timer's history as `change` (with its reason) in the same
-    /// transaction.
+    /// true when it did (the timer's pause after failures). The disable is
+    /// noted in the timer's history as `change` (with its reason) in the
+    /// same transaction.
     #[allow(clippy::too_many_arguments)]
     async fn pause_if_failing_as(
         &self,
@@ -158,7 +158,7 @@ pub trait TimerRepo: Send + Sync {
         change: Change<'_>,
     ) -> Result<bool>;
     /// [`TimerRepo::pause_if_failing_as`], noted as a `disable` by xtimer
-    /// itself (`pauseAfterFailures`).
+    /// itself (its pause after failures).
     async fn pause_if_failing(
         &self,
         timer_id: i64,
