@@ -505,8 +505,8 @@ pub struct LimitsConfig {
     pub callback_max_header_bytes: usize,
     /// Bytes of a callback's body. Defaults to 65536.
     pub callback_max_body_bytes: usize,
-    /// Fires one `backfillTimer` call may make (`maxFires` at most, and
-    /// its default). Defaults to 10000.
+    /// Fires one `backfillTimer` call may make (the most it may ask for,
+    /// and its default). Defaults to 10000.
     pub backfill_max_fires: u32,
     /// Pace at which a backfill's fires are sent, per second. Defaults to 10.
     pub backfill_fires_per_second: u32,

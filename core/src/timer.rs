@@ -4,6 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use crate::spec::{NotifyHttpParam, TimerSpec};
+
 pub use crate::labels::Labels;
 pub use crate::schedule::Schedule;
 pub use crate::when::Timing;
@@ -39,8 +42,10 @@ impl TimerStatus {
     }
 }
 
-/// The HTTP callback of a timer.
+/// The HTTP callback of a timer, stored with its fields' names in
+/// camelCase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpNotify {
     /// `http` or `https` URL.
     pub url: String,
@@ -54,19 +59,19 @@ pub struct HttpNotify {
     pub body: Option<String>,
     /// This timer's callback timeout, ms (`callbackTimeoutMs`); the
     /// executor's `timeout_ms` when absent.
-    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// The URL, header values and body hold `{{placeholders}}` filled in
     /// per fire ([`crate::template`]); otherwise all is sent as stored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub template: bool,
-    /// The flow its callbacks belong to within the app (`flowKey`, API
+    /// The flow its callbacks belong to within the app (its flow key, API
     /// 1g); the target's `host:port` when absent ([`Self::flow_key`]).
-    #[serde(default, rename = "flowKey", skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_key: Option<String>,
 }
 
-/// Longest `flowKey`, in chars.
+/// Longest flow key ([`NotifyHttpParam::flow_key`]), in chars.
 pub const MAX_FLOW_KEY_CHARS: usize = 128;
 
 /// A flow key: 1 to [`MAX_FLOW_KEY_CHARS`] chars, no control characters;
@@ -109,7 +114,7 @@ impl HttpNotify {
         }
     }
 
-    /// The flow its callbacks belong to: its `flowKey`, else the URL's
+    /// The flow its callbacks belong to: its own key, else the URL's
     /// `host:port` (lower case; the scheme's port when none is given).
     pub fn flow_key(&self) -> std::borrow::Cow<'_, str> {
         match &self.flow_key {
@@ -381,7 +386,8 @@ pub struct Timer {
     pub id: i64,
     /// Its definition, as created or last updated.
     pub def: NewTimer,
-    /// Why `pauseAfterFailures` disabled the timer; cleared when enabled.
+    /// Why its pause after failures ([`TimerSpec::pause_after_failures`])
+    /// disabled the timer; cleared when enabled.
     pub pause_reason: Option<String>,
     /// Unix milliseconds.
     pub create_time: i64,

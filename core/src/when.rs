@@ -1,6 +1,7 @@
 //! Saying when beyond the schedule: a timer's bounds (`startAt`, `endAt`),
-//! run limit (`maxFires`), spread (`spreadMs`), excluded calendars and
-//! catch-up window (`misfireThresholdMs`), and the times they leave.
+//! run limit ([`TimerSpec::max_fires`]), spread
+//! ([`TimerSpec::spread_ms`]), excluded calendars and catch-up window
+//! (`misfireThresholdMs`), and the times they leave.
 //!
 //! Every reader of a timer's times (the migrator's expansion, the
 //! preview, the forecast, `firesLeft`) goes through [`fire_times`], so
@@ -13,17 +14,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::calendar::CompiledCalendar;
 use crate::schedule::Schedule;
+#[cfg(doc)]
+use crate::spec::TimerSpec;
 
 /// Shortest interval of an `everyMs` timer.
 pub const MIN_EVERY_MS: i64 = 1_000;
-/// Widest `spreadMs`: one hour.
+/// Widest spread ([`TimerSpec::spread_ms`]): one hour.
 pub const MAX_SPREAD_MS: u64 = 3_600_000;
 /// Narrowest `misfireThresholdMs`.
 pub const MIN_MISFIRE_THRESHOLD_MS: u64 = 1_000;
 /// Widest `misfireThresholdMs`: a week.
 pub const MAX_MISFIRE_THRESHOLD_MS: u64 = 604_800_000;
-/// Largest `maxFires`: the run limit is worked out by counting that many
-/// times, when a timer is stored and when `firesLeft` is read.
+/// Largest run limit ([`TimerSpec::max_fires`]): it is worked out by
+/// counting that many times, when a timer is stored and when `firesLeft`
+/// is read.
 pub const MAX_FIRES_LIMIT: u64 = 100_000;
 /// Scheduled times one reading of a timer with calendars looks at, at most
 /// (a calendar that excludes everything ends the reading there).
@@ -76,7 +80,7 @@ impl Timing {
     }
 
     /// End of the times it leaves, exclusive: `endAt`, or just after the
-    /// last time `maxFires` leaves, whichever is first.
+    /// last time the run limit leaves, whichever is first.
     pub fn end_ms(&self) -> Option<i64> {
         let limit = self.last_run.map(|t| t.saturating_add(1));
         match (self.end_at, limit) {
@@ -100,7 +104,7 @@ impl Timing {
         self.end_ms().is_none_or(|end| t < end).then_some(t)
     }
 
-    /// Where `maxFires` counts from: `startAt`, else the creation.
+    /// Where the run limit counts from: `startAt`, else the creation.
     pub fn counts_from(&self, create_time: i64) -> i64 {
         self.start_at.unwrap_or(create_time)
     }
@@ -214,7 +218,7 @@ pub fn last_run(schedule: &Schedule, timing: &Timing, exclusions: &Exclusions, c
     (times.len() == n).then(|| times.last().copied()).flatten()
 }
 
-/// Scheduled times the run limit leaves from `now_ms` on: `maxFires` less
+/// Scheduled times the run limit leaves from `now_ms` on: the limit less
 /// the times already due since the start; `None` without a limit.
 pub fn fires_left(
     schedule: &Schedule,

@@ -47,6 +47,13 @@ pub const MAX_CALLBACK_TIMEOUT_MS: i64 = 30_000;
 /// Largest `onLate.thresholdMs`: a day.
 pub const MAX_LATE_THRESHOLD_MS: i64 = 86_400_000;
 
+/// The wire name of [`TimerSpec::max_fires`], for a message that names
+/// the run limit (a backfill's most fires share it).
+pub const MAX_FIRES_FIELD: &str = "maxFires";
+/// The wire name of [`TimerSpec::pause_after_failures`], for a message
+/// that names it.
+pub const PAUSE_AFTER_FAILURES_FIELD: &str = "pauseAfterFailures";
+
 /// A timer as `createTimer` takes it and `getTimer` shows it (see
 /// `shared/API.md`): every field a user sets, by its wire name.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
@@ -300,4 +307,18 @@ pub struct ExampleRequest {
     pub headers: BTreeMap<String, String>,
     /// The body, placeholders filled.
     pub body: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_field_is_spelled_as_the_declaration_spells_it() {
+        let spec = TimerSpec { max_fires: Some(1), pause_after_failures: Some(1), ..TimerSpec::default() };
+        let fields = serde_json::to_value(&spec).unwrap();
+        for name in [MAX_FIRES_FIELD, PAUSE_AFTER_FAILURES_FIELD] {
+            assert_eq!(fields[name], 1, "{name} in {fields}");
+        }
+    }
 }
