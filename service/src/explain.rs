@@ -10,6 +10,7 @@
 use serde_json::Value;
 use xtimer_core::clock::rfc3339;
 use xtimer_core::fire::{Fire, FireStatus};
+use xtimer_core::spec::MAX_FIRES_FIELD;
 use xtimer_core::timer::{Schedule, Timer, TimerStatus};
 use xtimer_store::{FireDetail, FireLog, HistoryEntry, SKIPPED_OUTPUT};
 
@@ -182,7 +183,7 @@ impl TimerService {
             format!("after endAt: the timer fires before {} ({end}) only", rfc3339(end))
         } else if let (Some(max), Some(last)) = (timer.timing.max_fires, timer.timing.last_run.filter(|last| t > *last))
         {
-            format!("maxFires used: its {max} fires end with the one at {} ({last})", rfc3339(last))
+            format!("{MAX_FIRES_FIELD} used: its {max} fires end with the one at {} ({last})", rfc3339(last))
         } else if let Some(calendar) = self.excluding_calendar(timer, t).await? {
             format!("excluded by calendar `{calendar}`: it does not fire on the days and ranges it lists")
         } else if let Some(why) = not_enabled_then(timer, history, t) {

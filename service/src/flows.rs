@@ -105,7 +105,7 @@ pub fn check_key(key: &str) -> Result<()> {
     check_flow_key("key", key)
 }
 
-/// [`check_key`] for a field named `field` (`notifyHTTPParam.flowKey`).
+/// [`check_key`] for a field named `field` (a callback's flow key).
 pub fn check_flow_key(field: &str, key: &str) -> Result<()> {
     xtimer_core::timer::check_flow_key(key).map_err(|problem| ServiceError::invalid(field, problem))
 }

@@ -3,7 +3,7 @@
 //! now) and `backfill` (the missed times of a past window).
 
 use xtimer_core::config::LimitsConfig;
-use xtimer_core::spec::{TimerPatch, TimerSpec};
+use xtimer_core::spec::{TimerPatch, TimerSpec, MAX_FIRES_FIELD};
 use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
@@ -226,7 +226,7 @@ impl TimerService {
         let max_fires = window.max_fires.unwrap_or(most);
         if !(1..=most).contains(&max_fires) {
             return Err(ServiceError::invalid(
-                "maxFires",
+                MAX_FIRES_FIELD,
                 format!("must be 1 to {most} (limits.backfill_max_fires), got {max_fires}"),
             ));
         }
