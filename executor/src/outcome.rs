@@ -2,11 +2,12 @@
 //! turns an attempt's answer into its result (succeeded, retried, failed),
 //! with the notifications it owes (`onFailure`, `onLate`; `onMissed` for a
 //! fire recorded missed or skipped), what the receiver asked of its timer
-//! (API 1e), and the timer's `pauseAfterFailures`; results go to the
+//! (API 1e), and the timer's pause after failures; results go to the
 //! recorder. Fires that ended before an attempt (missed, skipped, given
 //! back) are recorded here too.
 
 use xtimer_core::fire::{ClaimedFire, FireStatus};
+use xtimer_core::spec::PAUSE_AFTER_FAILURES_FIELD;
 use xtimer_core::steering;
 use xtimer_core::timer::{RetryPolicy, Timer};
 use xtimer_store::FireResult;
@@ -35,8 +36,8 @@ impl ExecutorHandle {
     /// sent `cost` ms after its run time: carries out what the receiver
     /// asked in its headers, and records it succeeded, to be retried (at
     /// its backoff, or the `Retry-After` asked) or failed (with the
-    /// notifications it owes, and the timer paused past its
-    /// `pauseAfterFailures`); returns how it ended.
+    /// notifications it owes, and the timer paused past its failures in
+    /// a row); returns how it ended.
     pub(crate) async fn settle(
         &self,
         timer: &Timer,
@@ -178,15 +179,16 @@ impl ExecutorHandle {
         }
     }
 
-    /// Disables the timer when this failed fire makes its
-    /// `pauseAfterFailures` consecutive failures (counted since the timer
-    /// was last changed or enabled), recording why.
+    /// Disables the timer when this failed fire makes as many consecutive
+    /// failures as it pauses after
+    /// ([`TimerSpec::pause_after_failures`](xtimer_core::spec::TimerSpec::pause_after_failures),
+    /// counted since the timer was last changed or enabled), recording why.
     /// A replayed fire counts toward no streak: the timer is often
     /// disabled by the very failures it resends.
     async fn pause_if_failing(&self, timer: &Timer, fire: &ClaimedFire) {
         let Some(n) = timer.pause_after_failures.filter(|_| !fire.replay) else { return };
         let reason = format!(
-            "disabled after {n} consecutive failed fires (pauseAfterFailures), the last due at {}",
+            "disabled after {n} consecutive failed fires ({PAUSE_AFTER_FAILURES_FIELD}), the last due at {}",
             xtimer_core::clock::rfc3339(fire.key.run_ms)
         );
         let now = self.inner.clock.now_ms();
@@ -194,7 +196,7 @@ impl ExecutorHandle {
             Ok(true) => tracing::warn!(timer_id = timer.id, app = %timer.app, %reason, "Timer disabled."),
             Ok(false) => {}
             Err(err) => {
-                tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Checking pauseAfterFailures failed.")
+                tracing::warn!(timer_id = timer.id, error = %xtimer_core::error::error_chain(&err), "Checking {PAUSE_AFTER_FAILURES_FIELD} failed.")
             }
         }
     }

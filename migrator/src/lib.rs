@@ -8,7 +8,7 @@
 //!   indexes them; cheap to clone, so request handlers hold one and call
 //!   `expand_timer` when a timer is enabled.
 //! - [`expand`]: pure fire-time expansion of one timer over a window.
-//! - [`spread`]: load-aware placement of spread fires (`spreadMs`).
+//! - [`spread`]: load-aware placement of spread fires (a timer's spread).
 //! - [`calendars`]: the calendars timers exclude, read and compiled for expansion.
 //! - [`retention`]: the loop that deletes fire records past their keep time.
 //! - [`finisher`]: the loop that completes timers with nothing left as soon as their last fire ends.

@@ -1,7 +1,8 @@
-//! Load-aware placement of spread fires (`spreadMs`).
+//! Load-aware placement of spread fires
+//! ([`TimerSpec::spread_ms`](xtimer_core::spec::TimerSpec::spread_ms)).
 //!
 //! Each fire of a timer with a spread is sent at the second of
-//! `[scheduled, scheduled + spreadMs)` with the fewest fires already
+//! `[scheduled, scheduled + spread)` with the fewest fires already
 //! planned (every app's, read from the database, so every node sees the
 //! same load), the earliest on a tie. The window also ends before the
 //! timer's next scheduled time, so a timer's fires never overtake one
