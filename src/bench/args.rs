@@ -34,7 +34,7 @@ pub enum Scenario {
     /// `--timers` per-second timers for `--seconds`, printing the
     /// database's size every minute (retention at work).
     History,
-    /// `--timers` timers of the cron `0 * * * * ?`, each with `spreadMs`
+    /// `--timers` timers of the cron `0 * * * * ?`, each spread over
     /// `--spread-ms` (0: the classic stampede), created before a minute
     /// starts and run for that minute: peak fires per second at the
     /// receiver, lateness against the send time, planning cost per fire.
@@ -97,7 +97,7 @@ pub struct BenchArgs {
     /// Runtime threads of the receiver's process (1: one event loop).
     #[arg(long, default_value_t = 1)]
     pub receiver_threads: usize,
-    /// Each timer's `spreadMs` (herd): its fire is sent at the least
+    /// Each timer's spread, ms (herd): its fire is sent at the least
     /// loaded second of `[scheduled, scheduled + spread)`.
     #[arg(long, default_value_t = 0)]
     pub spread_ms: u64,

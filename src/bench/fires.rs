@@ -127,7 +127,7 @@ fn describe(a: &BenchArgs) -> String {
             format!("{} callbacks/s for {} s, no timers, each on its millisecond", a.rate, a.seconds)
         }
         Scenario::Herd => {
-            format!("{} timers of `{HERD_CRON}` with spreadMs {}, for one minute", a.timers, a.spread_ms)
+            format!("{} timers of `{HERD_CRON}` spread over {} ms, for one minute", a.timers, a.spread_ms)
         }
         Scenario::CreateTask | Scenario::HoldTasks | Scenario::Registered | Scenario::History => String::new(),
     };
@@ -483,7 +483,7 @@ pub struct HerdFigures {
     /// Arrivals beyond the first of a fire.
     pub duplicates: u64,
     /// Arrivals sent outside their window `[scheduled, scheduled +
-    /// spreadMs)` (other than at the scheduled ms without a spread), or
+    /// spread)` (other than at the scheduled ms without a spread), or
     /// of a fire not expected.
     pub outside: u64,
     /// The most fires that arrived within one second.
@@ -509,7 +509,7 @@ pub async fn herd(args: &BenchArgs) -> anyhow::Result<()> {
         "  peak/s: most fires arriving in one second; p50/p99/max: arrival minus send time \
          (X-Xtimer-Run-Time); create, expand: storing the timers and planning their fires (wall); \
          plan us, cpu us: the two together per fire, wall and this process's CPU; outside: sent \
-         outside [scheduled, scheduled + spreadMs)"
+         outside [scheduled, scheduled + spread)"
     );
     println!(
         "{:>4} {:>9} {:>9} {:>5} {:>5} {:>7} {:>7} {:>8} {:>8} {:>8} {:>10} {:>10} {:>8} {:>8}",
