@@ -13,7 +13,7 @@ impl TimerSpec {
     /// out; a one-shot's time from `runAtMs` where `runAt` is absent), a
     /// completed one-shot's status as it was set (2).
     pub fn from_shown(view: &Value) -> Result<Self, Invalid> {
-        let known = known_fields();
+        let known = Self::field_names();
         let mut fields: serde_json::Map<String, Value> = view
             .as_object()
             .into_iter()
@@ -71,13 +71,17 @@ impl TimerSpec {
     }
 }
 
-/// The wire names of a spec's fields, from its schema (read once).
-fn known_fields() -> &'static [String] {
-    static KNOWN: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    KNOWN.get_or_init(|| match <TimerSpec as utoipa::PartialSchema>::schema() {
-        utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(o)) => o.properties.keys().cloned().collect(),
-        _ => Vec::new(),
-    })
+impl TimerSpec {
+    /// The wire names of a spec's fields, from its schema (read once).
+    pub fn field_names() -> &'static [String] {
+        static KNOWN: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        KNOWN.get_or_init(|| match <TimerSpec as utoipa::PartialSchema>::schema() {
+            utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(o)) => {
+                o.properties.keys().cloned().collect()
+            }
+            _ => Vec::new(),
+        })
+    }
 }
 
 impl NotifyHttpParam {

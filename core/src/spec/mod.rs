@@ -25,5 +25,5 @@ mod wire;
 pub use check::{instant_ms, parse_cron};
 pub use items::{listed_problems, read_item, unique_names};
 pub use patch::TimerPatch;
-pub use preview::{parse_instant, PreviewAsk, PreviewPlan, DEFAULT_PREVIEW_COUNT, MAX_PREVIEW_COUNT};
+pub use preview::{parse_instant, PreviewAsk, PreviewPlan, PreviewQuery, DEFAULT_PREVIEW_COUNT, MAX_PREVIEW_COUNT};
 pub use wire::*;

@@ -5,9 +5,10 @@
 
 use chrono::DateTime;
 use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
 
 use super::check::parse_cron;
-use super::wire::{Invalid, MAX_FIRES_LIMIT, MIN_EVERY_MS};
+use super::wire::{Invalid, MAX_FIRES_FIELD, MAX_FIRES_LIMIT, MIN_EVERY_MS};
 use crate::cron::{parse_timezone, CronSchedule};
 use crate::timer::{Schedule, Timing};
 
@@ -15,6 +16,74 @@ use crate::timer::{Schedule, Timing};
 pub const DEFAULT_PREVIEW_COUNT: i64 = 10;
 /// Most fire times one preview lists.
 pub const MAX_PREVIEW_COUNT: i64 = 1000;
+
+/// Query of `previewCron` (and what `xtimer cron preview` sends it): a
+/// preview's question on the wire, each field as text or a number.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PreviewQuery {
+    /// The expression, as `createTimer` takes it (or `everyMs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// An interval instead of `cron`, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_ms: Option<i64>,
+    /// The interval's anchor (RFC 3339 or ms); `startAt`, else `from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor_at: Option<String>,
+    /// No time before this (RFC 3339 or ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    /// No time at or after this (RFC 3339 or ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<String>,
+    /// Only the first this many times (counted from `startAt`, else `from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fires: Option<i64>,
+    /// The app whose calendars `excludeCalendars` names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// Calendars, comma-separated: their times are listed with
+    /// `note: "excluded:<calendar>"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_calendars: Option<String>,
+    /// IANA time zone; UTC when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// List fire times after this instant: RFC 3339 with offset, or Unix
+    /// ms; now when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// How many, 1 to [`MAX_PREVIEW_COUNT`]; [`DEFAULT_PREVIEW_COUNT`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+}
+
+impl PreviewQuery {
+    /// The question it asks: each field as given, the calendars split at
+    /// their commas (blank names left out).
+    pub fn ask(&self) -> PreviewAsk<'_> {
+        let calendars = self.exclude_calendars.as_deref().unwrap_or_default();
+        PreviewAsk {
+            cron: self.cron.as_deref(),
+            every_ms: self.every_ms,
+            anchor_at: self.anchor_at.as_deref(),
+            start_at: self.start_at.as_deref(),
+            end_at: self.end_at.as_deref(),
+            max_fires: self.max_fires,
+            timezone: self.timezone.as_deref(),
+            from: self.from.as_deref(),
+            count: self.count,
+            exclude_calendars: calendars
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+}
 
 /// A preview's question, each field as given.
 #[derive(Debug, Clone, Default)]
@@ -72,7 +141,7 @@ impl PreviewAsk<'_> {
             end_at: instant("endAt", self.end_at)?,
             max_fires: match self.max_fires {
                 Some(n) if !(1..=MAX_FIRES_LIMIT as i64).contains(&n) => {
-                    return Err(Invalid::field("maxFires", format!("must be 1 to {MAX_FIRES_LIMIT}, got {n}")))
+                    return Err(Invalid::field(MAX_FIRES_FIELD, format!("must be 1 to {MAX_FIRES_LIMIT}, got {n}")))
                 }
                 n => n.map(|n| n as u64),
             },
