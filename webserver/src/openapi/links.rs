@@ -1,7 +1,8 @@
 //! The document's descriptions come from doc comments, whose rustdoc links
 //! (``[`MIN_EVERY_MS`]``) mean nothing to a reader of the API: each is
 //! replaced by what it names, a number for a constant (from the constant
-//! itself, so it cannot go stale) and the plain name for a type.
+//! itself, so it cannot go stale), the wire name for a spec field and the
+//! plain name for a type.
 
 use serde_json::Value;
 use xtimer_core::timer::RetryPolicy;
@@ -35,6 +36,8 @@ fn constants() -> Vec<(&'static str, String)> {
             format!("{} attempts in all, the first backoff {} ms", retry.max_attempts, retry.backoff_ms),
         ),
         ("CreateTimer", "`Timer`".into()),
+        ("TimerSpec::pause_after_failures", format!("`{}`", i::PAUSE_AFTER_FAILURES_FIELD)),
+        ("BackfillTimer::max_fires", format!("`{}`", i::MAX_FIRES_FIELD)),
     ]
 }
 

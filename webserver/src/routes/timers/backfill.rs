@@ -17,7 +17,7 @@ use crate::{ApiError, AppState, Envelope};
 crate::of_app!(BackfillTimer);
 
 /// Body of `backfillTimer`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[schema(as = Backfill)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BackfillTimer {
@@ -34,7 +34,7 @@ pub struct BackfillTimer {
     pub to: Value,
     /// Most fires to make; `limits.backfill_max_fires` when absent, and at
     /// most that.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fires: Option<i64>,
 }
 
@@ -47,7 +47,7 @@ pub struct Backfilled {
 
 /// `POST backfillTimer`: every scheduled time of an enabled timer in
 /// `[from, to)` that has no fire record gets one (the oldest first, at most
-/// `maxFires`), sent at `limits.backfill_fires_per_second` whatever the
+/// [`BackfillTimer::max_fires`]), sent at `limits.backfill_fires_per_second` whatever the
 /// timer's misfire policy. Each is a fire like any other: its record, its
 /// `Idempotency-Key` (`{id}_{runTimer}`, the key it would have had on
 /// time), retries and overlap policy. The window must lie within

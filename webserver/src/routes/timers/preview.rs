@@ -3,60 +3,17 @@
 
 use axum::extract::State;
 use chrono::DateTime;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use chrono_tz::Tz;
 use xtimer_core::cron::CronSchedule;
-use xtimer_core::spec::PreviewAsk;
 use xtimer_core::when::NotedTime;
 
 use crate::auth::authorize;
 use crate::extract::{ApiQuery, WithToken};
 use crate::{ApiError, AppState, Envelope};
 
-pub use xtimer_core::spec::{DEFAULT_PREVIEW_COUNT, MAX_PREVIEW_COUNT};
-
-/// Query of `previewCron`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct PreviewQuery {
-    /// The expression, as `createTimer` takes it (or `everyMs`).
-    #[serde(default)]
-    pub cron: Option<String>,
-    /// An interval instead of `cron`, ms.
-    #[serde(default, rename = "everyMs")]
-    pub every_ms: Option<i64>,
-    /// The interval's anchor (RFC 3339 or ms); `startAt`, else `from`.
-    #[serde(default, rename = "anchorAt")]
-    pub anchor_at: Option<String>,
-    /// No time before this (RFC 3339 or ms).
-    #[serde(default, rename = "startAt")]
-    pub start_at: Option<String>,
-    /// No time at or after this (RFC 3339 or ms).
-    #[serde(default, rename = "endAt")]
-    pub end_at: Option<String>,
-    /// Only the first this many times (counted from `startAt`, else `from`).
-    #[serde(default, rename = "maxFires")]
-    pub max_fires: Option<i64>,
-    /// The app whose calendars `excludeCalendars` names.
-    #[serde(default)]
-    pub app: Option<String>,
-    /// Calendars, comma-separated: their times are listed with
-    /// `note: "excluded:<calendar>"`.
-    #[serde(default, rename = "excludeCalendars")]
-    pub exclude_calendars: Option<String>,
-    /// IANA time zone; UTC when absent.
-    #[serde(default)]
-    pub timezone: Option<String>,
-    /// List fire times after this instant: RFC 3339 with offset, or Unix
-    /// ms; now when absent.
-    #[serde(default)]
-    pub from: Option<String>,
-    /// How many, 1 to [`MAX_PREVIEW_COUNT`]; [`DEFAULT_PREVIEW_COUNT`] when absent.
-    #[serde(default)]
-    pub count: Option<i64>,
-}
+pub use xtimer_core::spec::{PreviewQuery, DEFAULT_PREVIEW_COUNT, MAX_PREVIEW_COUNT};
 
 /// One fire time of a preview.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -94,19 +51,7 @@ pub async fn cron_preview(
     State(state): State<AppState>,
     WithToken(q, auth): WithToken<ApiQuery<PreviewQuery>>,
 ) -> Result<Envelope<Preview>, ApiError> {
-    let calendars = q.exclude_calendars.as_deref().unwrap_or_default();
-    let ask = PreviewAsk {
-        cron: q.cron.as_deref(),
-        every_ms: q.every_ms,
-        anchor_at: q.anchor_at.as_deref(),
-        start_at: q.start_at.as_deref(),
-        end_at: q.end_at.as_deref(),
-        max_fires: q.max_fires,
-        timezone: q.timezone.as_deref(),
-        from: q.from.as_deref(),
-        count: q.count,
-        exclude_calendars: calendars.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect(),
-    };
+    let ask = q.ask();
     let plan = ask.plan(state.clock.now_ms())?;
     if let Some(app) = &q.app {
         authorize(&auth, app)?;
