@@ -47,7 +47,7 @@ pub struct TimerFacts {
     pub id: i64,
     /// Time of a one-shot timer, Unix ms, else null.
     pub run_at_ms: Option<i64>,
-    /// Why `pauseAfterFailures` disabled the timer, until it is enabled again.
+    /// Why [`TimerSpec::pause_after_failures`] disabled the timer, until it is enabled again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause_reason: Option<String>,
     /// Its next fire time, Unix ms: null unless enabled with a fire ahead.
