@@ -43,6 +43,24 @@ pub(crate) trait Dialect {
     fn statements(&self) -> &'static Statements;
 }
 
+/// Implements [`Dialect`] on a backend's pool and connection types:
+/// `$read` makes a shared statement's text this backend's (`Cow::Borrowed`
+/// where it reads them as written), `$statements` its [`Statements`].
+macro_rules! dialect {
+    ($read:expr, $statements:path => $($t:ty),+) => {$(
+        impl $crate::driver::Dialect for $t {
+            fn sql<'s>(&self, text: &'s str) -> std::borrow::Cow<'s, str> {
+                $read(text)
+            }
+
+            fn statements(&self) -> &'static $crate::driver::Statements {
+                &$statements
+            }
+        }
+    )+};
+}
+pub(crate) use dialect;
+
 /// The statement texts (and text builders) that differ between backends,
 /// one value per backend (`sqlite::STATEMENTS`, ...). A text shared by two
 /// backends is written once in `sql` and named by both.
@@ -161,7 +179,7 @@ pub(crate) trait Driver {
 
     /// Refreshes the planner's statistics of `t_timer` when they are stale,
     /// before a completion pass (PostgreSQL); nothing elsewhere.
-    async fn refresh_planner_stats(&self);
+    async fn refresh_planner_stats(&self) {}
 
     /// Takes the notifications owed whose lease lapsed (see
     /// `NotifyRepo::take_owed`).
@@ -179,8 +197,11 @@ pub(crate) trait Driver {
     async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()>;
 
     /// Makes the partitions of `t_timer_task` ahead of `now_ms` and drops
-    /// those older than `keep_ms`, where the backend partitions it.
-    async fn maintain_partitions(&self, now_ms: i64, keep_ms: i64) -> Result<PartitionReport>;
+    /// those older than `keep_ms`, where the backend partitions it
+    /// (PostgreSQL); elsewhere `t_timer_task` is one table.
+    async fn maintain_partitions(&self, _now_ms: i64, _keep_ms: i64) -> Result<PartitionReport> {
+        Ok(PartitionReport::default())
+    }
 
     /// Inserts `tasks` into task table `t` (quoted name, as
     /// `xtimer_core::task::table_name` makes it) in one statement or one
@@ -195,7 +216,9 @@ pub(crate) trait Driver {
     /// Refreshes the planner's statistics of task table `t` when many rows
     /// changed since they were taken; whether it did (a backend whose
     /// planner needs none never does).
-    async fn refresh_task_stats(&self, t: &str) -> Result<bool>;
+    async fn refresh_task_stats(&self, _t: &str) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// Operations a backend writes its own way inside a transaction the
@@ -225,7 +248,9 @@ pub(crate) trait TxDriver {
     /// it. MySQL makes a placeholder row (or waits for another's) and
     /// holds it, and counts unless another transaction counted meanwhile;
     /// elsewhere always.
-    async fn hold_uncounted_usage(&mut self, app: &str) -> Result<bool>;
+    async fn hold_uncounted_usage(&mut self, _app: &str) -> Result<bool> {
+        Ok(true)
+    }
 
     /// Stores `app`'s first counts (and its one-shots' minutes from
     /// `minute_from`), unless another transaction stored them first.

@@ -21,8 +21,8 @@ use super::timers::{
 use super::usage;
 use crate::change::HistoryEntry;
 use crate::conflict;
-use crate::driver::{Dialect, Driver, Statements, TxDriver};
-use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PartitionReport, PlannedFire};
+use crate::driver::{dialect, Driver, Statements, TxDriver};
+use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PlannedFire};
 use crate::sql::fence::confirm_by_select;
 use crate::sql::fires::{release_one_by_one, MANUAL_FIRE};
 use crate::sql::notify::{OwedRow, Owing, Taking};
@@ -65,25 +65,8 @@ pub(crate) static STATEMENTS: Statements = Statements {
     insert_task_positions: formatcp!("{INSERT_POSITIONS_HEAD} ON DUPLICATE KEY UPDATE task_type = task_type"),
 };
 
-impl Dialect for sqlx::MySqlPool {
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-        Cow::Owned(statement(text))
-    }
-
-    fn statements(&self) -> &'static Statements {
-        &STATEMENTS
-    }
-}
-
-impl Dialect for sqlx::MySqlConnection {
-    fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-        Cow::Owned(statement(text))
-    }
-
-    fn statements(&self) -> &'static Statements {
-        &STATEMENTS
-    }
-}
+// MySQL reads a shared statement as `statement` rewrites it.
+dialect!(|text| Cow::Owned(statement(text)), STATEMENTS => sqlx::MySqlPool, sqlx::MySqlConnection);
 
 impl Driver for MysqlDriver<'_> {
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64> {
@@ -148,8 +131,6 @@ impl Driver for MysqlDriver<'_> {
         set_next_runs_mysql(self.0, next).await
     }
 
-    async fn refresh_planner_stats(&self) {}
-
     async fn take_owed(&self, taking: &Taking<'_>) -> Result<Vec<OwedRow>> {
         take_mysql(self.0, taking).await
     }
@@ -190,10 +171,6 @@ impl Driver for MysqlDriver<'_> {
         Ok(())
     }
 
-    async fn maintain_partitions(&self, _now_ms: i64, _keep_ms: i64) -> Result<PartitionReport> {
-        Ok(PartitionReport::default())
-    }
-
     async fn insert_tasks(&self, t: &str, tasks: &[TaskData], now_ms: i64) -> Result<()> {
         let head = tasks::insert_head(t).replacen("INSERT INTO", "INSERT IGNORE INTO", 1);
         insert_task_chunks!(self.0, head.as_str(), "", tasks, now_ms)
@@ -211,10 +188,6 @@ impl Driver for MysqlDriver<'_> {
             return Ok(Vec::new());
         }
         hold_fair_mysql(self.0, t, want, now_ms).await
-    }
-
-    async fn refresh_task_stats(&self, _t: &str) -> Result<bool> {
-        Ok(false)
     }
 }
 

@@ -13,8 +13,7 @@ use xtimer_core::fire::FireKey;
 
 use crate::repo::{ClaimOutcome, FireResult, NewFire};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, lease_judged_at, push_id_list, rounds_by_task, Claimant, FIRE_SENDABLE,
-    SKIPPED_OUTPUT,
+    claimed_from_row, code, push_id_list, rounds_by_task, taken_over_at, Claimant, FIRE_SENDABLE, SKIPPED_OUTPUT,
 };
 use crate::Result;
 
@@ -84,9 +83,7 @@ pub(crate) async fn reclaim_mysql(
         " AND (f.status = {} OR (f.status = {} AND {})) FOR UPDATE SKIP LOCKED",
         code::PENDING,
         code::RUNNING,
-        claim_taken_over!("f.owner", "{now}", "{alive_since}")
-            .replace("{now}", &lease_judged_at(now_ms, alive_since_ms).to_string())
-            .replace("{alive_since}", &alive_since_ms.to_string())
+        taken_over_at(now_ms, alive_since_ms)
     );
     let mut out = ClaimOutcome::default();
     let mut tx = pool.begin().await?;

@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use const_format::formatcp;
 use sqlx::{MySql, QueryBuilder, Row};
 
-use crate::sql::timers::{scoped, DUE_WHERE, NOTHING_LEFT};
+use crate::sql::timers::{deleting_once_apps, scoped, DUE_WHERE, NOTHING_LEFT};
 use xtimer_core::load::Load;
 use xtimer_core::timer::NewTimer;
 
-use crate::sql::definition::{bind_definition, INSERT};
-use crate::sql::{code, padded, peak_column, push_list, text, MAX_PARAMS};
+use crate::sql::definition::{push_timer_rows, INSERT};
+use crate::sql::{code, padded, push_list, text, MAX_PARAMS};
 use crate::Result;
 
 /// [`DUE`](crate::sql::timers::DUE) on MySQL, which keeps its `(status, next_run)` key (and whose
@@ -31,13 +31,9 @@ pub(crate) const FINISHED_MYSQL: &str = formatcp!(
     running = code::RUNNING
 );
 
-/// [`DELETING_ONCE_APPS`] for MySQL ([`FINISHED_MYSQL`]).
-pub(crate) const DELETING_ONCE_APPS_MYSQL: &str = formatcp!(
-    "SELECT DISTINCT app FROM t_timer
-     WHERE status = {enabled} AND delete_after_run = 1 AND {FINISHED_MYSQL}
-     ORDER BY app",
-    enabled = code::TIMER_ENABLED
-);
+/// [`DELETING_ONCE_APPS`](crate::sql::timers::DELETING_ONCE_APPS) for
+/// MySQL ([`FINISHED_MYSQL`]).
+pub(crate) const DELETING_ONCE_APPS_MYSQL: &str = deleting_once_apps!(FINISHED_MYSQL);
 
 /// MySQL: [`COMPLETE_FIRED_ONCE`] in two steps, with no `RETURNING`: the
 /// one-shots to end, locked, then set by id.
@@ -128,14 +124,7 @@ pub(crate) async fn insert_timers_mysql(
     let mut made = Vec::with_capacity(timers.len());
     for chunk in timers.chunks(500) {
         let mut qb = QueryBuilder::<MySql>::new(INSERT.replacen("INSERT", "INSERT IGNORE", 1));
-        qb.push_values(chunk, |mut b, (t, load)| {
-            b.push_bind(t.app.as_str());
-            bind_definition!(b, push_bind, t)
-                .push_bind(now_ms)
-                .push_bind(now_ms)
-                .push_bind(t.first_next_run(now_ms))
-                .push_bind(peak_column(*load));
-        });
+        push_timer_rows!(qb, chunk, now_ms);
         let done = qb.build().execute(&mut *c).await?;
         if done.rows_affected() == 0 {
             continue;

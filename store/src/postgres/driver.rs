@@ -16,7 +16,7 @@ use super::tasks::{hold_fair_postgres, insert_unnest, refresh_task_stats};
 use super::timers::{get_timers_pg, set_next_runs_pg};
 use crate::change::HistoryEntry;
 use crate::conflict;
-use crate::driver::{Dialect, Driver, Statements, TxDriver};
+use crate::driver::{dialect, Driver, Statements, TxDriver};
 use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PartitionReport, PlannedFire};
 use crate::sql::notify::{OwedRow, Owing, Taking};
 use crate::sql::tasks::{self, task_from_row};
@@ -29,46 +29,13 @@ use xtimer_core::node::NodeInfo;
 /// PostgreSQL's one pool.
 pub(crate) struct PgDriver<'a>(pub(crate) &'a sqlx::PgPool);
 
-/// PostgreSQL's texts of the statements that differ.
-pub(crate) static STATEMENTS: Statements = Statements {
-    insert_skipping: "INSERT",
-    skip_taken: sql::on_conflict_do_nothing,
-    read_usage: sql::usage::READ_USAGE_LOCKED,
-    lock_usages: " ORDER BY app FOR UPDATE",
-    reads_lock: true,
-    add_usage_counts: sql::usage::ADD_USAGE_COUNTS,
-    add_minute_fires: sql::usage::ADD_MINUTE_FIRES,
-    upsert_rebinds: false,
-    insert_secret: "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-    upsert_calendar: "INSERT INTO t_calendar (app, name, spec, create_time, modify_time) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (app, name) DO UPDATE SET spec = excluded.spec, modify_time = excluded.modify_time",
-    upsert_flow_limit: "INSERT INTO t_flow_limit (app, flow_key, rate_per_sec, parallelism, paused, modify_time)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (app, flow_key) DO UPDATE SET rate_per_sec = excluded.rate_per_sec,
-             parallelism = excluded.parallelism, paused = excluded.paused, modify_time = excluded.modify_time",
-    delete_some: sql::delete_by_key,
-    mark_hour_stale: sql::MARK_HOUR_STALE,
-    insert_manual_fire: sql::fires::INSERT_MANUAL,
-    task_table: |t| tasks::task_table(t, "id BIGSERIAL PRIMARY KEY"),
-    insert_task_type: tasks::INSERT_TYPE,
-    insert_task_positions: tasks::INSERT_POSITIONS,
-};
+/// PostgreSQL's texts of the statements that differ: `ON CONFLICT`'s, with
+/// reads that lock.
+pub(crate) static STATEMENTS: Statements =
+    sql::on_conflict_statements(true, |t| tasks::task_table(t, "id BIGSERIAL PRIMARY KEY"));
 
-/// PostgreSQL reads a shared statement as written.
-macro_rules! as_written {
-    ($($t:ty),*) => {$(
-        impl Dialect for $t {
-            fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-                Cow::Borrowed(text)
-            }
-
-            fn statements(&self) -> &'static Statements {
-                &STATEMENTS
-            }
-        }
-    )*};
-}
-as_written!(sqlx::PgPool, sqlx::PgConnection);
+// PostgreSQL reads a shared statement as written.
+dialect!(Cow::Borrowed, STATEMENTS => sqlx::PgPool, sqlx::PgConnection);
 
 impl Driver for PgDriver<'_> {
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64> {
@@ -136,16 +103,7 @@ impl Driver for PgDriver<'_> {
     }
 
     async fn heartbeat(&self, node: &NodeInfo, shards: &str) -> Result<()> {
-        sqlx::query(sql::HEARTBEAT)
-            .bind(&node.id)
-            .bind(&node.host)
-            .bind(&node.listen)
-            .bind(node.started_at)
-            .bind(node.heartbeat_at)
-            .bind(shards)
-            .execute(self.0)
-            .await?;
-        Ok(())
+        sql::heartbeat!(self.0, node, shards)
     }
 
     async fn database_now_ms(&self) -> Result<Option<i64>> {
@@ -228,10 +186,6 @@ impl TxDriver for sqlx::PgConnection {
 
     async fn add_minute_fires(&mut self, app: &str, minute: i64, fires: i64) -> Result<()> {
         sql::usage::add_minute!(self, app, minute, fires)
-    }
-
-    async fn hold_uncounted_usage(&mut self, _app: &str) -> Result<bool> {
-        Ok(true)
     }
 
     async fn store_usage(&mut self, app: &str, timers: i64, cron_fpm: i64, minute_from: i64) -> Result<()> {

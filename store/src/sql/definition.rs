@@ -33,6 +33,8 @@ macro_rules! timer_definition {
             timing: text,
             on_missed: text,
             on_late: text,
+            dedupe_key: text,
+            dedupe_first_run: bigint,
         }
     };
 }
@@ -116,6 +118,8 @@ macro_rules! bind_definition {
             .$bind(timing_column(&t.timing))
             .$bind(t.on_missed.as_ref().map(json))
             .$bind(t.on_late.as_ref().map(json))
+            .$bind(t.dedupe.as_ref().map(|d| d.key.as_str()))
+            .$bind(t.dedupe.as_ref().map(|d| d.first_run_ms))
     }};
 }
 pub(crate) use bind_definition;
@@ -126,6 +130,25 @@ pub(crate) use bind_definition;
 // not read until then.
 pub(crate) const INSERT: &str =
     formatcp!("INSERT INTO t_timer (app, {DEFINITION}, create_time, modify_time, next_run, peak_fpm) ");
+
+/// Pushes a `VALUES` row per `(timer, load)` of `$rows` on `$qb`, in
+/// [`INSERT`]'s column order: the app, the definition
+/// ([`bind_definition!`]), made and modified at `$now_ms`, the timer's first
+/// fire and its peak load. SQLite's and MySQL's multi-row creates.
+macro_rules! push_timer_rows {
+    ($qb:expr, $rows:expr, $now_ms:expr) => {{
+        let now_ms: i64 = $now_ms;
+        $qb.push_values($rows, |mut b, (t, load)| {
+            b.push_bind(t.app.as_str());
+            $crate::sql::definition::bind_definition!(b, push_bind, t)
+                .push_bind(now_ms)
+                .push_bind(now_ms)
+                .push_bind(t.first_next_run(now_ms))
+                .push_bind($crate::sql::peak_column(*load));
+        });
+    }};
+}
+pub(crate) use push_timer_rows;
 
 /// Stores a timer's new definition: [`DEFINITION`] as `$1` to `$n`, then
 /// the modify time, its peak load, its status again (enabling, or keeping

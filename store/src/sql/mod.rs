@@ -19,9 +19,10 @@ use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{
-    MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus, Timing,
+    Dedupe, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus, Timing,
 };
 
+use crate::driver::Statements;
 use crate::repo::FireResult;
 use crate::{Error, Result};
 
@@ -158,6 +159,10 @@ pub(crate) fn timer_from_row(row: &impl Columns) -> Result<Timer> {
             .transpose()
             .map_err(|e| corrupt(&format!("labels: {e}")))?
             .unwrap_or_default(),
+        dedupe: match row.opt_text("dedupe_key")? {
+            Some(key) => Some(Dedupe::stored(key, row.opt_int("dedupe_first_run")?.ok_or_else(|| corrupt("dedupe_first_run"))?)),
+            None => None,
+        },
     };
     Ok(Timer {
         id,
@@ -168,7 +173,8 @@ pub(crate) fn timer_from_row(row: &impl Columns) -> Result<Timer> {
     })
 }
 
-/// Where [`timer_from_row`] reads a row's columns, by name: a database
+/// Where the row readers ([`timer_from_row`], [`fire_from_row`], ...) read
+/// a row's columns, by name: a database
 /// row, or a row of a page SQLite hands over as one JSON value
 /// ([`JsonRow`](crate::sqlite::json_row::JsonRow)).
 pub(crate) trait Columns {
@@ -226,22 +232,16 @@ where
 }
 
 /// A `t_node` row as a [`NodeInfo`].
-pub(crate) fn node_from_row<'r, R>(row: &'r R) -> Result<NodeInfo>
-where
-    R: Row,
-    &'r str: ColumnIndex<R>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let id = text(row, "node_id")?;
+pub(crate) fn node_from_row(row: &impl Columns) -> Result<NodeInfo> {
+    let id = row.text("node_id")?;
     let shards =
-        serde_json::from_str(&text(row, "shards")?).map_err(|e| Error::Corrupt(format!("t_node {id}: shards: {e}")))?;
+        serde_json::from_str(&row.text("shards")?).map_err(|e| Error::Corrupt(format!("t_node {id}: shards: {e}")))?;
     Ok(NodeInfo {
         id,
-        host: text(row, "host")?,
-        listen: text(row, "listen")?,
-        started_at: row.try_get("started_at")?,
-        heartbeat_at: row.try_get("heartbeat_at")?,
+        host: row.text("host")?,
+        listen: row.text("listen")?,
+        started_at: row.int("started_at")?,
+        heartbeat_at: row.int("heartbeat_at")?,
         shards,
     })
 }
@@ -281,29 +281,32 @@ pub(crate) fn lease_judged_at(now_ms: i64, alive_since_ms: i64) -> i64 {
     }
 }
 
+/// [`claim_taken_over!`] of a fire `f`'s owner, its times written in as
+/// literal integers (`now_ms` as [`lease_judged_at`] judges it): for a
+/// reclaim whose binds the id lists take (SQLite, MySQL).
+pub(crate) fn taken_over_at(now_ms: i64, alive_since_ms: i64) -> String {
+    claim_taken_over!("f.owner", "{now}", "{alive_since}")
+        .replace("{now}", &lease_judged_at(now_ms, alive_since_ms).to_string())
+        .replace("{alive_since}", &alive_since_ms.to_string())
+}
+
 /// A fire row ([`FIRE_COLUMNS`]) as a [`Fire`].
-pub(crate) fn fire_from_row<'r, R>(row: &'r R) -> Result<Fire>
-where
-    R: Row,
-    &'r str: ColumnIndex<R>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let task_id: i64 = row.try_get("task_id")?;
+pub(crate) fn fire_from_row(row: &impl Columns) -> Result<Fire> {
+    let task_id = row.int("task_id")?;
     Ok(Fire {
         task_id,
-        timer_id: row.try_get("timer_id")?,
-        app: text(row, "app")?,
-        run_ms: row.try_get("run_timer")?,
-        scheduled_ms: row.try_get("scheduled_timer")?,
-        status: fire_status(row.try_get("status")?, task_id)?,
-        attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
-        output: text(row, "output")?,
-        cost_time: row.try_get("cost_time")?,
-        manual: row.try_get::<i64, _>("manual")? != 0,
-        replayed: row.try_get::<i64, _>("replayed")? != 0,
-        create_time: row.try_get("create_time")?,
-        modify_time: row.try_get("modify_time")?,
+        timer_id: row.int("timer_id")?,
+        app: row.text("app")?,
+        run_ms: row.int("run_timer")?,
+        scheduled_ms: row.int("scheduled_timer")?,
+        status: fire_status(row.int("status")?, task_id)?,
+        attempt: u32::try_from(row.int("attempt")?).unwrap_or(u32::MAX),
+        output: row.text("output")?,
+        cost_time: row.int("cost_time")?,
+        manual: row.int("manual")? != 0,
+        replayed: row.int("replayed")? != 0,
+        create_time: row.int("create_time")?,
+        modify_time: row.int("modify_time")?,
     })
 }
 
@@ -313,31 +316,21 @@ pub(crate) fn fire_status(code: i64, task_id: i64) -> Result<FireStatus> {
 }
 
 /// The key (`timer_id`, `run_timer`) of a fire row.
-pub(crate) fn key_from_row<'r, R>(row: &'r R) -> Result<FireKey>
-where
-    R: Row,
-    &'r str: ColumnIndex<R>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    Ok(FireKey { timer_id: row.try_get("timer_id")?, run_ms: row.try_get("run_timer")? })
+pub(crate) fn key_from_row(row: &impl Columns) -> Result<FireKey> {
+    Ok(FireKey { timer_id: row.int("timer_id")?, run_ms: row.int("run_timer")? })
 }
 
 /// A row of [`CLAIMED_COLUMNS`] as a fire claimed under `owner`.
-pub(crate) fn claimed_from_row<'r, R>(row: &'r R, owner: &str) -> Result<ClaimedFire>
-where
-    R: Row,
-    &'r str: ColumnIndex<R>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
+pub(crate) fn claimed_from_row(row: &impl Columns, owner: &str) -> Result<ClaimedFire> {
     Ok(ClaimedFire {
-        task_id: row.try_get("task_id")?,
+        task_id: row.int("task_id")?,
         key: key_from_row(row)?,
-        scheduled_ms: row.try_get("scheduled_timer")?,
-        attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(u32::MAX),
+        scheduled_ms: row.int("scheduled_timer")?,
+        attempt: u32::try_from(row.int("attempt")?).unwrap_or(u32::MAX),
         owner: owner.to_string(),
-        manual: row.try_get::<i64, _>("manual")? != 0,
-        replay: row.try_get::<i64, _>("replayed")? != 0,
-        timer_modified: row.try_get::<Option<i64>, _>("timer_modified")?.unwrap_or(0),
+        manual: row.int("manual")? != 0,
+        replay: row.int("replayed")? != 0,
+        timer_modified: row.opt_int("timer_modified")?.unwrap_or(0),
     })
 }
 
@@ -442,6 +435,56 @@ pub(crate) const HEARTBEAT: &str = "INSERT INTO t_node (node_id, host, listen, s
      VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, shards = excluded.shards,
      listen = excluded.listen";
+
+/// Writes node `$node`'s row ([`HEARTBEAT`], `$shards` its shards as JSON)
+/// on `$db` (SQLite, PostgreSQL).
+macro_rules! heartbeat {
+    ($db:expr, $node:expr, $shards:expr) => {{
+        let node: &xtimer_core::node::NodeInfo = $node;
+        sqlx::query($crate::sql::HEARTBEAT)
+            .bind(&node.id)
+            .bind(&node.host)
+            .bind(&node.listen)
+            .bind(node.started_at)
+            .bind(node.heartbeat_at)
+            .bind($shards)
+            .execute($db)
+            .await?;
+        Ok(())
+    }};
+}
+pub(crate) use heartbeat;
+
+/// The statement texts of a backend that ends its inserts with
+/// `ON CONFLICT` and names the new row `excluded` (SQLite, PostgreSQL):
+/// `reads_lock`, whether its reads lock rows (`FOR UPDATE`, PostgreSQL);
+/// `task_table`, the DDL of its task tables.
+pub(crate) const fn on_conflict_statements(reads_lock: bool, task_table: fn(&str) -> Vec<String>) -> Statements {
+    Statements {
+        insert_skipping: "INSERT",
+        skip_taken: on_conflict_do_nothing,
+        read_usage: if reads_lock { usage::READ_USAGE_LOCKED } else { usage::READ_USAGE },
+        lock_usages: if reads_lock { " ORDER BY app FOR UPDATE" } else { "" },
+        reads_lock,
+        add_usage_counts: usage::ADD_USAGE_COUNTS,
+        add_minute_fires: usage::ADD_MINUTE_FIRES,
+        upsert_rebinds: false,
+        insert_secret: "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        upsert_calendar:
+            "INSERT INTO t_calendar (app, name, spec, create_time, modify_time) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (app, name) DO UPDATE SET spec = excluded.spec, modify_time = excluded.modify_time",
+        upsert_flow_limit: "INSERT INTO t_flow_limit (app, flow_key, rate_per_sec, parallelism, paused, modify_time)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (app, flow_key) DO UPDATE SET rate_per_sec = excluded.rate_per_sec,
+             parallelism = excluded.parallelism, paused = excluded.paused, modify_time = excluded.modify_time",
+        delete_some: delete_by_key,
+        mark_hour_stale: MARK_HOUR_STALE,
+        insert_manual_fire: fires::INSERT_MANUAL,
+        task_table,
+        insert_task_type: tasks::INSERT_TYPE,
+        insert_task_positions: tasks::INSERT_POSITIONS,
+    }
+}
 
 /// Clamps a page bound to what `LIMIT` / `OFFSET` take.
 pub(crate) fn page_bound(n: u64) -> i64 {

@@ -65,15 +65,25 @@ pub(crate) const COMPLETE_FIRED_ONCE: &str = formatcp!(
     deleted = code::TIMER_DELETED,
     enabled = code::TIMER_ENABLED
 );
-/// Apps with a deleteAfterRun one-shot [`COMPLETE_FIRED_ONCE`] will delete:
-/// their usage is locked before the timers are, the order every other
-/// write of a timer takes (so the two cannot deadlock).
-pub(crate) const DELETING_ONCE_APPS: &str = formatcp!(
-    "SELECT DISTINCT app FROM t_timer
-     WHERE status = {enabled} AND delete_after_run = 1 AND {FINISHED}
+/// Apps with a deleteAfterRun one-shot that a completion deletes, its
+/// timers over as `$finished` ([`FINISHED`], or MySQL's) says: their usage
+/// is locked before the timers are, the order every other write of a timer
+/// takes (so the two cannot deadlock).
+macro_rules! deleting_once_apps {
+    ($finished:expr) => {
+        const_format::formatcp!(
+            "SELECT DISTINCT app FROM t_timer
+     WHERE status = {} AND delete_after_run = 1 AND {}
      ORDER BY app",
-    enabled = code::TIMER_ENABLED
-);
+            $crate::sql::code::TIMER_ENABLED,
+            $finished
+        )
+    };
+}
+pub(crate) use deleting_once_apps;
+
+/// The apps of [`COMPLETE_FIRED_ONCE`]'s deletes ([`deleting_once_apps!`]).
+pub(crate) const DELETING_ONCE_APPS: &str = deleting_once_apps!(FINISHED);
 
 /// Reads the timers of `$ids` on `$pool` in `IN` lists of binds, padded
 /// to a power of two (at most `MAX_PARAMS`) so each shape is prepared once.

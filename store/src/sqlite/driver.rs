@@ -14,8 +14,8 @@ use super::plan;
 use super::tasks::hold_fair_sqlite;
 use super::timers::{page_unless_too_big, set_next_runs_sqlite, timers_as_json, GET_MANY_SQLITE};
 use crate::change::HistoryEntry;
-use crate::driver::{Dialect, Driver, Statements, TxDriver};
-use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PartitionReport, PlannedFire};
+use crate::driver::{dialect, Driver, Statements, TxDriver};
+use crate::repo::{ClaimOutcome, FireResult, NewFire, NextRun, PlannedFire};
 use crate::sql::fence::confirm_by_select;
 use crate::sql::fires::release_one_by_one;
 use crate::sql::notify::{OwedRow, Owing, Taking};
@@ -33,46 +33,13 @@ pub(crate) struct SqliteDriver<'a> {
     pub(crate) read: &'a sqlx::SqlitePool,
 }
 
-/// SQLite's texts of the statements that differ.
-pub(crate) static STATEMENTS: Statements = Statements {
-    insert_skipping: "INSERT",
-    skip_taken: sql::on_conflict_do_nothing,
-    read_usage: sql::usage::READ_USAGE,
-    lock_usages: "",
-    reads_lock: false,
-    add_usage_counts: sql::usage::ADD_USAGE_COUNTS,
-    add_minute_fires: sql::usage::ADD_MINUTE_FIRES,
-    upsert_rebinds: false,
-    insert_secret: "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-    upsert_calendar: "INSERT INTO t_calendar (app, name, spec, create_time, modify_time) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (app, name) DO UPDATE SET spec = excluded.spec, modify_time = excluded.modify_time",
-    upsert_flow_limit: "INSERT INTO t_flow_limit (app, flow_key, rate_per_sec, parallelism, paused, modify_time)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (app, flow_key) DO UPDATE SET rate_per_sec = excluded.rate_per_sec,
-             parallelism = excluded.parallelism, paused = excluded.paused, modify_time = excluded.modify_time",
-    delete_some: sql::delete_by_key,
-    mark_hour_stale: sql::MARK_HOUR_STALE,
-    insert_manual_fire: sql::fires::INSERT_MANUAL,
-    task_table: |t| tasks::task_table(t, "id INTEGER PRIMARY KEY AUTOINCREMENT"),
-    insert_task_type: tasks::INSERT_TYPE,
-    insert_task_positions: tasks::INSERT_POSITIONS,
-};
+/// SQLite's texts of the statements that differ: `ON CONFLICT`'s, with
+/// reads that lock nothing (its one writer keeps every other out).
+pub(crate) static STATEMENTS: Statements =
+    sql::on_conflict_statements(false, |t| tasks::task_table(t, "id INTEGER PRIMARY KEY AUTOINCREMENT"));
 
-/// SQLite reads a shared statement as written.
-macro_rules! as_written {
-    ($($t:ty),*) => {$(
-        impl Dialect for $t {
-            fn sql<'s>(&self, text: &'s str) -> Cow<'s, str> {
-                Cow::Borrowed(text)
-            }
-
-            fn statements(&self) -> &'static Statements {
-                &STATEMENTS
-            }
-        }
-    )*};
-}
-as_written!(sqlx::SqlitePool, sqlx::SqliteConnection);
+// SQLite reads a shared statement as written.
+dialect!(Cow::Borrowed, STATEMENTS => sqlx::SqlitePool, sqlx::SqliteConnection);
 
 impl Driver for SqliteDriver<'_> {
     async fn insert_fires(&self, fires: &[NewFire], now_ms: i64) -> Result<u64> {
@@ -145,23 +112,12 @@ impl Driver for SqliteDriver<'_> {
         set_next_runs_sqlite(self.write, next).await
     }
 
-    async fn refresh_planner_stats(&self) {}
-
     async fn take_owed(&self, taking: &Taking<'_>) -> Result<Vec<OwedRow>> {
         take_sqlite(self.write, taking).await
     }
 
     async fn heartbeat(&self, node: &NodeInfo, shards: &str) -> Result<()> {
-        sqlx::query(sql::HEARTBEAT)
-            .bind(&node.id)
-            .bind(&node.host)
-            .bind(&node.listen)
-            .bind(node.started_at)
-            .bind(node.heartbeat_at)
-            .bind(shards)
-            .execute(self.write)
-            .await?;
-        Ok(())
+        sql::heartbeat!(self.write, node, shards)
     }
 
     async fn database_now_ms(&self) -> Result<Option<i64>> {
@@ -173,11 +129,6 @@ impl Driver for SqliteDriver<'_> {
         (*tx).insert_history(entries).await?;
         tx.commit().await?;
         Ok(())
-    }
-
-    async fn maintain_partitions(&self, _now_ms: i64, _keep_ms: i64) -> Result<PartitionReport> {
-        // `t_timer_task` is one table.
-        Ok(PartitionReport::default())
     }
 
     async fn insert_tasks(&self, t: &str, tasks: &[TaskData], now_ms: i64) -> Result<()> {
@@ -210,11 +161,6 @@ impl Driver for SqliteDriver<'_> {
         held.sort_by_key(|t| t.data.order_time);
         Ok(held.into_iter().map(|t| t.data).collect())
     }
-
-    async fn refresh_task_stats(&self, _t: &str) -> Result<bool> {
-        // SQLite's planner needs none.
-        Ok(false)
-    }
 }
 
 impl TxDriver for sqlx::SqliteConnection {
@@ -236,10 +182,6 @@ impl TxDriver for sqlx::SqliteConnection {
 
     async fn add_minute_fires(&mut self, app: &str, minute: i64, fires: i64) -> Result<()> {
         sql::usage::add_minute!(self, app, minute, fires)
-    }
-
-    async fn hold_uncounted_usage(&mut self, _app: &str) -> Result<bool> {
-        Ok(true)
     }
 
     async fn store_usage(&mut self, app: &str, timers: i64, cron_fpm: i64, minute_from: i64) -> Result<()> {

@@ -8,8 +8,8 @@ use xtimer_core::fire::{ClaimedFire, FireKey};
 
 use crate::repo::{ClaimOutcome, FireResult, NewFire};
 use crate::sql::{
-    claim_taken_over, claimed_from_row, code, fire_sendable, lease_judged_at, padded, push_id_list, rounds_by_task,
-    Claimant, CLAIMED_COLUMNS_SQLITE, FIRE_SENDABLE, MAX_PARAMS, SKIPPED_OUTPUT, SQLITE_BATCH_ROWS,
+    claimed_from_row, code, fire_sendable, padded, push_id_list, rounds_by_task, taken_over_at, Claimant,
+    CLAIMED_COLUMNS_SQLITE, FIRE_SENDABLE, MAX_PARAMS, SKIPPED_OUTPUT, SQLITE_BATCH_ROWS,
 };
 use crate::{Error, Result};
 
@@ -146,9 +146,7 @@ pub(crate) async fn reclaim_sqlite(
         "(status = {} OR (status = {} AND {}))",
         code::PENDING,
         code::RUNNING,
-        claim_taken_over!("f.owner", "{now}", "{alive_since}")
-            .replace("{now}", &lease_judged_at(now_ms, alive_since_ms).to_string())
-            .replace("{alive_since}", &alive_since_ms.to_string())
+        taken_over_at(now_ms, alive_since_ms)
     );
     let mut tx = write.begin().await?;
     for chunk in task_ids.chunks(MAX_PARAMS / 2) {

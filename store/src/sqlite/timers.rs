@@ -8,8 +8,8 @@ use xtimer_core::timer::Timer;
 
 use const_format::formatcp;
 
-use crate::sql::definition::{bind_definition, INSERT, ON_NAME_TAKEN, TIMER_COLUMNS};
-use crate::sql::{padded, peak_column, timer_from_row, MAX_PARAMS};
+use crate::sql::definition::{push_timer_rows, INSERT, ON_NAME_TAKEN, TIMER_COLUMNS};
+use crate::sql::{padded, timer_from_row, MAX_PARAMS};
 use crate::sqlite::execute_chunked;
 use crate::sqlite::json_row::{JsonRow, TIMER_JSON};
 use crate::{Error, Result};
@@ -82,14 +82,7 @@ pub(crate) async fn insert_timers_sqlite(
     let mut made = Vec::with_capacity(timers.len());
     for chunk in timers.chunks(MAX_PARAMS / 22) {
         let mut qb = QueryBuilder::<Sqlite>::new(INSERT);
-        qb.push_values(chunk, |mut b, (t, load)| {
-            b.push_bind(t.app.as_str());
-            bind_definition!(b, push_bind, t)
-                .push_bind(now_ms)
-                .push_bind(now_ms)
-                .push_bind(t.first_next_run(now_ms))
-                .push_bind(peak_column(*load));
-        });
+        push_timer_rows!(qb, chunk, now_ms);
         qb.push(ON_NAME_TAKEN);
         for row in qb.build().fetch_all(&mut *c).await? {
             made.push((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
