@@ -2,6 +2,24 @@
 
 use std::fmt;
 
+/// `stats` of `getTimer`: the last 24 hours of the timer's fires.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TimerStats {
+    /// Fires due in the window, every status.
+    pub fires: u64,
+    /// Succeeded.
+    pub succeeded: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Missed by the misfire policy.
+    pub missed: u64,
+    /// Median lateness of the fires sent, ms (null: none sent).
+    pub late_p50_ms: Option<i64>,
+    /// 99th percentile of that lateness, ms.
+    pub late_p99_ms: Option<i64>,
+}
+
 /// Status of a fire. Numbers are the wire and storage values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FireStatus {

@@ -94,22 +94,9 @@ impl Moment {
     }
 }
 
-/// A timer's figures over the last [`STATS_WINDOW_MS`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TimerStats {
-    /// Fires due in the window (every status).
-    pub fires: u64,
-    /// Of them, succeeded.
-    pub succeeded: u64,
-    /// Failed (every attempt).
-    pub failed: u64,
-    /// Missed (the misfire policy).
-    pub missed: u64,
-    /// Median lateness of the fires sent (succeeded or failed), ms.
-    pub late_p50_ms: Option<i64>,
-    /// 99th percentile of that lateness, ms.
-    pub late_p99_ms: Option<i64>,
-}
+/// A timer's figures over the last [`STATS_WINDOW_MS`] (fires sent: those
+/// that succeeded or failed).
+pub use xtimer_core::fire::TimerStats;
 
 impl TimerService {
     /// Why timer `key`'s scheduled time `scheduled_ms` fired as it did or

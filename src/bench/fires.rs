@@ -30,7 +30,7 @@ use xtimer::bench_receiver::{process_cpu, BenchReceiver, ReceiverMode};
 use xtimer::node::Node;
 
 use super::args::{drop_fresh_database, fresh_config, BenchArgs, Scenario};
-use super::measure::{each_run, peak_rss_mb, percentile};
+use super::measure::{each_run, peak_rss_mb, percentile, Received};
 
 /// A benchmark fire is sent once: a failure is a figure, not a retry.
 const NO_RETRY: RetryPolicy = RetryPolicy { max_attempts: 1, backoff_ms: 0, no_retry_statuses: None };
@@ -264,18 +264,8 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (cpu_us_per_fire, receiver_us_per_fire) = cpu.per_fire(&receiver).await?;
 
-    let hits: Vec<_> =
-        receiver.arrivals().await?.into_iter().filter(|h| h.run_ms >= start_ms && h.run_ms < end_ms).collect();
-    let mut seen: HashMap<&str, u64> = HashMap::new();
-    for h in &hits {
-        *seen.entry(h.key.as_str()).or_default() += 1;
-    }
-    let duplicates = seen.values().map(|n| n - 1).sum();
-    let got: HashSet<(i64, i64)> =
-        seen.keys().filter_map(|k| FireKey::parse_member(k)).map(|k| (k.timer_id, k.run_ms)).collect();
+    let Received { hits, duplicates, fires: got, late } = Received::between(&receiver, start_ms, end_ms).await?;
     let misses = expected.difference(&got).count() as u64;
-    let mut late: Vec<f64> = hits.iter().map(|h| h.lateness_ms()).collect();
-    late.sort_by(|a, b| a.total_cmp(b));
     // Before the fires are read back below, which is the benchmark's own work.
     let peak_rss_mb = peak_rss_mb();
     let mut sent: Vec<f64> = node

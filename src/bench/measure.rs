@@ -1,7 +1,12 @@
-//! The benchmark's arithmetic: percentiles, medians and peak memory, and
-//! the runs of a scenario with their row of medians.
+//! The benchmark's arithmetic: percentiles, medians and peak memory, what
+//! the receiver got in a window, and the runs of a scenario with their row
+//! of medians.
 
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+
+use xtimer::bench_receiver::{Arrival, BenchReceiver};
+use xtimer_core::fire::FireKey;
 
 /// The `q` quantile (0 to 1) of `sorted`, nearest rank; 0 when empty.
 pub fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -16,6 +21,35 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
+}
+
+/// The callbacks the receiver got for the fires scheduled in a window.
+pub struct Received {
+    /// Every callback, repeats included.
+    pub hits: Vec<Arrival>,
+    /// Callbacks beyond the first of their fire.
+    pub duplicates: u64,
+    /// The fires that arrived, `(timer_id, run_ms)`, each once.
+    pub fires: HashSet<(i64, i64)>,
+    /// Every callback's lateness, ms, in order.
+    pub late: Vec<f64>,
+}
+
+impl Received {
+    /// What `receiver` got for the fires scheduled in `[start_ms, end_ms)`.
+    pub async fn between(receiver: &BenchReceiver, start_ms: i64, end_ms: i64) -> anyhow::Result<Self> {
+        let hits: Vec<Arrival> =
+            receiver.arrivals().await?.into_iter().filter(|h| h.run_ms >= start_ms && h.run_ms < end_ms).collect();
+        let mut seen: HashMap<&str, u64> = HashMap::new();
+        for h in &hits {
+            *seen.entry(h.key.as_str()).or_default() += 1;
+        }
+        let duplicates = seen.values().map(|n| n - 1).sum();
+        let fires = seen.keys().filter_map(|k| FireKey::parse_member(k)).map(|k| (k.timer_id, k.run_ms)).collect();
+        let mut late: Vec<f64> = hits.iter().map(Arrival::lateness_ms).collect();
+        late.sort_by(|a, b| a.total_cmp(b));
+        Ok(Self { hits, duplicates, fires, late })
+    }
 }
 
 /// Runs `once` `runs` times, printing each run's figures with `print`

@@ -21,14 +21,11 @@
 //! - then `--due` per-second timers are added and fire for `--seconds`:
 //!   their lateness, duplicates and misses, and the peak RSS.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use xtimer_core::fire::FireKey;
-
 use super::args::{drop_fresh_database, fresh_config, BenchArgs};
-use super::measure::{each_run, median, peak_rss_mb, percentile};
+use super::measure::{each_run, median, peak_rss_mb, percentile, Received};
 use xtimer::bench_receiver::BenchReceiver;
 use xtimer::node::Node;
 
@@ -206,17 +203,7 @@ async fn run_once(args: &BenchArgs) -> anyhow::Result<Figures> {
     let wait = Duration::from_millis((end_ms - chrono::Utc::now().timestamp_millis()).max(0) as u64 + 30_000);
     receiver.wait_for(start_ms, end_ms, expected as u64, wait, |_| {}).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let hits: Vec<_> =
-        receiver.arrivals().await?.into_iter().filter(|h| h.run_ms >= start_ms && h.run_ms < end_ms).collect();
-    let mut seen: HashMap<&str, u64> = HashMap::new();
-    for h in &hits {
-        *seen.entry(h.key.as_str()).or_default() += 1;
-    }
-    let duplicates = seen.values().map(|n| n - 1).sum();
-    let got: HashSet<(i64, i64)> =
-        seen.keys().filter_map(|k| FireKey::parse_member(k)).map(|k| (k.timer_id, k.run_ms)).collect();
-    let mut late: Vec<f64> = hits.iter().map(|h| h.lateness_ms()).collect();
-    late.sort_by(|a, b| a.total_cmp(b));
+    let Received { duplicates, fires: got, late, .. } = Received::between(&receiver, start_ms, end_ms).await?;
     let figures = Figures {
         creates_per_sec: creates.overall,
         first_tenth_per_sec: creates.first_tenth,

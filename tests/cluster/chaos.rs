@@ -99,9 +99,9 @@ const DEFAULT_FAULTS: &str = "pause,kill,db-cut,redis-cut,db-restart,redis-resta
 /// and held.
 const DEFAULT_PAUSE_OFFSETS_MS: &str = "100,300,500,700,900";
 
-/// One chaos run at a time in this process (the two stacks' tests would
+/// One chaos or failover run at a time in this process (they would
 /// otherwise share the machine).
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+pub(crate) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Now, Unix ms.
 fn now_ms() -> i64 {

@@ -21,15 +21,18 @@
 //! the kill was late), the lateness of the fires due meanwhile and of
 //! those due after it. The kill comes 0.4 s into a second.
 //!
-//! Not part of CI (a run needs its servers, and CI's time is spent):
-//! `scripts/chaos --ha SETUP` runs one (the tests are ignored otherwise).
-//! Settings, from the environment:
+//! The short run is part of the test suite (each setup one after the
+//! other, with the chaos runs: a 30 s window, the kill 8 s in); `scripts/chaos
+//! --ha SETUP` runs the full one (a 60 s window, the kill 15 s in). A setup
+//! whose servers are not installed (etcd and Patroni, HAProxy, galera-4 and
+//! rsync) is skipped with a message, and fails under CI (`.ci/run`
+//! installs them). Settings, from the environment:
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `XTIMER_FAILOVER_SECS` | 60 | length of the measured window, s |
+//! | `XTIMER_FAILOVER_SECS` | 30 | length of the measured window, s |
 //! | `XTIMER_FAILOVER_RATE` | 100 | fires per second: as many per-second cron timers |
-//! | `XTIMER_FAILOVER_KILL_AT_S` | 15 | when the primary is killed, s into the window |
+//! | `XTIMER_FAILOVER_KILL_AT_S` | 8 | when the primary is killed, s into the window |
 //! | `XTIMER_FAILOVER_CREATORS` | 4 | clients creating one-shots (each due 2.5 s after its create), one call at a time each |
 //! | `XTIMER_CHAOS_LOGS` | none | folder for the nodes' logs (`failover-SETUP/node0.log`, …) |
 
@@ -73,6 +76,36 @@ enum Setup {
 }
 
 impl Setup {
+    /// What the setup needs installed that the rest of the suite does
+    /// not: (the file or command, the Debian package).
+    fn needs(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Setup::Patroni => &[("etcd", "etcd-server"), ("patroni", "patroni")],
+            Setup::PatroniHaproxy => &[("etcd", "etcd-server"), ("patroni", "patroni"), ("haproxy", "haproxy")],
+            Setup::Galera => &[("/usr/lib/galera/libgalera_smm.so", "galera-4"), ("rsync", "rsync")],
+            Setup::Sentinel | Setup::Cluster => &[],
+        }
+    }
+
+    /// Whether the setup's servers are installed; when not, says so, and
+    /// fails under CI.
+    fn installed(self) -> bool {
+        let patroni = std::env::var("XTIMER_PATRONI").ok();
+        let missing: Vec<&str> = self
+            .needs()
+            .iter()
+            .filter(|(what, _)| !(*what == "patroni" && patroni.is_some()) && !found(what))
+            .map(|(_, package)| *package)
+            .collect();
+        if missing.is_empty() {
+            return true;
+        }
+        let install = format!("apt-get install {}", missing.join(" "));
+        assert!(std::env::var_os("CI").is_none(), "failover {}: missing under CI ({install}): .ci/run installs it", self.name());
+        eprintln!("SKIPPED: the {} failover run needs {install}", self.name());
+        false
+    }
+
     fn name(self) -> &'static str {
         match self {
             Setup::Patroni => "patroni",
@@ -290,11 +323,29 @@ fn count(hits: &[Hit], ids: &[i64], start: i64, end: i64, killed: i64, acked: &[
     }
 }
 
-/// One failover run on `setup` (see the module doc).
+/// A file at `what`, or a command of that name on `PATH`.
+fn found(what: &str) -> bool {
+    if what.starts_with('/') {
+        return std::path::Path::new(what).exists();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(what).is_file()))
+        || ["/usr/sbin", "/sbin"].iter().any(|dir| std::path::Path::new(dir).join(what).is_file())
+}
+
+/// One failover run on `setup` (see the module doc), after any other
+/// chaos or failover run of this process; skipped when its servers are
+/// not installed.
+// The lock only keeps the runs (each on its own runtime) apart.
+#[allow(clippy::await_holding_lock)]
 async fn failover(setup: Setup) {
-    let secs: i64 = env_or("XTIMER_FAILOVER_SECS", 60);
+    let _one = crate::chaos::ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !setup.installed() {
+        return;
+    }
+    let secs: i64 = env_or("XTIMER_FAILOVER_SECS", 30);
     let rate: usize = env_or("XTIMER_FAILOVER_RATE", 100);
-    let kill_at_s: i64 = env_or("XTIMER_FAILOVER_KILL_AT_S", 15);
+    let kill_at_s: i64 = env_or("XTIMER_FAILOVER_KILL_AT_S", 8);
     let clients: usize = env_or("XTIMER_FAILOVER_CREATORS", 4);
     assert!(kill_at_s >= 6 && kill_at_s + 20 <= secs, "the kill 6 s or more into the window and 20 s before its end");
     let logs = std::env::var_os("XTIMER_CHAOS_LOGS")
@@ -386,31 +437,26 @@ async fn failover(setup: Setup) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "scripts/chaos --ha patroni (needs etcd and Patroni)"]
 async fn failover_patroni_multi_host_url() {
     failover(Setup::Patroni).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "scripts/chaos --ha patroni-haproxy (needs etcd, Patroni and HAProxy)"]
 async fn failover_patroni_haproxy() {
     failover(Setup::PatroniHaproxy).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "scripts/chaos --ha galera (needs galera-4 and rsync)"]
 async fn failover_galera() {
     failover(Setup::Galera).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "scripts/chaos --ha sentinel"]
 async fn failover_redis_sentinel() {
     failover(Setup::Sentinel).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "scripts/chaos --ha cluster"]
 async fn failover_redis_cluster() {
     failover(Setup::Cluster).await
 }

@@ -3,12 +3,12 @@
 //! wrong}"`) and builds the [`NewTimer`] to store.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fmt::Display;
 
 use chrono::DateTime;
 use http::{HeaderName, HeaderValue, Uri};
 use serde_json::Value;
 
+use super::problems::{check_chars, Problems};
 use super::wire::*;
 use crate::clock::rfc3339;
 use crate::config::LimitsConfig;
@@ -23,20 +23,6 @@ use crate::timer::{
 /// setting them would corrupt the callback's framing.
 const FRAMING_HEADERS: [&str; 8] =
     ["connection", "content-length", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
-
-/// Problems found so far, each `"{field}: {problem}"`.
-#[derive(Debug, Default)]
-struct Problems(Vec<String>);
-
-impl Problems {
-    fn push(&mut self, field: &str, problem: impl Display) {
-        self.0.push(format!("{field}: {problem}"));
-    }
-
-    fn into_error(self) -> Invalid {
-        Invalid(self.0)
-    }
-}
 
 impl TimerSpec {
     /// Checks every field against `now_ms` and the default limits; see
@@ -439,15 +425,6 @@ fn json_kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    }
-}
-
-fn check_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
-    let chars = value.chars().count();
-    if chars == 0 {
-        p.push(field, "must not be empty");
-    } else if chars > max {
-        p.push(field, format!("must be at most {max} characters, got {chars}"));
     }
 }
 

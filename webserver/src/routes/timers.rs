@@ -182,7 +182,7 @@ pub async fn timers_get(
     let detail = state.service.detail(&timer_key(&auth, r)).await?;
     let mut view = TimerView::at(&detail.timer, detail.next_fire);
     view.facts.fires_left = detail.fires_left;
-    view.facts.stats = Some(detail.stats.into());
+    view.facts.stats = Some(detail.stats);
     Ok(Envelope(view))
 }
 

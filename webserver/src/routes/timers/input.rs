@@ -12,7 +12,7 @@ use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer};
 use xtimer_core::fire::FireStatus;
 
-use xtimer_core::spec::{Invalid, MAX_APP_CHARS};
+use xtimer_core::spec::{check_chars, Invalid, Problems, MAX_APP_CHARS};
 
 use crate::ApiError;
 
@@ -31,29 +31,6 @@ pub const MAX_PAGE_SIZE: i64 = 500;
 impl From<Invalid> for ApiError {
     fn from(invalid: Invalid) -> Self {
         ApiError::Invalid(invalid.to_string())
-    }
-}
-
-/// Problems found so far, each `"{field}: {problem}"`.
-#[derive(Debug, Default)]
-struct Problems(Vec<String>);
-
-impl Problems {
-    fn push(&mut self, field: &str, problem: impl fmt::Display) {
-        self.0.push(format!("{field}: {problem}"));
-    }
-
-    fn into_error(self) -> ApiError {
-        ApiError::Invalid(self.0.join("; "))
-    }
-}
-
-fn check_chars(p: &mut Problems, field: &str, value: &str, max: usize) {
-    let chars = value.chars().count();
-    if chars == 0 {
-        p.push(field, "must not be empty");
-    } else if chars > max {
-        p.push(field, format!("must be at most {max} characters, got {chars}"));
     }
 }
 
@@ -208,8 +185,8 @@ impl AppTimersQuery {
         check_chars(&mut p, "app", &self.app, MAX_APP_CHARS);
         let page = page(&mut p, self.page_index, self.page_size);
         match page {
-            Some(page) if p.0.is_empty() => Ok(page),
-            _ => Err(p.into_error()),
+            Some(page) if p.is_empty() => Ok(page),
+            _ => Err(p.into_error().into()),
         }
     }
 }
@@ -237,8 +214,8 @@ impl TimerTasksQuery {
         };
         let page = page(&mut p, self.page_index, self.page_size);
         match page {
-            Some(page) if p.0.is_empty() => Ok((status, page)),
-            _ => Err(p.into_error()),
+            Some(page) if p.is_empty() => Ok((status, page)),
+            _ => Err(p.into_error().into()),
         }
     }
 }

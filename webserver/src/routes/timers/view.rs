@@ -59,7 +59,7 @@ pub struct TimerFacts {
     pub fires_left: Option<u64>,
     /// `getTimer` only: its fires of the last 24 hours (API 1h).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stats: Option<StatsView>,
+    pub stats: Option<TimerStats>,
     /// Creation time, RFC 3339.
     pub create_time: String,
     /// Last change, RFC 3339.
@@ -196,38 +196,6 @@ impl From<&Fire> for FireView {
             replayed: f.replayed,
             create_time: rfc3339(f.create_time),
             modify_time: rfc3339(f.modify_time),
-        }
-    }
-}
-
-/// `stats` of `getTimer`: the last 24 hours of the timer's fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[schema(as = TimerStats)]
-#[serde(rename_all = "camelCase")]
-pub struct StatsView {
-    /// Fires due in the window, every status.
-    pub fires: u64,
-    /// Succeeded.
-    pub succeeded: u64,
-    /// Failed.
-    pub failed: u64,
-    /// Missed by the misfire policy.
-    pub missed: u64,
-    /// Median lateness of the fires sent, ms (null: none sent).
-    pub late_p50_ms: Option<i64>,
-    /// 99th percentile of that lateness, ms.
-    pub late_p99_ms: Option<i64>,
-}
-
-impl From<TimerStats> for StatsView {
-    fn from(s: TimerStats) -> Self {
-        Self {
-            fires: s.fires,
-            succeeded: s.succeeded,
-            failed: s.failed,
-            missed: s.missed,
-            late_p50_ms: s.late_p50_ms,
-            late_p99_ms: s.late_p99_ms,
         }
     }
 }
