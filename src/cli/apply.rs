@@ -361,6 +361,8 @@ pub fn exported(view: &Value) -> Result<TimerSpec, Failure> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use xtimer_core::spec::{NotifyHttpParam, RetryParam};
+    use xtimer_webserver::routes::timers::view::{TimerFacts, TimerView};
 
     use super::*;
 
@@ -412,14 +414,37 @@ mod tests {
 
     #[test]
     fn a_view_is_exported_as_the_create_input() {
-        let view = json!({
-            "id": 7, "app": "billing", "name": "nightly", "status": 4, "cron": "0 30 2 * * ?",
-            "runAt": null, "runAtMs": null, "timezone": "Asia/Shanghai",
-            "notifyHTTPParam": {"url": "http://h/p", "method": "POST", "header": {}, "body": null},
-            "retry": {"maxAttempts": 3, "backoffMs": 1000}, "misfire": "fire_once",
-            "nextRunTimer": 1, "nextRunTime": "x", "labels": {"managed-by": "apply"},
-            "createTime": "x", "modifyTime": "x", "spreadMs": 0
-        });
+        // A completed timer as `getTimer` shows it, its defaults spelled out.
+        let spec = TimerSpec {
+            app: "billing".into(),
+            name: "nightly".into(),
+            status: Some(json!(4)),
+            cron: Some("0 30 2 * * ?".into()),
+            timezone: Some("Asia/Shanghai".into()),
+            notify_http_param: Some(NotifyHttpParam {
+                url: "http://h/p".into(),
+                method: Some("POST".into()),
+                header: Some(BTreeMap::new()),
+                ..NotifyHttpParam::default()
+            }),
+            retry: Some(RetryParam { max_attempts: Some(3), backoff_ms: Some(1000), no_retry_statuses: None }),
+            misfire: Some("fire_once".into()),
+            labels: Some(BTreeMap::from([("managed-by".into(), "apply".into())])),
+            spread_ms: Some(0),
+            ..TimerSpec::default()
+        };
+        let facts = TimerFacts {
+            id: 7,
+            run_at_ms: None,
+            pause_reason: None,
+            next_run_timer: Some(1),
+            next_run_time: Some("x".into()),
+            fires_left: None,
+            stats: None,
+            create_time: "x".into(),
+            modify_time: "x".into(),
+        };
+        let view = serde_json::to_value(TimerView { spec, facts }).unwrap();
         let yaml = serde_yaml_ng::to_string(&exported(&view).unwrap()).unwrap();
         assert_eq!(
             yaml,

@@ -1,10 +1,12 @@
 //! How the command line shows a timer: its schedule in words, whatever its
 //! kind (`cron ...`, `once at ...`, `every 5m`), for `timer list`, and
 //! every field `getTimer` answers, one `key  value` line each, for `timer
-//! get` and `timer update`. A field this file does not know yet is still
-//! shown, as its JSON, so nothing the server says is left out.
+//! get` and `timer update` (the timer's spec read as the spec declares
+//! it, [`TimerSpec`]). A field this file does not know yet is still shown,
+//! as its JSON, so nothing the server says is left out.
 
 use serde_json::Value;
+use xtimer_core::spec::{NotifyHttpParam, TimerSpec};
 
 use super::text;
 
@@ -75,38 +77,14 @@ pub fn schedule(t: &Value) -> String {
     }
 }
 
-/// The keys [`describe`] shows in its own words.
-const DESCRIBED: &[&str] = &[
+/// What `getTimer` adds to a timer's spec (and its `status`, read as
+/// shown: 3 deleted, 4 completed), as far as [`describe`] knows it.
+const FACTS: &[&str] = &[
     "id",
-    "app",
-    "name",
     "status",
-    "cron",
-    "runAt",
     "runAtMs",
-    "everyMs",
-    "anchorAt",
-    "timezone",
-    "startAt",
-    "endAt",
-    "maxFires",
     "firesLeft",
-    "spreadMs",
-    "excludeCalendars",
-    "misfire",
-    "misfireThresholdMs",
-    "overlap",
-    "notifyHTTPParam",
-    "notifyAsyncflowParam",
-    "callbackTimeoutMs",
-    "retry",
-    "onFailure",
-    "onMissed",
-    "onLate",
-    "pauseAfterFailures",
     "pauseReason",
-    "deleteAfterRun",
-    "labels",
     "nextRunTimer",
     "nextRunTime",
     "stats",
@@ -116,110 +94,128 @@ const DESCRIBED: &[&str] = &[
 
 /// A notify (`notifyHTTPParam`, `onFailure`, ...) in one line: `POST
 /// http://host/path`, its headers and body when it has them.
-fn notify(n: &Value) -> String {
-    let mut out = format!("{} {}", text(&n["method"]), text(&n["url"]));
-    if let Some(headers) = n["header"].as_object().filter(|h| !h.is_empty()) {
-        let list: Vec<String> = headers.iter().map(|(k, v)| format!("{k}: {}", text(v))).collect();
+fn notify(n: &NotifyHttpParam) -> String {
+    let mut out = format!("{} {}", n.method.as_deref().unwrap_or("-"), n.url);
+    if let Some(headers) = n.header.as_ref().filter(|h| !h.is_empty()) {
+        let list: Vec<String> = headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         out.push_str(&format!(", headers {}", list.join("; ")));
     }
-    if let Some(body) = n["body"].as_str() {
+    if let Some(body) = &n.body {
         out.push_str(&format!(", body {body}"));
     }
-    if n["template"] == true {
+    if n.template == Some(true) {
         out.push_str(", templated");
     }
     out
 }
 
-/// A timer as `key  value` lines: every field `getTimer` answers.
+/// An optional number as text (`-` when absent).
+fn number(n: Option<i64>) -> String {
+    n.map_or_else(|| "-".into(), |n| n.to_string())
+}
+
+/// A timer as `key  value` lines: every field `getTimer` answers. Its
+/// spec is read as the spec it is ([`TimerSpec::from_shown`]), each field
+/// taken from it as it is shown; what is left of it, and any field this
+/// build does not know, is shown as its JSON. A spec this build cannot
+/// read is shown field by field, as JSON.
 pub fn describe(t: &Value) -> String {
+    let Ok(mut spec) = TimerSpec::from_shown(t) else {
+        return lines(t.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), text(v))).collect());
+    };
     let mut rows: Vec<(String, String)> = Vec::new();
     let mut row = |key: &str, value: String| rows.push((key.to_owned(), value));
     row("id", text(&t["id"]));
-    row("app", text(&t["app"]));
-    row("name", text(&t["name"]));
+    row("app", std::mem::take(&mut spec.app));
+    row("name", std::mem::take(&mut spec.name));
+    spec.status = None;
     row("status", timer_status(&t["status"]).into());
-    if let Some(expr) = t["cron"].as_str() {
-        row("cron", expr.to_owned());
-    } else if let Some(every) = t["everyMs"].as_i64() {
-        row("every", format!("{} ({every} ms), counted from {}", span(every), time(&t["anchorAt"])));
+    let (cron, every, anchor, run_at) =
+        (spec.cron.take(), spec.every_ms.take(), spec.anchor_at.take(), spec.run_at.take());
+    if let Some(expr) = cron {
+        row("cron", expr);
+    } else if let Some(every) = every {
+        let anchor = time(&anchor.unwrap_or_default());
+        row("every", format!("{} ({every} ms), counted from {anchor}", span(every)));
     } else {
-        row("run at", text(&t["runAt"]));
+        row("run at", text(&run_at.unwrap_or_default()));
     }
-    row("timezone", text(&t["timezone"]));
-    if !t["startAt"].is_null() {
-        row("starts", time(&t["startAt"]));
+    row("timezone", spec.timezone.take().unwrap_or_else(|| "-".into()));
+    if let Some(start) = spec.start_at.take() {
+        row("starts", time(&start));
     }
-    if !t["endAt"].is_null() {
-        row("ends", format!("{} (excluded)", time(&t["endAt"])));
+    if let Some(end) = spec.end_at.take() {
+        row("ends", format!("{} (excluded)", time(&end)));
     }
-    if let Some(max) = t["maxFires"].as_i64() {
+    if let Some(max) = spec.max_fires.take() {
         let left =
             t["firesLeft"].as_i64().map(|n| format!(", {} left", plural(n, "fire", "fires"))).unwrap_or_default();
         row("max fires", format!("{}{left}", plural(max, "fire", "fires")));
     }
-    if let Some(spread) = t["spreadMs"].as_i64() {
+    if let Some(spread) = spec.spread_ms.take() {
         row("spread", format!("each fire within {} ({spread} ms) of its time", span(spread)));
     }
-    if let Some(calendars) = t["excludeCalendars"].as_array().filter(|c| !c.is_empty()) {
-        row("excluded", format!("calendars {}", calendars.iter().map(text).collect::<Vec<_>>().join(", ")));
+    if let Some(calendars) = spec.exclude_calendars.take().filter(|c| !c.is_empty()) {
+        row("excluded", format!("calendars {}", calendars.join(", ")));
     }
-    let window = t["misfireThresholdMs"].as_i64().map(|ms| format!(", within {} ({ms} ms)", span(ms)));
-    row("misfire", format!("{}{}", text(&t["misfire"]), window.unwrap_or_default()));
-    if !t["overlap"].is_null() {
-        row("overlap", text(&t["overlap"]));
+    let window = spec.misfire_threshold_ms.take().map(|ms| format!(", within {} ({ms} ms)", span(ms)));
+    row("misfire", format!("{}{}", spec.misfire.take().unwrap_or_else(|| "-".into()), window.unwrap_or_default()));
+    if let Some(overlap) = spec.overlap.take() {
+        row("overlap", overlap);
     }
-    if t["notifyHTTPParam"].is_object() {
-        let n = &t["notifyHTTPParam"];
-        let mut callback = notify(n);
-        if let Some(ms) = t["callbackTimeoutMs"].as_i64() {
+    let timeout = spec.callback_timeout_ms.take();
+    if let Some(http) = spec.notify_http_param.take() {
+        let mut callback = notify(&http);
+        if let Some(ms) = timeout {
             callback.push_str(&format!(", timeout {ms} ms"));
         }
         row("callback", callback);
-        if !n["flowKey"].is_null() {
-            row("flow", text(&n["flowKey"]));
+        if let Some(flow) = http.flow_key {
+            row("flow", flow);
         }
-        if let Some(example) = n["example"].as_object() {
+        if let Some(example) = t["notifyHTTPParam"]["example"].as_object() {
             row("next call", format!("{} {}", text(&example["method"]), text(&example["url"])));
         }
     } else {
-        let task = &t["notifyAsyncflowParam"];
-        let stage = task["taskStage"].as_str().filter(|s| !s.is_empty());
-        let stage = stage.map(|s| format!(", stage {s}")).unwrap_or_default();
-        row("task", format!("asyncflow task {}{stage}", text(&task["taskType"])));
-        if let Some(context) = task["context"].as_str().filter(|c| !c.is_empty()) {
+        let task = spec.notify_asyncflow_param.take();
+        let (task_type, stage, context) = match &task {
+            Some(task) => (task.task_type.as_str(), task.task_stage.as_deref(), task.context.as_ref()),
+            None => ("-", None, None),
+        };
+        let stage = stage.filter(|s| !s.is_empty()).map(|s| format!(", stage {s}")).unwrap_or_default();
+        row("task", format!("asyncflow task {task_type}{stage}"));
+        if let Some(context) = context.and_then(Value::as_str).filter(|c| !c.is_empty()) {
             row("context", context.to_owned());
         }
     }
-    let retry = &t["retry"];
-    let attempts =
-        retry["maxAttempts"].as_i64().map_or_else(|| text(&retry["maxAttempts"]), |n| plural(n, "attempt", "attempts"));
-    let mut retries = format!("{attempts}, {} ms backoff", text(&retry["backoffMs"]));
-    if let Some(statuses) = retry["noRetryStatuses"].as_array() {
-        let list: Vec<String> = statuses.iter().map(text).collect();
+    let retry = spec.retry.take().unwrap_or_default();
+    let attempts = retry.max_attempts.map_or_else(|| "-".into(), |n| plural(n, "attempt", "attempts"));
+    let mut retries = format!("{attempts}, {} ms backoff", number(retry.backoff_ms));
+    if let Some(statuses) = retry.no_retry_statuses {
+        let list: Vec<String> = statuses.iter().map(i64::to_string).collect();
         retries.push_str(&format!(", no retry on {}", if list.is_empty() { "none".into() } else { list.join(", ") }));
     }
     row("retry", retries);
-    if t["onFailure"].is_object() {
-        row("on failure", notify(&t["onFailure"]));
+    if let Some(on_failure) = spec.on_failure.take() {
+        row("on failure", notify(&on_failure));
     }
-    if t["onMissed"].is_object() {
-        row("on missed", notify(&t["onMissed"]));
+    if let Some(on_missed) = spec.on_missed.take() {
+        row("on missed", notify(&on_missed));
     }
-    if t["onLate"].is_object() {
-        row("on late", format!("over {} ms: {}", text(&t["onLate"]["thresholdMs"]), notify(&t["onLate"]["notify"])));
+    if let Some(late) = spec.on_late.take() {
+        row("on late", format!("over {} ms: {}", late.threshold_ms, notify(&late.notify)));
     }
-    if let Some(n) = t["pauseAfterFailures"].as_i64() {
+    if let Some(n) = spec.pause_after_failures.take() {
         row("pause after", format!("{} in a row", plural(n, "failed fire", "failed fires")));
     }
     if !t["pauseReason"].is_null() {
         row("paused", text(&t["pauseReason"]));
     }
-    if t["deleteAfterRun"] == true {
+    if spec.delete_after_run.take() == Some(true) {
         row("after run", "deleted".into());
     }
-    if let Some(labels) = t["labels"].as_object().filter(|l| !l.is_empty()) {
-        row("labels", labels.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(", "));
+    if let Some(labels) = spec.labels.take().filter(|l| !l.is_empty()) {
+        row("labels", labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "));
     }
     let next = match (&t["nextRunTime"], t["status"].as_i64()) {
         (Value::Null, Some(1)) => "- (disabled: enable it to fire)".to_owned(),
@@ -244,18 +240,32 @@ pub fn describe(t: &Value) -> String {
     }
     row("created", text(&t["createTime"]));
     row("modified", text(&t["modifyTime"]));
-    if let Some(map) = t.as_object() {
-        for (key, value) in map.iter().filter(|(key, _)| !DESCRIBED.contains(&key.as_str())) {
-            row(key, text(value));
-        }
+    let unshown = TimerSpec::default().fields();
+    for (key, value) in spec.fields().into_iter().filter(|(key, value)| unshown.get(key) != Some(value)) {
+        row(&key, text(&value));
     }
+    let known = TimerSpec::field_names();
+    let unknown =
+        t.as_object().into_iter().flatten().filter(|(key, _)| !FACTS.contains(&key.as_str()) && !known.contains(key));
+    for (key, value) in unknown {
+        row(key, text(value));
+    }
+    lines(rows)
+}
+
+/// `key  value` lines, the values in one column.
+fn lines(rows: Vec<(String, String)>) -> String {
     let width = rows.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
     rows.iter().map(|(k, v)| format!("{k:<width$}  {v}\n")).collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use serde_json::json;
+    use xtimer_core::spec::{NotifyHttpParam, RetryParam, TimerSpec};
+    use xtimer_webserver::routes::timers::view::{TimerFacts, TimerView};
 
     use super::{describe, plural, schedule, span};
 
@@ -272,15 +282,44 @@ mod tests {
 
     #[test]
     fn every_field_is_shown_and_an_unknown_one_too() {
-        let timer = json!({
-            "id": 7, "app": "a", "name": "n", "status": 2, "cron": null, "runAt": null, "everyMs": 60_000,
-            "anchorAt": 1_893_456_000_000_i64, "timezone": "UTC", "startAt": 1_893_456_000_000_i64,
-            "endAt": 1_893_542_400_000_i64, "maxFires": 10, "firesLeft": 1, "spreadMs": 30_000,
-            "excludeCalendars": ["holidays"], "misfire": "skip", "misfireThresholdMs": 5000,
-            "notifyHTTPParam": {"method": "POST", "url": "http://h/x", "header": {}, "body": null},
-            "retry": {"maxAttempts": 1, "backoffMs": 0}, "labels": {"team": "billing"},
-            "nextRunTime": "2030-01-01T00:01:00.000Z", "createTime": "c", "modifyTime": "m", "brandNew": 5
-        });
+        let spec = TimerSpec {
+            app: "a".into(),
+            name: "n".into(),
+            status: Some(json!(2)),
+            every_ms: Some(60_000),
+            anchor_at: Some(json!(1_893_456_000_000_i64)),
+            timezone: Some("UTC".into()),
+            start_at: Some(json!(1_893_456_000_000_i64)),
+            end_at: Some(json!(1_893_542_400_000_i64)),
+            max_fires: Some(10),
+            spread_ms: Some(30_000),
+            exclude_calendars: Some(vec!["holidays".into()]),
+            misfire: Some("skip".into()),
+            misfire_threshold_ms: Some(5000),
+            notify_http_param: Some(NotifyHttpParam {
+                method: Some("POST".into()),
+                url: "http://h/x".into(),
+                header: Some(BTreeMap::new()),
+                ..NotifyHttpParam::default()
+            }),
+            retry: Some(RetryParam { max_attempts: Some(1), backoff_ms: Some(0), no_retry_statuses: None }),
+            labels: Some(BTreeMap::from([("team".into(), "billing".into())])),
+            ..TimerSpec::default()
+        };
+        let facts = TimerFacts {
+            id: 7,
+            run_at_ms: None,
+            pause_reason: None,
+            next_run_timer: Some(1_893_456_060_000),
+            next_run_time: Some("2030-01-01T00:01:00.000Z".into()),
+            fires_left: Some(1),
+            stats: None,
+            create_time: "c".into(),
+            modify_time: "m".into(),
+        };
+        // The view as `getTimer` shows it, and a field this build does not know.
+        let mut timer = serde_json::to_value(TimerView { spec, facts }).unwrap();
+        timer["brandNew"] = json!(5);
         let text = describe(&timer);
         for (key, value) in [
             ("every", "1m (60000 ms), counted from 2030-01-01T00:00:00.000Z"),
@@ -298,5 +337,16 @@ mod tests {
             assert!(found, "{key}: {value:?} in\n{text}");
         }
         assert!(!text.contains("run at"), "{text}");
+    }
+
+    #[test]
+    fn a_spec_field_not_described_is_shown_as_is_and_an_unreadable_spec_field_by_field() {
+        let spec = TimerSpec { app: "a".into(), description: Some("nightly".into()), ..TimerSpec::default() };
+        let text = describe(&serde_json::to_value(spec).unwrap());
+        assert!(text.lines().any(|l| l.split_whitespace().eq(["description", "nightly"])), "{text}");
+        let text = describe(&json!({"id": 7, "app": "a", "retry": "often"}));
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(lines, ["app    a", "id     7", "retry  often"]);
     }
 }

@@ -68,7 +68,8 @@ pub async fn cron(remote: &Remote, command: CronCommand) -> u8 {
                 .map_err(|err| Failure { msg: err.to_string(), code: client::exit_code(err.status()) })?;
             serde_json::to_value(preview).expect("a preview serializes")
         } else {
-            let query = preview::query(args);
+            let query = preview::query(&args);
+            let query: Vec<(&str, String)> = query.iter().map(|(name, value)| (name.as_str(), value.clone())).collect();
             remote.client()?.call(Method::GET, "previewCron", &query, None).await.map_err(|f| match f.code {
                 client::exit::UNREACHABLE => Failure {
                     msg: format!(

@@ -6,7 +6,8 @@
 //! calendars are the app's, kept in its database.
 
 use clap::Args;
-use xtimer_core::spec::{PreviewAsk, PreviewPlan, DEFAULT_PREVIEW_COUNT};
+use serde_json::Value;
+use xtimer_core::spec::{PreviewAsk, PreviewPlan, PreviewQuery, DEFAULT_PREVIEW_COUNT};
 use xtimer_core::when::{self, Exclusions};
 use xtimer_webserver::routes::timers::preview::Preview;
 use xtimer_webserver::ApiError;
@@ -54,26 +55,30 @@ pub struct PreviewArgs {
     pub from: Option<String>,
 }
 
-/// The query string of `previewCron` for `args`.
-pub fn query(args: PreviewArgs) -> Vec<(&'static str, String)> {
-    let mut query = vec![("timezone", args.tz), ("count", args.count.to_string())];
-    let optional = [
-        ("cron", args.expr),
-        ("everyMs", args.every_ms.map(|ms| ms.to_string())),
-        ("anchorAt", args.anchor_at),
-        ("startAt", args.start_at),
-        ("endAt", args.end_at),
-        ("maxFires", args.max_fires.map(|n| n.to_string())),
-        ("app", args.app),
-        ("from", args.from),
-    ];
-    query.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
-    let calendars: Vec<String> =
-        args.exclude_calendars.into_iter().map(|c| c.trim().to_owned()).filter(|c| !c.is_empty()).collect();
-    if !calendars.is_empty() {
-        query.push(("excludeCalendars", calendars.join(",")));
+/// What `args` ask `previewCron`: its query, each field named as the
+/// spec names it.
+pub fn asked(args: &PreviewArgs) -> PreviewQuery {
+    let calendars: Vec<&str> = args.exclude_calendars.iter().map(|c| c.trim()).filter(|c| !c.is_empty()).collect();
+    PreviewQuery {
+        cron: args.expr.clone(),
+        every_ms: args.every_ms,
+        anchor_at: args.anchor_at.clone(),
+        start_at: args.start_at.clone(),
+        end_at: args.end_at.clone(),
+        max_fires: args.max_fires,
+        app: args.app.clone(),
+        exclude_calendars: (!calendars.is_empty()).then(|| calendars.join(",")),
+        timezone: Some(args.tz.clone()),
+        from: args.from.clone(),
+        count: Some(i64::from(args.count)),
     }
-    query
+}
+
+/// The query string of `previewCron` for `args`: [`asked`] as names and
+/// values.
+pub fn query(args: &PreviewArgs) -> Vec<(String, String)> {
+    let Ok(Value::Object(fields)) = serde_json::to_value(asked(args)) else { return Vec::new() };
+    fields.into_iter().map(|(name, value)| (name, super::text(&value))).collect()
 }
 
 /// Whether `args` can be previewed here: everything but the app's
@@ -85,18 +90,8 @@ pub fn is_local(args: &PreviewArgs) -> bool {
 /// The preview `previewCron` answers for `args` (without calendars) when
 /// its clock reads `now_ms`, or the same 400.
 pub fn compute(args: &PreviewArgs, now_ms: i64) -> Result<Preview, ApiError> {
-    let ask = PreviewAsk {
-        cron: args.expr.as_deref(),
-        every_ms: args.every_ms,
-        anchor_at: args.anchor_at.as_deref(),
-        start_at: args.start_at.as_deref(),
-        end_at: args.end_at.as_deref(),
-        max_fires: args.max_fires,
-        timezone: Some(&args.tz),
-        from: args.from.as_deref(),
-        count: Some(i64::from(args.count)),
-        exclude_calendars: Vec::new(),
-    };
+    let query = asked(args);
+    let ask = PreviewAsk { exclude_calendars: Vec::new(), ..query.ask() };
     let PreviewPlan { schedule, cron, mut timing, zone, from_ms, count } = ask.plan(now_ms)?;
     // As `TimerService::preview` with no calendars: the run limit counted
     // from the first time asked for, then the times it leaves.

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
+use xtimer_webserver::routes::timers::backfill::BackfillTimer;
 
 use super::client::{Client, Failure};
 use super::describe::{self, describe, fire_status, timer_status};
@@ -220,10 +221,8 @@ async fn execute(client: &Client, command: TimerCommand) -> Result<(Value, Strin
         }
         TimerCommand::Backfill { timer, from, to, max_fires } => {
             let instant = |t: String| t.parse::<i64>().map(Value::from).unwrap_or(Value::String(t));
-            let mut body = json!({"id": timer.id, "app": timer.app, "from": instant(from), "to": instant(to)});
-            if let Some(max) = max_fires {
-                body["maxFires"] = json!(max);
-            }
+            let asked = BackfillTimer { id: timer.id, app: timer.app, from: instant(from), to: instant(to), max_fires };
+            let body = serde_json::to_value(asked).expect("a backfill serializes");
             let result = client.call(Method::POST, "backfillTimer", &[], Some(&body)).await?;
             let out = format!("timer {}: {} fires backfilled\n", timer.id, text(&result["count"]));
             Ok((result, out))
