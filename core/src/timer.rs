@@ -324,6 +324,76 @@ pub struct NewTimer {
     pub timing: Timing,
     /// Its labels, for search and bulk actions.
     pub labels: Labels,
+    /// The key that makes it the app's one pending one-shot of that key
+    /// (`dedupeKey`), and what a create of a held key does.
+    pub dedupe: Option<Dedupe>,
+}
+
+/// A one-shot's `dedupeKey`: while its timer is live (disabled or enabled,
+/// not completed or deleted) no other timer of the app holds the key, and
+/// a create giving it does as `on_duplicate` says instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dedupe {
+    /// The key, 1 to 128 characters, per app.
+    pub key: String,
+    /// The run time the key's first create asked for, Unix ms: a replace
+    /// never moves the run time past it plus `max_delay_ms`. Kept from the
+    /// first create through every replace.
+    pub first_run_ms: i64,
+    /// What a create does when the key is held (`onDuplicate`). Asked by
+    /// the create, not stored: a stored timer reads it back as the default.
+    pub on_duplicate: OnDuplicate,
+    /// With [`OnDuplicate::Replace`], the most a replace may put the run
+    /// time past `first_run_ms` (`maxDelayMs`); not stored either.
+    pub max_delay_ms: Option<u64>,
+}
+
+impl Dedupe {
+    /// A stored key first asked for a run at `first_run_ms`.
+    pub fn stored(key: impl Into<String>, first_run_ms: i64) -> Self {
+        Self { key: key.into(), first_run_ms, on_duplicate: OnDuplicate::default(), max_delay_ms: None }
+    }
+
+    /// The run time a replace asking for `run_at_ms` gets: at most
+    /// `first_run_ms + max_delay_ms` of the key's holder (`holder_first_ms`).
+    pub fn clamped(&self, holder_first_ms: i64, run_at_ms: i64) -> i64 {
+        match self.max_delay_ms {
+            Some(most) => run_at_ms.min(holder_first_ms.saturating_add(i64::try_from(most).unwrap_or(i64::MAX))),
+            None => run_at_ms,
+        }
+    }
+}
+
+/// What a create giving a held `dedupeKey` does (`onDuplicate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDuplicate {
+    /// Refused: 409 naming the holder.
+    #[default]
+    Reject,
+    /// Nothing changes; the holder's id is the answer (a retried create).
+    Keep,
+    /// The holder takes the new definition and run time (a debounce).
+    Replace,
+}
+
+impl OnDuplicate {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reject => "reject",
+            Self::Keep => "keep",
+            Self::Replace => "replace",
+        }
+    }
+    /// Parses a wire value.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "reject" => Some(Self::Reject),
+            "keep" => Some(Self::Keep),
+            "replace" => Some(Self::Replace),
+            _ => None,
+        }
+    }
 }
 
 /// The URL fields of a timer's alerts (`onFailure`, `onMissed`, `onLate`),
@@ -375,6 +445,7 @@ impl NewTimer {
             overlap: OverlapPolicy::default(),
             timing: Timing::default(),
             labels: Labels::default(),
+            dedupe: None,
         }
     }
 }

@@ -35,6 +35,7 @@ fn every_second(name: &str) -> NewTimer {
     NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: "rebuild".into(),
         name: name.into(),
         status: TimerStatus::Enabled,

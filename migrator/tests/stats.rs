@@ -21,6 +21,7 @@ fn every_ten_minutes() -> NewTimer {
     NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: "stats".into(),
         name: "every-ten-minutes".into(),
         status: TimerStatus::Enabled,

@@ -18,6 +18,7 @@ fn timer(name: &str, schedule: Schedule) -> NewTimer {
     NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: "step".into(),
         name: name.into(),
         status: TimerStatus::Enabled,

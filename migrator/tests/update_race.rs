@@ -139,6 +139,7 @@ fn timer(name: &str, cron: &str) -> NewTimer {
     NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: "race".into(),
         name: name.into(),
         status: TimerStatus::Enabled,

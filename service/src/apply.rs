@@ -146,6 +146,7 @@ impl TimerService {
                 format!("at most {MAX_APPLY_TIMERS} timers in one apply, got {}", timers.len()),
             ));
         }
+        checks::no_dedupe_keys(timers.iter().map(|t| &t.timer))?;
         let timers = label_all(app, timers, &options.owner)?;
         let live = self.live_timers(app).await?;
         let mut by_name: HashMap<&str, &Timer> = live.iter().map(|t| (t.name.as_str(), t)).collect();

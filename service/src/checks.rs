@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use xtimer_core::timer::Schedule;
+use xtimer_core::spec::DEDUPE_KEY_FIELD;
+use xtimer_core::timer::{NewTimer, Schedule};
 use xtimer_store::Refusal;
 
 use crate::error::{Result, ServiceError};
@@ -106,6 +107,11 @@ pub(crate) fn schedule_field(schedule: &Schedule) -> &'static str {
 pub(crate) fn refused(app: &str, refusal: Refusal, field: &str, item: Option<usize>) -> ServiceError {
     let at = item.map(|i| format!("timers[{i}].")).unwrap_or_default();
     match refusal {
+        // Answered by the create of one timer (`TimerService::create`), which sees them first.
+        Refusal::KeyHeld { .. } | Refusal::KeyContended => ServiceError::invalid(
+            format!("{at}{DEDUPE_KEY_FIELD}"),
+            format!("is held by another live timer of app `{app}` (or an earlier item)"),
+        ),
         Refusal::NameTaken => ServiceError::invalid(
             format!("{at}name"),
             format!("another timer of app `{app}` has this name (or an earlier item)"),
@@ -134,6 +140,18 @@ pub(crate) fn refused(app: &str, refusal: Refusal, field: &str, item: Option<usi
                 format!("{whose}, more than app `{app}` may (limits.fires_per_minute_per_app = {max})"),
             )
         }
+    }
+}
+
+/// None of a batch's timers gives a `dedupeKey`: only `createTimer` takes
+/// one, since what a held key does is the answer of one create.
+pub(crate) fn no_dedupe_keys<'a>(timers: impl IntoIterator<Item = &'a NewTimer>) -> Result<()> {
+    match timers.into_iter().position(|t| t.dedupe.is_some()) {
+        Some(i) => Err(ServiceError::invalid(
+            format!("timers[{i}].{DEDUPE_KEY_FIELD}"),
+            "is taken by createTimer only (one timer a call): create this timer on its own",
+        )),
+        None => Ok(()),
     }
 }
 

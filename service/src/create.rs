@@ -21,6 +21,7 @@ use xtimer_core::timer::{NewTimer, Notify, Timer, TimerStatus};
 use xtimer_store::Refusal;
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
+use crate::dedupe::Created;
 use crate::error::{Result, ServiceError};
 use crate::history::Changes;
 use crate::key::Actor;
@@ -30,8 +31,22 @@ impl TimerService {
     /// Stores `timer` (checked against the callback target policy and, for
     /// a task, its type's owner); an enabled one is expanded into its fires
     /// before the answer, so a timer due in a moment fires on time. Its
-    /// stored form, or why not.
-    pub async fn create(&self, mut timer: NewTimer, by: &Actor) -> Result<Timer> {
+    /// stored form, or why not. A one-shot whose `dedupeKey` is held
+    /// answers as [`Self::create_or_dedupe`] does, the timer kept or
+    /// replaced as it is now.
+    pub async fn create(&self, timer: NewTimer, by: &Actor) -> Result<Timer> {
+        match self.create_or_dedupe(timer, by).await? {
+            Created::New(timer) => Ok(*timer),
+            Created::Kept(id) | Created::Replaced(id) => {
+                self.0.timers.get_timer(id).await?.ok_or(ServiceError::Interrupted)
+            }
+        }
+    }
+
+    /// [`Self::create`], saying what it did: a one-shot with a `dedupeKey`
+    /// held by a live timer of its app does as its `onDuplicate` says
+    /// ([`Created`]; see `dedupe`).
+    pub async fn create_or_dedupe(&self, mut timer: NewTimer, by: &Actor) -> Result<Created> {
         self.settle_timing(&mut timer, self.0.clock.now_ms(), None).await?;
         let targets = &self.0.targets;
         match &timer.notify {
@@ -41,8 +56,11 @@ impl TimerService {
         for (field, notify) in timer.alerts() {
             check_callback(targets, field, &notify.url).await?;
         }
+        if timer.dedupe.is_some() {
+            return self.create_keyed(timer, by).await;
+        }
         // Noted with the rest of its batch, before the answer.
-        self.0.creates.create(self, timer, by).await
+        self.0.creates.create(self, timer, by).await.map(|timer| Created::New(Box::new(timer)))
     }
 
     /// Stores `timers` in one transaction, all or none, and expands the
@@ -50,6 +68,7 @@ impl TimerService {
     /// by its index (`timers[3].cron`). Each distinct callback URL and
     /// (app, task type) is checked once, naming the first item using it.
     pub async fn create_timers(&self, timers: &[NewTimer], by: &Actor) -> Result<Vec<i64>> {
+        crate::checks::no_dedupe_keys(timers)?;
         let now = self.0.clock.now_ms();
         let settled: Cow<[NewTimer]> = if timers.iter().all(|t| t.timing.is_plain()) {
             Cow::Borrowed(timers)
@@ -161,6 +180,8 @@ impl TimerService {
             .map(|(t, outcome)| match outcome {
                 Ok(id) => Ok(t.stored(id, now)),
                 Err(Refusal::NameTaken) => Err(ServiceError::NameTaken { app: t.app.clone(), name: t.name.clone() }),
+                Err(Refusal::KeyHeld { id, .. }) => Err(crate::dedupe::held(t, id)),
+                Err(Refusal::KeyContended) => Err(crate::dedupe::contended(t)),
                 Err(refusal) => Err(refused(&t.app, refusal, schedule_field(&t.schedule), None)),
             })
             .collect())

@@ -52,6 +52,29 @@ pub enum ServiceError {
         /// The name.
         name: String,
     },
+    /// Live timer `id` of `app` holds the create's `dedupeKey` (and the
+    /// create said `onDuplicate: reject`, the default).
+    #[error(
+        "dedupeKey `{key}` is held by timer {id} of app `{app}`: give onDuplicate `keep` to be answered its id, \
+         `replace` to give it this definition, or create again once it has fired or been deleted"
+    )]
+    KeyHeld {
+        /// The app.
+        app: String,
+        /// The key.
+        key: String,
+        /// The timer holding it.
+        id: i64,
+    },
+    /// Creates of one `dedupeKey` kept taking it from each other and this
+    /// one did not settle: the same call may succeed in a moment.
+    #[error("dedupeKey `{key}` of app `{app}` is being created by other calls at the same time: retry")]
+    KeyBusy {
+        /// The app.
+        app: String,
+        /// The key.
+        key: String,
+    },
     /// A quota or rate is reached; the message names it and its setting.
     #[error("{msg}")]
     LimitExceeded {

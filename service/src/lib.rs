@@ -13,6 +13,8 @@
 //! - [`create`] holds [`TimerService::create`] (group-committed, undone
 //!   when expansion fails) and [`TimerService::create_timers`] (a batch,
 //!   all or none).
+//! - [`dedupe`] holds what a create of a held `dedupeKey` does ([`Created`]:
+//!   `reject`, `keep`, `replace` through the update path).
 //! - [`lifecycle`] holds `enable`, `disable`, `delete`, `update`, `trigger`
 //!   and `backfill`.
 //! - `steering` implements [`xtimer_core::steering::Steering`] for the
@@ -45,6 +47,7 @@
 pub mod apply;
 pub mod checks;
 pub mod create;
+pub mod dedupe;
 pub mod error;
 pub mod explain;
 pub mod flows;
@@ -61,6 +64,7 @@ mod timer_service;
 pub mod tokens;
 pub mod when;
 
+pub use dedupe::Created;
 pub use checks::{OpenTargets, Targets, TaskTypeError, MAX_APP_CHARS};
 pub use error::{Result, ServiceError};
 pub use explain::{Attempt, Claim, Explanation, Moment, TimerStats};

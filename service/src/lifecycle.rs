@@ -3,7 +3,7 @@
 //! now) and `backfill` (the missed times of a past window).
 
 use xtimer_core::config::LimitsConfig;
-use xtimer_core::spec::{TimerPatch, TimerSpec, MAX_FIRES_FIELD};
+use xtimer_core::spec::{TimerPatch, TimerSpec, CREATE_ONLY_FIELDS, DEDUPE_KEY_FIELD, MAX_FIRES_FIELD};
 use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
 
 use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
@@ -104,6 +104,12 @@ impl TimerService {
     /// `limits` (a one-shot's time kept as it was may be past by now: it
     /// stays valid). The timer as it is now.
     pub async fn update_with(&self, key: &TimerKey, patch: &TimerPatch, limits: &LimitsConfig) -> Result<Timer> {
+        if let Some(field) = CREATE_ONLY_FIELDS.into_iter().find(|f| patch.0.contains_key(*f)) {
+            return Err(ServiceError::invalid(
+                field,
+                format!("is taken by createTimer only: it says what a create does when its {DEDUPE_KEY_FIELD} is held"),
+            ));
+        }
         self.update(key, |stored, now| {
             let check_at = match stored.schedule {
                 Schedule::Once { run_at_ms } if !patch.changes_schedule() => now.min(run_at_ms),
@@ -134,9 +140,21 @@ impl TimerService {
         action: &str,
     ) -> Result<Timer, E> {
         let _app_lock = self.0.app_locks.lock(&key.app).await;
+        self.update_locked(key, edit, replan, action).await
+    }
+
+    /// [`Self::update_planning`] with the app's lock already held.
+    pub(crate) async fn update_locked<E: From<ServiceError>>(
+        &self,
+        key: &TimerKey,
+        edit: impl FnOnce(&Timer, i64) -> Result<NewTimer, E>,
+        replan: bool,
+        action: &str,
+    ) -> Result<Timer, E> {
         let stored = self.get(key).await?;
         let now = self.0.clock.now_ms();
         let mut new = edit(&stored, now)?;
+        keep_dedupe_key(&mut new, &stored)?;
         self.settle_timing(&mut new, stored.create_time, None).await?;
         self.check_changed_targets(&new, &stored).await?;
         let changes = serde_json::Value::Object(diff(&stored, &new));
@@ -238,5 +256,22 @@ impl TimerService {
         changes.insert("count".into(), serde_json::json!([null, count]));
         self.note(timer.id, &timer.app, "backfill", &key.by, changes).await;
         Ok(count)
+    }
+}
+
+/// An update keeps the timer's `dedupeKey` (and the run time its first
+/// create asked for, which a replace's `maxDelayMs` counts from) or drops
+/// it; another key is refused: a key is given at create.
+fn keep_dedupe_key(new: &mut NewTimer, stored: &Timer) -> Result<()> {
+    match (&mut new.dedupe, &stored.dedupe) {
+        (None, _) => Ok(()),
+        (Some(new), Some(old)) if new.key == old.key => {
+            new.first_run_ms = old.first_run_ms;
+            Ok(())
+        }
+        (Some(_), _) => Err(ServiceError::invalid(
+            DEDUPE_KEY_FIELD,
+            "is given at create and kept by updates: it cannot be changed (null drops it)",
+        )),
     }
 }

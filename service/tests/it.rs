@@ -84,6 +84,7 @@ fn once(app: &str, name: &str, status: TimerStatus) -> NewTimer {
     NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: app.into(),
         name: name.into(),
         status,

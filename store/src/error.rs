@@ -136,4 +136,10 @@ pub enum Refusal {
     /// The app's busiest minute would reach `fires` (this timer's own share
     /// is `own`), more than `max`.
     TooManyFires { fires: u64, own: u64, max: u64 },
+    /// Its `dedupeKey` is held by live timer `id` of the app (disabled or
+    /// enabled), whose key's first create asked for a run at `first_run_ms`.
+    KeyHeld { id: i64, first_run_ms: i64 },
+    /// Its `dedupeKey` was asked for by an earlier timer of the same call
+    /// that was refused itself: the key may be free, so it may be tried again.
+    KeyContended,
 }

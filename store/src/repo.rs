@@ -140,6 +140,13 @@ pub trait TimerRepo: Send + Sync {
         change: Change<'_>,
         changes: &serde_json::Value,
     ) -> Result<bool>;
+    /// Frees the `dedupeKey` of timer `timer_id` before the timer ends (its
+    /// one-shot's fire is already under way, so the key is no longer held
+    /// by a pending one-shot); false when it held none. The default holds
+    /// no keys.
+    async fn release_dedupe_key(&self, _timer_id: i64) -> Result<bool> {
+        Ok(false)
+    }
     /// Disables enabled timer `timer_id` and records `reason` if fire
     /// `task_id` (counted as failed, whatever its row says yet) and the
     /// `n - 1` fires that ended before it since `since_ms` all failed;

@@ -222,6 +222,19 @@ impl TimerRepo for Database {
         .await
     }
 
+    async fn release_dedupe_key(&self, timer_id: i64) -> Result<bool> {
+        // The definition's change time is left: the fire under way keeps
+        // the definition it was handed.
+        const SQL: &str =
+            "UPDATE t_timer SET dedupe_key = NULL, dedupe_first_run = NULL WHERE timer_id = $1 AND dedupe_key IS NOT NULL";
+        let done = on_db!(self, write, pool => sqlx::query(&pool.sql(SQL))
+            .bind(timer_id)
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(done == 1)
+    }
+
     async fn record_history(&self, entries: &[HistoryEntry]) -> Result<()> {
         Database::record_history(self, entries).await
     }

@@ -543,6 +543,7 @@ async fn a_fire_whose_task_type_is_unknown_fails_after_one_attempt(stack: Stack)
     let ghost = NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: "it".into(),
         name: "ghost".into(),
         status: TimerStatus::Disabled,

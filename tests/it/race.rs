@@ -29,6 +29,7 @@ pub async fn two_executors_racing_the_same_fire_call_the_receiver_once(stack: St
         let timer = NewTimer {
             timing: Default::default(),
             labels: Default::default(),
+            dedupe: None,
             app: "race".into(),
             name: format!("t{n}"),
             status: TimerStatus::Enabled,

@@ -89,6 +89,7 @@ async fn a_name_pointing_at_a_denied_address_is_refused_at_fire_time() {
     let timer = NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: "it".into(),
         name: "re-pointed".into(),
         status: TimerStatus::Enabled,

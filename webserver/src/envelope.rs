@@ -26,3 +26,10 @@ impl<T: Serialize> IntoResponse for Envelope<T> {
 pub fn error_response(status: StatusCode, msg: &str) -> Response {
     (status, Json(Body::<()> { code: status.as_u16(), msg, result: None })).into_response()
 }
+
+/// An error reply that says more than its message: `status` with
+/// `{"code": <status>, "msg": msg, "result": result}` (a held `dedupeKey`'s
+/// 409 names its holder's id).
+pub fn error_response_with<T: Serialize>(status: StatusCode, msg: &str, result: T) -> Response {
+    (status, Json(Body { code: status.as_u16(), msg, result: Some(result) })).into_response()
+}

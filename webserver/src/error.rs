@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use xtimer_service::error::Cause;
 use xtimer_service::ServiceError;
 
-use crate::envelope::error_response;
+use crate::envelope::{error_response, error_response_with};
 
 /// An error and each of its causes, joined by `": "` (logs name every cause).
 pub use xtimer_core::error::error_chain;
@@ -65,7 +65,9 @@ pub enum ApiError {
     /// so a caller cannot tell them apart) or no such calendar, 404;
     /// another timer that is not deleted has the name, 409; a create
     /// stopped before its answer (it may or may not be stored: a retry
-    /// answers 409 if it was), 503.
+    /// answers 409 if it was), 503; a `dedupeKey` held by a live timer,
+    /// 409 with the holder's `{"id"}` as its result; creates of one key
+    /// that did not settle, 503.
     #[error(transparent)]
     Refused(ServiceError),
     /// No route has this path. 404.
@@ -166,11 +168,13 @@ impl ApiError {
             Self::BodyReadTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::Refused(ServiceError::NotFound { .. } | ServiceError::CalendarNotFound { .. })
             | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
-            Self::Refused(ServiceError::NameTaken { .. }) => StatusCode::CONFLICT,
+            Self::Refused(ServiceError::NameTaken { .. } | ServiceError::KeyHeld { .. }) => StatusCode::CONFLICT,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Auth(err) => err.status(),
             Self::LimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Refused(ServiceError::Interrupted) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Refused(ServiceError::Interrupted | ServiceError::KeyBusy { .. }) | Self::Unavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Refused(_) | Self::Store(_) | Self::Expand(_) | Self::Tasks(_) | Self::Randomness(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -188,6 +192,8 @@ impl From<ServiceError> for ApiError {
             refused @ (ServiceError::NotFound { .. }
             | ServiceError::CalendarNotFound { .. }
             | ServiceError::NameTaken { .. }
+            | ServiceError::KeyHeld { .. }
+            | ServiceError::KeyBusy { .. }
             | ServiceError::Interrupted) => Self::Refused(refused),
             forbidden @ ServiceError::Forbidden { .. } => Self::Auth(AuthError::Forbidden(forbidden.to_string())),
             invalid @ (ServiceError::Invalid { .. } | ServiceError::Spec(_)) => Self::Invalid(invalid.to_string()),
@@ -214,7 +220,12 @@ impl IntoResponse for ApiError {
             response.extensions_mut().insert(Arc::new(self));
             response
         } else {
-            let mut response = error_response(status, &self.to_string());
+            let mut response = match &self {
+                Self::Refused(ServiceError::KeyHeld { id, .. }) => {
+                    error_response_with(status, &self.to_string(), serde_json::json!({ "id": id }))
+                }
+                _ => error_response(status, &self.to_string()),
+            };
             if let Self::LimitExceeded { retry_after: Some(wait), .. } = &self {
                 let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
@@ -307,6 +318,18 @@ mod tests {
         let response = ApiError::invalid("app", "must not be empty").into_response();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
         assert!(response.extensions().get::<Arc<ApiError>>().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_held_dedupe_key_is_a_conflict_naming_its_holder() {
+        let held = ServiceError::KeyHeld { app: "a".into(), key: "k".into(), id: 42 };
+        let response = ApiError::from(held).into_response();
+        assert_eq!(response.status(), StatusCode::CONFLICT);
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["code"], 409);
+        assert_eq!(body["result"], serde_json::json!({ "id": 42 }));
+        assert!(body["msg"].as_str().unwrap().starts_with("dedupeKey `k` is held by timer 42"), "{body}");
     }
 
     #[test]

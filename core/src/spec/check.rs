@@ -15,8 +15,8 @@ use crate::config::LimitsConfig;
 use crate::cron::{parse_timezone, CronSchedule};
 use crate::task::{check_task_type, MAX_LONG_TEXT, MAX_SHORT_TEXT};
 use crate::timer::{
-    check_flow_key, AsyncflowNotify, HttpNotify, LateAlert, MisfirePolicy, NewTimer, Notify, OverlapPolicy,
-    RetryPolicy, Schedule, TimerStatus, Timing,
+    check_flow_key, AsyncflowNotify, Dedupe, HttpNotify, LateAlert, MisfirePolicy, NewTimer, Notify, OnDuplicate,
+    OverlapPolicy, RetryPolicy, Schedule, TimerStatus, Timing,
 };
 
 /// Callback headers xtimer sets itself from the request it sends; a timer
@@ -40,6 +40,7 @@ impl TimerSpec {
         check_chars(&mut p, "name", &self.name, MAX_NAME_CHARS);
         let schedule = self.schedule(now_ms, &mut p);
         let timing = self.timing(schedule.as_ref(), &mut p);
+        let dedupe = self.dedupe(schedule.as_ref(), &mut p);
         let status = match self.status.as_ref().map(|v| (v.as_i64(), v)) {
             None | Some((Some(1), _)) => TimerStatus::Disabled,
             Some((_, Value::Null)) => TimerStatus::Disabled,
@@ -164,8 +165,51 @@ impl TimerSpec {
                 overlap,
                 timing,
                 labels,
+                dedupe,
             }),
             _ => Err(p.into_error()),
+        }
+    }
+
+    /// `dedupeKey` with `onDuplicate` and `maxDelayMs`: a one-shot's only
+    /// (the key's first run time is `schedule`'s), the other two only with
+    /// a key, `maxDelayMs` only with `replace`.
+    fn dedupe(&self, schedule: Option<&Schedule>, p: &mut Problems) -> Option<Dedupe> {
+        let on_duplicate = match self.on_duplicate.as_deref() {
+            None => OnDuplicate::default(),
+            Some(s) => OnDuplicate::parse(s).unwrap_or_else(|| {
+                p.push(ON_DUPLICATE_FIELD, format!("must be one of reject, keep, replace, got `{s}`"));
+                OnDuplicate::default()
+            }),
+        };
+        let max_delay_ms = self.max_delay_ms.and_then(|ms| {
+            if !(0..=MAX_RUN_AT_MS).contains(&ms) {
+                p.push(MAX_DELAY_MS_FIELD, format!("must be 0 to {MAX_RUN_AT_MS} ms, got {ms}"));
+            }
+            u64::try_from(ms).ok()
+        });
+        let Some(key) = &self.dedupe_key else {
+            let given =
+                [(ON_DUPLICATE_FIELD, self.on_duplicate.is_some()), (MAX_DELAY_MS_FIELD, max_delay_ms.is_some())];
+            for (field, _) in given.into_iter().filter(|(_, given)| *given) {
+                p.push(field, format!("applies only with {DEDUPE_KEY_FIELD}"));
+            }
+            return None;
+        };
+        check_chars(p, DEDUPE_KEY_FIELD, key, MAX_DEDUPE_KEY_CHARS);
+        if max_delay_ms.is_some() && on_duplicate != OnDuplicate::Replace {
+            p.push(MAX_DELAY_MS_FIELD, format!("applies only with {ON_DUPLICATE_FIELD} `replace`"));
+        }
+        match (schedule, &self.run_at) {
+            (Some(Schedule::Once { run_at_ms }), _) => {
+                Some(Dedupe { key: key.clone(), first_run_ms: *run_at_ms, on_duplicate, max_delay_ms })
+            }
+            // A runAt refused already names its own problem.
+            (None, Some(_)) => None,
+            _ => {
+                p.push(DEDUPE_KEY_FIELD, "applies only to a one-shot timer (runAt), not to cron or everyMs");
+                None
+            }
         }
     }
 

@@ -70,6 +70,9 @@ impl TimerSpec {
             spread_ms: (t.spread_ms > 0).then_some(t.spread_ms as i64),
             exclude_calendars: (!t.exclude_calendars.is_empty()).then(|| t.exclude_calendars.clone()),
             misfire_threshold_ms: t.misfire_threshold_ms.map(|ms| ms as i64),
+            dedupe_key: def.dedupe.as_ref().map(|d| d.key.clone()),
+            on_duplicate: None,
+            max_delay_ms: None,
         }
     }
 

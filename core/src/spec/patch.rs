@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use utoipa::openapi::schema::Schema;
 use utoipa::openapi::RefOr;
 
-use super::wire::{Invalid, TimerSpec};
+use super::wire::{Invalid, TimerSpec, CREATE_ONLY_FIELDS};
 
 /// The fields an update changes, by their wire names (every field of
 /// [`TimerSpec`] but `app`, all optional). An absent field keeps its value
@@ -15,7 +15,9 @@ use super::wire::{Invalid, TimerSpec};
 /// `retry`, `labels`, ...) is replaced whole. Giving `cron`, `runAt` or
 /// `everyMs` changes the kind of schedule (the others and `anchorAt` are
 /// dropped); giving `notifyHTTPParam` or `notifyAsyncflowParam` drops the
-/// other (and `callbackTimeoutMs` with a callback).
+/// other (and `callbackTimeoutMs` with a callback). `dedupeKey` is kept
+/// (or dropped with `null`), never changed; what a create does with a held
+/// key (`onDuplicate`, `maxDelayMs`) is not an update's.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(transparent)]
 pub struct TimerPatch(pub Map<String, Value>);
@@ -67,6 +69,9 @@ impl utoipa::PartialSchema for TimerPatch {
             RefOr::T(Schema::Object(mut object)) => {
                 object.required.clear();
                 object.properties.remove("app");
+                for field in CREATE_ONLY_FIELDS {
+                    object.properties.remove(field);
+                }
                 object.description = Some("The fields to change; an absent one keeps its value.".into());
                 RefOr::T(Schema::Object(object))
             }

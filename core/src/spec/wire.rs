@@ -47,6 +47,17 @@ pub const MAX_CALLBACK_TIMEOUT_MS: i64 = 30_000;
 /// Largest `onLate.thresholdMs`: a day.
 pub const MAX_LATE_THRESHOLD_MS: i64 = 86_400_000;
 
+/// Longest `dedupeKey`, characters.
+pub const MAX_DEDUPE_KEY_CHARS: usize = 128;
+/// The wire name of [`TimerSpec::dedupe_key`], for a message that names it.
+pub const DEDUPE_KEY_FIELD: &str = "dedupeKey";
+/// The wire name of [`TimerSpec::on_duplicate`].
+pub const ON_DUPLICATE_FIELD: &str = "onDuplicate";
+/// The wire name of [`TimerSpec::max_delay_ms`].
+pub const MAX_DELAY_MS_FIELD: &str = "maxDelayMs";
+/// Fields only a create takes: what it does when its `dedupeKey` is held.
+pub const CREATE_ONLY_FIELDS: [&str; 2] = [ON_DUPLICATE_FIELD, MAX_DELAY_MS_FIELD];
+
 /// The wire name of [`TimerSpec::max_fires`], for a message that names
 /// the run limit (a backfill's most fires share it).
 pub const MAX_FIRES_FIELD: &str = "maxFires";
@@ -170,6 +181,26 @@ pub struct TimerSpec {
     /// [`crate::labels::MAX_VALUE_CHARS`]; none by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
+    /// A one-shot's key, 1..=[`MAX_DEDUPE_KEY_CHARS`] characters, per app:
+    /// while the timer holding it is live (not completed or deleted), a
+    /// create giving it does as `onDuplicate` says. `runAt` only; none by
+    /// default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedupe_key: Option<String>,
+    /// What a create does when its `dedupeKey` is held: `reject` (the
+    /// default: 409 naming the holder's id), `keep` (the holder's id,
+    /// nothing changed: a retried create is safe) or `replace` (the
+    /// pending one-shot takes this definition and run time). Taken by
+    /// `createTimer` only, never shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(write_only)]
+    pub on_duplicate: Option<String>,
+    /// With `onDuplicate: "replace"`: the run time never moves past the
+    /// key's first create's run time plus this, ms (it is clamped to it).
+    /// Taken by `createTimer` only, never shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(write_only)]
+    pub max_delay_ms: Option<i64>,
 }
 
 /// `notifyHTTPParam` of a timer (and its alerts' notifies).
@@ -315,10 +346,20 @@ mod tests {
 
     #[test]
     fn a_named_field_is_spelled_as_the_declaration_spells_it() {
-        let spec = TimerSpec { max_fires: Some(1), pause_after_failures: Some(1), ..TimerSpec::default() };
+        let spec = TimerSpec {
+            max_fires: Some(1),
+            pause_after_failures: Some(1),
+            max_delay_ms: Some(1),
+            ..TimerSpec::default()
+        };
         let fields = serde_json::to_value(&spec).unwrap();
-        for name in [MAX_FIRES_FIELD, PAUSE_AFTER_FAILURES_FIELD] {
+        for name in [MAX_FIRES_FIELD, PAUSE_AFTER_FAILURES_FIELD, MAX_DELAY_MS_FIELD] {
             assert_eq!(fields[name], 1, "{name} in {fields}");
+        }
+        let spec = TimerSpec { dedupe_key: Some("k".into()), on_duplicate: Some("k".into()), ..TimerSpec::default() };
+        let fields = serde_json::to_value(&spec).unwrap();
+        for name in [DEDUPE_KEY_FIELD, ON_DUPLICATE_FIELD] {
+            assert_eq!(fields[name], "k", "{name} in {fields}");
         }
     }
 }

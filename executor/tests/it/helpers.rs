@@ -124,6 +124,7 @@ fn new_timer(name: &str, schedule: Schedule, url: &str) -> NewTimer {
     NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: "it".into(),
         name: name.into(),
         status: TimerStatus::Enabled,

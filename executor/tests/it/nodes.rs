@@ -98,6 +98,7 @@ impl Cluster {
         let mut timer = NewTimer {
             timing: Default::default(),
             labels: Default::default(),
+            dedupe: None,
             app: "it".into(),
             name: name.into(),
             status: TimerStatus::Enabled,

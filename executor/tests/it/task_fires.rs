@@ -14,6 +14,7 @@ async fn a_task_fire_without_a_task_engine_is_retried_per_its_policy_then_fails(
     let new = NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: "it".into(),
         name: "tasks".into(),
         status: TimerStatus::Enabled,

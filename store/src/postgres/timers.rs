@@ -72,6 +72,8 @@ pub(crate) async fn insert_timers_pg(
         .bind(column(|t| timing_column(&t.timing)))
         .bind(column(|t| t.on_missed.as_ref().map(json)))
         .bind(column(|t| t.on_late.as_ref().map(json)))
+        .bind(column(|t| t.dedupe.as_ref().map(|d| d.key.clone())))
+        .bind(timers.iter().map(|(t, _)| t.dedupe.as_ref().map(|d| d.first_run_ms)).collect::<Vec<_>>())
         .bind(timers.iter().map(|(t, _)| t.first_next_run(now_ms)).collect::<Vec<_>>())
         .bind(timers.iter().map(|(_, load)| peak_column(*load)).collect::<Vec<_>>())
         .bind(now_ms)

@@ -33,6 +33,8 @@ macro_rules! timer_definition {
             timing: text,
             on_missed: text,
             on_late: text,
+            dedupe_key: text,
+            dedupe_first_run: bigint,
         }
     };
 }
@@ -116,6 +118,8 @@ macro_rules! bind_definition {
             .$bind(timing_column(&t.timing))
             .$bind(t.on_missed.as_ref().map(json))
             .$bind(t.on_late.as_ref().map(json))
+            .$bind(t.dedupe.as_ref().map(|d| d.key.as_str()))
+            .$bind(t.dedupe.as_ref().map(|d| d.first_run_ms))
     }};
 }
 pub(crate) use bind_definition;

@@ -19,7 +19,7 @@ use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 use xtimer_core::fire::{ClaimedFire, Fire, FireKey, FireStatus};
 use xtimer_core::node::NodeInfo;
 use xtimer_core::timer::{
-    MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus, Timing,
+    Dedupe, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus, Timing,
 };
 
 use crate::driver::Statements;
@@ -159,6 +159,10 @@ pub(crate) fn timer_from_row(row: &impl Columns) -> Result<Timer> {
             .transpose()
             .map_err(|e| corrupt(&format!("labels: {e}")))?
             .unwrap_or_default(),
+        dedupe: match row.opt_text("dedupe_key")? {
+            Some(key) => Some(Dedupe::stored(key, row.opt_int("dedupe_first_run")?.ok_or_else(|| corrupt("dedupe_first_run"))?)),
+            None => None,
+        },
     };
     Ok(Timer {
         id,

@@ -2,18 +2,50 @@
 //! per app), the rows inserted by the backend's driver
 //! (`TxDriver::insert_timer_rows`: SQLite and MySQL multi-row `VALUES`,
 //! PostgreSQL one `UNNEST`), a taken name refused, and their labels stored.
+//!
+//! A one-shot's `dedupeKey` is held by at most one live timer of its app.
+//! The key is a column of the timer's row (`dedupe_key`, with the run time
+//! its first create asked for in `dedupe_first_run`) under a unique index
+//! over the live rows only (disabled or enabled; on MySQL a generated
+//! column that is the key while the timer is live): the status write that
+//! completes or deletes the holder frees the key in its own transaction,
+//! on every path that ends a timer (a delete, a bulk delete, the finisher,
+//! the migrator's step, `deleteAfterRun`, the undo of a failed create),
+//! with no code of its own there, as names are freed. A separate table of
+//! holders would need its row removed on each of those paths. The holder
+//! is looked up under the app's usage lock, which every create of the app
+//! takes first, so two creates of one key never both find it free; the
+//! index stays the last word.
 
 use std::collections::{BTreeSet, HashMap};
 
+use const_format::formatcp;
 use xtimer_core::load::Load;
 use xtimer_core::timer::{NewTimer, TimerStatus};
 
 use super::labels::write_labels;
 use crate::db::{on_tx, Tx};
-use crate::driver::TxDriver;
+use crate::driver::{Dialect, TxDriver};
 use crate::repo::{Quota, Refusal};
+use crate::sql::code;
 use crate::usage;
 use crate::{Database, Result};
+
+/// The live timer of app `$1` holding `dedupeKey` `$2`, and the run time
+/// the key's first create asked for.
+const KEY_HOLDER: &str = formatcp!(
+    "SELECT timer_id, dedupe_first_run FROM t_timer WHERE app = $1 AND dedupe_key = $2 AND status IN ({}, {})",
+    code::TIMER_DISABLED,
+    code::TIMER_ENABLED
+);
+
+/// Who holds a `dedupeKey` a create of the call gives.
+enum Holder {
+    /// A live timer stored before: its id and its key's first run time.
+    Stored(i64, i64),
+    /// The timer of the call at this index, if it is stored.
+    Item(usize),
+}
 
 /// Begins a transaction and inserts `timers` in it, each checked against
 /// its app's usage (read and locked per app, in app order); the
@@ -39,7 +71,28 @@ pub(super) async fn insert_checked(
     }
     let mut checked = Vec::with_capacity(timers.len());
     let mut outcomes: Vec<std::result::Result<i64, Refusal>> = Vec::with_capacity(timers.len());
-    for t in timers {
+    let mut holders: HashMap<(&str, &str), Holder> = HashMap::new();
+    let mut held_by_item: Vec<(usize, usize)> = Vec::new();
+    for (i, t) in timers.iter().enumerate() {
+        if let Some(dedupe) = &t.dedupe {
+            let key = (t.app.as_str(), dedupe.key.as_str());
+            if let std::collections::hash_map::Entry::Vacant(free) = holders.entry(key) {
+                let stored = key_holder(tx, key.0, key.1).await?;
+                free.insert(stored.map_or(Holder::Item(i), |(id, first)| Holder::Stored(id, first)));
+            }
+            match holders[&key] {
+                Holder::Stored(id, first_run_ms) => {
+                    outcomes.push(Err(Refusal::KeyHeld { id, first_run_ms }));
+                    continue;
+                }
+                Holder::Item(holder) if holder != i => {
+                    held_by_item.push((i, holder));
+                    outcomes.push(Err(Refusal::KeyContended));
+                    continue;
+                }
+                Holder::Item(_) => {}
+            }
+        }
         let usage = usages.get_mut(t.app.as_str()).expect("every app's usage was read");
         let load = Load::of(&t.schedule, now_ms);
         let mut outcome = usage.add_timer(quota).map(|()| 0);
@@ -83,6 +136,12 @@ pub(super) async fn insert_checked(
             }
         }
     }
+    // A key asked for by an earlier timer of the call is held by it, if it was stored.
+    for (i, holder) in held_by_item {
+        if let (Ok(id), Some(first)) = (&outcomes[holder], &timers[holder].dedupe) {
+            outcomes[i] = Err(Refusal::KeyHeld { id: *id, first_run_ms: first.first_run_ms });
+        }
+    }
     usage::write_all(tx, usages.into_values()).await?;
     for (t, outcome) in timers.iter().zip(&outcomes) {
         if let (Ok(id), false) = (outcome, t.labels.is_empty()) {
@@ -90,6 +149,17 @@ pub(super) async fn insert_checked(
         }
     }
     Ok((begun, outcomes))
+}
+
+/// The live timer of `app` holding `dedupe_key`: its id and its key's
+/// first run time.
+async fn key_holder(tx: &mut Tx, app: &str, dedupe_key: &str) -> Result<Option<(i64, i64)>> {
+    let row: Option<(i64, Option<i64>)> = on_tx!(tx, c => sqlx::query_as(&c.sql(KEY_HOLDER))
+        .bind(app)
+        .bind(dedupe_key)
+        .fetch_optional(&mut *c)
+        .await?);
+    Ok(row.map(|(id, first)| (id, first.unwrap_or_default())))
 }
 
 /// A timer that is not enabled, checked alone: a cron whose own peak passes

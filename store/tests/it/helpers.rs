@@ -73,6 +73,7 @@ pub fn new_timer(app: &str, name: &str, status: TimerStatus) -> NewTimer {
     NewTimer {
         timing: Default::default(),
         labels: Default::default(),
+        dedupe: None,
         app: app.into(),
         name: name.into(),
         status,

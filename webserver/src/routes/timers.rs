@@ -44,7 +44,7 @@ use xtimer_service::many::Search;
 
 use self::input::{AppTimersQuery, CreateTimer, TimerRef, TimerTasksQuery};
 pub(crate) use self::key::timer_key;
-use self::view::{FireView, List, TimerId, TimerView};
+use self::view::{FireView, List, TimerCreated, TimerId, TimerView};
 use crate::extract::{ApiJson, ApiQuery, ForApp, QueryOrJson};
 use crate::prefixes::under;
 use crate::{ApiError, AppState, Envelope};
@@ -89,22 +89,25 @@ pub fn routes(prefix: &str, alias: bool, config: &ServerConfig) -> OpenApiRouter
 
 /// `POST createTimer`: validates and stores a timer; with `status: 2` it is
 /// enabled and expanded into its fires before the reply, so a timer due in
-/// a moment fires on time.
+/// a moment fires on time. A one-shot whose `dedupeKey` a live timer of
+/// the app holds does as its `onDuplicate` says: 409 with the holder's id
+/// (`reject`), the holder's id (`keep`), or the holder made of this
+/// definition (`replace`).
 #[utoipa::path(
     post,
     path = "/createTimer",
     operation_id = "createTimer",
     summary = "Create a timer (status 2: enabled at once).",
     request_body = input::CreateTimer,
-    responses((status = 200, description = crate::replies::ENVELOPED, body = view::TimerId))
+    responses((status = 200, description = crate::replies::ENVELOPED, body = view::TimerCreated))
 )]
 pub async fn timers_create(
     State(state): State<AppState>,
     ForApp(input, auth): ForApp<ApiJson<CreateTimer>>,
-) -> Result<Envelope<TimerId>, ApiError> {
+) -> Result<Envelope<TimerCreated>, ApiError> {
     let new = input.validate_with(state.clock.now_ms(), &state.security.limits)?;
-    let timer = state.service.create(new, &auth.actor()).await?;
-    Ok(Envelope(TimerId { id: timer.id }))
+    let created = state.service.create_or_dedupe(new, &auth.actor()).await?;
+    Ok(Envelope(TimerCreated::of(&created)))
 }
 
 /// `GET enableTimer`: enables a timer and expands it into its fires before

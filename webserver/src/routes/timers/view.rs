@@ -18,6 +18,35 @@ pub struct TimerId {
     pub id: i64,
 }
 
+/// `createTimer`'s reply: `{"id": N}` for a timer made; with
+/// `"existing": true` when a live timer held the `dedupeKey` and was kept
+/// (`onDuplicate: keep`), with `"replaced": true` when it took the
+/// create's definition (`onDuplicate: replace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct TimerCreated {
+    /// The id of the timer made, kept or replaced.
+    pub id: i64,
+    /// The timer already held the `dedupeKey` and nothing changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub existing: Option<bool>,
+    /// The timer held the `dedupeKey` and took this definition and run time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<bool>,
+}
+
+impl TimerCreated {
+    /// The reply to what a create did.
+    pub fn of(created: &xtimer_service::Created) -> Self {
+        use xtimer_service::Created;
+        let id = created.id();
+        match created {
+            Created::New(_) => Self { id, existing: None, replaced: None },
+            Created::Kept(_) => Self { id, existing: Some(true), replaced: None },
+            Created::Replaced(_) => Self { id, existing: None, replaced: Some(true) },
+        }
+    }
+}
+
 /// `{"list": [...], "total": N}`: one page and the count of all rows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct List<T> {
