@@ -8,6 +8,7 @@ mod asyncflow;
 mod bench;
 mod cli;
 mod cli_words;
+mod dedupe;
 mod docs;
 mod echo;
 mod explain;
