@@ -27,6 +27,7 @@ fn constants() -> Vec<(&'static str, String)> {
         ("MIN_CALLBACK_TIMEOUT_MS", i::MIN_CALLBACK_TIMEOUT_MS.to_string()),
         ("MAX_CALLBACK_TIMEOUT_MS", i::MAX_CALLBACK_TIMEOUT_MS.to_string()),
         ("MAX_LATE_THRESHOLD_MS", i::MAX_LATE_THRESHOLD_MS.to_string()),
+        ("MAX_DEDUPE_KEY_CHARS", i::MAX_DEDUPE_KEY_CHARS.to_string()),
         ("MAX_FORECAST_SECONDS", xtimer_service::when::MAX_FORECAST_SECONDS.to_string()),
         ("MAX_APPLY_TIMERS", format!("{} timers", xtimer_service::apply::MAX_APPLY_TIMERS)),
         ("RetryPolicy::MAX_BACKOFF_MS", format!("{} ms", RetryPolicy::MAX_BACKOFF_MS)),
