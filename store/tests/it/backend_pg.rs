@@ -319,18 +319,20 @@ async fn fires_stored_before_partitioning_survive_the_migration_and_ids_keep_inc
                 .await
                 .unwrap(),
         );
-        // The columns today's code writes, there only while it writes the timer (0015 and 0019 add them).
+        // The columns today's code writes, there only while it writes the timer (0015, 0019 and 0023 add them).
         let Database::Postgres(pool) = &db else { unreachable!() };
         sqlx::query(
             "ALTER TABLE t_timer ADD COLUMN every_ms BIGINT, ADD COLUMN timing TEXT, \
-             ADD COLUMN on_missed TEXT, ADD COLUMN on_late TEXT",
+             ADD COLUMN on_missed TEXT, ADD COLUMN on_late TEXT, \
+             ADD COLUMN dedupe_key TEXT, ADD COLUMN dedupe_first_run BIGINT",
         )
         .execute(pool)
         .await
         .unwrap();
         let t = db.create_timer(&helpers::new_timer(APP, "old", TimerStatus::Enabled), now).await.unwrap();
         sqlx::query(
-            "ALTER TABLE t_timer DROP COLUMN every_ms, DROP COLUMN timing, DROP COLUMN on_missed, DROP COLUMN on_late",
+            "ALTER TABLE t_timer DROP COLUMN every_ms, DROP COLUMN timing, DROP COLUMN on_missed, DROP COLUMN on_late, \
+             DROP COLUMN dedupe_key, DROP COLUMN dedupe_first_run",
         )
         .execute(pool)
         .await

@@ -61,6 +61,7 @@ macro_rules! conformance_suite {
                     next_runs_of_a_page_larger_than_one_batch_are_all_written,
                     due_timers_read_across_the_due_index_windows,
                     a_one_shot_completes_once_its_fire_has_ended,
+                    a_dedupe_key_is_held_by_one_live_timer_until_it_completes_or_is_deleted,
                     history_notes_read_back_as_written_in_any_count,
                     the_timer_quota_counts_live_timers_in_and_across_calls,
                     fires_per_minute_sum_cron_peaks_and_each_minutes_one_shots,

@@ -302,6 +302,58 @@ pub async fn a_one_shot_completes_once_its_fire_has_ended(b: Backend) {
     assert_eq!((listed.len(), total), (2, 2), "a completed timer is still listed");
 }
 
+/// A one-shot holding `key` at `run_ms`.
+fn keyed(name: &str, key: &str, run_ms: i64) -> xtimer_core::timer::NewTimer {
+    let mut t = new_timer(APP, name, TimerStatus::Enabled);
+    t.schedule = Schedule::Once { run_at_ms: run_ms };
+    t.dedupe = Some(xtimer_core::timer::Dedupe::stored(key, run_ms));
+    t
+}
+
+pub async fn a_dedupe_key_is_held_by_one_live_timer_until_it_completes_or_is_deleted(b: Backend) {
+    let run = b.now() + 1_000;
+    // Within one call: the first takes the key, the later ones are told who holds it.
+    let outcomes = b
+        .timers
+        .create_each(
+            &[keyed("a", "k", run), keyed("b", "k", run + 5), keyed("c", "other", run)],
+            b.now(),
+            &Quota::default(),
+        )
+        .await
+        .unwrap();
+    let held = *outcomes[0].as_ref().unwrap();
+    assert_eq!(outcomes[1], Err(Refusal::KeyHeld { id: held, first_run_ms: run }));
+    assert!(outcomes[2].is_ok(), "another key is free: {outcomes:?}");
+    let stored = b.timers.get_timer(held).await.unwrap().unwrap();
+    assert_eq!(stored.dedupe, Some(xtimer_core::timer::Dedupe::stored("k", run)), "reads back as stored");
+    // Across calls, and for another app's key of the same name.
+    let again = b.timers.create_each(&[keyed("d", "k", run + 9)], b.now(), &Quota::default()).await.unwrap();
+    assert_eq!(again, vec![Err(Refusal::KeyHeld { id: held, first_run_ms: run })]);
+    let mut elsewhere = keyed("a", "k", run);
+    elsewhere.app = "other-app".into();
+    assert!(b.timers.create_timer(&elsewhere, b.now()).await.is_ok(), "keys are per app");
+
+    // Completed: the key is free, and the new holder's first run time its own.
+    let keys = insert(&b, &stored, &[run]).await;
+    b.timers.set_next_runs(&[(held, None)]).await.unwrap();
+    let claims = claim_all(&b, &keys, "node-a:1", 60_000).await;
+    assert_eq!(b.fires.record(&[succeeded(&claims[0], 3)], b.now()).await.unwrap(), 1);
+    assert_eq!(b.timers.complete_fired_once(b.now()).await.unwrap(), 1);
+    let next = b.timers.create_timer(&keyed("e", "k", run + 20), b.now()).await.unwrap();
+    assert_ne!(next.id, held);
+    let refused = b.timers.create_each(&[keyed("f", "k", run)], b.now(), &Quota::default()).await.unwrap();
+    assert_eq!(refused, vec![Err(Refusal::KeyHeld { id: next.id, first_run_ms: run + 20 })]);
+
+    // Deleted, or released: free again.
+    assert!(b.timers.set_timer_status(next.id, TimerStatus::Deleted, b.now()).await.unwrap());
+    let last = b.timers.create_timer(&keyed("g", "k", run), b.now()).await.unwrap();
+    assert!(b.timers.release_dedupe_key(last.id).await.unwrap());
+    assert!(!b.timers.release_dedupe_key(last.id).await.unwrap(), "it holds none now");
+    assert_eq!(b.timers.get_timer(last.id).await.unwrap().unwrap().dedupe, None);
+    assert!(b.timers.create_timer(&keyed("h", "k", run), b.now()).await.is_ok());
+}
+
 fn once_run(t: &xtimer_core::timer::Timer) -> i64 {
     match t.schedule {
         Schedule::Once { run_at_ms } => run_at_ms,
