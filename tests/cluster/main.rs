@@ -19,7 +19,7 @@ use sqlx::Row;
 use xtimer::receiver::Receiver;
 
 use nodes::ProcNode;
-use servers::{Mariadb, Postgres, Redis, RedisCluster, RedisSentinel};
+use servers::{Mariadb, Postgres, Redis, RedisCluster};
 
 /// Which database server a test runs on.
 #[derive(Debug, Clone, Copy)]
@@ -734,42 +734,6 @@ async fn a_multi_host_url_follows_the_standby_promoted_after_the_primary_crashed
     );
 }
 
-/// Redis under Sentinel (`redis+sentinel://`): two nodes with the defaults
-/// and 20 per-second timers; the master is killed with SIGKILL and Sentinel
-/// promotes its replica. The nodes follow it: no fire of the window around
-/// the kill is lost or sent twice, and fires flow again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_under_sentinel_a_killed_master_is_followed_to_its_promoted_replica() {
-    let db = Db::start(Kind::Postgres);
-    let mut redis = RedisSentinel::start().await;
-    let rx = Receiver::start(false).await.unwrap();
-    let (_nodes, ids) = two_nodes_firing_every_second(db.url(), &redis.url, &rx).await;
-    let killed_at = now_ms();
-    redis.kill_master();
-    let (lost, twice, late_after) = around_a_failover(&rx, &ids, killed_at, 8_000, "Sentinel failover").await;
-    assert_eq!(lost, 0, "no fire lost to the failover");
-    assert!(twice.is_empty(), "none sent twice: {twice:?}");
-    assert_eq!(late_after, 0, "the nodes follow the promoted replica: fires on time again");
-}
-
-/// A Redis Cluster with a replica per master: two nodes on PostgreSQL and
-/// 20 per-second timers; a master is killed with SIGKILL and its replica
-/// promoted. The nodes follow the slot map: no fire of the window around
-/// the kill is lost or sent twice, and fires are on time again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redis_cluster_master_killed_is_followed_to_its_promoted_replica() {
-    let db = Db::start(Kind::Postgres);
-    let mut redis = RedisCluster::start_with_replicas(1).await;
-    let rx = Receiver::start(false).await.unwrap();
-    let (_nodes, ids) = two_nodes_firing_every_second(db.url(), &redis.url, &rx).await;
-    let killed_at = now_ms();
-    redis.kill_master(0);
-    let (lost, twice, late_after) = around_a_failover(&rx, &ids, killed_at, 10_000, "Redis Cluster failover").await;
-    assert_eq!(lost, 0, "no fire lost to the failover");
-    assert!(twice.is_empty(), "none sent twice: {twice:?}");
-    assert_eq!(late_after, 0, "the nodes follow the promoted replica: fires on time again");
-}
-
 /// The same failover with asynchronous replication that missed the
 /// primary's last second: the standby's link to the primary is cut, five
 /// timers are created (acknowledged by the primary alone) and a second of
@@ -846,53 +810,4 @@ async fn an_asynchronous_standby_that_missed_the_last_second_loses_no_fire() {
         through - promoted_at
     );
     assert!(all, "no fire of the per-second timer lost to the promotion");
-}
-
-/// The fires of per-second timers `ids` from 2 s before a failover at
-/// `killed_at` to 15 s after, once they arrived: how many were lost, the
-/// keys sent more than once, and how many were over 1 s late from
-/// `settled_ms` after the failover on. Printed under `what`.
-async fn around_a_failover(
-    rx: &Receiver,
-    ids: &[i64],
-    killed_at: i64,
-    settled_ms: i64,
-    what: &str,
-) -> (usize, Vec<String>, usize) {
-    let (from, to) = ((killed_at / 1000 - 2) * 1000, (killed_at / 1000 + 15) * 1000);
-    let expected: HashSet<String> =
-        ids.iter().flat_map(|id| (from..to).step_by(1000).map(move |run| format!("{id}_{run}"))).collect();
-    let in_window = |h: &xtimer::receiver::Hit| h.run_ms >= from && h.run_ms < to;
-    rx.wait_until(Duration::from_millis((to - now_ms()).max(0) as u64 + 60_000), |hits| {
-        hits.iter().filter(|h| in_window(h)).map(|h| &h.key).collect::<HashSet<_>>().len() >= expected.len()
-    })
-    .await;
-    // Time for a repeated fire to show up, if there were one.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let hits: Vec<_> = rx.hits().into_iter().filter(in_window).collect();
-    let mut seen: HashMap<&String, usize> = HashMap::new();
-    for h in &hits {
-        *seen.entry(&h.key).or_default() += 1;
-    }
-    let lost = expected.iter().filter(|k| !seen.contains_key(k)).count();
-    let twice: Vec<String> = seen.iter().filter(|(_, n)| **n > 1).map(|(k, _)| (*k).clone()).collect();
-    let late = hits.iter().filter(|h| h.run_ms >= killed_at + settled_ms && h.lateness_ms() > 1_000.0).count();
-    eprintln!(
-        "{what}: {} fires, {lost} lost, {} twice, {late} over 1 s late from {settled_ms} ms after the kill",
-        hits.len(),
-        twice.len()
-    );
-    (lost, twice, late)
-}
-
-/// Two nodes with the defaults on `db` and `redis`, 20 per-second timers
-/// calling `rx`, and 5 s of fires: the nodes and the timers' ids.
-async fn two_nodes_firing_every_second(db: &str, redis: &str, rx: &Receiver) -> ([ProcNode; 2], Vec<i64>) {
-    let nodes = [ProcNode::start(db, redis, &[]).await, ProcNode::start(db, redis, &[]).await];
-    let mut ids = Vec::new();
-    for i in 0..20 {
-        ids.push(nodes[0].create_every_second(&format!("t{i}"), &rx.url("/hook")).await);
-    }
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    (nodes, ids)
 }

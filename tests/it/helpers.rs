@@ -94,7 +94,7 @@ impl TestNode {
     pub async fn spawn_with(config: Config) -> Self {
         let node = Node::start(config).await.expect("node starts");
         let base = format!("http://{}", node.addr);
-        Self { node, base, http: reqwest::Client::new(), _storage: None }
+        Self { node, base, http: test_client(), _storage: None }
     }
 
     /// POST createTimer; returns the envelope.
@@ -220,4 +220,12 @@ pub fn stdout_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receive
         }
     });
     rx
+}
+
+/// The tests' HTTP client: it lets a pooled connection go after 5 s, before
+/// the node's `server.idle_timeout_ms` (10 s) closes it, so a request never
+/// goes out on a connection the node is closing at that moment (an
+/// `IncompleteMessage` on a loaded machine).
+pub fn test_client() -> reqwest::Client {
+    reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(5)).build().unwrap()
 }
