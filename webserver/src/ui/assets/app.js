@@ -786,6 +786,7 @@ async function timerPage(app, id) {
       <dt>Next fire</dt><dd id="next-fire">${t.status === 1 ? `<span class="muted">none while disabled</span>` : nextFire(t)}</dd>
       <dt>Labels</dt><dd>${labelChips(app, t.labels) || "none"}</dd>
       ${t.description ? `<dt>Description</dt><dd>${esc(t.description)}</dd>` : ""}
+      ${t.dedupeKey ? `<dt>Dedupe key</dt><dd><code>${esc(t.dedupeKey)}</code> <span class="muted">(the app's one live timer of this key)</span></dd>` : ""}
       <dt>Starts</dt><dd>${t.startAt ? time(t.startAt) : "at creation"}</dd>
       <dt>Ends before</dt><dd>${t.endAt ? time(t.endAt) : "no end"}</dd>
       <dt>Max fires</dt><dd>${t.maxFires ? `${t.maxFires} (${esc(t.firesLeft)} left)` : "no limit"}</dd>
