@@ -45,7 +45,7 @@ use xtimer_core::timer::{NewTimer, Notify, Schedule, Timer, TimerStatus};
 use xtimer_store::TimerQuery;
 
 use crate::checks;
-use crate::checks::{check_callback, check_task_type, refused, schedule_field, NOTIFY_URL};
+use crate::checks::{check_callback, check_task_type, NOTIFY_URL};
 use crate::error::{Result, ServiceError};
 use crate::history::Changes;
 use crate::key::Actor;
@@ -291,31 +291,7 @@ impl TimerService {
         }
         let timers: Vec<NewTimer> = creates.iter().map(|(_, t)| t.clone()).collect();
         let now = self.0.clock.now_ms();
-        let ids = match self.0.timers.create_timers_within(&timers, now, &self.quota()).await {
-            Ok(ids) => ids,
-            Err(xtimer_store::Error::Refused { app, index, refusal }) => {
-                let field = timers.get(index).map_or("name", |t| schedule_field(&t.schedule));
-                return Err(refused(&app, refusal, field, creates.get(index).map(|(i, _)| *i)));
-            }
-            Err(err) => return Err(err.into()),
-        };
-        let enabled: Vec<Timer> = timers
-            .iter()
-            .zip(&ids)
-            .filter(|(t, _)| t.status == TimerStatus::Enabled)
-            .map(|(t, id)| t.stored(*id, now))
-            .collect();
-        if !enabled.is_empty() {
-            if let Err(err) = self.0.expander.expand_created(&enabled).await {
-                for id in &ids {
-                    let undone = self.0.timers.set_timer_status(*id, TimerStatus::Deleted, self.0.clock.now_ms()).await;
-                    if let Err(undo) = undone {
-                        tracing::error!(timer_id = id, error = %error_chain(&undo), "Deleting a timer of a failed apply failed.");
-                    }
-                }
-                return Err(err.into());
-            }
-        }
+        let ids = self.store_all_or_none(&timers, now, |index| creates.get(index).map(|(i, _)| *i), "apply").await?;
         let noted: Vec<(i64, &str)> = ids.iter().zip(&timers).map(|(id, t)| (*id, t.app.as_str())).collect();
         self.note_all(&noted, ACTION, by, Changes::new()).await;
         Ok(ids.into_iter().zip(timers).map(|(id, t)| (id, t.name)).collect())

@@ -81,32 +81,52 @@ impl TimerService {
         };
         let timers = &settled[..];
         self.check_batch_targets(timers).await?;
+        let ids = self.store_all_or_none(timers, now, Some, "batch").await?;
+        let created: Vec<(i64, &str)> = ids.iter().zip(timers).map(|(id, t)| (*id, t.app.as_str())).collect();
+        self.note_all(&created, "create", by, Changes::new()).await;
+        Ok(ids)
+    }
+
+    /// Stores `timers` in one transaction checked against the quota, all or
+    /// none, and expands the enabled ones together; their ids in order. A
+    /// refused timer is named by `item` of its index (its place in the
+    /// caller's request). If the expansion fails, the answer is as if
+    /// nothing was created, and that is made true: every timer is deleted
+    /// again (`call` names the call in the log of an undo that fails).
+    pub(crate) async fn store_all_or_none(
+        &self,
+        timers: &[NewTimer],
+        now: i64,
+        item: impl Fn(usize) -> Option<usize>,
+        call: &str,
+    ) -> Result<Vec<i64>> {
         let ids = match self.0.timers.create_timers_within(timers, now, &self.quota()).await {
             Ok(ids) => ids,
             Err(xtimer_store::Error::Refused { app, index, refusal }) => {
-                return Err(refused(&app, refusal, schedule_field(&timers[index].schedule), Some(index)))
+                let field = timers.get(index).map_or("name", |t| schedule_field(&t.schedule));
+                return Err(refused(&app, refusal, field, item(index)));
             }
             Err(err) => return Err(err.into()),
         };
-        let enabled: Vec<_> = timers
+        let enabled: Vec<Timer> = timers
             .iter()
             .zip(&ids)
             .filter(|(t, _)| t.status == TimerStatus::Enabled)
             .map(|(t, id)| t.stored(*id, now))
             .collect();
+        if enabled.is_empty() {
+            return Ok(ids);
+        }
         if let Err(err) = self.0.expander.expand_created(&enabled).await {
-            // As `create`: answer as if nothing was created, and make that true.
             for id in &ids {
                 if let Err(undo) =
                     self.0.timers.set_timer_status(*id, TimerStatus::Deleted, self.0.clock.now_ms()).await
                 {
-                    tracing::error!(timer_id = id, error = %error_chain(&undo), "Deleting a timer of a failed batch failed.");
+                    tracing::error!(timer_id = id, error = %error_chain(&undo), "Deleting a timer of a failed {call} failed.");
                 }
             }
             return Err(err.into());
         }
-        let created: Vec<(i64, &str)> = ids.iter().zip(timers).map(|(id, t)| (*id, t.app.as_str())).collect();
-        self.note_all(&created, "create", by, Changes::new()).await;
         Ok(ids)
     }
 
