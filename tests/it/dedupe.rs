@@ -110,7 +110,7 @@ pub async fn a_held_key_is_refused_kept_or_replaced_and_free_once_its_timer_ende
 
     // replace: the pending one-shot moves (debounce); a second replace past
     // maxDelayMs is clamped to the first create's time plus it.
-    let first = now_ms() + 1_500;
+    let first = now_ms() + 2_000;
     let id = app.create_ok(keyed("it", "d", "debounce", first, rx.url("/first"))).await;
     let replace = json!({"onDuplicate": "replace"});
     let moved = keyed("it", "d", "debounce", first + 400, rx.url("/second"));
