@@ -94,14 +94,18 @@ impl Setup {
         let missing: Vec<&str> = self
             .needs()
             .iter()
-            .filter(|(what, _)| !(*what == "patroni" && patroni.is_some()) && !found(what))
+            .filter(|(what, _)| !(found(what) || *what == "patroni" && patroni.is_some()))
             .map(|(_, package)| *package)
             .collect();
         if missing.is_empty() {
             return true;
         }
         let install = format!("apt-get install {}", missing.join(" "));
-        assert!(std::env::var_os("CI").is_none(), "failover {}: missing under CI ({install}): .ci/run installs it", self.name());
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "failover {}: missing under CI ({install}): .ci/run installs it",
+            self.name()
+        );
         eprintln!("SKIPPED: the {} failover run needs {install}", self.name());
         false
     }
@@ -328,8 +332,7 @@ fn found(what: &str) -> bool {
     if what.starts_with('/') {
         return std::path::Path::new(what).exists();
     }
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(what).is_file()))
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(what).is_file()))
         || ["/usr/sbin", "/sbin"].iter().any(|dir| std::path::Path::new(dir).join(what).is_file())
 }
 

@@ -35,8 +35,13 @@ impl TimerSpec {
     }
 
     /// This spec with every field at its default left out, and times in
-    /// RFC 3339: the shortest text that makes the same timer.
+    /// RFC 3339: the shortest text that makes the same timer. A one-shot's
+    /// dedupe key is left out too: it guards creates, and timers as code
+    /// are matched by name (`applyTimers` takes no key).
     pub fn minimal(mut self) -> Self {
+        self.dedupe_key = None;
+        self.on_duplicate = None;
+        self.max_delay_ms = None;
         let time = |v: Option<Value>| v.map(|v| v.as_i64().map_or(v.clone(), |ms| Value::from(rfc3339(ms))));
         let repeats = self.cron.is_some() || self.every_ms.is_some();
         self.timezone = self.timezone.filter(|tz| repeats && tz != "UTC");
@@ -99,5 +104,22 @@ impl NotifyHttpParam {
     /// [`Self::minimal`] for an alert: its body is xtimer's.
     fn minimal_alert(self) -> Self {
         Self { body: None, ..self.minimal() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exported_one_shot_leaves_its_dedupe_key_out_so_apply_takes_it() {
+        let spec = TimerSpec {
+            run_at: Some(Value::from(1_893_456_000_000_i64)),
+            dedupe_key: Some("order-7".into()),
+            ..TimerSpec::default()
+        };
+        let exported = spec.minimal();
+        assert_eq!(exported.dedupe_key, None);
+        assert_eq!(exported.run_at, Some(Value::from(rfc3339(1_893_456_000_000))));
     }
 }
