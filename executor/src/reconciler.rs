@@ -27,6 +27,7 @@
 //! them, so the order holds across pages too.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -65,6 +66,12 @@ pub struct Reconciler {
     /// One node a sweep: held for most of a period.
     lease: PassLease,
     liveness: Arc<Liveness>,
+    /// Where the last pass's paced claims ended (`i64::MAX`: no pass of
+    /// this node's yet, or the lease was elsewhere): the next pass claims
+    /// from there, so a pass that comes late leaves no paced fire between
+    /// the two windows to the overdue scan (sent a pass later, out of
+    /// order).
+    paced_until: AtomicI64,
 }
 
 impl Reconciler {
@@ -88,6 +95,7 @@ impl Reconciler {
             lease: PassLease::new(stores.locks.clone(), ctx, "reconciler", config.period_ms * 9 / 10),
             liveness,
             config,
+            paced_until: AtomicI64::new(i64::MAX),
         }
     }
 
@@ -118,29 +126,42 @@ impl Reconciler {
             return Ok(report);
         }
         if !self.lease.take().await? {
+            self.paced_until.store(i64::MAX, Ordering::Relaxed);
             return Ok(report);
         }
         // Every fire reclaimed by the pass is sent once the pass is over (also
         // when a page failed), so that one timer's late fires leave oldest
         // first across pages, not newest page first.
         let held = self.executor.held_now();
+        // The paced claims go on from where the sweep's window began, so a
+        // paced fire whose send time comes while the sweep reads is in one of
+        // the two (the sweep takes those sent by its own now).
+        let started = self.clock.now_ms();
         let mut reclaimed = Vec::new();
         let swept = self.sweep(&mut report, &mut reclaimed).await;
         reclaimed.sort_by_key(|c: &ClaimedFire| (c.key.run_ms, c.key.timer_id));
         self.executor.dispatch(reclaimed, held).await?;
-        let paced = self.claim_paced(&mut report).await;
+        let paced = self.claim_paced(started, &mut report).await;
         swept.and(paced).map(|()| report)
     }
 
     /// Claims the paced fires (backfilled, replayed) whose send time comes
     /// before the next pass, and hands each to the executor to send at its
-    /// own time: a pace holds to the millisecond, not to the pass.
-    async fn claim_paced(&self, report: &mut ReconcileReport) -> Result<()> {
+    /// own time: a pace holds to the millisecond, not to the pass. Those
+    /// whose send time came after `started` (the pass's start) or after
+    /// the last pass's window are claimed too, and sent at once.
+    async fn claim_paced(&self, started: i64, report: &mut ReconcileReport) -> Result<()> {
         let now = self.clock.now_ms();
         let pending_before = now - self.config.grace_ms as i64;
         let until = now + self.config.period_ms as i64;
-        let soon = self.fires.paced_soon(pending_before, now, until, self.config.page_size).await?;
+        let after = self.paced_until.load(Ordering::Relaxed).min(started);
+        let soon = self.fires.paced_soon(pending_before, after, until, self.config.page_size).await?;
+        // A full page: the next pass goes on from its last send time (the
+        // ones claimed here are no longer pending).
+        let full = soon.len() >= self.config.page_size as usize;
+        let reached = if full { soon.last().map_or(until, |(_, at)| at - 1) } else { until };
         if soon.is_empty() {
+            self.paced_until.store(until, Ordering::Relaxed);
             return Ok(());
         }
         let held = self.executor.held_now();
@@ -150,6 +171,7 @@ impl Reconciler {
         crate::fire_metrics::fires_ended(FireStatus::Skipped, outcome.skipped);
         report.skipped += outcome.skipped;
         report.fired += outcome.claimed.len() as u64;
+        self.paced_until.store(reached, Ordering::Relaxed);
         let send_at: HashMap<i64, i64> = soon.into_iter().collect();
         self.executor.dispatch_at(outcome.claimed, &send_at, held).await
     }
