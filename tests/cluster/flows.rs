@@ -245,6 +245,7 @@ fn percentile(values: &[f64], p: f64) -> f64 {
 /// under 100 ms).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_holds_across_three_nodes() {
+    let _slot = crate::Slot::take();
     let cluster = Cluster::start("a_rate_holds_across_three_nodes").await;
     let (rx_a, rx_b) = (Receiver::start(false).await.unwrap(), Receiver::start(false).await.unwrap());
     let flow = cluster.set_flow_limit(0, &flow_key(&rx_a), json!({"ratePerSec": 20})).await;
@@ -376,6 +377,7 @@ impl Drop for SlowReceiver {
 /// and succeed, never more than two open at the receiver at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallelism_holds_across_three_nodes() {
+    let _slot = crate::Slot::take();
     let cluster = Cluster::start("parallelism_holds_across_three_nodes").await;
     let rx = SlowReceiver::start(Duration::from_secs(1)).await;
     let flow = cluster.set_flow_limit(1, &rx.addr.to_string(), json!({"parallelism": 2})).await;
@@ -423,6 +425,7 @@ async fn parallelism_holds_across_three_nodes() {
 /// a time in run-time order, each recorded succeeded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_flow_holds_its_fires_and_a_killed_node_loses_none() {
+    let _slot = crate::Slot::take();
     let mut cluster = Cluster::start("a_paused_flow_holds_its_fires_and_a_killed_node_loses_none").await;
     let rx = Receiver::start(false).await.unwrap();
     let key = flow_key(&rx);
@@ -520,6 +523,7 @@ async fn claimed_by(db: &Db, id: i64) -> Option<u32> {
 /// the kill, from a survivor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_nodes_parallelism_slot_is_freed_within_seconds() {
+    let _slot = crate::Slot::take();
     let mut cluster = Cluster::start("a_killed_nodes_parallelism_slot_is_freed_within_seconds").await;
     let rx = SlowReceiver::start(Duration::from_secs(8)).await;
     let flow = cluster.set_flow_limit(2, &rx.addr.to_string(), json!({"parallelism": 1})).await;

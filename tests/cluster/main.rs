@@ -99,6 +99,34 @@ impl Db {
     }
 }
 
+/// A place among the cluster tests running at once: at most two, whatever
+/// the test threads (`scripts/test` runs three for the end-to-end tests):
+/// each starts two or three nodes under load, and more at once would make
+/// the 2-core machine the thing under test.
+pub struct Slot;
+
+static RUNNING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+static FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+impl Slot {
+    /// Waits for a place (blocking: taken before the test's first await).
+    pub fn take() -> Slot {
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        while *running >= 2 {
+            running = FREED.wait(running).unwrap_or_else(|e| e.into_inner());
+        }
+        *running += 1;
+        Slot
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        FREED.notify_one();
+    }
+}
+
 /// Runs each listed `async fn(Kind)` body as two tests, `postgres` and
 /// `mysql`, under a module named after the body.
 macro_rules! on_both_databases {
@@ -106,10 +134,12 @@ macro_rules! on_both_databases {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
+                let _slot = crate::Slot::take();
                 super::$name(super::Kind::Postgres).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn mysql() {
+                let _slot = crate::Slot::take();
                 super::$name(super::Kind::Mysql).await
             }
         }
@@ -129,6 +159,7 @@ on_both_databases!(
 /// costs CI three minutes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_lost_its_postgres_steps_back_and_the_others_fire_on_time() {
+    let _slot = crate::Slot::take();
     a_node_that_lost_its_database_steps_back_and_the_others_fire_on_time(Kind::Postgres).await
 }
 
@@ -279,6 +310,7 @@ async fn kill_9_of_a_node_mid_minute_loses_nothing_and_its_fires_are_taken_over(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_redis_cluster_three_nodes_lose_nothing_to_a_kill_9_and_a_masters_flushall() {
+    let _slot = crate::Slot::take();
     let (db, redis) = (Db::start(Kind::Postgres), RedisCluster::start().await);
     let rx = Receiver::start(false).await.unwrap();
     let mut victim = ProcNode::start(db.url(), &redis.url, &[]).await;
@@ -478,6 +510,7 @@ async fn a_node_that_lost_its_database_steps_back_and_the_others_fire_on_time(ki
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_and_restart_on_sqlite_refires_what_the_dead_node_held_and_loses_nothing() {
+    let _slot = crate::Slot::take();
     // The embedded default: one node on a SQLite file. Its successor takes
     // over the fires the dead one had claimed once the dead one's heartbeat
     // is `reconciler.node_timeout_ms` old, not after the claims' minute-long lease.
@@ -549,6 +582,7 @@ async fn kill_9_and_restart_on_sqlite_refires_what_the_dead_node_held_and_loses_
 /// `getForecast` shows that flat profile before the minute starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_spread_three_thousand_aligned_crons_over_their_minute() {
+    let _slot = crate::Slot::take();
     let second = now_ms() / 1000 % 60;
     if second > 35 {
         tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
@@ -646,6 +680,7 @@ async fn create_one_shot(base: &str, name: &str) -> (u16, serde_json::Value) {
 /// per-second timer fires again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_host_url_follows_the_standby_promoted_after_the_primary_crashed() {
+    let _slot = crate::Slot::take();
     let primary = Postgres::start();
     let standby = Postgres::standby_of(&primary);
     let redis = Redis::start().await;
@@ -743,6 +778,7 @@ async fn a_multi_host_url_follows_the_standby_promoted_after_the_primary_crashed
 /// fire of the per-second timer is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_asynchronous_standby_that_missed_the_last_second_loses_no_fire() {
+    let _slot = crate::Slot::take();
     let primary = Postgres::start();
     let upstream: std::net::SocketAddr = primary.host().parse().unwrap();
     let link = proxy::Proxy::start(upstream).await;
