@@ -64,8 +64,8 @@ mod timer_service;
 pub mod tokens;
 pub mod when;
 
-pub use dedupe::Created;
 pub use checks::{OpenTargets, Targets, TaskTypeError, MAX_APP_CHARS};
+pub use dedupe::Created;
 pub use error::{Result, ServiceError};
 pub use explain::{Attempt, Claim, Explanation, Moment, TimerStats};
 pub use key::{Actor, Page, TimerKey};

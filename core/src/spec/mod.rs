@@ -26,6 +26,6 @@ mod wire;
 pub use check::{instant_ms, parse_cron};
 pub use items::{listed_problems, read_item, unique_names};
 pub use patch::TimerPatch;
-pub use problems::{check_chars, Problems};
 pub use preview::{parse_instant, PreviewAsk, PreviewPlan, PreviewQuery, DEFAULT_PREVIEW_COUNT, MAX_PREVIEW_COUNT};
+pub use problems::{check_chars, Problems};
 pub use wire::*;

@@ -160,7 +160,9 @@ pub(crate) fn timer_from_row(row: &impl Columns) -> Result<Timer> {
             .map_err(|e| corrupt(&format!("labels: {e}")))?
             .unwrap_or_default(),
         dedupe: match row.opt_text("dedupe_key")? {
-            Some(key) => Some(Dedupe::stored(key, row.opt_int("dedupe_first_run")?.ok_or_else(|| corrupt("dedupe_first_run"))?)),
+            Some(key) => {
+                Some(Dedupe::stored(key, row.opt_int("dedupe_first_run")?.ok_or_else(|| corrupt("dedupe_first_run"))?))
+            }
             None => None,
         },
     };
