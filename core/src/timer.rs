@@ -4,9 +4,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-#[cfg(doc)]
-use crate::spec::{NotifyHttpParam, TimerSpec};
-
 pub use crate::labels::Labels;
 pub use crate::schedule::Schedule;
 pub use crate::when::Timing;
@@ -71,7 +68,7 @@ pub struct HttpNotify {
     pub flow_key: Option<String>,
 }
 
-/// Longest flow key ([`NotifyHttpParam::flow_key`]), in chars.
+/// Longest flow key ([`NotifyHttpParam::flow_key`](crate::spec::NotifyHttpParam::flow_key)), in chars.
 pub const MAX_FLOW_KEY_CHARS: usize = 128;
 
 /// A flow key: 1 to [`MAX_FLOW_KEY_CHARS`] chars, no control characters;
@@ -457,7 +454,7 @@ pub struct Timer {
     pub id: i64,
     /// Its definition, as created or last updated.
     pub def: NewTimer,
-    /// Why its pause after failures ([`TimerSpec::pause_after_failures`])
+    /// Why its pause after failures ([`TimerSpec::pause_after_failures`](crate::spec::TimerSpec::pause_after_failures))
     /// disabled the timer; cleared when enabled.
     pub pause_reason: Option<String>,
     /// Unix milliseconds.

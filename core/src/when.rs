@@ -1,6 +1,6 @@
 //! Saying when beyond the schedule: a timer's bounds (`startAt`, `endAt`),
-//! run limit ([`TimerSpec::max_fires`]), spread
-//! ([`TimerSpec::spread_ms`]), excluded calendars and catch-up window
+//! run limit ([`TimerSpec::max_fires`](crate::spec::TimerSpec::max_fires)), spread
+//! ([`TimerSpec::spread_ms`](crate::spec::TimerSpec::spread_ms)), excluded calendars and catch-up window
 //! (`misfireThresholdMs`), and the times they leave.
 //!
 //! Every reader of a timer's times (the migrator's expansion, the
@@ -14,18 +14,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::calendar::CompiledCalendar;
 use crate::schedule::Schedule;
-#[cfg(doc)]
-use crate::spec::TimerSpec;
-
 /// Shortest interval of an `everyMs` timer.
 pub const MIN_EVERY_MS: i64 = 1_000;
-/// Widest spread ([`TimerSpec::spread_ms`]): one hour.
+/// Widest spread ([`TimerSpec::spread_ms`](crate::spec::TimerSpec::spread_ms)): one hour.
 pub const MAX_SPREAD_MS: u64 = 3_600_000;
 /// Narrowest `misfireThresholdMs`.
 pub const MIN_MISFIRE_THRESHOLD_MS: u64 = 1_000;
 /// Widest `misfireThresholdMs`: a week.
 pub const MAX_MISFIRE_THRESHOLD_MS: u64 = 604_800_000;
-/// Largest run limit ([`TimerSpec::max_fires`]): it is worked out by
+/// Largest run limit ([`TimerSpec::max_fires`](crate::spec::TimerSpec::max_fires)): it is worked out by
 /// counting that many times, when a timer is stored and when `firesLeft`
 /// is read.
 pub const MAX_FIRES_LIMIT: u64 = 100_000;

@@ -24,9 +24,6 @@
 //! answers as replaced, so a burst of replaces costs about one update per
 //! turn of the app's lock rather than one per call.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use xtimer_core::error::error_chain;
 use xtimer_core::fire::FireStatus;
 use xtimer_core::timer::{NewTimer, OnDuplicate, Schedule, Timer, TimerStatus};
@@ -34,6 +31,7 @@ use xtimer_store::FireWindow;
 
 use crate::error::{Result, ServiceError};
 use crate::key::{Actor, TimerKey};
+use crate::replaces::Entered;
 use crate::timer_service::TimerService;
 
 /// Most times a keyed create goes round (the key taken, freed, contended)
@@ -63,57 +61,6 @@ impl Created {
             Self::New(timer) => timer.id,
             Self::Kept(id) | Self::Replaced(id) => *id,
         }
-    }
-}
-
-/// The replaces of each key under way on this node: the newest one's
-/// ticket and how many are under way.
-#[derive(Default)]
-pub(crate) struct Replaces {
-    keys: Mutex<HashMap<(String, String), (u64, usize)>>,
-    tickets: std::sync::atomic::AtomicU64,
-}
-
-impl Replaces {
-    /// A ticket for a replace of `key` of `app`, newer than every other.
-    fn enter(&self, app: &str, key: &str) -> u64 {
-        let ticket = self.tickets.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        let mut keys = self.keys.lock().expect("replaces lock");
-        let entry = keys.entry((app.to_owned(), key.to_owned())).or_insert((0, 0));
-        *entry = (entry.0.max(ticket), entry.1 + 1);
-        ticket
-    }
-
-    /// Whether a newer replace of the key than `ticket` is under way.
-    fn superseded(&self, app: &str, key: &str, ticket: u64) -> bool {
-        let keys = self.keys.lock().expect("replaces lock");
-        keys.get(&(app.to_owned(), key.to_owned())).is_some_and(|(newest, _)| *newest > ticket)
-    }
-
-    /// A replace of the key ended.
-    fn leave(&self, app: &str, key: &str) {
-        let mut keys = self.keys.lock().expect("replaces lock");
-        let name = (app.to_owned(), key.to_owned());
-        if let Some(entry) = keys.get_mut(&name) {
-            entry.1 -= 1;
-            if entry.1 == 0 {
-                keys.remove(&name);
-            }
-        }
-    }
-}
-
-/// A replace under way, counted until dropped.
-struct Entered<'a> {
-    replaces: &'a Replaces,
-    app: &'a str,
-    key: &'a str,
-    ticket: u64,
-}
-
-impl Drop for Entered<'_> {
-    fn drop(&mut self) {
-        self.replaces.leave(self.app, self.key);
     }
 }
 

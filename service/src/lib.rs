@@ -57,6 +57,7 @@ pub mod lifecycle;
 pub mod many;
 pub mod nodes;
 pub mod reads;
+mod replaces;
 pub mod replay;
 mod steering;
 pub mod targets;

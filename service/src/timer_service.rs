@@ -38,7 +38,7 @@ pub(crate) struct Inner {
     pub(crate) config: ServiceConfig,
     pub(crate) creates: CreateQueue,
     pub(crate) app_locks: checks::AppLocks,
-    pub(crate) replaces: crate::dedupe::Replaces,
+    pub(crate) replaces: crate::replaces::Replaces,
 }
 
 /// What the service works with.
@@ -113,7 +113,7 @@ impl TimerService {
             config,
             creates: CreateQueue::default(),
             app_locks: checks::AppLocks::default(),
-            replaces: crate::dedupe::Replaces::default(),
+            replaces: crate::replaces::Replaces::default(),
         }))
     }
 

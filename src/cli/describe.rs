@@ -8,7 +8,7 @@
 use serde_json::Value;
 use xtimer_core::spec::{NotifyHttpParam, TimerSpec};
 
-use super::text;
+use super::table::text;
 
 /// A timer status code as a word.
 pub fn timer_status(code: &Value) -> &'static str {

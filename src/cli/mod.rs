@@ -118,14 +118,7 @@ pub fn list_of(result: &Value) -> Vec<Value> {
     result["list"].as_array().cloned().unwrap_or_default()
 }
 
-/// A JSON value as a table cell: strings bare, null as `-`.
-pub fn text(value: &Value) -> String {
-    match value {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
+pub use table::text;
 
 /// `msg` with each `timers[N]` of a server's message rewritten: `item(N)`
 /// replaces its `N]` (left as it is where `item` gives `None`).

@@ -78,7 +78,7 @@ pub fn asked(args: &PreviewArgs) -> PreviewQuery {
 /// values.
 pub fn query(args: &PreviewArgs) -> Vec<(String, String)> {
     let Ok(Value::Object(fields)) = serde_json::to_value(asked(args)) else { return Vec::new() };
-    fields.into_iter().map(|(name, value)| (name, super::text(&value))).collect()
+    fields.into_iter().map(|(name, value)| (name, super::table::text(&value))).collect()
 }
 
 /// Whether `args` can be previewed here: everything but the app's

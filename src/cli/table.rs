@@ -1,5 +1,16 @@
 //! Plain-text tables for people: a header row and left-aligned columns.
 
+use serde_json::Value;
+
+/// A JSON value as a table cell: strings bare, null as `-`.
+pub fn text(value: &Value) -> String {
+    match value {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Renders `rows` under `header`, each column as wide as its widest cell
 /// (cells are cut at 60 characters, with `…`).
 pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {

@@ -32,7 +32,7 @@ pub(crate) struct PgDriver<'a>(pub(crate) &'a sqlx::PgPool);
 /// PostgreSQL's texts of the statements that differ: `ON CONFLICT`'s, with
 /// reads that lock.
 pub(crate) static STATEMENTS: Statements =
-    sql::on_conflict_statements(true, |t| tasks::task_table(t, "id BIGSERIAL PRIMARY KEY"));
+    crate::driver::on_conflict_statements(true, |t| tasks::task_table(t, "id BIGSERIAL PRIMARY KEY"));
 
 // PostgreSQL reads a shared statement as written.
 dialect!(Cow::Borrowed, STATEMENTS => sqlx::PgPool, sqlx::PgConnection);

@@ -22,7 +22,6 @@ use xtimer_core::timer::{
     Dedupe, MisfirePolicy, NewTimer, Notify, OverlapPolicy, RetryPolicy, Schedule, Timer, TimerStatus, Timing,
 };
 
-use crate::driver::Statements;
 use crate::repo::FireResult;
 use crate::{Error, Result};
 
@@ -456,37 +455,6 @@ macro_rules! heartbeat {
     }};
 }
 pub(crate) use heartbeat;
-
-/// The statement texts of a backend that ends its inserts with
-/// `ON CONFLICT` and names the new row `excluded` (SQLite, PostgreSQL):
-/// `reads_lock`, whether its reads lock rows (`FOR UPDATE`, PostgreSQL);
-/// `task_table`, the DDL of its task tables.
-pub(crate) const fn on_conflict_statements(reads_lock: bool, task_table: fn(&str) -> Vec<String>) -> Statements {
-    Statements {
-        insert_skipping: "INSERT",
-        skip_taken: on_conflict_do_nothing,
-        read_usage: if reads_lock { usage::READ_USAGE_LOCKED } else { usage::READ_USAGE },
-        lock_usages: if reads_lock { " ORDER BY app FOR UPDATE" } else { "" },
-        reads_lock,
-        add_usage_counts: usage::ADD_USAGE_COUNTS,
-        add_minute_fires: usage::ADD_MINUTE_FIRES,
-        upsert_rebinds: false,
-        insert_secret: "INSERT INTO t_app_secret (app, secret, create_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        upsert_calendar:
-            "INSERT INTO t_calendar (app, name, spec, create_time, modify_time) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (app, name) DO UPDATE SET spec = excluded.spec, modify_time = excluded.modify_time",
-        upsert_flow_limit: "INSERT INTO t_flow_limit (app, flow_key, rate_per_sec, parallelism, paused, modify_time)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (app, flow_key) DO UPDATE SET rate_per_sec = excluded.rate_per_sec,
-             parallelism = excluded.parallelism, paused = excluded.paused, modify_time = excluded.modify_time",
-        delete_some: delete_by_key,
-        mark_hour_stale: MARK_HOUR_STALE,
-        insert_manual_fire: fires::INSERT_MANUAL,
-        task_table,
-        insert_task_type: tasks::INSERT_TYPE,
-        insert_task_positions: tasks::INSERT_POSITIONS,
-    }
-}
 
 /// Clamps a page bound to what `LIMIT` / `OFFSET` take.
 pub(crate) fn page_bound(n: u64) -> i64 {

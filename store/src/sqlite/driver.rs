@@ -36,7 +36,7 @@ pub(crate) struct SqliteDriver<'a> {
 /// SQLite's texts of the statements that differ: `ON CONFLICT`'s, with
 /// reads that lock nothing (its one writer keeps every other out).
 pub(crate) static STATEMENTS: Statements =
-    sql::on_conflict_statements(false, |t| tasks::task_table(t, "id INTEGER PRIMARY KEY AUTOINCREMENT"));
+    crate::driver::on_conflict_statements(false, |t| tasks::task_table(t, "id INTEGER PRIMARY KEY AUTOINCREMENT"));
 
 // SQLite reads a shared statement as written.
 dialect!(Cow::Borrowed, STATEMENTS => sqlx::SqlitePool, sqlx::SqliteConnection);
