@@ -20,7 +20,9 @@ impl ProcNode {
     pub async fn start(db: &str, redis: &str, extra: &[(&str, &str)]) -> Self {
         let port = free_port();
         let extra: Vec<(String, String)> = extra.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Self::start_at(port, db, redis, &extra, None)
+        // XTIMER_TEST_NODE_LOG: a file every such node's output is appended to.
+        let log = std::env::var_os("XTIMER_TEST_NODE_LOG").map(std::path::PathBuf::from);
+        Self::start_at(port, db, redis, &extra, log.as_deref())
             .await
             .unwrap_or_else(|| panic!("node on port {port} did not start"))
     }
