@@ -103,7 +103,7 @@ impl Db {
 /// the test threads (`scripts/test` runs three for the end-to-end tests):
 /// each starts two or three nodes under load, and more at once would make
 /// the 2-core machine the thing under test.
-pub struct Slot;
+pub struct Slot(usize);
 
 static RUNNING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
 static FREED: std::sync::Condvar = std::sync::Condvar::new();
@@ -111,19 +111,29 @@ static FREED: std::sync::Condvar = std::sync::Condvar::new();
 impl Slot {
     /// Waits for a place (blocking: taken before the test's first await).
     pub fn take() -> Slot {
+        Self::places(1)
+    }
+
+    /// Waits until no other cluster test runs, and keeps them out: for
+    /// the failovers that count on replication keeping up.
+    pub fn alone() -> Slot {
+        Self::places(2)
+    }
+
+    fn places(n: usize) -> Slot {
         let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-        while *running >= 2 {
+        while *running + n > 2 {
             running = FREED.wait(running).unwrap_or_else(|e| e.into_inner());
         }
-        *running += 1;
-        Slot
+        *running += n;
+        Slot(n)
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-        FREED.notify_one();
+        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) -= self.0;
+        FREED.notify_all();
     }
 }
 
@@ -680,7 +690,7 @@ async fn create_one_shot(base: &str, name: &str) -> (u16, serde_json::Value) {
 /// per-second timer fires again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_host_url_follows_the_standby_promoted_after_the_primary_crashed() {
-    let _slot = crate::Slot::take();
+    let _slot = crate::Slot::alone();
     let primary = Postgres::start();
     let standby = Postgres::standby_of(&primary);
     let redis = Redis::start().await;
@@ -782,7 +792,7 @@ async fn a_multi_host_url_follows_the_standby_promoted_after_the_primary_crashed
 /// fire of the per-second timer is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_asynchronous_standby_that_missed_the_last_second_loses_no_fire() {
-    let _slot = crate::Slot::take();
+    let _slot = crate::Slot::alone();
     let primary = Postgres::start();
     let upstream: std::net::SocketAddr = primary.host().parse().unwrap();
     let link = proxy::Proxy::start(upstream).await;
